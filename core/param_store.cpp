@@ -1,0 +1,94 @@
+#include "core/param_store.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "core/philox.h"
+
+namespace brt::core {
+
+double CounterRng::normal(uint64_t counter_hi, uint64_t counter_lo) const {
+  const auto w = draw(counter_hi, counter_lo);
+  const double u1 = uniform_open01(w[0], w[1]);
+  const double u2 = uniform_open01(w[2], w[3]);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+double initial_value(const ParamSpec& spec, uint64_t seed, int64_t index) {
+  const InitSpec& init = spec.init;
+  switch (init.kind) {
+    case InitKind::kOnes:
+      return 1.0;
+    case InitKind::kZeros:
+      return 0.0;
+    case InitKind::kNormal: {
+      const CounterRng rng(seed, fnv1a64(spec.name.data(), spec.name.size()));
+      return init.stddev * rng.normal(0, static_cast<uint64_t>(index));
+    }
+    case InitKind::kTruncNormal: {
+      // MODEL §4: sigma = sqrt(gain/fan_in)/0.8796, resampled until inside +-2 sigma. Each
+      // attempt has its own counter, so the value depends only on (seed, name, index).
+      const CounterRng rng(seed, fnv1a64(spec.name.data(), spec.name.size()));
+      const double sigma = std::sqrt(init.gain / static_cast<double>(init.fan_in)) / 0.8796;
+      for (uint64_t attempt = 1;; ++attempt) {
+        const double z = rng.normal(attempt, static_cast<uint64_t>(index));
+        if (std::fabs(z) <= 2.0) return sigma * z;
+      }
+    }
+  }
+  throw std::logic_error("initial_value: unknown init kind for " + spec.name);
+}
+
+template <typename T>
+int ParamStore<T>::declare(ParamSpec spec) {
+  if (finalized_) throw std::logic_error("ParamStore::declare after finalize: " + spec.name);
+  if (index_.count(spec.name)) throw std::logic_error("duplicate parameter name " + spec.name);
+  if (spec.init.kind == InitKind::kTruncNormal && spec.init.fan_in <= 0)
+    throw std::logic_error("truncated-normal init needs fan_in: " + spec.name);
+  Param<T> p;
+  p.spec = std::move(spec);
+  p.offset = total_;
+  total_ += p.numel();
+  index_[p.spec.name] = static_cast<int>(params_.size());
+  params_.push_back(std::move(p));
+  return static_cast<int>(params_.size()) - 1;
+}
+
+template <typename T>
+void ParamStore<T>::finalize() {
+  // std::vector value-initialises, which writes (and so faults in) every page now.
+  values_.assign(static_cast<size_t>(total_), T(0));
+  grads_.assign(static_cast<size_t>(total_), T(0));
+  for (auto& p : params_) {
+    p.value = values_.data() + p.offset;
+    p.grad = grads_.data() + p.offset;
+  }
+  finalized_ = true;
+}
+
+template <typename T>
+void ParamStore<T>::initialize(uint64_t seed) {
+  if (!finalized_) throw std::logic_error("ParamStore::initialize before finalize");
+  for (auto& p : params_) {
+    const int64_t n = p.numel();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) p.value[i] = static_cast<T>(initial_value(p.spec, seed, i));
+  }
+}
+
+template <typename T>
+void ParamStore<T>::zero_grads() {
+  std::fill(grads_.begin(), grads_.end(), T(0));
+}
+
+template <typename T>
+int ParamStore<T>::find(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? -1 : it->second;
+}
+
+template class ParamStore<float>;
+template class ParamStore<double>;
+
+}  // namespace brt::core

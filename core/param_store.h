@@ -1,0 +1,62 @@
+// Owns every parameter of a model: declarations first (declare), then one allocation for all
+// values and one for all gradients (finalize), then layout-independent initialisation
+// (initialize, MODEL.md §10b). Layers keep the index or pointer they got from declare().
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/param.h"
+
+namespace brt::core {
+
+template <typename T>
+class ParamStore {
+ public:
+  ParamStore() = default;
+  ParamStore(const ParamStore&) = delete;
+  ParamStore& operator=(const ParamStore&) = delete;
+
+  // Declares a parameter; returns its index. Names must be unique.
+  int declare(ParamSpec spec);
+  // Allocates the value and gradient arenas (touching every page now, not in the step loop)
+  // and points every Param at its slice.
+  void finalize();
+  bool finalized() const { return finalized_; }
+
+  // Counter-based initialisation keyed by (seed, name, flat logical index): the same model
+  // whatever the layout, and a shard is exactly the slice of the whole (MODEL §10b).
+  void initialize(uint64_t seed);
+
+  void zero_grads();
+
+  int size() const { return static_cast<int>(params_.size()); }
+  Param<T>& operator[](int i) { return params_[i]; }
+  const Param<T>& operator[](int i) const { return params_[i]; }
+  std::vector<Param<T>>& params() { return params_; }
+  const std::vector<Param<T>>& params() const { return params_; }
+  // Index of a parameter by name, or -1.
+  int find(const std::string& name) const;
+
+  int64_t total_numel() const { return total_; }
+  T* values() { return values_.data(); }
+  T* grads() { return grads_.data(); }
+  const T* values() const { return values_.data(); }
+  const T* grads() const { return grads_.data(); }
+
+ private:
+  std::vector<Param<T>> params_;
+  std::unordered_map<std::string, int> index_;
+  std::vector<T> values_;
+  std::vector<T> grads_;
+  int64_t total_ = 0;
+  bool finalized_ = false;
+};
+
+// The initial value of element `index` of a parameter with this spec (MODEL §10b): the same
+// on every rank and every layout. Exposed so a shard can initialise just its slice.
+double initial_value(const ParamSpec& spec, uint64_t seed, int64_t index);
+
+}  // namespace brt::core

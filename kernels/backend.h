@@ -1,0 +1,153 @@
+// The kernels interface: every numeric operation a layer performs, as a pure function over
+// raw row-major buffers with explicit shapes. Layers call a Backend<T>& and never learn which
+// implementation runs (CPU now, CUDA later). Kernels never allocate and never communicate.
+//
+// Conventions (all kernels):
+//  - Row-major. An activation "[n, A]" has rows of width A; A = H*dh and head h occupies
+//    columns [h*dh, (h+1)*dh) (MODEL.md §9).
+//  - Forward kernels OVERWRITE their outputs.
+//  - Backward kernels ACCUMULATE (+=) into every gradient output, for inputs and parameters
+//    alike; callers zero gradient buffers when they need a fresh sum. This keeps residual
+//    streams and shared weights simple.
+//  - Reductions are deterministic: the same inputs give bit-identical outputs regardless of
+//    thread count scheduling (fixed partition of work, fixed summation order).
+//  - T is float (the training path) or double (the float64 reference / gradient-check path).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+namespace brt::kernels {
+
+enum class Trans { N, T };
+
+// Dimensions of the sliding-window self-attention of MODEL §3.2 over a batch of segments.
+struct WindowAttnDims {
+  int batch;     // B streams
+  int seq;       // N tokens per segment (multiple of window)
+  int window;    // W; blocks per segment T = seq / window. W == seq is Transformer-XL.
+  int heads;     // H
+  int head_dim;  // dh
+  int width() const { return heads * head_dim; }  // A
+  int blocks() const { return seq / window; }
+};
+
+// Dimensions of an (optionally causal) cross-attention (MODEL §3.4), batched over `batch`
+// independent problems. Row width of Q, K, V and out is A = heads*head_dim. The strides say
+// how far apart (in elements) consecutive batch entries start, so a block of a larger
+// [B, N, A] activation can be addressed in place.
+struct CrossAttnDims {
+  int batch;
+  int queries;  // nq
+  int keys;     // nk
+  int heads;
+  int head_dim;
+  int64_t q_stride;   // elements between batch entries of Q and of out
+  int64_t kv_stride;  // elements between batch entries of K and V
+  bool causal;        // if true, query i may see key j only when j <= i (MODEL §7.2 SH/MH)
+  int width() const { return heads * head_dim; }
+};
+
+// T5 relative-position bucket of MODEL §3.3 for a distance n >= 1 (computed in fp32).
+int t5_bucket(int distance);
+constexpr int kT5Buckets = 32;
+
+template <typename T>
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+
+  // C[M,N] = alpha * op(A) * op(B) + beta * C. lda/ldb/ldc are row strides of the stored
+  // (untransposed) matrices.
+  virtual void gemm(Trans ta, Trans tb, int M, int N, int K, T alpha, const T* A, int lda,
+                    const T* B, int ldb, T beta, T* C, int ldc) = 0;
+
+  // ---- element-wise helpers -------------------------------------------------------------
+  virtual void fill(T* x, int64_t n, T value) = 0;
+  virtual void copy(const T* x, int64_t n, T* y) = 0;           // y = x
+  virtual void add_inplace(T* y, const T* x, int64_t n) = 0;    // y += x
+  virtual void scale_inplace(T* x, int64_t n, T alpha) = 0;     // x *= alpha
+  // Column sums of dz [n, D] accumulated into db [D] (bias gradients).
+  virtual void column_sum_accumulate(const T* dz, int n, int D, T* db) = 0;
+  // out[i, :] += row[:] for all rows (broadcast add of a [D] or [rows, D] table).
+  virtual void add_rows_broadcast(T* out, const T* table, int rows_out, int rows_table,
+                                  int D) = 0;  // out[i] += table[i % rows_table]
+
+  // ---- MODEL §1: embedding (no scaling) -----------------------------------------------
+  virtual void embedding_forward(const int32_t* tokens, int n, const T* table, int D,
+                                 T* out) = 0;
+  virtual void embedding_backward(const int32_t* tokens, int n, const T* dout, int D,
+                                  T* dtable) = 0;
+
+  // ---- MODEL §2: RMSNorm; rstd[n] saved for backward ----------------------------------
+  virtual void rmsnorm_forward(const T* x, const T* gamma, int n, int D, T* y, T* rstd) = 0;
+  virtual void rmsnorm_backward(const T* x, const T* gamma, const T* rstd, const T* dy, int n,
+                                int D, T* dx, T* dgamma) = 0;
+
+  // ---- MODEL §3.1: per-head L2 normalisation y = x * rsqrt(sum x^2 + 1e-6) ------------
+  // x, y: [n, H*dh]; rnorm: [n, H] saved for backward. y may alias x.
+  virtual void head_l2norm_forward(const T* x, int n, int H, int dh, T* y, T* rnorm) = 0;
+  // dx += rnorm * (dy - y * <y, dy>) per head. Uses the forward's output y.
+  virtual void head_l2norm_backward(const T* y, const T* rnorm, const T* dy, int n, int H,
+                                    int dh, T* dx) = 0;
+
+  // ---- MODEL §3.2/§3.3: sliding-window self-attention ----------------------------------
+  // q, k, v, out: [B, N, A] (q, k already normalised). k_cache, v_cache: [B, W, A], the
+  // previous block for block 0 (zeros at a document start; attended, not masked).
+  // rel_bias: [H, 32]; scale: [H]. probs: [B, T, H, W, 2W] saved for backward.
+  virtual void window_attention_forward(const WindowAttnDims& d, const T* q, const T* k,
+                                        const T* v, const T* k_cache, const T* v_cache,
+                                        const T* rel_bias, const T* scale, T* out,
+                                        T* probs) = 0;
+  // Accumulates dq, dk, dv (no gradient to the detached cache), drel_bias, dscale.
+  virtual void window_attention_backward(const WindowAttnDims& d, const T* q, const T* k,
+                                         const T* v, const T* k_cache, const T* v_cache,
+                                         const T* rel_bias, const T* scale, const T* probs,
+                                         const T* dout, T* dq, T* dk, T* dv, T* drel_bias,
+                                         T* dscale) = 0;
+
+  // ---- MODEL §3.4: cross-attention (no bias, optional causal mask) ---------------------
+  // Batch entry b: q at q + b*q_stride ([nq, A] rows), k/v at k/v + b*kv_stride ([nk, A]),
+  // out at out + b*q_stride. probs: [batch, H, nq, nk] (dense, saved for backward).
+  // logits = scale_h * <q_i, k_j>; softmax over j.
+  virtual void cross_attention_forward(const CrossAttnDims& d, const T* q, const T* k,
+                                       const T* v, const T* scale, T* out, T* probs) = 0;
+  virtual void cross_attention_backward(const CrossAttnDims& d, const T* q, const T* k,
+                                        const T* v, const T* scale, const T* probs,
+                                        const T* dout, T* dq, T* dk, T* dv, T* dscale) = 0;
+
+  // ---- MODEL §4: ReLU -----------------------------------------------------------------
+  virtual void relu_forward(const T* x, int64_t n, T* y) = 0;             // y may alias x
+  virtual void relu_backward(const T* y, const T* dy, int64_t n, T* dx) = 0;  // dx += dy*(y>0)
+
+  // ---- MODEL §5.3: gates ----------------------------------------------------------------
+  // fixed: g = sigmoid(bias[d]); out = carry*g + u*(1-g). carry, u, out: [n, D].
+  virtual void fixed_gate_forward(const T* carry, const T* u, const T* bias, int n, int D,
+                                  T* out) = 0;
+  virtual void fixed_gate_backward(const T* carry, const T* u, const T* bias, const T* dout,
+                                   int n, int D, T* dcarry, T* du, T* dbias) = 0;
+  // lstm: zf, zi are the pre-activations y*W_f + b_f and y*W_i + b_i (computed by the layer);
+  // f = sigmoid(zf + 1), i = sigmoid(zi - 1), out = carry*f + u*i. f, i saved: [n, D].
+  virtual void lstm_gate_forward(const T* carry, const T* u, const T* zf, const T* zi, int n,
+                                 int D, T* out, T* f, T* i) = 0;
+  // Accumulates dcarry, du, dzf, dzi.
+  virtual void lstm_gate_backward(const T* carry, const T* u, const T* f, const T* i,
+                                  const T* dout, int n, int D, T* dcarry, T* du, T* dzf,
+                                  T* dzi) = 0;
+
+  // ---- MODEL §1: softmax cross-entropy over logits [n, V] -------------------------------
+  // For each row r with mask[r] != 0: loss_r = logsumexp(logits_r) - logits_r[target_r];
+  // rows with mask 0 give loss 0. Writes per-row losses (nats) to row_loss[n] and
+  // OVERWRITES dlogits = grad_scale * mask_r * (softmax(logits_r) - onehot(target_r)).
+  // dlogits may alias logits. Returns the sum of row losses (accumulated in double).
+  virtual double softmax_xent_forward_backward(const T* logits, const int32_t* targets,
+                                               const uint8_t* mask, int n, int V, T grad_scale,
+                                               T* dlogits, T* row_loss) = 0;
+};
+
+// The CPU backend (OpenBLAS for matrix products, OpenMP for the rest).
+template <typename T>
+std::unique_ptr<Backend<T>> make_cpu_backend();
+
+}  // namespace brt::kernels

@@ -1,0 +1,4 @@
+#pragma once
+namespace brt::launch {
+const char* version();
+}  // namespace brt::launch

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every Debian package brt-dist needs to build, test and run. Idempotent and
+# non-interactive: packages already present are left alone, so a second run is quick.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libopenblas-openmp-dev            # BLAS threaded with OpenMP, so BLAS and our loops share one pool
+  libtomlplusplus-dev               # config files
+  libsentencepiece-dev sentencepiece  # tokenizer library and the spm_* tools (benchmark baseline)
+  libhdf5-openmpi-dev hdf5-tools    # checkpoints (parallel HDF5 over MPI-IO)
+  libfftw3-dev                      # FFT convolutions for the SSM layers
+  libopenmpi-dev openmpi-bin        # MPI
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-h5py python3-numpy  # checkpoint readability test
+  bible-kjv                         # the bundled default corpus
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"
