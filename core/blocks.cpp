@@ -1,0 +1,177 @@
+#include "core/blocks.h"
+
+#include <algorithm>
+
+#include "core/linear.h"
+
+namespace brt::core {
+
+template <typename T>
+int declare_norm(ParamStore<T>& store, const std::string& name, int d_model) {
+  return store.declare({name, {d_model}, {InitKind::kOnes}});
+}
+
+template <typename T>
+int declare_matrix(ParamStore<T>& store, const std::string& name, int in, int out, double gain) {
+  InitSpec init{InitKind::kTruncNormal};
+  init.gain = gain;
+  init.fan_in = in;
+  return store.declare({name, {in, out}, init});
+}
+
+template <typename T>
+int declare_normal(ParamStore<T>& store, const std::string& name, std::vector<int64_t> shape,
+                   double stddev) {
+  InitSpec init{InitKind::kNormal};
+  init.stddev = stddev;
+  return store.declare({name, std::move(shape), init});
+}
+
+template <typename T>
+int declare_ones(ParamStore<T>& store, const std::string& name, std::vector<int64_t> shape) {
+  return store.declare({name, std::move(shape), {InitKind::kOnes}});
+}
+
+template <typename T>
+void ProjectionActs<T>::allocate(const ProjectionParams& p, const AttnShape& s, int rows) {
+  h.assign(static_cast<size_t>(rows) * s.d_model, T(0));
+  rstd.assign(rows, T(0));
+  out.assign(p.weights.size(), std::vector<T>(static_cast<size_t>(rows) * s.width(), T(0)));
+  rnorm.assign(p.weights.size(), std::vector<T>());
+  for (size_t j = 0; j < p.weights.size(); ++j)
+    if (p.normalised[j]) rnorm[j].assign(static_cast<size_t>(rows) * s.heads, T(0));
+}
+
+template <typename T>
+int64_t ProjectionActs<T>::bytes() const {
+  int64_t n = h.size() + rstd.size();
+  for (const auto& o : out) n += o.size();
+  for (const auto& r : rnorm) n += r.size();
+  return n * static_cast<int64_t>(sizeof(T));
+}
+
+template <typename T>
+void projections_forward(Backend<T>& be, ParamStore<T>& store, const ProjectionParams& p,
+                         const AttnShape& s, const T* x, int rows, ProjectionActs<T>& acts) {
+  const int D = s.d_model, A = s.width();
+  be.rmsnorm_forward(x, store[p.norm].value, rows, D, acts.h.data(), acts.rstd.data());
+  if (p.ids >= 0) be.add_rows_broadcast(acts.h.data(), store[p.ids].value, rows, p.id_rows, D);
+  for (size_t j = 0; j < p.weights.size(); ++j) {
+    T* out = acts.out[j].data();
+    linear_forward(be, acts.h.data(), rows, D, store[p.weights[j]].value, A, out);
+    if (p.normalised[j])
+      be.head_l2norm_forward(out, rows, s.heads, s.head_dim, out, acts.rnorm[j].data());
+  }
+}
+
+template <typename T>
+void projections_backward(Backend<T>& be, ParamStore<T>& store, const ProjectionParams& p,
+                          const AttnShape& s, const T* x, int rows,
+                          const ProjectionActs<T>& acts, const std::vector<const T*>& dout,
+                          T* dx, T* scratch_a, T* scratch_d) {
+  const int D = s.d_model, A = s.width();
+  T* dh = scratch_d;
+  be.fill(dh, static_cast<int64_t>(rows) * D, T(0));
+  for (size_t j = 0; j < p.weights.size(); ++j) {
+    if (dout[j] == nullptr) continue;
+    const T* draw = dout[j];
+    if (p.normalised[j]) {
+      be.fill(scratch_a, static_cast<int64_t>(rows) * A, T(0));
+      be.head_l2norm_backward(acts.out[j].data(), acts.rnorm[j].data(), dout[j], rows, s.heads,
+                              s.head_dim, scratch_a);
+      draw = scratch_a;
+    }
+    auto& w = store[p.weights[j]];
+    linear_backward(be, acts.h.data(), rows, D, w.value, A, draw, dh, w.grad);
+  }
+  if (p.ids >= 0) {
+    // h = RMSNorm(x) + ids[row % id_rows]: the IDs receive the sum over the rows that used them.
+    T* dids = store[p.ids].grad;
+    for (int r = 0; r < rows; ++r)
+      be.add_inplace(dids + static_cast<int64_t>(r % p.id_rows) * D, dh + static_cast<int64_t>(r) * D, D);
+  }
+  auto& g = store[p.norm];
+  be.rmsnorm_backward(x, g.value, acts.rstd.data(), dh, rows, D, dx, g.grad);
+}
+
+template <typename T>
+void MlpActs<T>::allocate(const MlpParams& p, int rows) {
+  h.assign(static_cast<size_t>(rows) * p.d_model, T(0));
+  rstd.assign(rows, T(0));
+  m.assign(static_cast<size_t>(rows) * p.d_ff, T(0));
+}
+
+template <typename T>
+int64_t MlpActs<T>::bytes() const {
+  return static_cast<int64_t>(h.size() + rstd.size() + m.size()) * static_cast<int64_t>(sizeof(T));
+}
+
+template <typename T>
+MlpParams declare_mlp(ParamStore<T>& store, const std::string& norm_name,
+                      const std::string& prefix_w, int d_model, int d_ff) {
+  MlpParams p;
+  p.d_model = d_model;
+  p.d_ff = d_ff;
+  p.norm = declare_norm(store, norm_name, d_model);
+  p.w1 = declare_matrix(store, prefix_w + "w1", d_model, d_ff);
+  p.w2 = declare_matrix(store, prefix_w + "w2", d_ff, d_model);
+  return p;
+}
+
+template <typename T>
+void mlp_forward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, const T* y, int rows,
+                 MlpActs<T>& acts, T* u, T beta) {
+  const int D = p.d_model, F = p.d_ff;
+  be.rmsnorm_forward(y, store[p.norm].value, rows, D, acts.h.data(), acts.rstd.data());
+  linear_forward(be, acts.h.data(), rows, D, store[p.w1].value, F, acts.m.data());
+  be.relu_forward(acts.m.data(), static_cast<int64_t>(rows) * F, acts.m.data());
+  linear_forward(be, acts.m.data(), rows, F, store[p.w2].value, D, u, beta);
+}
+
+template <typename T>
+void mlp_backward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, const T* y,
+                  int rows, const MlpActs<T>& acts, const T* du, T* dy, T* scratch_f,
+                  T* scratch_d, const T* dm_extra) {
+  const int D = p.d_model, F = p.d_ff;
+  const int64_t nf = static_cast<int64_t>(rows) * F;
+  T* dm = scratch_f;
+  T* dpre = scratch_f + nf;
+  be.fill(dm, nf, T(0));
+  auto& w2 = store[p.w2];
+  linear_backward(be, acts.m.data(), rows, F, w2.value, D, du, dm, w2.grad);
+  if (dm_extra != nullptr) be.add_inplace(dm, dm_extra, nf);
+  be.fill(dpre, nf, T(0));
+  be.relu_backward(acts.m.data(), dm, nf, dpre);
+  T* dh = scratch_d;
+  be.fill(dh, static_cast<int64_t>(rows) * D, T(0));
+  auto& w1 = store[p.w1];
+  linear_backward(be, acts.h.data(), rows, D, w1.value, F, dpre, dh, w1.grad);
+  auto& g = store[p.norm];
+  be.rmsnorm_backward(y, g.value, acts.rstd.data(), dh, rows, D, dy, g.grad);
+}
+
+#define BRT_INSTANTIATE_BLOCKS(T)                                                              \
+  template int declare_norm<T>(ParamStore<T>&, const std::string&, int);                       \
+  template int declare_matrix<T>(ParamStore<T>&, const std::string&, int, int, double);        \
+  template int declare_normal<T>(ParamStore<T>&, const std::string&, std::vector<int64_t>,     \
+                                 double);                                                      \
+  template int declare_ones<T>(ParamStore<T>&, const std::string&, std::vector<int64_t>);      \
+  template struct ProjectionActs<T>;                                                           \
+  template struct MlpActs<T>;                                                                  \
+  template void projections_forward<T>(Backend<T>&, ParamStore<T>&, const ProjectionParams&,   \
+                                       const AttnShape&, const T*, int, ProjectionActs<T>&);   \
+  template void projections_backward<T>(Backend<T>&, ParamStore<T>&, const ProjectionParams&,  \
+                                        const AttnShape&, const T*, int,                      \
+                                        const ProjectionActs<T>&,                              \
+                                        const std::vector<const T*>&, T*, T*, T*);             \
+  template MlpParams declare_mlp<T>(ParamStore<T>&, const std::string&, const std::string&,    \
+                                    int, int);                                                 \
+  template void mlp_forward<T>(Backend<T>&, ParamStore<T>&, const MlpParams&, const T*, int,   \
+                               MlpActs<T>&, T*, T);                                            \
+  template void mlp_backward<T>(Backend<T>&, ParamStore<T>&, const MlpParams&, const T*, int,  \
+                                const MlpActs<T>&, const T*, T*, T*, T*, const T*);
+
+BRT_INSTANTIATE_BLOCKS(float)
+BRT_INSTANTIATE_BLOCKS(double)
+
+}  // namespace brt::core

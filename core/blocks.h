@@ -1,0 +1,99 @@
+// Small composable pieces shared by the layers: a pre-norm attention input (RMSNorm, optional
+// learned IDs, Q/K/V projections with per-head L2 normalisation — MODEL.md §2, §3.1, §5.2) and
+// the ReLU MLP (MODEL §4). Parameters and activations are separate so one set of parameters
+// can serve several saved activations (the recurrent state side runs once per block).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/layer.h"
+#include "core/param_store.h"
+
+namespace brt::core {
+
+using kernels::Backend;
+
+struct AttnShape {
+  int d_model;   // D
+  int heads;     // H
+  int head_dim;  // dh
+  int width() const { return heads * head_dim; }
+};
+
+// Declares a [D] RMSNorm gain (init 1).
+template <typename T>
+int declare_norm(ParamStore<T>& store, const std::string& name, int d_model);
+// Declares a [in, out] matrix, truncated normal with sigma = sqrt(gain/in)/0.8796 (MODEL §4).
+template <typename T>
+int declare_matrix(ParamStore<T>& store, const std::string& name, int in, int out,
+                   double gain = 1.0);
+// Declares a tensor drawn from N(0, stddev).
+template <typename T>
+int declare_normal(ParamStore<T>& store, const std::string& name, std::vector<int64_t> shape,
+                   double stddev);
+// Declares a per-head scale [H], init 1 (MODEL §3.1).
+template <typename T>
+int declare_ones(ParamStore<T>& store, const std::string& name, std::vector<int64_t> shape);
+
+// h = RMSNorm(x) (+ ids[row % id_rows]); out_j = h·W_j, L2-normalised per head if asked.
+struct ProjectionParams {
+  int norm = -1;
+  int ids = -1;       // optional learned IDs added after the norm (state IDs P, MODEL §5.2)
+  int id_rows = 0;
+  std::vector<int> weights;      // [D, A]
+  std::vector<bool> normalised;  // per weight
+};
+
+template <typename T>
+struct ProjectionActs {
+  std::vector<T> h;                   // [rows, D]
+  std::vector<T> rstd;                // [rows]
+  std::vector<std::vector<T>> out;    // [rows, A] per projection (normalised where asked)
+  std::vector<std::vector<T>> rnorm;  // [rows, H] per normalised projection
+  void allocate(const ProjectionParams& p, const AttnShape& s, int rows);
+  int64_t bytes() const;
+};
+
+template <typename T>
+void projections_forward(Backend<T>& be, ParamStore<T>& store, const ProjectionParams& p,
+                         const AttnShape& s, const T* x, int rows, ProjectionActs<T>& acts);
+// dout[j]: gradient w.r.t. out[j] (null: no gradient). Accumulates dx and parameter grads.
+// scratch_a: [rows, A], scratch_d: [rows, D].
+template <typename T>
+void projections_backward(Backend<T>& be, ParamStore<T>& store, const ProjectionParams& p,
+                          const AttnShape& s, const T* x, int rows,
+                          const ProjectionActs<T>& acts, const std::vector<const T*>& dout,
+                          T* dx, T* scratch_a, T* scratch_d);
+
+// u = ReLU(RMSNorm(y)·W1)·W2 + beta·u (MODEL §4 without the residual).
+struct MlpParams {
+  int norm = -1, w1 = -1, w2 = -1;
+  int d_model = 0, d_ff = 0;
+};
+
+template <typename T>
+struct MlpActs {
+  std::vector<T> h;     // [rows, D]
+  std::vector<T> rstd;  // [rows]
+  std::vector<T> m;     // [rows, F] after ReLU
+  void allocate(const MlpParams& p, int rows);
+  int64_t bytes() const;
+};
+
+template <typename T>
+MlpParams declare_mlp(ParamStore<T>& store, const std::string& prefix_norm,
+                      const std::string& prefix_w, int d_model, int d_ff);
+
+template <typename T>
+void mlp_forward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, const T* y, int rows,
+                 MlpActs<T>& acts, T* u, T beta);
+// du: gradient w.r.t. u; dm_extra (may be null): an extra gradient w.r.t. the hidden m
+// (the dual state MLP's gate reads m, MODEL §5.3). Accumulates dy and parameter grads.
+// scratch_f: [2, rows, F], scratch_d: [rows, D].
+template <typename T>
+void mlp_backward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, const T* y,
+                  int rows, const MlpActs<T>& acts, const T* du, T* dy, T* scratch_f,
+                  T* scratch_d, const T* dm_extra = nullptr);
+
+}  // namespace brt::core

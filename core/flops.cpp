@@ -1,0 +1,26 @@
+#include "core/flops.h"
+
+namespace brt::core {
+
+FlopBreakdown flops_per_token(const ModelConfig& cfg) {
+  const double D = cfg.d_model, A = cfg.attn_width(), F = cfg.d_ff, W = cfg.window;
+  const double S = cfg.state_size, V = cfg.vocab;
+  FlopBreakdown f;
+  const double standard = 2 * (4 * D * A + 2 * D * F) + 4 * W * A;
+  f.layers = standard * cfg.layers;
+  f.logits = 2 * D * V;
+  if (cfg.family == ModelFamily::kRecurrent) {
+    double per_state = 8 * D * A + 4 * S * A + 8 * W * A + 2 * 2 * A * D;
+    if (cfg.gate == GateKind::kLSTM) per_state += 2 * (2 * 2 * A * D);
+    if (cfg.rec_config == RecurrentConfig::kDual) {
+      per_state += 2 * 2 * D * F;
+      if (cfg.gate == GateKind::kLSTM) per_state += 2 * (2 * F * D);
+    }
+    const double extra = 2 * (2 * D * A) + 4 * S * A + (S / W) * per_state;
+    for (int i = 0; i < cfg.layers; ++i)
+      if (cfg.is_recurrent_layer(i)) f.recurrent += extra;
+  }
+  return f;
+}
+
+}  // namespace brt::core

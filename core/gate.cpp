@@ -1,0 +1,116 @@
+#include "core/gate.h"
+
+#include "core/blocks.h"
+#include "core/linear.h"
+
+namespace brt::core {
+
+template <typename T>
+GateParams declare_gate(ParamStore<T>& store, const std::string& prefix, GateKind kind, int in,
+                        int d_model) {
+  GateParams p;
+  p.kind = kind;
+  p.in = in;
+  p.d_model = d_model;
+  if (kind == GateKind::kFixed) {
+    p.bias = declare_normal(store, prefix + "bias", {d_model}, 0.1);
+  } else {
+    // MODEL §5.3: kernels truncated normal with gain 0.1, biases N(0, 0.1).
+    p.wf = declare_matrix(store, prefix + "wf", in, d_model, 0.1);
+    p.wi = declare_matrix(store, prefix + "wi", in, d_model, 0.1);
+    p.bf = declare_normal(store, prefix + "bf", {d_model}, 0.1);
+    p.bi = declare_normal(store, prefix + "bi", {d_model}, 0.1);
+  }
+  return p;
+}
+
+template <typename T>
+void GateActs<T>::allocate(const GateParams& p, int rows) {
+  if (p.kind != GateKind::kLSTM) return;
+  f.assign(static_cast<size_t>(rows) * p.d_model, T(0));
+  i.assign(static_cast<size_t>(rows) * p.d_model, T(0));
+}
+
+namespace {
+
+// z = y·W + b, with y given as column pieces and W's rows split to match.
+template <typename T>
+void gate_preactivation(kernels::Backend<T>& be, const T* w, const T* b, const GateInput<T>& y,
+                        int rows, int D, T* z) {
+  int row = 0;
+  T beta = T(0);
+  for (const auto& [data, width] : y) {
+    linear_forward(be, data, rows, width, w + static_cast<int64_t>(row) * D, D, z, beta);
+    row += width;
+    beta = T(1);
+  }
+  be.add_rows_broadcast(z, b, rows, 1, D);
+}
+
+template <typename T>
+void gate_preactivation_backward(kernels::Backend<T>& be, const T* w, T* dw, T* db,
+                                 const GateInput<T>& y, int rows, int D, const T* dz,
+                                 const std::vector<T*>& dy) {
+  int row = 0;
+  for (size_t k = 0; k < y.size(); ++k) {
+    const auto& [data, width] = y[k];
+    const int64_t off = static_cast<int64_t>(row) * D;
+    linear_backward(be, data, rows, width, w + off, D, dz, dy[k], dw + off);
+    row += width;
+  }
+  be.column_sum_accumulate(dz, rows, D, db);
+}
+
+}  // namespace
+
+template <typename T>
+void gate_forward(kernels::Backend<T>& be, ParamStore<T>& store, const GateParams& p,
+                  const T* carry, const T* u, const GateInput<T>& y, int rows, T* out,
+                  GateActs<T>& acts, T* zf, T* zi) {
+  const int D = p.d_model;
+  if (p.kind == GateKind::kFixed) {
+    be.fixed_gate_forward(carry, u, store[p.bias].value, rows, D, out);
+    return;
+  }
+  gate_preactivation(be, store[p.wf].value, store[p.bf].value, y, rows, D, zf);
+  gate_preactivation(be, store[p.wi].value, store[p.bi].value, y, rows, D, zi);
+  be.lstm_gate_forward(carry, u, zf, zi, rows, D, out, acts.f.data(), acts.i.data());
+}
+
+template <typename T>
+void gate_backward(kernels::Backend<T>& be, ParamStore<T>& store, const GateParams& p,
+                   const T* carry, const T* u, const GateInput<T>& y, int rows,
+                   const GateActs<T>& acts, const T* dout, T* dcarry, T* du,
+                   const std::vector<T*>& dy, T* dzf, T* dzi) {
+  const int D = p.d_model;
+  if (p.kind == GateKind::kFixed) {
+    be.fixed_gate_backward(carry, u, store[p.bias].value, dout, rows, D, dcarry, du,
+                           store[p.bias].grad);
+    return;
+  }
+  const int64_t n = static_cast<int64_t>(rows) * D;
+  be.fill(dzf, n, T(0));
+  be.fill(dzi, n, T(0));
+  be.lstm_gate_backward(carry, u, acts.f.data(), acts.i.data(), dout, rows, D, dcarry, du, dzf,
+                        dzi);
+  gate_preactivation_backward(be, store[p.wf].value, store[p.wf].grad, store[p.bf].grad, y,
+                              rows, D, dzf, dy);
+  gate_preactivation_backward(be, store[p.wi].value, store[p.wi].grad, store[p.bi].grad, y,
+                              rows, D, dzi, dy);
+}
+
+#define BRT_INSTANTIATE_GATE(T)                                                              \
+  template GateParams declare_gate<T>(ParamStore<T>&, const std::string&, GateKind, int, int); \
+  template struct GateActs<T>;                                                               \
+  template void gate_forward<T>(kernels::Backend<T>&, ParamStore<T>&, const GateParams&,     \
+                                const T*, const T*, const GateInput<T>&, int, T*,            \
+                                GateActs<T>&, T*, T*);                                       \
+  template void gate_backward<T>(kernels::Backend<T>&, ParamStore<T>&, const GateParams&,    \
+                                 const T*, const T*, const GateInput<T>&, int,               \
+                                 const GateActs<T>&, const T*, T*, T*, const std::vector<T*>&, \
+                                 T*, T*);
+
+BRT_INSTANTIATE_GATE(float)
+BRT_INSTANTIATE_GATE(double)
+
+}  // namespace brt::core

@@ -1,0 +1,54 @@
+// The gates of MODEL.md §5.3 that update the recurrent state: 'fixed' (a learned per-channel
+// EMA) and 'lstm' (input and forget gates computed from the gate input y).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/model_config.h"
+#include "core/param_store.h"
+#include "kernels/backend.h"
+
+namespace brt::core {
+
+struct GateParams {
+  GateKind kind = GateKind::kFixed;
+  int bias = -1;                      // fixed: b [D]
+  int wf = -1, wi = -1, bf = -1, bi = -1;  // lstm: W_f, W_i [in, D]; b_f, b_i [D]
+  int in = 0;                         // width of the gate input y
+  int d_model = 0;
+};
+
+// Declares prefix + {bias} or {wf, wi, bf, bi} (MODEL §9 names, §5.3 inits).
+template <typename T>
+GateParams declare_gate(ParamStore<T>& store, const std::string& prefix, GateKind kind, int in,
+                        int d_model);
+
+// The gate input y as consecutive column pieces (y = concat(pieces) along columns), so
+// y = concat(A_ss, A_se) needs no copy: W_f's rows split the same way.
+template <typename T>
+using GateInput = std::vector<std::pair<const T*, int>>;  // (data [rows, width], width)
+
+template <typename T>
+struct GateActs {
+  std::vector<T> f, i;  // [rows, D] (lstm only)
+  void allocate(const GateParams& p, int rows);
+  int64_t bytes() const { return static_cast<int64_t>(f.size() + i.size()) * sizeof(T); }
+};
+
+// out = Gate(carry, u, y). zf, zi: [rows, D] scratch (lstm only).
+template <typename T>
+void gate_forward(kernels::Backend<T>& be, ParamStore<T>& store, const GateParams& p,
+                  const T* carry, const T* u, const GateInput<T>& y, int rows, T* out,
+                  GateActs<T>& acts, T* zf, T* zi);
+
+// Accumulates dcarry, du, dy pieces (lstm only; same split as y) and parameter grads.
+// dzf, dzi: [rows, D] scratch.
+template <typename T>
+void gate_backward(kernels::Backend<T>& be, ParamStore<T>& store, const GateParams& p,
+                   const T* carry, const T* u, const GateInput<T>& y, int rows,
+                   const GateActs<T>& acts, const T* dout, T* dcarry, T* du,
+                   const std::vector<T*>& dy, T* dzf, T* dzi);
+
+}  // namespace brt::core

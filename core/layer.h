@@ -1,0 +1,57 @@
+// What every layer of the stack offers the model: a readable forward/backward pair over the
+// residual stream, plus the per-stream state it carries between segments (MODEL.md §8).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+
+namespace brt::core {
+
+// Everything a layer needs to run one step, passed explicitly (no globals).
+template <typename T>
+struct StepContext {
+  kernels::Backend<T>& backend;
+  int streams;               // B
+  int seq;                   // N
+  const uint8_t* doc_start;  // [B]: 1 where this segment starts a document (MODEL §8)
+};
+
+// A named view of a tensor the model owns (carried state, for checkpoints and tests).
+template <typename T>
+struct TensorRef {
+  std::string name;
+  std::vector<int64_t> shape;
+  T* data;
+};
+
+// Gradient buffers shared by all layers during backward: sized once by the model for the
+// largest layer, so backward allocates nothing.
+template <typename T>
+struct BackwardScratch {
+  std::vector<T> d_model;    // [B*N, D]: gradient w.r.t. a layer's mid-residual y
+  std::vector<T> d_ff;       // [2, B*N, F]: MLP hidden gradients
+  std::vector<T> d_attn[6];  // [B*N, A] each: attention outputs, q, k, v, ...
+  std::vector<T> d_norm;     // [B*N, D]: gradient w.r.t. a normalised input
+};
+
+template <typename T>
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  // x: [B*N, D] the layer's input; out: [B*N, D] its output. Saves what backward needs and
+  // updates the carried state for the next segment (detached).
+  virtual void forward(const StepContext<T>& ctx, const T* x, T* out) = 0;
+  // dout: gradient w.r.t. out; dx: gradient w.r.t. x, ACCUMULATED. Parameter gradients are
+  // accumulated into the parameter store.
+  virtual void backward(const StepContext<T>& ctx, const T* dout, T* dx,
+                        BackwardScratch<T>& scratch) = 0;
+  // Carried per-stream state (caches, recurrent state), for checkpoints and tests.
+  virtual std::vector<TensorRef<T>> carried_state() = 0;
+  // Bytes of activation memory this layer planned (for the memory report).
+  virtual int64_t activation_bytes() const = 0;
+};
+
+}  // namespace brt::core

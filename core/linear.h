@@ -1,0 +1,27 @@
+// y = x·W for row vectors (MODEL.md §0: matrices act on row vectors, W stored [in, out]) and
+// its backward. Thin wrappers over Backend::gemm so layer code reads like the math.
+#pragma once
+
+#include "kernels/backend.h"
+
+namespace brt::core {
+
+using kernels::Backend;
+using kernels::Trans;
+
+// y[n,out] = x[n,in]·W[in,out] + beta·y
+template <typename T>
+void linear_forward(Backend<T>& be, const T* x, int n, int in, const T* w, int out, T* y,
+                    T beta = T(0)) {
+  be.gemm(Trans::N, Trans::N, n, out, in, T(1), x, in, w, out, beta, y, out);
+}
+
+// dx[n,in] += dy·Wᵀ (skipped when dx is null); dW[in,out] += xᵀ·dy.
+template <typename T>
+void linear_backward(Backend<T>& be, const T* x, int n, int in, const T* w, int out,
+                     const T* dy, T* dx, T* dw) {
+  if (dx != nullptr) be.gemm(Trans::N, Trans::T, n, in, out, T(1), dy, out, w, out, T(1), dx, in);
+  be.gemm(Trans::T, Trans::N, in, out, n, T(1), x, in, dy, out, T(1), dw, out);
+}
+
+}  // namespace brt::core

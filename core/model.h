@@ -1,0 +1,76 @@
+// The whole language model (MODEL.md §1, §4–§6, §8): embedding, the layer stack, final
+// RMSNorm and the tied output with 1/√V, trained with masked cross-entropy. Memory for
+// parameters, gradients and activations is planned at construction; a step allocates nothing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/layer.h"
+#include "core/model_config.h"
+#include "core/param_store.h"
+#include "kernels/backend.h"
+
+namespace brt::core {
+
+// One step's input for the B streams (all [B, N] row-major except doc_start [B]).
+struct ModelInput {
+  const int32_t* inputs;
+  const int32_t* targets;
+  const uint8_t* mask;       // 0: padded target, excluded from loss and metrics
+  const uint8_t* doc_start;  // 1: this segment starts a document (MODEL §8)
+};
+
+struct LossSums {
+  double nats = 0.0;  // sum of cross-entropies over unmasked targets
+  int64_t count = 0;  // number of unmasked targets
+};
+
+struct MemoryReport {
+  int64_t parameters = 0, gradients = 0, activations = 0, carried_state = 0;
+};
+
+template <typename T>
+class Model {
+ public:
+  Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backend);
+
+  ParamStore<T>& params() { return params_; }
+  const ModelConfig& config() const { return cfg_; }
+  int streams() const { return streams_; }
+
+  // Forward through the whole model. grad_scale multiplies the loss gradient that backward()
+  // will propagate: 1 / (number of unmasked targets in the global batch) gives the gradient
+  // of the mean loss (MODEL §10b). Updates the carried state for the next segment.
+  LossSums forward(const ModelInput& in, T grad_scale);
+  // Accumulates parameter gradients for the last forward (call params().zero_grads() first
+  // unless accumulating).
+  void backward();
+
+  // Per-position losses in nats of the last forward ([B, N], 0 where masked).
+  const std::vector<T>& row_losses() const { return row_loss_; }
+  // Every stream's carried state, named layers.{i}.cache.k|v and layers.{i}.state.sigma.
+  std::vector<TensorRef<T>> carried_state();
+  MemoryReport memory_report() const;
+
+ private:
+  ModelConfig cfg_;
+  int streams_;
+  kernels::Backend<T>& be_;
+  ParamStore<T> params_;
+  int embed_ = -1, final_norm_ = -1;
+  std::vector<std::unique_ptr<Layer<T>>> layers_;
+
+  const ModelInput* input_ = nullptr;
+  ModelInput saved_input_{};
+  std::vector<std::vector<T>> resid_;  // [L+1][B*N, D]
+  std::vector<T> final_h_, final_rstd_;
+  std::vector<T> logits_;    // [B*N, V]; holds dlogits after forward
+  std::vector<T> row_loss_;  // [B*N]
+  std::vector<uint8_t> doc_start_;
+  BackwardScratch<T> scratch_;
+  std::vector<T> d_resid_a_, d_resid_b_;
+};
+
+}  // namespace brt::core

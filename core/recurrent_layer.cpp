@@ -1,0 +1,205 @@
+#include "core/recurrent_layer.h"
+
+#include <cmath>
+
+#include "core/linear.h"
+#include "core/standard_layer.h"
+
+namespace brt::core {
+
+namespace {
+
+// Lays out [B, W+N, A] = per stream, the cache block followed by the segment's rows, so
+// block t's 2W-row window [K_{t-1}; K_t] is contiguous at row t·W (MODEL §3.2, §5.2).
+template <typename T>
+void build_extended(kernels::Backend<T>& be, int streams, int seq, int window, int width,
+                    const T* cache, const T* act, T* ext) {
+  const int64_t block = int64_t(window) * width, seg = int64_t(seq) * width;
+  for (int b = 0; b < streams; ++b) {
+    be.copy(cache + b * block, block, ext + b * (block + seg));
+    be.copy(act + b * seg, seg, ext + b * (block + seg) + block);
+  }
+}
+
+// The segment part of an extended-layout gradient, added to the plain [B, N, A] gradient.
+template <typename T>
+void add_segment_part(kernels::Backend<T>& be, int streams, int seq, int window, int width,
+                      const T* ext, T* act) {
+  const int64_t block = int64_t(window) * width, seg = int64_t(seq) * width;
+  for (int b = 0; b < streams; ++b)
+    be.add_inplace(act + b * seg, ext + b * (block + seg) + block, seg);
+}
+
+}  // namespace
+
+template <typename T>
+RecurrentLayer<T>::RecurrentLayer(ParamStore<T>& store, const ModelConfig& cfg, int index,
+                                  int streams)
+    : store_(store),
+      cfg_(cfg),
+      shape_{cfg.d_model, cfg.heads, cfg.head_dim},
+      dims_{streams, cfg.seq_len, cfg.window, cfg.heads, cfg.head_dim},
+      prefix_("layers." + std::to_string(index) + "."),
+      streams_(streams),
+      state_(store, cfg, prefix_, streams) {
+  const int D = cfg.d_model, A = cfg.attn_width(), H = cfg.heads, S = cfg.state_size;
+  const int N = cfg.seq_len, W = cfg.window, T_ = cfg.blocks();
+  proj_.norm = declare_norm(store, prefix_ + "attn_norm.scale", D);
+  proj_.weights = {declare_matrix(store, prefix_ + "attn.wq", D, A),
+                   declare_matrix(store, prefix_ + "attn.wk", D, A),
+                   declare_matrix(store, prefix_ + "attn.wv", D, A),
+                   declare_matrix(store, prefix_ + "attn.wq2", D, A)};
+  proj_.normalised = {true, true, false, true};
+  wo_ = declare_matrix(store, prefix_ + "attn.wo", 2 * A, D);
+  scale1_ = declare_ones(store, prefix_ + "attn.scale", {H});
+  scale2_ = declare_ones(store, prefix_ + "attn.scale2", {H});
+  rel_bias_ = declare_normal(store, prefix_ + "attn.rel_bias", {H, kernels::kT5Buckets},
+                             1.0 / std::sqrt(double(kernels::kT5Buckets)));
+  mlp_ = declare_mlp(store, prefix_ + "mlp_norm.scale", prefix_ + "mlp.", D, cfg.d_ff);
+  state_init_ = declare_normal(store, prefix_ + "state.init", {S, D}, 0.1);
+
+  const int rows = streams * N;
+  const size_t na = size_t(rows) * A, cache = size_t(streams) * W * A;
+  const size_t ext = size_t(streams) * (W + N) * A, sd = size_t(streams) * S * D;
+  proj_acts_.allocate(proj_, shape_, rows);
+  for (auto* v : {&k_cache_used_, &v_cache_used_, &k_cache_, &v_cache_}) v->assign(cache, T(0));
+  for (auto* v : {&k_ext_, &v_ext_, &dk_ext_, &dv_ext_}) v->assign(ext, T(0));
+  for (auto* v : {&sigma0_, &d_sigma0_, &sigma_}) v->assign(sd, T(0));
+  a_ee_.assign(na, T(0));
+  a_es_.assign(na, T(0));
+  probs_ee_.assign(size_t(rows) * H * 2 * W, T(0));
+  probs_es_.assign(size_t(T_) * streams * H * W * S, T(0));
+  y_.assign(size_t(rows) * D, T(0));
+  mlp_acts_.allocate(mlp_, rows);
+  dk_s_.assign(size_t(T_) * streams * S * A, T(0));
+  dv_s_.assign(size_t(T_) * streams * S * A, T(0));
+}
+
+template <typename T>
+void RecurrentLayer<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
+  auto& be = ctx.backend;
+  const int D = shape_.d_model, A = shape_.width(), H = shape_.heads, dh = shape_.head_dim;
+  const int S = cfg_.state_size, W = cfg_.window, N = cfg_.seq_len, B = streams_;
+  const int rows = B * N;
+  x_ = x;
+  // Token side projections for the whole segment (§5.2: computed once, not per block).
+  projections_forward(be, store_, proj_, shape_, x, rows, proj_acts_);
+  const T* q = proj_acts_.out[0].data();
+  const T* k = proj_acts_.out[1].data();
+  const T* v = proj_acts_.out[2].data();
+  const T* q2 = proj_acts_.out[3].data();
+  const int64_t block = int64_t(W) * A;
+  prepare_cache(be, ctx.doc_start, B, block, k_cache_.data(), k_cache_used_.data());
+  prepare_cache(be, ctx.doc_start, B, block, v_cache_.data(), v_cache_used_.data());
+  build_extended(be, B, N, W, A, k_cache_used_.data(), k, k_ext_.data());
+  build_extended(be, B, N, W, A, v_cache_used_.data(), v, v_ext_.data());
+  // A_ee: the sliding-window self-attention of §3.2 with bias and scale s_e1.
+  be.window_attention_forward(dims_, q, k, v, k_cache_used_.data(), v_cache_used_.data(),
+                              store_[rel_bias_].value, store_[scale1_].value, a_ee_.data(),
+                              probs_ee_.data());
+  // Σ_0: the learned initial state at a document start, else the carried state (§8).
+  const int64_t sd = int64_t(S) * D;
+  for (int b = 0; b < B; ++b)
+    be.copy(ctx.doc_start[b] ? store_[state_init_].value : sigma_.data() + b * sd, sd,
+            sigma0_.data() + b * sd);
+  state_.forward(be, sigma0_.data(), k_ext_.data(), v_ext_.data());
+  // A_es: block t's tokens read Σ_t (W×S per head, no mask).
+  const kernels::CrossAttnDims to_state{B, W, S, H, dh, int64_t(N) * A, int64_t(S) * A, false};
+  for (int t = 0; t < cfg_.blocks(); ++t)
+    be.cross_attention_forward(to_state, q2 + t * block, state_.keys(t), state_.values(t),
+                               store_[scale2_].value, a_es_.data() + t * block,
+                               probs_es_.data() + int64_t(t) * B * H * W * S);
+  // Y = X + concat(A_ee, A_es)·Wo_e;  Z = Y + MLP(Y)
+  const T* wo = store_[wo_].value;
+  be.copy(x, int64_t(rows) * D, y_.data());
+  linear_forward(be, a_ee_.data(), rows, A, wo, D, y_.data(), T(1));
+  linear_forward(be, a_es_.data(), rows, A, wo + int64_t(A) * D, D, y_.data(), T(1));
+  be.copy(y_.data(), int64_t(rows) * D, out);
+  mlp_forward(be, store_, mlp_, y_.data(), rows, mlp_acts_, out, T(1));
+  // Carry the last block's keys/values and Σ_T to the next segment, detached (§8).
+  carry_last_block(be, B, N, W, A, k, k_cache_.data());
+  carry_last_block(be, B, N, W, A, v, v_cache_.data());
+  be.copy(state_.sigma(cfg_.blocks()), int64_t(B) * sd, sigma_.data());
+}
+
+template <typename T>
+void RecurrentLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx,
+                                 BackwardScratch<T>& scratch) {
+  auto& be = ctx.backend;
+  const int D = shape_.d_model, A = shape_.width(), H = shape_.heads, dh = shape_.head_dim;
+  const int S = cfg_.state_size, W = cfg_.window, N = cfg_.seq_len, B = streams_;
+  const int rows = B * N;
+  const int64_t nd = int64_t(rows) * D, na = int64_t(rows) * A, block = int64_t(W) * A;
+  T* dy = scratch.d_model.data();
+  be.copy(dout, nd, dy);
+  mlp_backward(be, store_, mlp_, y_.data(), rows, mlp_acts_, dout, dy, scratch.d_ff.data(),
+               scratch.d_norm.data());
+  be.add_inplace(dx, dy, nd);
+  T* da_ee = scratch.d_attn[0].data();
+  T* da_es = scratch.d_attn[1].data();
+  be.fill(da_ee, na, T(0));
+  be.fill(da_es, na, T(0));
+  auto& wo = store_[wo_];
+  linear_backward(be, a_ee_.data(), rows, A, wo.value, D, dy, da_ee, wo.grad);
+  linear_backward(be, a_es_.data(), rows, A, wo.value + int64_t(A) * D, D, dy, da_es,
+                  wo.grad + int64_t(A) * D);
+  T* dq = scratch.d_attn[2].data();
+  T* dk = scratch.d_attn[3].data();
+  T* dv = scratch.d_attn[4].data();
+  T* dq2 = scratch.d_attn[5].data();
+  for (T* g : {dq, dk, dv, dq2}) be.fill(g, na, T(0));
+  // Token→state attention, per block: gradients to Q̂2_e and to each Σ_t's K̂_s, V_s.
+  const int64_t sa = int64_t(B) * S * A;
+  be.fill(dk_s_.data(), int64_t(dk_s_.size()), T(0));
+  be.fill(dv_s_.data(), int64_t(dv_s_.size()), T(0));
+  const kernels::CrossAttnDims to_state{B, W, S, H, dh, int64_t(N) * A, int64_t(S) * A, false};
+  const T* q2 = proj_acts_.out[3].data();
+  for (int t = 0; t < cfg_.blocks(); ++t)
+    be.cross_attention_backward(to_state, q2 + t * block, state_.keys(t), state_.values(t),
+                                store_[scale2_].value,
+                                probs_es_.data() + int64_t(t) * B * H * W * S,
+                                da_es + t * block, dq2 + t * block, dk_s_.data() + t * sa,
+                                dv_s_.data() + t * sa, store_[scale2_].grad);
+  be.window_attention_backward(dims_, proj_acts_.out[0].data(), proj_acts_.out[1].data(),
+                               proj_acts_.out[2].data(), k_cache_used_.data(),
+                               v_cache_used_.data(), store_[rel_bias_].value,
+                               store_[scale1_].value, probs_ee_.data(), da_ee, dq, dk, dv,
+                               store_[rel_bias_].grad, store_[scale1_].grad);
+  // Backprop through all T blocks of the state recurrence.
+  be.fill(dk_ext_.data(), int64_t(dk_ext_.size()), T(0));
+  be.fill(dv_ext_.data(), int64_t(dv_ext_.size()), T(0));
+  state_.backward(be, k_ext_.data(), v_ext_.data(), dk_s_.data(), dv_s_.data(), dk_ext_.data(),
+                  dv_ext_.data(), d_sigma0_.data());
+  add_segment_part(be, B, N, W, A, dk_ext_.data(), dk);
+  add_segment_part(be, B, N, W, A, dv_ext_.data(), dv);
+  // Σ_0 is the learned initial state only at a document start; otherwise it was carried
+  // (detached) and its gradient stops here (§8).
+  const int64_t sd = int64_t(S) * D;
+  for (int b = 0; b < B; ++b)
+    if (ctx.doc_start[b]) be.add_inplace(store_[state_init_].grad, d_sigma0_.data() + b * sd, sd);
+  projections_backward(be, store_, proj_, shape_, x_, rows, proj_acts_, {dq, dk, dv, dq2}, dx,
+                       scratch.d_attn[0].data(), scratch.d_norm.data());
+}
+
+template <typename T>
+std::vector<TensorRef<T>> RecurrentLayer<T>::carried_state() {
+  const std::vector<int64_t> cache = {streams_, cfg_.window, shape_.width()};
+  return {{prefix_ + "cache.k", cache, k_cache_.data()},
+          {prefix_ + "cache.v", cache, v_cache_.data()},
+          {prefix_ + "state.sigma", {streams_, cfg_.state_size, cfg_.d_model}, sigma_.data()}};
+}
+
+template <typename T>
+int64_t RecurrentLayer<T>::activation_bytes() const {
+  int64_t n = 0;
+  for (const auto* v : {&k_cache_used_, &v_cache_used_, &k_ext_, &v_ext_, &sigma0_, &a_ee_,
+                        &a_es_, &probs_ee_, &probs_es_, &y_})
+    n += static_cast<int64_t>(v->size());
+  return proj_acts_.bytes() + mlp_acts_.bytes() + state_.activation_bytes() +
+         n * static_cast<int64_t>(sizeof(T));
+}
+
+template class RecurrentLayer<float>;
+template class RecurrentLayer<double>;
+
+}  // namespace brt::core

@@ -1,0 +1,62 @@
+// The Block-Recurrent layer of MODEL.md §5: a token side (sliding-window self-attention plus
+// cross-attention to the current recurrent state, one 2A→D projection, MLP) and a state side
+// (RecurrentStateSide) that carries S state vectors from block to block and from segment to
+// segment (§8).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/blocks.h"
+#include "core/layer.h"
+#include "core/model_config.h"
+#include "core/param_store.h"
+#include "core/recurrent_state.h"
+
+namespace brt::core {
+
+template <typename T>
+class RecurrentLayer : public Layer<T> {
+ public:
+  RecurrentLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, int streams);
+
+  void forward(const StepContext<T>& ctx, const T* x, T* out) override;
+  void backward(const StepContext<T>& ctx, const T* dout, T* dx,
+                BackwardScratch<T>& scratch) override;
+  std::vector<TensorRef<T>> carried_state() override;
+  int64_t activation_bytes() const override;
+
+ private:
+  ParamStore<T>& store_;
+  const ModelConfig& cfg_;
+  AttnShape shape_;
+  kernels::WindowAttnDims dims_;
+  std::string prefix_;
+  int streams_;
+  ProjectionParams proj_;  // q, k, v, q2 over RMSNorm_e(X)
+  int wo_, scale1_, scale2_, rel_bias_, state_init_;
+  MlpParams mlp_;
+  RecurrentStateSide<T> state_;
+
+  // Saved activations.
+  const T* x_ = nullptr;
+  ProjectionActs<T> proj_acts_;
+  std::vector<T> k_cache_used_, v_cache_used_;  // [B, W, A]
+  std::vector<T> k_ext_, v_ext_;                // [B, W+N, A]: cache block then the segment
+  std::vector<T> sigma0_;                       // [B, S, D] the state block 0 read
+  std::vector<T> a_ee_, a_es_;                  // [B*N, A]
+  std::vector<T> probs_ee_;                     // [B, T, H, W, 2W]
+  std::vector<T> probs_es_;                     // [T][B, H, W, S]
+  std::vector<T> y_;                            // [B*N, D]
+  MlpActs<T> mlp_acts_;
+  // Backward scratch.
+  std::vector<T> dk_s_, dv_s_;      // [T, B*S, A]
+  std::vector<T> dk_ext_, dv_ext_;  // [B, W+N, A]
+  std::vector<T> d_sigma0_;         // [B, S, D]
+  // Carried between segments (MODEL §8).
+  std::vector<T> k_cache_, v_cache_;  // [B, W, A]
+  std::vector<T> sigma_;              // [B, S, D]
+};
+
+}  // namespace brt::core

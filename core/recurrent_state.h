@@ -1,0 +1,65 @@
+// The state side of the recurrent layer (MODEL.md §5.1–§5.3): for each block t, the S state
+// vectors attend to themselves and to the block's 2W-token window, and a gate (with an MLP
+// for 'dual') produces the next state. Runs sequentially over the T blocks of a segment and
+// backpropagates through all of them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/blocks.h"
+#include "core/gate.h"
+#include "core/model_config.h"
+#include "core/param_store.h"
+
+namespace brt::core {
+
+template <typename T>
+class RecurrentStateSide {
+ public:
+  RecurrentStateSide(ParamStore<T>& store, const ModelConfig& cfg, const std::string& prefix,
+                     int streams);
+
+  // sigma0: [B, S, D] the state block 0 reads. k_ext, v_ext: [B, W+N, A] the token keys
+  // (normalised) and values with the previous segment's last block in front, so block t's
+  // 2W-row window starts at row t·W. Saves everything backward needs; Σ_t is sigma(t).
+  void forward(kernels::Backend<T>& be, const T* sigma0, const T* k_ext, const T* v_ext);
+
+  // dk_s, dv_s: [T, B, S, A] gradients w.r.t. each block's normalised state keys and values
+  // from the token→state attention. Accumulates dk_ext, dv_ext ([B, W+N, A]) and returns in
+  // d_sigma0 ([B, S, D], overwritten) the gradient w.r.t. the state block 0 read.
+  void backward(kernels::Backend<T>& be, const T* k_ext, const T* v_ext, const T* dk_s,
+                const T* dv_s, T* dk_ext, T* dv_ext, T* d_sigma0);
+
+  const T* sigma(int t) const { return sigma_[t].data(); }  // Σ_t, t in [0, T]
+  const T* keys(int t) const { return proj_acts_[t].out[1].data(); }    // K̂_s of Σ_t
+  const T* values(int t) const { return proj_acts_[t].out[2].data(); }  // V_s of Σ_t
+  int64_t activation_bytes() const;
+
+ private:
+  ParamStore<T>& store_;
+  const ModelConfig& cfg_;
+  AttnShape shape_;
+  int streams_;
+  int rows_;  // B*S
+  ProjectionParams proj_;  // q, k, v, q2 over RMSNorm_s(Σ) + P
+  int scale1_, scale2_, wo_;
+  GateParams gate1_, gate2_;
+  MlpParams mlp_;  // dual only
+  bool dual_;
+
+  // Per block t: saved activations.
+  std::vector<std::vector<T>> sigma_;           // [T+1][B*S*D]
+  std::vector<ProjectionActs<T>> proj_acts_;    // [T]
+  std::vector<std::vector<T>> probs_ss_, probs_se_, a_ss_, a_se_, u1_;
+  std::vector<GateActs<T>> gate1_acts_, gate2_acts_;
+  std::vector<std::vector<T>> gated_;           // dual: U_t = Gate1(Σ_t, ...)
+  std::vector<MlpActs<T>> mlp_acts_;            // dual
+  std::vector<std::vector<T>> u2_;              // dual
+  // Backward scratch (planned once).
+  std::vector<T> d_next_, d_cur_, du1_, d_gated_, du2_, dzf_, dzi_, d_ass_, d_ase_, dq_, dk_,
+      dv_, dq2_, scratch_a_, scratch_d_, scratch_f_, dm_;
+  std::vector<T> zf_, zi_;  // forward scratch (lstm)
+};
+
+}  // namespace brt::core

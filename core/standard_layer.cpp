@@ -1,0 +1,142 @@
+#include "core/standard_layer.h"
+
+#include <cmath>
+
+#include "core/linear.h"
+
+namespace brt::core {
+
+template <typename T>
+void prepare_cache(kernels::Backend<T>& be, const uint8_t* doc_start, int streams,
+                   int64_t block_elems, const T* carried, T* used) {
+  for (int b = 0; b < streams; ++b) {
+    T* dst = used + b * block_elems;
+    if (doc_start[b])
+      be.fill(dst, block_elems, T(0));
+    else
+      be.copy(carried + b * block_elems, block_elems, dst);
+  }
+}
+
+template <typename T>
+void carry_last_block(kernels::Backend<T>& be, int streams, int seq, int window, int width,
+                      const T* act, T* carried) {
+  const int64_t block = static_cast<int64_t>(window) * width;
+  for (int b = 0; b < streams; ++b)
+    be.copy(act + (static_cast<int64_t>(b) * seq + seq - window) * width, block, carried + b * block);
+}
+
+template <typename T>
+StandardLayer<T>::StandardLayer(ParamStore<T>& store, const ModelConfig& cfg, int index,
+                                int streams)
+    : store_(store),
+      shape_{cfg.d_model, cfg.heads, cfg.head_dim},
+      dims_{streams, cfg.seq_len, cfg.window, cfg.heads, cfg.head_dim},
+      prefix_("layers." + std::to_string(index) + ".") {
+  const int D = cfg.d_model, A = cfg.attn_width(), H = cfg.heads;
+  proj_.norm = declare_norm(store, prefix_ + "attn_norm.scale", D);
+  proj_.weights = {declare_matrix(store, prefix_ + "attn.wq", D, A),
+                   declare_matrix(store, prefix_ + "attn.wk", D, A),
+                   declare_matrix(store, prefix_ + "attn.wv", D, A)};
+  proj_.normalised = {true, true, false};  // MODEL §3.1: V is not normalised
+  wo_ = declare_matrix(store, prefix_ + "attn.wo", A, D);
+  scale_ = declare_ones(store, prefix_ + "attn.scale", {H});
+  rel_bias_ = declare_normal(store, prefix_ + "attn.rel_bias", {H, kernels::kT5Buckets},
+                             1.0 / std::sqrt(double(kernels::kT5Buckets)));
+  mlp_ = declare_mlp(store, prefix_ + "mlp_norm.scale", prefix_ + "mlp.", D, cfg.d_ff);
+
+  const int rows = streams * cfg.seq_len;
+  const int64_t cache = static_cast<int64_t>(streams) * cfg.window * A;
+  proj_acts_.allocate(proj_, shape_, rows);
+  k_cache_used_.assign(cache, T(0));
+  v_cache_used_.assign(cache, T(0));
+  attn_out_.assign(static_cast<size_t>(rows) * A, T(0));
+  probs_.assign(static_cast<size_t>(rows) * H * 2 * cfg.window, T(0));
+  y_.assign(static_cast<size_t>(rows) * D, T(0));
+  mlp_acts_.allocate(mlp_, rows);
+  k_cache_.assign(cache, T(0));
+  v_cache_.assign(cache, T(0));
+}
+
+template <typename T>
+void StandardLayer<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
+  auto& be = ctx.backend;
+  const int rows = ctx.streams * ctx.seq, D = shape_.d_model, A = shape_.width();
+  x_ = x;  // the model keeps every layer's input alive until backward
+  projections_forward(be, store_, proj_, shape_, x, rows, proj_acts_);
+  const T* q = proj_acts_.out[0].data();
+  const T* k = proj_acts_.out[1].data();
+  const T* v = proj_acts_.out[2].data();
+  const int64_t block = static_cast<int64_t>(dims_.window) * A;
+  prepare_cache(be, ctx.doc_start, ctx.streams, block, k_cache_.data(), k_cache_used_.data());
+  prepare_cache(be, ctx.doc_start, ctx.streams, block, v_cache_.data(), v_cache_used_.data());
+  be.window_attention_forward(dims_, q, k, v, k_cache_used_.data(), v_cache_used_.data(),
+                              store_[rel_bias_].value, store_[scale_].value, attn_out_.data(),
+                              probs_.data());
+  // y = x + a·Wo;  out = y + MLP(y)   (MODEL §4)
+  be.copy(x, static_cast<int64_t>(rows) * D, y_.data());
+  linear_forward(be, attn_out_.data(), rows, A, store_[wo_].value, D, y_.data(), T(1));
+  be.copy(y_.data(), static_cast<int64_t>(rows) * D, out);
+  mlp_forward(be, store_, mlp_, y_.data(), rows, mlp_acts_, out, T(1));
+  // The next segment's block 0 attends to this segment's last block, detached (MODEL §8).
+  carry_last_block(be, ctx.streams, ctx.seq, dims_.window, A, k, k_cache_.data());
+  carry_last_block(be, ctx.streams, ctx.seq, dims_.window, A, v, v_cache_.data());
+}
+
+template <typename T>
+void StandardLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx,
+                                BackwardScratch<T>& scratch) {
+  auto& be = ctx.backend;
+  const int rows = ctx.streams * ctx.seq, D = shape_.d_model, A = shape_.width();
+  const int64_t nd = static_cast<int64_t>(rows) * D, na = static_cast<int64_t>(rows) * A;
+  // out = y + MLP(y): dy = dout + MLP'(y)ᵀ·dout
+  T* dy = scratch.d_model.data();
+  be.copy(dout, nd, dy);
+  mlp_backward(be, store_, mlp_, y_.data(), rows, mlp_acts_, dout, dy, scratch.d_ff.data(),
+               scratch.d_norm.data());
+  // y = x + a·Wo
+  be.add_inplace(dx, dy, nd);
+  T* da = scratch.d_attn[0].data();
+  be.fill(da, na, T(0));
+  auto& wo = store_[wo_];
+  linear_backward(be, attn_out_.data(), rows, A, wo.value, D, dy, da, wo.grad);
+  T* dq = scratch.d_attn[1].data();
+  T* dk = scratch.d_attn[2].data();
+  T* dv = scratch.d_attn[3].data();
+  be.fill(dq, na, T(0));
+  be.fill(dk, na, T(0));
+  be.fill(dv, na, T(0));
+  be.window_attention_backward(dims_, proj_acts_.out[0].data(), proj_acts_.out[1].data(),
+                               proj_acts_.out[2].data(), k_cache_used_.data(),
+                               v_cache_used_.data(), store_[rel_bias_].value,
+                               store_[scale_].value, probs_.data(), da, dq, dk, dv,
+                               store_[rel_bias_].grad, store_[scale_].grad);
+  projections_backward(be, store_, proj_, shape_, x_, rows, proj_acts_, {dq, dk, dv}, dx,
+                       scratch.d_attn[0].data(), scratch.d_norm.data());
+}
+
+
+template <typename T>
+std::vector<TensorRef<T>> StandardLayer<T>::carried_state() {
+  const std::vector<int64_t> shape = {dims_.batch, dims_.window, shape_.width()};
+  return {{prefix_ + "cache.k", shape, k_cache_.data()},
+          {prefix_ + "cache.v", shape, v_cache_.data()}};
+}
+
+template <typename T>
+int64_t StandardLayer<T>::activation_bytes() const {
+  const int64_t n = k_cache_used_.size() + v_cache_used_.size() + attn_out_.size() +
+                    probs_.size() + y_.size();
+  return proj_acts_.bytes() + mlp_acts_.bytes() + n * static_cast<int64_t>(sizeof(T));
+}
+
+#define BRT_INSTANTIATE_STANDARD(T)                                                         \
+  template class StandardLayer<T>;                                                          \
+  template void prepare_cache<T>(kernels::Backend<T>&, const uint8_t*, int, int64_t,        \
+                                 const T*, T*);                                             \
+  template void carry_last_block<T>(kernels::Backend<T>&, int, int, int, int, const T*, T*);
+
+BRT_INSTANTIATE_STANDARD(float)
+BRT_INSTANTIATE_STANDARD(double)
+
+}  // namespace brt::core

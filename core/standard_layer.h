@@ -1,0 +1,59 @@
+// The standard layer of MODEL.md §4 (Slide and XL baselines, and every non-recurrent layer of
+// BRT): pre-norm sliding-window attention (§3.2) with a residual, then a pre-norm ReLU MLP.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/blocks.h"
+#include "core/layer.h"
+#include "core/model_config.h"
+#include "core/param_store.h"
+
+namespace brt::core {
+
+template <typename T>
+class StandardLayer : public Layer<T> {
+ public:
+  // Declares this layer's parameters as layers.{index}.* and plans its activations for
+  // `streams` streams of `cfg.seq_len` tokens.
+  StandardLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, int streams);
+
+  void forward(const StepContext<T>& ctx, const T* x, T* out) override;
+  void backward(const StepContext<T>& ctx, const T* dout, T* dx,
+                BackwardScratch<T>& scratch) override;
+  std::vector<TensorRef<T>> carried_state() override;
+  int64_t activation_bytes() const override;
+
+ private:
+  ParamStore<T>& store_;
+  AttnShape shape_;
+  kernels::WindowAttnDims dims_;
+  std::string prefix_;
+  ProjectionParams proj_;  // q, k, v
+  int wo_, scale_, rel_bias_;
+  MlpParams mlp_;
+
+  // Saved activations.
+  const T* x_ = nullptr;  // the layer's input (owned by the model)
+  ProjectionActs<T> proj_acts_;
+  std::vector<T> k_cache_used_, v_cache_used_;  // [B, W, A] the cache block 0 attended to
+  std::vector<T> attn_out_;                     // [B*N, A]
+  std::vector<T> probs_;                        // [B, T, H, W, 2W]
+  std::vector<T> y_;                            // [B*N, D] after the attention residual
+  MlpActs<T> mlp_acts_;
+  // Carried between segments (MODEL §8): last block's normalised keys and raw values.
+  std::vector<T> k_cache_, v_cache_;  // [B, W, A]
+};
+
+// Builds the [B, W, A] cache a segment's block 0 attends to: zeros for streams that start a
+// document, else the carried block (MODEL §3.2, §8). Shared by every layer with a cache.
+template <typename T>
+void prepare_cache(kernels::Backend<T>& be, const uint8_t* doc_start, int streams,
+                   int64_t block_elems, const T* carried, T* used);
+// Stores each stream's last block of a [B, N, A] activation as the carried cache.
+template <typename T>
+void carry_last_block(kernels::Backend<T>& be, int streams, int seq, int window, int width,
+                      const T* act, T* carried);
+
+}  // namespace brt::core

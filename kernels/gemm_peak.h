@@ -1,0 +1,17 @@
+// Measures the machine's sgemm rate with the backend's own BLAS and thread count: the peak
+// that MFU figures divide by (issue 2: median of 2048³ sgemm calls).
+#pragma once
+
+namespace brt::kernels {
+
+struct GemmPeak {
+  double gflops = 0;      // median over the timed calls
+  int size = 0;           // n of the n×n×n products
+  int calls = 0;
+  int threads = 0;        // OpenMP threads in use
+};
+
+// Runs `calls` timed n×n×n sgemm calls (after one warm-up) and reports the median rate.
+GemmPeak measure_sgemm_peak(int n = 2048, int calls = 5);
+
+}  // namespace brt::kernels

@@ -1,0 +1,110 @@
+// Helpers shared by the model tests: small configurations, random batches, and a central
+// finite-difference gradient check in float64 (MODEL.md §1–§8).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+
+namespace brt::testing {
+
+inline core::ModelConfig tiny_config(const std::string& variant) {
+  core::ModelConfig c;
+  c.variant = variant;
+  c.layers = 2;
+  c.d_model = 8;
+  c.heads = 2;
+  c.head_dim = 4;
+  c.d_ff = 12;
+  c.vocab = 11;
+  c.seq_len = 8;
+  c.window = 4;
+  c.state_size = 3;
+  c.recurrent_layers = {1};
+  if (variant == "xl") c.window = c.seq_len;
+  return c;
+}
+
+struct RandomBatch {
+  std::vector<int32_t> inputs, targets;
+  std::vector<uint8_t> mask, doc_start;
+  core::ModelInput view() const {
+    return {inputs.data(), targets.data(), mask.data(), doc_start.data()};
+  }
+};
+
+inline RandomBatch random_batch(int streams, int seq, int vocab, std::mt19937_64& rng,
+                                std::vector<uint8_t> doc_start) {
+  RandomBatch b;
+  const int n = streams * seq;
+  std::uniform_int_distribution<int> tok(0, vocab - 1);
+  for (int i = 0; i < n; ++i) {
+    b.inputs.push_back(tok(rng));
+    b.targets.push_back(tok(rng));
+    b.mask.push_back(i % 7 == 5 ? 0 : 1);  // a few padded targets
+  }
+  b.doc_start = std::move(doc_start);
+  return b;
+}
+
+// Snapshot/restore of a model's carried state, so every finite-difference evaluation starts
+// from the same caches and recurrent states.
+template <typename T>
+std::vector<std::vector<T>> save_carried(core::Model<T>& model) {
+  std::vector<std::vector<T>> out;
+  for (auto& ref : model.carried_state()) {
+    int64_t n = 1;
+    for (auto s : ref.shape) n *= s;
+    out.emplace_back(ref.data, ref.data + n);
+  }
+  return out;
+}
+
+template <typename T>
+void restore_carried(core::Model<T>& model, const std::vector<std::vector<T>>& saved) {
+  auto refs = model.carried_state();
+  for (size_t i = 0; i < refs.size(); ++i)
+    std::copy(saved[i].begin(), saved[i].end(), refs[i].data);
+}
+
+struct GradError {
+  double max_rel = 0.0;  // worst |g - fd| / max(|g|, |fd|, floor)
+  std::string where;
+  double norm_rel = 0.0;  // ||g - fd|| / ||fd|| over the whole check
+};
+
+// Compares analytic gradients `analytic[i]` of f with respect to the doubles `x[i]` against
+// central differences. `floor` keeps tiny gradients from dominating the relative error.
+inline GradError check_gradient(const std::function<double()>& f, std::vector<double*> x,
+                                const std::vector<double>& analytic,
+                                const std::vector<std::string>& names, double eps = 1e-5,
+                                double floor = 1e-7) {
+  GradError e;
+  double diff2 = 0, ref2 = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double saved = *x[i];
+    *x[i] = saved + eps;
+    const double fp = f();
+    *x[i] = saved - eps;
+    const double fm = f();
+    *x[i] = saved;
+    const double fd = (fp - fm) / (2 * eps);
+    const double d = std::fabs(fd - analytic[i]);
+    diff2 += d * d;
+    ref2 += fd * fd;
+    const double rel = d / std::max({std::fabs(fd), std::fabs(analytic[i]), floor});
+    if (rel > e.max_rel) {
+      e.max_rel = rel;
+      e.where = names[i] + " analytic=" + std::to_string(analytic[i]) + " fd=" + std::to_string(fd);
+    }
+  }
+  e.norm_rel = std::sqrt(diff2) / std::max(std::sqrt(ref2), 1e-300);
+  return e;
+}
+
+}  // namespace brt::testing
