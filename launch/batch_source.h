@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,5 +43,9 @@ class SyntheticMarkovSource : public BatchSource {
   std::vector<int64_t> doc_number_, offset_;
   std::vector<std::vector<int32_t>> docs_;
 };
+
+struct RunConfig;
+// Streams over prepared token shards (data/) for `split`; this rank's streams.
+std::unique_ptr<BatchSource> make_shard_source(const RunConfig& cfg, const std::string& split);
 
 }  // namespace brt::launch

@@ -1,6 +1,7 @@
 #include "launch/metrics_log.h"
 
 #include <cmath>
+#include <filesystem>
 #include <stdexcept>
 
 namespace brt::launch {
@@ -18,6 +19,9 @@ std::string format_duration(double s) {
 
 MetricsLog::MetricsLog(const std::string& path, bool print) : print_(print) {
   if (path.empty()) return;
+  const auto parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   file_ = std::fopen(path.c_str(), "a");
   if (file_ == nullptr) throw std::runtime_error("cannot open metrics file " + path);
 }

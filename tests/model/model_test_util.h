@@ -83,7 +83,7 @@ struct GradError {
 inline GradError check_gradient(const std::function<double()>& f, std::vector<double*> x,
                                 const std::vector<double>& analytic,
                                 const std::vector<std::string>& names, double eps = 1e-5,
-                                double floor = 1e-7) {
+                                double floor = 1e-6) {
   GradError e;
   double diff2 = 0, ref2 = 0;
   for (size_t i = 0; i < x.size(); ++i) {

@@ -1,0 +1,11 @@
+// The subcommands of brt-dist, each taking the raw argv (argv[1] is the command name).
+#pragma once
+
+namespace brt::launch {
+
+int command_train(int argc, char** argv);
+int command_prepare(int argc, char** argv);
+int command_eval(int argc, char** argv);
+int command_ckpt(int argc, char** argv);
+
+}  // namespace brt::launch

@@ -1,0 +1,345 @@
+#include "launch/config.h"
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "launch/config_keys.h"
+
+namespace brt::launch {
+namespace {
+
+namespace fs = std::filesystem;
+const char* const kCommandLine = "command line";
+
+std::string join_message(const std::string& source, const std::string& key, const std::string& what) {
+  std::string m;
+  if (!source.empty()) m += source + ": ";
+  if (!key.empty()) m += key + ": ";
+  return m + what;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string last_part(const std::string& key) {
+  const auto dot = key.rfind('.');
+  return dot == std::string::npos ? key : key.substr(dot + 1);
+}
+
+std::string unknown_key_message(const std::string& key) {
+  std::string best;
+  size_t best_distance = 4;  // suggest only near misses
+  for (const auto& spec : config_keys()) {
+    size_t d = edit_distance(key, spec.key);
+    if (last_part(key) == last_part(spec.key)) d = std::min<size_t>(d, 1);  // right name, wrong section
+    if (d < best_distance) {
+      best_distance = d;
+      best = spec.key;
+    }
+  }
+  return "unknown key" + (best.empty() ? std::string() : " (did you mean " + best + "?)");
+}
+
+std::string located(const std::string& source, const toml::source_region& where) {
+  return where.begin.line ? source + ":" + std::to_string(where.begin.line) : source;
+}
+
+std::string describe(const toml::node& node) {
+  std::ostringstream out;
+  out << node.type();
+  if (node.is_value()) {
+    out << " ";
+    node.visit([&](const auto& v) { out << v; });
+  }
+  return out.str();
+}
+
+// The node's value as `type`, or nullopt when it has another type. Integers are accepted
+// where numbers are expected.
+std::optional<ConfigValue> convert(const toml::node& node, ValueType type) {
+  switch (type) {
+    case ValueType::kInt:
+      if (node.is_integer()) return ConfigValue(node.as_integer()->get());
+      break;
+    case ValueType::kFloat:
+      if (node.is_floating_point()) return ConfigValue(node.as_floating_point()->get());
+      if (node.is_integer()) return ConfigValue(static_cast<double>(node.as_integer()->get()));
+      break;
+    case ValueType::kString:
+      if (node.is_string()) return ConfigValue(node.as_string()->get());
+      break;
+    case ValueType::kBool:
+      if (node.is_boolean()) return ConfigValue(node.as_boolean()->get());
+      break;
+    case ValueType::kIntList:
+      if (const toml::array* a = node.as_array()) {
+        std::vector<int64_t> out;
+        for (const toml::node& e : *a) {
+          if (!e.is_integer()) return std::nullopt;
+          out.push_back(e.as_integer()->get());
+        }
+        return ConfigValue(std::move(out));
+      }
+      break;
+  }
+  return std::nullopt;
+}
+
+void set_value(RunConfig& config, const KeySpec& spec, const toml::node& node, const std::string& where,
+               ConfigSources* sources, const std::string& source) {
+  const auto value = convert(node, spec.type);
+  if (!value)
+    throw ConfigError(where, spec.key, std::string("expected ") + type_name(spec.type) + ", got " + describe(node));
+  try {
+    spec.set(config, *value);
+  } catch (const std::invalid_argument& e) {
+    std::string what = e.what();
+    if (what.rfind(spec.key + ": ", 0) == 0) what = what.substr(spec.key.size() + 2);  // named below
+    throw ConfigError(where, spec.key, what);
+  }
+  if (sources) (*sources)[spec.key] = source;
+}
+
+void apply_table(RunConfig& config, const toml::table& table, const std::string& prefix, const std::string& source,
+                 ConfigSources* sources) {
+  for (auto&& [name, node] : table) {
+    const std::string key = prefix + std::string(name.str());
+    if (prefix.empty() && key == "base") continue;  // handled by the caller
+    if (const toml::table* sub = node.as_table()) {
+      apply_table(config, *sub, key + ".", source, sources);
+      continue;
+    }
+    const std::string where = located(source, node.source());
+    const KeySpec* spec = find_key(key);
+    if (!spec) throw ConfigError(where, key, unknown_key_message(key));
+    set_value(config, *spec, node, where, sources, source);
+  }
+}
+
+toml::table parse_toml(std::string_view text, const std::string& source) {
+  try {
+    return toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    throw ConfigError(located(source, e.source()), "", std::string("invalid TOML: ") + std::string(e.description()));
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path, "", "cannot open the config file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void apply_text(RunConfig& config, std::string_view text, const std::string& source, const std::string& base_dir,
+                ConfigSources* sources, std::vector<std::string>& chain);
+
+void apply_file(RunConfig& config, const std::string& path, ConfigSources* sources, std::vector<std::string>& chain) {
+  const std::string canonical = fs::weakly_canonical(path).string();
+  if (std::find(chain.begin(), chain.end(), canonical) != chain.end())
+    throw ConfigError(path, "base", "inheritance loop: " + path + " is its own base");
+  chain.push_back(canonical);
+  apply_text(config, read_file(path), path, fs::path(path).parent_path().string(), sources, chain);
+  chain.pop_back();
+}
+
+void apply_text(RunConfig& config, std::string_view text, const std::string& source, const std::string& base_dir,
+                ConfigSources* sources, std::vector<std::string>& chain) {
+  const toml::table table = parse_toml(text, source);
+  if (const toml::node* base = table.get("base")) {
+    if (!base->is_string())
+      throw ConfigError(located(source, base->source()), "base", "expected a file name string, got " + describe(*base));
+    const fs::path base_path = fs::path(base_dir.empty() ? "." : base_dir) / base->as_string()->get();
+    if (!fs::exists(base_path))
+      throw ConfigError(located(source, base->source()), "base", "no such file " + base_path.string());
+    apply_file(config, base_path.lexically_normal().string(), sources, chain);
+  }
+  apply_table(config, table, "", source, sources);
+}
+
+void append_float(std::string& out, double v) {
+  char buf[64];
+  const auto res = std::to_chars(buf, buf + sizeof buf, v);  // shortest text that reads back exactly
+  std::string s(buf, res.ptr);
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";  // keep it a TOML float
+  out += s;
+}
+
+void append_string(std::string& out, const std::string& s) {
+  out += '"';
+  for (unsigned char ch : s) {
+    switch (ch) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (ch < 0x20 || ch == 0x7f) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", ch);
+          out += buf;
+        } else {
+          out += static_cast<char>(ch);
+        }
+    }
+  }
+  out += '"';
+}
+
+void append_value(std::string& out, const ConfigValue& v) {
+  if (const auto* i = std::get_if<int64_t>(&v)) out += std::to_string(*i);
+  else if (const auto* d = std::get_if<double>(&v)) append_float(out, *d);
+  else if (const auto* s = std::get_if<std::string>(&v)) append_string(out, *s);
+  else if (const auto* b = std::get_if<bool>(&v)) out += *b ? "true" : "false";
+  else {
+    const auto& list = std::get<std::vector<int64_t>>(v);
+    out += '[';
+    for (size_t k = 0; k < list.size(); ++k) out += (k ? ", " : "") + std::to_string(list[k]);
+    out += ']';
+  }
+}
+
+}  // namespace
+
+ConfigError::ConfigError(const std::string& source, const std::string& key, const std::string& what)
+    : std::runtime_error(join_message(source, key, what)), source_(source), key_(key) {}
+
+void apply_toml_file(RunConfig& config, const std::string& path, ConfigSources* sources) {
+  std::vector<std::string> chain;
+  apply_file(config, path, sources, chain);
+}
+
+void apply_toml_text(RunConfig& config, std::string_view toml_text, const std::string& source_name,
+                     const std::string& base_dir, ConfigSources* sources) {
+  std::vector<std::string> chain;
+  apply_text(config, toml_text, source_name, base_dir, sources, chain);
+}
+
+void apply_override(RunConfig& config, const std::string& assignment, ConfigSources* sources) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError(kCommandLine, "", "\"" + assignment + "\" is not key=value (e.g. optim.lr=0.01)");
+  auto trim = [](std::string s) {
+    const auto b = s.find_first_not_of(" \t");
+    const auto e = s.find_last_not_of(" \t");
+    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+  };
+  const std::string key = trim(assignment.substr(0, eq));
+  std::string value = trim(assignment.substr(eq + 1));
+  const KeySpec* spec = find_key(key);
+  if (!spec) throw ConfigError(kCommandLine, key, unknown_key_message(key));
+  if (spec->type == ValueType::kString) {
+    // Plain text; quotes are optional.
+    if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') && value.back() == value.front())
+      value = value.substr(1, value.size() - 2);
+    toml::value<std::string> node(value);
+    set_value(config, *spec, node, kCommandLine, sources, kCommandLine);
+    return;
+  }
+  // Other types are read with the TOML grammar, so "1e-3", "true" and "[9, 19]" mean what they
+  // mean in a file; a list may also be written without brackets ("9,19").
+  const std::string toml_value =
+      spec->type == ValueType::kIntList && value.find('[') == std::string::npos ? "[" + value + "]" : value;
+  toml::table parsed;
+  try {
+    parsed = toml::parse("v = " + toml_value, std::string_view(kCommandLine));
+  } catch (const toml::parse_error&) {
+    throw ConfigError(kCommandLine, key, "cannot read \"" + value + "\" as " + type_name(spec->type));
+  }
+  set_value(config, *spec, *parsed.get("v"), kCommandLine, sources, kCommandLine);
+}
+
+void resolve(RunConfig& config, const ConfigSources* sources) {
+  auto source_of = [&](const std::string& key) -> std::string {
+    if (sources) {
+      auto it = sources->find(key);
+      if (it != sources->end()) return it->second;
+    }
+    return "";
+  };
+  // Errors from core name the key first ("model.window: ..."); attach where it was set.
+  auto rethrow = [&](const std::invalid_argument& e) {
+    const std::string msg = e.what();
+    const auto colon = msg.find(": ");
+    const std::string key = colon == std::string::npos ? "" : msg.substr(0, colon);
+    const std::string what = colon == std::string::npos ? msg : msg.substr(colon + 2);
+    const std::string source = source_of(key);
+    throw ConfigError(source, key, source.empty() && find_key(key) ? what + " (" + key + " has its default value)" : what);
+  };
+  if (config.optim.total_steps == 0) config.optim.total_steps = config.train.steps;
+  try {
+    config.model.resolve();
+    config.optim.resolve();
+  } catch (const std::invalid_argument& e) {
+    rethrow(e);
+  }
+  if (config.data.source == "shards" && config.data.path.empty())
+    throw ConfigError(source_of("data.source"), "data.path", "data.source = \"shards\" needs a shard directory");
+}
+
+RunConfig parse_run_config(std::string_view toml_text, const std::string& source_name,
+                           const std::vector<std::string>& overrides, const std::string& base_dir,
+                           ConfigSources* sources) {
+  ConfigSources local;
+  ConfigSources* s = sources ? sources : &local;
+  RunConfig config;
+  apply_toml_text(config, toml_text, source_name, base_dir, s);
+  for (const auto& o : overrides) apply_override(config, o, s);
+  resolve(config, s);
+  return config;
+}
+
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides,
+                          ConfigSources* sources) {
+  ConfigSources local;
+  ConfigSources* s = sources ? sources : &local;
+  RunConfig config;
+  apply_toml_file(config, path, s);
+  for (const auto& o : overrides) apply_override(config, o, s);
+  resolve(config, s);
+  return config;
+}
+
+std::string render_toml(const RunConfig& config) {
+  std::string out = "# brt-dist run configuration, fully resolved (every key; see launch/config_keys.cpp)\n";
+  std::string section;
+  for (const auto& spec : config_keys()) {
+    const auto dot = spec.key.find('.');
+    const std::string sec = spec.key.substr(0, dot);
+    if (sec != section) {
+      out += "\n[" + sec + "]\n";
+      section = sec;
+    }
+    std::string line = spec.key.substr(dot + 1) + " = ";
+    append_value(line, spec.get(config));
+    if (line.size() < 36) line.resize(36, ' ');
+    out += line + "  # " + spec.help + "\n";
+  }
+  return out;
+}
+
+bool same_values(const RunConfig& a, const RunConfig& b) {
+  for (const auto& spec : config_keys())
+    if (spec.get(a) != spec.get(b)) return false;
+  return true;
+}
+
+}  // namespace brt::launch

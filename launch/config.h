@@ -1,0 +1,103 @@
+// A training run's configuration: typed structs filled from TOML files (toml++) plus
+// command-line overrides, validated before anything is allocated.
+//
+// Files have sections [model] [optim] [train] [data] [log] [checkpoint]; every key is listed
+// in config_keys() (launch/config_keys.cpp) with its type and range. A file may start with
+//   base = "other.toml"          (path relative to this file)
+// to inherit every key from another file and change only a few. Overrides on the command line
+// are `section.key=value` for any key, typed by the key. Unknown keys and bad values are errors
+// (ConfigError) that name the key and the file, or "command line".
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/model_config.h"
+#include "core/optim_config.h"
+
+namespace brt::launch {
+
+struct TrainConfig {
+  int64_t seed = 1;                 // initialisation (MODEL §10b) and data order
+  int batch = 1;                    // B: streams per rank (MODEL §8)
+  int64_t steps = 1000;             // optimizer steps in the run
+  std::string precision = "fp32";   // "fp32" | "fp64" (fp64: the reference/gradient-check build)
+  int threads = 0;                  // OpenMP threads; 0 = the runtime's default
+  double peak_gflops = 0.0;         // MFU denominator; 0 = measure the sgemm peak at start
+  int64_t eval_every = 0;           // steps between evaluations; 0 = none
+  int64_t eval_batches = 0;         // batches per evaluation; 0 = the whole eval split
+};
+
+struct DataConfig {
+  std::string source = "synthetic";   // "synthetic" (generated stream) | "shards" (tokenised corpus)
+  std::string path;                   // shard directory (source = "shards")
+  std::string tokenizer;              // SentencePiece model file; empty = none needed
+  std::string train_split = "train";
+  std::string eval_split = "validation";
+};
+
+struct LogConfig {
+  int64_t every = 10;                 // steps between progress lines
+  std::string metrics_path;           // JSONL metrics file; empty = none
+};
+
+struct CheckpointConfig {
+  std::string dir;                    // empty = no checkpoints
+  int64_t every = 0;                  // steps between checkpoints; 0 = only at the end
+  int keep = 3;                       // newest checkpoints kept; 0 = all
+  bool resume = true;                 // continue from the newest checkpoint in `dir` if any
+};
+
+struct RunConfig {
+  core::ModelConfig model;
+  core::OptimConfig optim;
+  TrainConfig train;
+  DataConfig data;
+  LogConfig log;
+  CheckpointConfig checkpoint;
+};
+
+// Every configuration error: a message naming the key and where it was set.
+class ConfigError : public std::runtime_error {
+ public:
+  ConfigError(const std::string& source, const std::string& key, const std::string& what);
+  const std::string& source() const { return source_; }  // file path or "command line"
+  const std::string& key() const { return key_; }        // "model.d_model"; empty if none
+ private:
+  std::string source_, key_;
+};
+
+// Where each key's value came from (file path, "command line"); keys never set are absent.
+using ConfigSources = std::map<std::string, std::string>;
+
+// Loads `path` (following `base =` chains), applies `overrides` ("key=value", in order), and
+// resolves (defaults and cross-key checks). Errors are ConfigError.
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides = {},
+                          ConfigSources* sources = nullptr);
+
+// The same from TOML text; `source_name` names it in messages and `base =` is resolved against
+// `base_dir`.
+RunConfig parse_run_config(std::string_view toml_text, const std::string& source_name,
+                           const std::vector<std::string>& overrides = {}, const std::string& base_dir = ".",
+                           ConfigSources* sources = nullptr);
+
+// Lower-level pieces, for tools and tests.
+void apply_toml_file(RunConfig& config, const std::string& path, ConfigSources* sources = nullptr);
+void apply_toml_text(RunConfig& config, std::string_view toml_text, const std::string& source_name,
+                     const std::string& base_dir, ConfigSources* sources = nullptr);
+void apply_override(RunConfig& config, const std::string& assignment, ConfigSources* sources = nullptr);
+// Fills optim.total_steps from train.steps when 0, resolves model and optim, checks the rest.
+// A failing key is reported with its source from `sources` when known.
+void resolve(RunConfig& config, const ConfigSources* sources = nullptr);
+
+// The whole resolved config as TOML (every key, one section each, with the key's help as a
+// comment). parse_run_config(render_toml(c), ...) gives back a config equal to c.
+std::string render_toml(const RunConfig& config);
+// True when every key of config_keys() has the same value in both.
+bool same_values(const RunConfig& a, const RunConfig& b);
+
+}  // namespace brt::launch

@@ -1,0 +1,216 @@
+#include "launch/config_keys.h"
+
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace brt::launch {
+namespace {
+
+using core::ModelConfig;
+using core::OptimConfig;
+
+constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
+
+std::string text(double v) {
+  char buf[64];  // the shortest text that reads back as v
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+}
+
+void check_range(int64_t v, int64_t lo, int64_t hi) {
+  if (v < lo) throw std::invalid_argument(std::to_string(v) + " must be >= " + std::to_string(lo));
+  if (v > hi) throw std::invalid_argument(std::to_string(v) + " must be <= " + std::to_string(hi));
+}
+
+// A field reached through a section of RunConfig: `RunConfig::*section` then `Section::*field`.
+template <typename Section, typename Field>
+struct Member {
+  Section RunConfig::*section;
+  Field Section::*field;
+  Field& operator()(RunConfig& c) const { return c.*section.*field; }
+  const Field& operator()(const RunConfig& c) const { return c.*section.*field; }
+};
+
+template <typename S, typename F>
+KeySpec int_key(std::string key, Member<S, F> m, int64_t lo, int64_t hi, std::string help) {
+  return {std::move(key), ValueType::kInt, std::move(help),
+          [m](const RunConfig& c) { return ConfigValue(static_cast<int64_t>(m(c))); },
+          [m, lo, hi](RunConfig& c, const ConfigValue& v) {
+            const int64_t x = std::get<int64_t>(v);
+            check_range(x, lo, hi);
+            m(c) = static_cast<F>(x);
+          }};
+}
+
+template <typename S>
+KeySpec float_key(std::string key, Member<S, double> m, double lo, std::string help) {
+  return {std::move(key), ValueType::kFloat, std::move(help),
+          [m](const RunConfig& c) { return ConfigValue(m(c)); },
+          [m, lo](RunConfig& c, const ConfigValue& v) {
+            const double x = std::get<double>(v);
+            if (!std::isfinite(x)) throw std::invalid_argument(text(x) + " is not a finite number");
+            if (x < lo) throw std::invalid_argument(text(x) + " must be >= " + text(lo));
+            m(c) = x;
+          }};
+}
+
+// A string; `allowed` empty means any text.
+template <typename S>
+KeySpec string_key(std::string key, Member<S, std::string> m, std::vector<std::string> allowed, std::string help) {
+  return {std::move(key), ValueType::kString, std::move(help),
+          [m](const RunConfig& c) { return ConfigValue(m(c)); },
+          [m, allowed](RunConfig& c, const ConfigValue& v) {
+            const std::string& x = std::get<std::string>(v);
+            if (!allowed.empty()) {
+              bool ok = false;
+              std::string list;
+              for (const auto& a : allowed) {
+                ok |= a == x;
+                list += (list.empty() ? "" : " | ") + a;
+              }
+              if (!ok) throw std::invalid_argument("\"" + x + "\" is not one of " + list);
+            }
+            m(c) = x;
+          }};
+}
+
+template <typename S>
+KeySpec bool_key(std::string key, Member<S, bool> m, std::string help) {
+  return {std::move(key), ValueType::kBool, std::move(help), [m](const RunConfig& c) { return ConfigValue(m(c)); },
+          [m](RunConfig& c, const ConfigValue& v) { m(c) = std::get<bool>(v); }};
+}
+
+KeySpec layer_list_key(std::string key, std::vector<int> ModelConfig::*field, std::string help) {
+  const Member<ModelConfig, std::vector<int>> m{&RunConfig::model, field};
+  return {std::move(key), ValueType::kIntList, std::move(help),
+          [m](const RunConfig& c) { return ConfigValue(std::vector<int64_t>(m(c).begin(), m(c).end())); },
+          [m](RunConfig& c, const ConfigValue& v) {
+            std::vector<int> out;
+            for (int64_t x : std::get<std::vector<int64_t>>(v)) {
+              check_range(x, 0, kIntMax);
+              out.push_back(static_cast<int>(x));
+            }
+            m(c) = out;
+          }};
+}
+
+template <typename F>
+Member<ModelConfig, F> model(F ModelConfig::*f) { return {&RunConfig::model, f}; }
+template <typename F>
+Member<OptimConfig, F> optim(F OptimConfig::*f) { return {&RunConfig::optim, f}; }
+template <typename F>
+Member<TrainConfig, F> train(F TrainConfig::*f) { return {&RunConfig::train, f}; }
+template <typename F>
+Member<DataConfig, F> data(F DataConfig::*f) { return {&RunConfig::data, f}; }
+template <typename F>
+Member<LogConfig, F> log(F LogConfig::*f) { return {&RunConfig::log, f}; }
+template <typename F>
+Member<CheckpointConfig, F> ckpt(F CheckpointConfig::*f) { return {&RunConfig::checkpoint, f}; }
+
+std::vector<KeySpec> build_keys() {
+  using core::OptimKind;
+  using core::ScheduleKind;
+  std::vector<KeySpec> k;
+  // [model] — MODEL §0, §5, §6, §7, §12.
+  k.push_back({"model.variant", ValueType::kString,
+               "slide | xl | rec:{fixed|lstm}:{skip|dual} | bst:{sh|mh|mf}:{s4d|unstructured}",
+               [](const RunConfig& c) { return ConfigValue(c.model.variant); },
+               [](RunConfig& c, const ConfigValue& v) { c.model.variant = std::get<std::string>(v); }});
+  k.push_back(int_key("model.layers", model(&ModelConfig::layers), 1, kIntMax, "L"));
+  k.push_back(int_key("model.d_model", model(&ModelConfig::d_model), 1, kIntMax, "D, model width"));
+  k.push_back(int_key("model.heads", model(&ModelConfig::heads), 1, kIntMax, "H"));
+  k.push_back(int_key("model.head_dim", model(&ModelConfig::head_dim), 1, kIntMax, "dh (A = H*dh)"));
+  k.push_back(int_key("model.d_ff", model(&ModelConfig::d_ff), 1, kIntMax, "F, MLP hidden size"));
+  k.push_back(int_key("model.vocab", model(&ModelConfig::vocab), 1, kIntMax, "V, embedding rows"));
+  k.push_back(int_key("model.seq_len", model(&ModelConfig::seq_len), 1, kIntMax, "N, tokens per stream per step"));
+  k.push_back(int_key("model.window", model(&ModelConfig::window), 1, kIntMax, "W, window = block length; N % W == 0"));
+  k.push_back(int_key("model.state_size", model(&ModelConfig::state_size), 1, kIntMax, "S, recurrent state vectors"));
+  k.push_back(layer_list_key("model.recurrent_layers", &ModelConfig::recurrent_layers,
+                             "rec:*: recurrent layer indices; [] = [9, 19] for 24 layers, else [L-3]"));
+  k.push_back(layer_list_key("model.bst_layers", &ModelConfig::bst_layers, "bst:*: BST layer indices; [] = [0, 9]"));
+  k.push_back(int_key("model.ssm_state", model(&ModelConfig::ssm_state), 1, kIntMax, "N_s, S4D state size"));
+  k.push_back(int_key("model.ctx_states", model(&ModelConfig::ctx_states), 1, kIntMax, "S_ctx, BST MF context states"));
+  k.push_back(bool_key("model.ssm_carry", model(&ModelConfig::ssm_carry), "BST: carry the SSM across segments"));
+  // [optim] — MODEL §10c.
+  k.push_back({"optim.kind", ValueType::kString, "adafactor | adamw",
+               [](const RunConfig& c) { return ConfigValue(std::string(core::to_string(c.optim.kind))); },
+               [](RunConfig& c, const ConfigValue& v) {
+                 c.optim.kind = core::parse_optim_kind(std::get<std::string>(v), "optim.kind");
+               }});
+  k.push_back(float_key("optim.lr", optim(&OptimConfig::lr), 0.0, "peak learning rate"));
+  k.push_back(int_key("optim.warmup", optim(&OptimConfig::warmup), 0, kI64Max, "linear warmup steps"));
+  k.push_back({"optim.schedule", ValueType::kString, "rsqrt | cosine | constant (after warmup)",
+               [](const RunConfig& c) { return ConfigValue(std::string(core::to_string(c.optim.schedule))); },
+               [](RunConfig& c, const ConfigValue& v) {
+                 c.optim.schedule = core::parse_schedule_kind(std::get<std::string>(v), "optim.schedule");
+               }});
+  k.push_back(float_key("optim.min_lr", optim(&OptimConfig::min_lr), 0.0, "cosine: final learning rate"));
+  k.push_back(int_key("optim.total_steps", optim(&OptimConfig::total_steps), 0, kI64Max,
+                      "cosine: step of min_lr; 0 = train.steps"));
+  k.push_back(float_key("optim.clip_norm", optim(&OptimConfig::clip_norm), -1.0,
+                        "global gradient-norm clip; 0 = off; -1 = default (1.0 adamw, off adafactor)"));
+  k.push_back(float_key("optim.beta1", optim(&OptimConfig::beta1), 0.0, "AdamW beta1 and Adafactor momentum"));
+  k.push_back(float_key("optim.beta2", optim(&OptimConfig::beta2), 0.0, "AdamW beta2"));
+  k.push_back(float_key("optim.eps", optim(&OptimConfig::eps), 0.0, "AdamW epsilon"));
+  k.push_back(float_key("optim.weight_decay", optim(&OptimConfig::weight_decay), 0.0, "AdamW, matrices only"));
+  k.push_back(float_key("optim.decay_exponent", optim(&OptimConfig::decay_exponent), 0.0, "Adafactor: rho = (t+1)^-x"));
+  k.push_back(float_key("optim.adafactor_eps", optim(&OptimConfig::adafactor_eps), 0.0, "Adafactor: G = g^2 + eps"));
+  k.push_back(float_key("optim.update_clip", optim(&OptimConfig::update_clip), 0.0, "Adafactor: max RMS of the update"));
+  k.push_back(float_key("optim.min_param_scale", optim(&OptimConfig::min_param_scale), 0.0,
+                        "Adafactor: floor of RMS(param)"));
+  k.push_back(int_key("optim.min_dim_to_factor", optim(&OptimConfig::min_dim_to_factor), 1, kI64Max,
+                      "Adafactor: factor when both largest dims >= this"));
+  // [train]
+  k.push_back(int_key("train.seed", train(&TrainConfig::seed), 0, kI64Max, "initialisation and data seed"));
+  k.push_back(int_key("train.batch", train(&TrainConfig::batch), 1, kIntMax, "B, streams per rank"));
+  k.push_back(int_key("train.steps", train(&TrainConfig::steps), 0, kI64Max, "optimizer steps"));
+  k.push_back(string_key("train.precision", train(&TrainConfig::precision), {"fp32", "fp64"}, "fp32 | fp64"));
+  k.push_back(int_key("train.threads", train(&TrainConfig::threads), 0, kIntMax, "OpenMP threads; 0 = default"));
+  k.push_back(float_key("train.peak_gflops", train(&TrainConfig::peak_gflops), 0.0,
+                        "MFU denominator; 0 = measure sgemm peak"));
+  k.push_back(int_key("train.eval_every", train(&TrainConfig::eval_every), 0, kI64Max, "0 = no periodic eval"));
+  k.push_back(int_key("train.eval_batches", train(&TrainConfig::eval_batches), 0, kI64Max, "0 = whole eval split"));
+  // [data]
+  k.push_back(string_key("data.source", data(&DataConfig::source), {"synthetic", "shards"}, "synthetic | shards"));
+  k.push_back(string_key("data.path", data(&DataConfig::path), {}, "shard directory (source = shards)"));
+  k.push_back(string_key("data.tokenizer", data(&DataConfig::tokenizer), {}, "SentencePiece model; empty = none"));
+  k.push_back(string_key("data.train_split", data(&DataConfig::train_split), {}, "split trained on"));
+  k.push_back(string_key("data.eval_split", data(&DataConfig::eval_split), {}, "split evaluated on"));
+  // [log]
+  k.push_back(int_key("log.every", log(&LogConfig::every), 1, kI64Max, "steps between progress lines"));
+  k.push_back(string_key("log.metrics_path", log(&LogConfig::metrics_path), {}, "JSONL metrics; empty = none"));
+  // [checkpoint]
+  k.push_back(string_key("checkpoint.dir", ckpt(&CheckpointConfig::dir), {}, "empty = no checkpoints"));
+  k.push_back(int_key("checkpoint.every", ckpt(&CheckpointConfig::every), 0, kI64Max, "0 = only at the end"));
+  k.push_back(int_key("checkpoint.keep", ckpt(&CheckpointConfig::keep), 0, kIntMax, "newest kept; 0 = all"));
+  k.push_back(bool_key("checkpoint.resume", ckpt(&CheckpointConfig::resume), "continue from the newest checkpoint"));
+  return k;
+}
+
+}  // namespace
+
+const std::vector<KeySpec>& config_keys() {
+  static const std::vector<KeySpec> keys = build_keys();  // immutable after first use
+  return keys;
+}
+
+const KeySpec* find_key(const std::string& key) {
+  for (const auto& k : config_keys())
+    if (k.key == key) return &k;
+  return nullptr;
+}
+
+const char* type_name(ValueType type) {
+  switch (type) {
+    case ValueType::kInt: return "an integer";
+    case ValueType::kFloat: return "a number";
+    case ValueType::kString: return "a string";
+    case ValueType::kBool: return "true or false";
+    case ValueType::kIntList: return "a list of integers";
+  }
+  return "?";
+}
+
+}  // namespace brt::launch

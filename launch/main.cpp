@@ -1,0 +1,50 @@
+// brt-dist: one binary for training, data preparation, evaluation and checkpoint tools.
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "launch/commands.h"
+#include "launch/version.h"
+
+namespace {
+
+void usage() {
+  std::printf(
+      "brt-dist %s — Block-Recurrent / Block-State Transformer training\n\n"
+      "usage: brt-dist COMMAND [args]\n\n"
+      "commands:\n"
+      "  train CONFIG [key=value ...]   train a model (e.g. configs/tiny.toml train.steps=100)\n"
+      "  prepare ...                    corpus -> tokenizer -> token shards\n"
+      "  eval CONFIG --checkpoint F     bits/token, bits/byte, word perplexity of a split\n"
+      "  ckpt inspect|verify FILE       show or check a checkpoint\n"
+      "  version                        print the version\n\n"
+      "Any config key can be overridden as section.key=value or --section.key value.\n",
+      brt::launch::version());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
+      std::string(argv[1]) == "help") {
+    usage();
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  try {
+    if (command == "version" || command == "--version") {
+      std::printf("brt-dist %s\n", brt::launch::version());
+      return 0;
+    }
+    if (command == "train") return brt::launch::command_train(argc, argv);
+    if (command == "prepare") return brt::launch::command_prepare(argc, argv);
+    if (command == "eval") return brt::launch::command_eval(argc, argv);
+    if (command == "ckpt") return brt::launch::command_ckpt(argc, argv);
+    std::fprintf(stderr, "brt-dist: unknown command '%s' (see brt-dist --help)\n",
+                 command.c_str());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "brt-dist %s: error: %s\n", command.c_str(), e.what());
+    return 1;
+  }
+}

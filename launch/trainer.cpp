@@ -1,0 +1,209 @@
+#include "launch/trainer.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <stdexcept>
+
+#include "core/flops.h"
+#include "core/model.h"
+#include "core/optimizer.h"
+#include "core/param_count.h"
+#include "kernels/backend.h"
+#include "kernels/gemm_peak.h"
+#include "launch/batch_source.h"
+#include "launch/metrics_log.h"
+#include "launch/stop_signal.h"
+
+namespace brt::launch {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string gib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f GiB", double(bytes) / double(1ull << 30));
+  return buf;
+}
+
+std::unique_ptr<BatchSource> make_source(const RunConfig& cfg, const std::string& split) {
+  if (cfg.data.source == "synthetic") {
+    // A different seed for the held-out stream, so evaluation sees unseen documents.
+    const uint64_t seed = uint64_t(cfg.train.seed) * 2654435761ull + (split == "train" ? 0 : 17);
+    return std::make_unique<SyntheticMarkovSource>(cfg.model.vocab, cfg.train.batch,
+                                                   cfg.model.seq_len, seed);
+  }
+  return make_shard_source(cfg, split);
+}
+
+template <typename T>
+core::ModelInput model_input(const data::Batch& b) {
+  return {b.inputs.data(), b.targets.data(), b.mask.data(), b.doc_start.data()};
+}
+
+// Mean loss over `batches` held-out batches, carrying state across them (MODEL §8). The
+// model's carried training state is saved and restored around it.
+template <typename T>
+double evaluate(core::Model<T>& model, BatchSource& source, int64_t batches) {
+  std::vector<std::vector<T>> saved;
+  for (auto& ref : model.carried_state()) {
+    int64_t n = 1;
+    for (auto s : ref.shape) n *= s;
+    saved.emplace_back(ref.data, ref.data + n);
+  }
+  data::Batch batch;
+  core::LossSums total;
+  for (int64_t i = 0; i < batches; ++i) {
+    source.next(batch);
+    const core::LossSums s = model.forward(model_input<T>(batch), T(0));
+    total.nats += s.nats;
+    total.count += s.count;
+  }
+  auto refs = model.carried_state();
+  for (size_t i = 0; i < refs.size(); ++i) std::copy(saved[i].begin(), saved[i].end(), refs[i].data);
+  return total.count ? total.nats / double(total.count) : 0.0;
+}
+
+template <typename T>
+TrainResult train_with(const TrainOptions& options) {
+  const RunConfig& cfg = options.config;
+  const bool print = !options.quiet;
+  if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);
+  auto backend = kernels::make_cpu_backend<T>();
+  core::Model<T> model(cfg.model, cfg.train.batch, *backend);
+  model.params().initialize(uint64_t(cfg.train.seed));
+  const core::ModelConfig& mc = model.config();
+
+  // The parameter count must equal MODEL §9's shapes, counted independently.
+  const int64_t declared = model.params().total_numel();
+  const int64_t expected = core::count_parameters(mc);
+  if (declared != expected)
+    throw std::logic_error("model declares " + std::to_string(declared) +
+                           " parameters but MODEL §9 shapes give " + std::to_string(expected));
+  const core::MemoryReport mem = model.memory_report();
+  auto optimizer = core::make_optimizer(cfg.optim, model.params());
+  int64_t optim_bytes = 0;
+  for (const auto& s : optimizer->state()) optim_bytes += s.numel() * int64_t(sizeof(T));
+
+  double peak = cfg.train.peak_gflops;
+  std::string peak_source = "train.peak_gflops";
+  if (peak <= 0) {
+    const kernels::GemmPeak p = kernels::measure_sgemm_peak(2048, 5);
+    peak = p.gflops;
+    peak_source = "measured: median of " + std::to_string(p.calls) + " 2048^3 sgemm, " +
+                  std::to_string(p.threads) + " threads";
+  }
+  const core::FlopBreakdown flops = core::flops_per_token(mc);
+  const double tokens_per_step = double(cfg.train.batch) * mc.seq_len;
+  if (print) {
+    std::printf("brt-dist train: %s, %d layers, D %d, H %d x %d, F %d, V %d, N %d, W %d, S %d\n",
+                mc.variant.c_str(), mc.layers, mc.d_model, mc.heads, mc.head_dim, mc.d_ff,
+                mc.vocab, mc.seq_len, mc.window, mc.state_size);
+    std::printf("parameters: %lld (%.2fM; non-embedding %.2fM; matches MODEL §9 shapes)\n",
+                (long long)declared, declared / 1e6,
+                core::count_non_embedding_parameters(mc) / 1e6);
+    std::printf("memory (bytes, rank 0): parameters %s, gradients %s, optimizer %s, "
+                "activations %s, carried state %s\n",
+                gib(mem.parameters).c_str(), gib(mem.gradients).c_str(), gib(optim_bytes).c_str(),
+                gib(mem.activations).c_str(), gib(mem.carried_state).c_str());
+    std::printf("FLOPs/token (MODEL §10, training = 3x forward): %.4g; peak %.1f GFLOP/s (%s)\n",
+                flops.training(), peak, peak_source.c_str());
+    std::printf("data: %d streams x %d tokens per step, %s; %lld steps, %s, %s precision\n",
+                cfg.train.batch, mc.seq_len, cfg.data.source.c_str(),
+                (long long)cfg.train.steps, core::to_string(cfg.optim.kind),
+                cfg.train.precision.c_str());
+    std::fflush(stdout);
+  }
+
+  auto train_source = make_source(cfg, cfg.data.train_split);
+  std::unique_ptr<BatchSource> eval_source;
+  if (cfg.train.eval_every > 0) eval_source = make_source(cfg, cfg.data.eval_split);
+  MetricsLog log(cfg.log.metrics_path, print);
+  StopSignal::install();
+
+  TrainResult result;
+  data::Batch batch;
+  core::LossSums window_sums;
+  double window_seconds = 0, total_seconds = 0;
+  int64_t window_steps = 0;
+  for (int64_t step = 0; step < cfg.train.steps; ++step) {
+    const auto t0 = Clock::now();
+    train_source->next(batch);
+    int64_t count = 0;
+    for (uint8_t m : batch.mask) count += m;
+    model.params().zero_grads();
+    const core::LossSums sums =
+        model.forward(model_input<T>(batch), count ? T(1) / T(count) : T(0));
+    model.backward();
+    const core::StepStats st = optimizer->step();
+    const double dt = seconds_since(t0);
+    const double loss = count ? sums.nats / double(count) : 0.0;
+    if (!std::isfinite(loss))
+      throw std::runtime_error("loss is not finite at step " + std::to_string(step) +
+                               " (lower optim.lr or check the data)");
+    result.losses.push_back(loss);
+    result.last_loss = loss;
+    result.steps_done = step + 1;
+    window_sums.nats += sums.nats;
+    window_sums.count += sums.count;
+    window_seconds += dt;
+    total_seconds += dt;
+    ++window_steps;
+    const bool last = step + 1 == cfg.train.steps;
+    if (cfg.log.every > 0 && ((step + 1) % cfg.log.every == 0 || last || step == 0)) {
+      StepMetrics m;
+      m.step = step + 1;
+      m.total_steps = cfg.train.steps;
+      m.loss = window_sums.count ? window_sums.nats / double(window_sums.count) : 0;
+      m.lr = st.lr;
+      m.grad_norm = st.grad_norm;
+      m.tokens_per_s = tokens_per_step * window_steps / window_seconds;
+      m.gflops = flops.training() * m.tokens_per_s / 1e9;
+      m.mfu = m.gflops / peak;
+      m.eta_s = total_seconds / double(step + 1) * double(cfg.train.steps - step - 1);
+      m.tokens_seen = long(tokens_per_step * double(step + 1));
+      log.train_step(m);
+      window_sums = {};
+      window_seconds = 0;
+      window_steps = 0;
+    }
+    if (eval_source && (step + 1) % cfg.train.eval_every == 0) {
+      const int64_t n = cfg.train.eval_batches > 0 ? cfg.train.eval_batches : 8;
+      const double eval_loss = evaluate(model, *eval_source, n);
+      char msg[160];
+      std::snprintf(msg, sizeof msg, "eval  step %6lld | %s loss %.4f | bits/tok %.4f",
+                    (long long)(step + 1), cfg.data.eval_split.c_str(), eval_loss,
+                    eval_loss / std::log(2.0));
+      log.event("eval", {{"step", double(step + 1)}, {"loss", eval_loss},
+                         {"bits_per_token", eval_loss / std::log(2.0)}}, msg);
+    }
+    if (StopSignal::requested()) {
+      result.stopped_by_signal = true;
+      if (print)
+        std::printf("stopping cleanly after step %lld (signal %d)\n", (long long)(step + 1),
+                    StopSignal::signal_number());
+      break;
+    }
+  }
+  return result;
+}
+
+}  // namespace
+
+TrainResult run_training(const TrainOptions& options) {
+  if (options.config.train.precision == "fp64") return train_with<double>(options);
+  if (options.config.train.precision != "fp32")
+    throw std::invalid_argument("train.precision: '" + options.config.train.precision +
+                                "' is not available on the CPU backend (use fp32 or fp64)");
+  return train_with<float>(options);
+}
+
+}  // namespace brt::launch

@@ -1,0 +1,24 @@
+// `brt-dist train`: build the model, optimizer and data for a RunConfig and run the step loop
+// (forward, backward, optimizer), logging progress, evaluating and checkpointing on schedule.
+#pragma once
+
+#include "launch/config.h"
+
+namespace brt::launch {
+
+struct TrainOptions {
+  RunConfig config;
+  bool quiet = false;  // no progress lines (tests)
+};
+
+struct TrainResult {
+  int64_t steps_done = 0;
+  double last_loss = 0;   // mean nats/target of the last step
+  std::vector<double> losses;  // every step's loss (for tests and determinism checks)
+  bool stopped_by_signal = false;
+};
+
+// Returns the result; throws with a clear message on bad input (config, data, checkpoint).
+TrainResult run_training(const TrainOptions& options);
+
+}  // namespace brt::launch
