@@ -20,10 +20,12 @@ Model<T>::Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backen
   // MODEL §1: E ~ N(0, 1); §2: final RMSNorm gain.
   embed_ = declare_normal(params_, "embed", {V, D}, 1.0);
   for (int i = 0; i < cfg_.layers; ++i) {
+    const int64_t begin = params_.total_numel();
     if (cfg_.is_recurrent_layer(i))
       layers_.push_back(std::make_unique<RecurrentLayer<T>>(params_, cfg_, i, streams));
     else
       layers_.push_back(std::make_unique<StandardLayer<T>>(params_, cfg_, i, streams));
+    layer_ranges_.emplace_back(begin, params_.total_numel());
   }
   final_norm_ = declare_norm(params_, "final_norm.scale", D);
   params_.finalize();
@@ -91,8 +93,10 @@ void Model<T>::backward() {
     be_.fill(d_resid_b_.data(), nd, T(0));
     layers_[l]->backward(ctx, d_resid_a_.data(), d_resid_b_.data(), scratch_);
     std::swap(d_resid_a_, d_resid_b_);
+    if (hook_) hook_(int(l));
   }
   be_.embedding_backward(input_->inputs, rows, d_resid_a_.data(), D, embed.grad);
+  if (hook_) hook_(-1);
 }
 
 template <typename T>

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <utility>
 #include <memory>
 #include <vector>
 
@@ -48,6 +50,16 @@ class Model {
   // unless accumulating).
   void backward();
 
+  // Called during backward() right after layer `i`'s parameter gradients are final (layers
+  // run L-1 .. 0; the embedding and final norm report as layer -1 at the very end). Lets a
+  // data-parallel caller start reducing a layer's gradients while earlier layers still run.
+  // Parameters are declared layer by layer, so layer i's gradients are the contiguous range
+  // layer_grad_range(i) of the gradient arena.
+  void set_backward_hook(std::function<void(int layer)> hook) { hook_ = std::move(hook); }
+  // [begin, end) offsets in the parameter arenas of layer i's parameters.
+  std::pair<int64_t, int64_t> layer_grad_range(int i) const { return layer_ranges_[i]; }
+  int num_layers() const { return int(layers_.size()); }
+
   // Per-position losses in nats of the last forward ([B, N], 0 where masked).
   const std::vector<T>& row_losses() const { return row_loss_; }
   // Every stream's carried state, named layers.{i}.cache.k|v and layers.{i}.state.sigma.
@@ -61,6 +73,8 @@ class Model {
   ParamStore<T> params_;
   int embed_ = -1, final_norm_ = -1;
   std::vector<std::unique_ptr<Layer<T>>> layers_;
+  std::vector<std::pair<int64_t, int64_t>> layer_ranges_;
+  std::function<void(int)> hook_;
 
   const ModelInput* input_ = nullptr;
   ModelInput saved_input_{};

@@ -20,6 +20,8 @@ class BatchSource {
   // The loader's position as a flat array (for checkpoints), and its restoration.
   virtual std::vector<int64_t> cursor() const = 0;
   virtual void restore(const std::vector<int64_t>& cursor) = 0;
+  // Hash of the tokenizer that made the tokens ("" for synthetic data).
+  virtual std::string tokenizer_hash() const { return ""; }
 };
 
 // Documents drawn from a fixed random first-order Markov chain over `vocab` tokens (each token

@@ -50,6 +50,7 @@ struct CheckpointConfig {
   int64_t every = 0;                  // steps between checkpoints; 0 = only at the end
   int keep = 3;                       // newest checkpoints kept; 0 = all
   bool resume = true;                 // continue from the newest checkpoint in `dir` if any
+  std::string on_error = "stop";      // a failed save: "stop" the run or "continue" training
 };
 
 struct RunConfig {

@@ -186,6 +186,8 @@ std::vector<KeySpec> build_keys() {
   k.push_back(int_key("checkpoint.every", ckpt(&CheckpointConfig::every), 0, kI64Max, "0 = only at the end"));
   k.push_back(int_key("checkpoint.keep", ckpt(&CheckpointConfig::keep), 0, kIntMax, "newest kept; 0 = all"));
   k.push_back(bool_key("checkpoint.resume", ckpt(&CheckpointConfig::resume), "continue from the newest checkpoint"));
+  k.push_back(string_key("checkpoint.on_error", ckpt(&CheckpointConfig::on_error), {"stop", "continue"},
+                         "a failed save stops the run, or training continues"));
   return k;
 }
 

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <stdexcept>
 
@@ -17,6 +18,7 @@
 #include "launch/batch_source.h"
 #include "launch/metrics_log.h"
 #include "launch/stop_signal.h"
+#include "launch/training_checkpoint.h"
 
 namespace brt::launch {
 
@@ -70,6 +72,32 @@ double evaluate(core::Model<T>& model, BatchSource& source, int64_t batches) {
   auto refs = model.carried_state();
   for (size_t i = 0; i < refs.size(); ++i) std::copy(saved[i].begin(), saved[i].end(), refs[i].data);
   return total.count ? total.nats / double(total.count) : 0.0;
+}
+
+// Saves a checkpoint and prints its duration and throughput. A failure (disk full, permission)
+// never damages the previous checkpoint; checkpoint.on_error decides whether the run stops.
+template <typename T>
+void save_checkpoint_now(const RunConfig& cfg, core::Model<T>& model, core::Optimizer<T>& opt,
+                         const BatchSource& data, const RunPosition& pos,
+                         const std::string& tokenizer_hash, MetricsLog& log) {
+  try {
+    const auto r = save_training_checkpoint(cfg, model, opt, data, pos, tokenizer_hash);
+    char msg[512];
+    std::snprintf(msg, sizeof msg, "checkpoint saved: %s (%.3f GB in %.2f s, %.3f GB/s)",
+                  r.path.c_str(), r.stats.bytes / 1e9, r.stats.seconds, r.stats.gb_per_s());
+    log.event("checkpoint", {{"step", double(pos.step)}, {"seconds", r.stats.seconds},
+                             {"gb_per_s", r.stats.gb_per_s()}}, msg);
+    for (const auto& w : r.warnings) std::fprintf(stderr, "checkpoint warning: %s\n", w.c_str());
+  } catch (const checkpoint::CheckpointError& e) {
+    if (cfg.checkpoint.on_error == "continue") {
+      std::fprintf(stderr, "checkpoint FAILED at step %lld, training continues "
+                   "(checkpoint.on_error=continue): %s\n", (long long)pos.step, e.what());
+      return;
+    }
+    throw std::runtime_error(std::string("checkpoint failed at step ") +
+                             std::to_string(pos.step) + " (previous checkpoints are intact; "
+                             "set checkpoint.on_error=continue to keep training): " + e.what());
+  }
 }
 
 template <typename T>
@@ -129,12 +157,32 @@ TrainResult train_with(const TrainOptions& options) {
   MetricsLog log(cfg.log.metrics_path, print);
   StopSignal::install();
 
+  // Resume from the newest good checkpoint, if asked and one exists (issue 4).
+  RunPosition pos;
+  const std::string tokenizer_hash = train_source->tokenizer_hash();
+  if (!cfg.checkpoint.dir.empty() && cfg.checkpoint.resume) {
+    const auto latest = checkpoint::find_latest_good(cfg.checkpoint.dir);
+    for (const auto& w : latest.warnings) std::fprintf(stderr, "checkpoint warning: %s\n", w.c_str());
+    if (latest.path) {
+      checkpoint::IoStats io;
+      pos = load_training_checkpoint(*latest.path, cfg, model, *optimizer, train_source.get(),
+                                     tokenizer_hash, &io);
+      if (print)
+        std::printf("resumed from %s at step %lld (%.3f GB in %.2f s, %.3f GB/s)\n",
+                    latest.path->c_str(), (long long)pos.step, io.bytes / 1e9, io.seconds,
+                    io.gb_per_s());
+    } else if (print) {
+      std::printf("no checkpoint in %s: starting from step 0\n", cfg.checkpoint.dir.c_str());
+    }
+  }
+
   TrainResult result;
   data::Batch batch;
   core::LossSums window_sums;
   double window_seconds = 0, total_seconds = 0;
   int64_t window_steps = 0;
-  for (int64_t step = 0; step < cfg.train.steps; ++step) {
+  const int64_t first_step = pos.step;
+  for (int64_t step = first_step; step < cfg.train.steps; ++step) {
     const auto t0 = Clock::now();
     train_source->next(batch);
     int64_t count = 0;
@@ -152,6 +200,8 @@ TrainResult train_with(const TrainOptions& options) {
     result.losses.push_back(loss);
     result.last_loss = loss;
     result.steps_done = step + 1;
+    pos.step = step + 1;
+    pos.tokens_seen += int64_t(tokens_per_step);
     window_sums.nats += sums.nats;
     window_sums.count += sums.count;
     window_seconds += dt;
@@ -168,8 +218,8 @@ TrainResult train_with(const TrainOptions& options) {
       m.tokens_per_s = tokens_per_step * window_steps / window_seconds;
       m.gflops = flops.training() * m.tokens_per_s / 1e9;
       m.mfu = m.gflops / peak;
-      m.eta_s = total_seconds / double(step + 1) * double(cfg.train.steps - step - 1);
-      m.tokens_seen = long(tokens_per_step * double(step + 1));
+      m.eta_s = total_seconds / double(step + 1 - first_step) * double(cfg.train.steps - step - 1);
+      m.tokens_seen = long(pos.tokens_seen);
       log.train_step(m);
       window_sums = {};
       window_seconds = 0;
@@ -185,7 +235,11 @@ TrainResult train_with(const TrainOptions& options) {
       log.event("eval", {{"step", double(step + 1)}, {"loss", eval_loss},
                          {"bits_per_token", eval_loss / std::log(2.0)}}, msg);
     }
-    if (StopSignal::requested()) {
+    const bool stopping = StopSignal::requested();
+    const bool save_due = cfg.checkpoint.every > 0 && pos.step % cfg.checkpoint.every == 0;
+    if (!cfg.checkpoint.dir.empty() && (save_due || last || stopping))
+      save_checkpoint_now(cfg, model, *optimizer, *train_source, pos, tokenizer_hash, log);
+    if (stopping) {
       result.stopped_by_signal = true;
       if (print)
         std::printf("stopping cleanly after step %lld (signal %d)\n", (long long)(step + 1),

@@ -1,0 +1,47 @@
+// Maps a training run onto the checkpoint format (docs/checkpoint-format.md): parameters
+// under /model/<MODEL §9 name>, optimizer state under /optim/<state name>, every stream's
+// carried caches and recurrent states under /state/<name>, the data cursor under /data/cursor,
+// plus step, tokens seen, the full config and the tokenizer hash. Everything needed to
+// continue a run exactly.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "checkpoint/checkpoint.h"
+#include "core/model.h"
+#include "core/optimizer.h"
+#include "launch/batch_source.h"
+#include "launch/config.h"
+
+namespace brt::launch {
+
+struct RunPosition {
+  int64_t step = 0;         // optimizer steps completed
+  int64_t tokens_seen = 0;  // input tokens consumed by training
+};
+
+template <typename T>
+checkpoint::SaveResult save_training_checkpoint(const RunConfig& config, core::Model<T>& model,
+                                                core::Optimizer<T>& optimizer,
+                                                const BatchSource& data, const RunPosition& pos,
+                                                const std::string& tokenizer_hash);
+
+// Loads `file` into the model, optimizer and data source and returns where the run stood.
+// Refuses (checkpoint::MismatchError / CheckpointError naming the file and what differs) a
+// checkpoint of another model shape, another tokenizer or a newer format.
+template <typename T>
+RunPosition load_training_checkpoint(const std::filesystem::path& file, const RunConfig& config,
+                                     core::Model<T>& model, core::Optimizer<T>& optimizer,
+                                     BatchSource* data, const std::string& tokenizer_hash,
+                                     checkpoint::IoStats* stats = nullptr);
+
+// Loads only the model parameters (evaluation, generation): any layout, one process.
+template <typename T>
+void load_model_parameters(const std::filesystem::path& file, core::Model<T>& model);
+
+// The resolved config stored in a checkpoint (for eval/inspect).
+RunConfig config_of_checkpoint(const std::filesystem::path& file);
+
+}  // namespace brt::launch
