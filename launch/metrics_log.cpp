@@ -42,7 +42,7 @@ void MetricsLog::train_step(const StepMetrics& m) {
   }
   if (file_ != nullptr) {
     std::fprintf(file_,
-                 "{\"event\":\"train\",\"step\":%ld,\"loss\":%.8g,\"bits_per_token\":%.8g,"
+                 "{\"event\":\"train\",\"step\":%ld,\"loss\":%.17g,\"bits_per_token\":%.8g,"
                  "\"lr\":%.8g,\"grad_norm\":%.8g,\"tokens_per_s\":%.8g,\"gflops\":%.8g,"
                  "\"mfu\":%.8g,\"tokens_seen\":%ld,\"eta_s\":%.3f}\n",
                  m.step, m.loss, bits, m.lr, m.grad_norm, m.tokens_per_s, m.gflops, m.mfu,

@@ -1,0 +1,99 @@
+// `brt-dist prepare` and `brt-dist eval` (issue 3).
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include "data/kjv.h"
+#include "data/prepare.h"
+#include "launch/cli.h"
+#include "launch/commands.h"
+#include "launch/config.h"
+#include "launch/evaluator.h"
+#include "launch/training_checkpoint.h"
+#include "parallel/mpi_session.h"
+
+namespace brt::launch {
+
+namespace {
+
+std::string flag_or(const CommandLine& cl, const std::string& name, const std::string& fallback) {
+  auto it = cl.flags.find(name);
+  return it == cl.flags.end() ? fallback : it->second;
+}
+
+void reject_unknown_flags(const CommandLine& cl, std::initializer_list<const char*> known) {
+  for (const auto& [flag, value] : cl.flags) {
+    bool ok = false;
+    for (const char* k : known) ok = ok || flag == k;
+    if (!ok) throw std::invalid_argument("command line: unknown flag --" + flag);
+  }
+}
+
+}  // namespace
+
+int command_prepare(int argc, char** argv) {
+  const CommandLine cl = parse_command_line(argc, argv, {}, {"kjv", "quiet"});
+  reject_unknown_flags(cl, {"corpus", "files", "out", "tokenizer", "vocab", "model-type",
+                            "on-bad-document", "shard-mb", "kjv", "quiet", "bible"});
+  parallel::MpiSession mpi(&argc, &argv);
+  data::PrepareOptions opt;
+  opt.output_dir = flag_or(cl, "out", "");
+  if (opt.output_dir.empty()) throw std::invalid_argument("prepare: --out DIR is required");
+  opt.corpus_dir = flag_or(cl, "corpus", "");
+  if (cl.flags.count("kjv")) {
+    // The bundled default corpus: the King James Bible (Debian's bible-kjv), one document per
+    // book, written as a PG19-style corpus next to the shards.
+    opt.corpus_dir = opt.output_dir / "corpus";
+    if (mpi.world_rank() == 0) {
+      const auto books = data::write_kjv_corpus(opt.corpus_dir, flag_or(cl, "bible", "bible"));
+      std::printf("prepare: wrote the King James Bible (%zu books) to %s\n", books.size(),
+                  opt.corpus_dir.c_str());
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  if (auto files = flag_or(cl, "files", ""); !files.empty())
+    opt.files = data::read_file_list(files, data::Split::train);
+  if (opt.corpus_dir.empty() && opt.files.empty())
+    throw std::invalid_argument("prepare: give --corpus DIR (train/ validation/ test/), "
+                                "--files LIST, or --kjv");
+  opt.tokenizer_model = flag_or(cl, "tokenizer", "");
+  opt.tokenizer.vocab_size = std::stoi(flag_or(cl, "vocab", "4096"));
+  opt.tokenizer.model_type = flag_or(cl, "model-type", "bpe");
+  opt.bad_documents = data::parse_bad_document_policy(flag_or(cl, "on-bad-document", "fail"));
+  opt.shard_target_bytes = int64_t(std::stod(flag_or(cl, "shard-mb", "4")) * (1 << 20));
+  opt.show_progress = !cl.flags.count("quiet");
+  const data::PrepareResult r = data::prepare_corpus(opt, MPI_COMM_WORLD);
+  if (mpi.world_rank() == 0)
+    std::printf("prepare: %lld documents in %d shards (%d written, %d reused), tokenizer %s%s, "
+                "%.2f MB/s\n",
+                (long long)r.documents, r.shards_total, r.shards_written, r.shards_reused,
+                r.tokenizer_hash.c_str(), r.tokenizer_trained ? " (trained)" : "",
+                r.megabytes_per_second);
+  return 0;
+}
+
+int command_eval(int argc, char** argv) {
+  const CommandLine cl = parse_command_line(argc, argv, {{"data", "data.path"}, {"batch", "train.batch"}}, {"quiet"});
+  reject_unknown_flags(cl, {"checkpoint", "split", "json", "quiet"});
+  const std::string ckpt = flag_or(cl, "checkpoint", cl.positional.empty() ? "" : cl.positional[0]);
+  if (ckpt.empty()) throw std::invalid_argument("eval: --checkpoint FILE is required");
+  RunConfig cfg = config_of_checkpoint(ckpt);
+  for (const auto& o : cl.overrides) apply_override(cfg, o);
+  cfg.data.source = "shards";
+  resolve(cfg);
+  const std::string split = flag_or(cl, "split", cfg.data.eval_split);
+  auto backend = kernels::make_cpu_backend<float>();
+  core::Model<float> model(cfg.model, cfg.train.batch, *backend);
+  load_model_parameters(ckpt, model);
+  const EvalReport r = evaluate_split(model, cfg, split, 0, 1, {}, !cl.flags.count("quiet"));
+  std::printf("%s", r.text().c_str());
+  if (auto path = flag_or(cl, "json", ""); !path.empty()) {
+    std::ofstream out(path);
+    if (!out) throw std::runtime_error("eval: cannot write " + path);
+    out << r.json() << "\n";
+  }
+  return 0;
+}
+
+}  // namespace brt::launch

@@ -1,0 +1,140 @@
+#include "launch/evaluator.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include "data/dataset.h"
+#include "data/shard_format.h"
+#include "data/streams.h"
+#include "data/tokenizer.h"
+
+namespace brt::launch {
+
+double EvalReport::bits_per_token() const { return tokens ? nats / double(tokens) / std::log(2.0) : 0; }
+double EvalReport::bits_per_byte() const { return bytes ? nats / double(bytes) / std::log(2.0) : 0; }
+double EvalReport::word_perplexity() const { return words ? std::exp(nats / double(words)) : 0; }
+
+namespace {
+
+std::string bucket_name(const PositionBucket& b) {
+  auto k = [](int64_t n) {
+    if (n >= 1024 && n % 1024 == 0) return std::to_string(n / 1024) + "k";
+    return std::to_string(n);
+  };
+  return b.end < 0 ? k(b.begin) + "+" : k(b.begin) + "-" + k(b.end);
+}
+
+}  // namespace
+
+std::string EvalReport::text() const {
+  std::ostringstream o;
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "eval %s: %lld documents, %lld tokens, %lld bytes, %lld words, %.1f s\n"
+                "  loss %.4f nats/token | bits/token %.4f | bits/byte %.4f | word perplexity %.3f\n",
+                split.c_str(), (long long)documents, (long long)tokens, (long long)bytes,
+                (long long)words, seconds, tokens ? nats / double(tokens) : 0.0, bits_per_token(),
+                bits_per_byte(), word_perplexity());
+  o << line << "  loss by position in the document:\n";
+  for (const auto& b : buckets) {
+    std::snprintf(line, sizeof line, "    %-10s %10lld tokens  %.4f bits/token\n",
+                  bucket_name(b).c_str(), (long long)b.tokens,
+                  b.tokens ? b.nats / double(b.tokens) / std::log(2.0) : 0.0);
+    o << line;
+  }
+  return o.str();
+}
+
+std::string EvalReport::json() const {
+  std::ostringstream o;
+  o.precision(10);
+  o << "{\"split\":\"" << split << "\",\"documents\":" << documents << ",\"tokens\":" << tokens
+    << ",\"bytes\":" << bytes << ",\"words\":" << words << ",\"nats\":" << nats
+    << ",\"bits_per_token\":" << bits_per_token() << ",\"bits_per_byte\":" << bits_per_byte()
+    << ",\"word_perplexity\":" << word_perplexity() << ",\"seconds\":" << seconds
+    << ",\"position_buckets\":[";
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    const auto& b = buckets[i];
+    o << (i ? "," : "") << "{\"begin\":" << b.begin << ",\"end\":" << (b.end < 0 ? -1 : b.end)
+      << ",\"tokens\":" << b.tokens << ",\"nats\":" << b.nats << ",\"bits_per_token\":"
+      << (b.tokens ? b.nats / double(b.tokens) / std::log(2.0) : 0.0) << "}";
+  }
+  o << "]}";
+  return o.str();
+}
+
+template <typename T>
+EvalReport evaluate_split(core::Model<T>& model, const RunConfig& cfg, const std::string& split,
+                          int dp_rank, int dp_size, const SumReducer& reduce, bool progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto dataset = data::TokenDataset::open(cfg.data.path, data::parse_split(split));
+  data::StreamOptions opt;
+  opt.streams_per_rank = model.streams();
+  opt.seq_len = model.config().seq_len;
+  opt.dp_rank = dp_rank;
+  opt.dp_size = dp_size;
+  opt.single_pass = true;
+  opt.shuffle = false;
+  opt.bos_id = data::Tokenizer::load(data::tokenizer_path(cfg.data.path)).bos_id();
+  data::DocumentStreams streams(dataset, opt);
+
+  EvalReport r;
+  r.split = split;
+  const data::SplitTotals totals = dataset->totals();
+  r.documents = dataset->num_documents();
+  r.bytes = totals.bytes;
+  r.words = totals.words;
+  r.buckets = {{0, 512}, {512, 4096}, {4096, 32768}, {32768, -1}};
+  for (auto& ref : model.carried_state()) {  // start clean; documents reset it anyway
+    int64_t n = 1;
+    for (auto s : ref.shape) n *= s;
+    std::fill(ref.data, ref.data + n, T(0));
+  }
+  data::Batch batch;
+  int64_t steps = 0;
+  while (streams.next(batch)) {
+    model.forward({batch.inputs.data(), batch.targets.data(), batch.mask.data(),
+                   batch.doc_start.data()}, T(0));
+    const auto& losses = model.row_losses();
+    for (size_t i = 0; i < batch.mask.size(); ++i) {
+      if (!batch.mask[i]) continue;
+      const double l = double(losses[i]);
+      r.nats += l;
+      ++r.tokens;
+      const int64_t target_pos = batch.position[i] + 1;
+      for (auto& b : r.buckets)
+        if (target_pos >= b.begin && (b.end < 0 || target_pos < b.end)) {
+          b.nats += l;
+          ++b.tokens;
+          break;
+        }
+    }
+    if (progress && ++steps % 50 == 0) {
+      std::fprintf(stderr, "eval %s: %lld segments, %lld tokens\n", split.c_str(),
+                   (long long)steps, (long long)r.tokens);
+    }
+  }
+  if (reduce) {
+    std::vector<double> v = {r.nats, double(r.tokens)};
+    for (const auto& b : r.buckets) v.push_back(b.nats), v.push_back(double(b.tokens));
+    reduce(v);
+    r.nats = v[0];
+    r.tokens = int64_t(v[1]);
+    for (size_t i = 0; i < r.buckets.size(); ++i) {
+      r.buckets[i].nats = v[2 + 2 * i];
+      r.buckets[i].tokens = int64_t(v[3 + 2 * i]);
+    }
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+template EvalReport evaluate_split<float>(core::Model<float>&, const RunConfig&,
+                                          const std::string&, int, int, const SumReducer&, bool);
+template EvalReport evaluate_split<double>(core::Model<double>&, const RunConfig&,
+                                           const std::string&, int, int, const SumReducer&, bool);
+
+}  // namespace brt::launch

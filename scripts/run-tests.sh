@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs dependencies, builds brt-dist (Release, and Debug with ASan/UBSan) and runs the
+# test suite: the full suite on the Release build, the kernel and model tests under the
+# sanitizers. Usage: scripts/run-tests.sh [ctest args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Each test runs single-threaded so ctest can run two at once on two cores without OpenMP
+# threads spinning against each other; MPI tests start their own ranks.
+export OMP_NUM_THREADS=1
+jobs=$(nproc)
+
+echo "== Release build"
+cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+ninja -C build/release -j"$jobs"
+echo "== Release: full test suite"
+(cd build/release && ctest --output-on-failure -j"$jobs" --timeout 900 "$@")
+
+echo "== Debug + AddressSanitizer/UBSan: kernel and model tests"
+cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DBRT_SANITIZE=ON -DBRT_BUILD_BENCH=OFF >/dev/null
+ninja -C build/asan -j"$jobs" test_kernels test_model_gradcheck test_layer_gradcheck
+export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+(cd build/asan && ctest --output-on-failure -j"$jobs" --timeout 900 -L 'kernels|gradcheck')
