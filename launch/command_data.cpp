@@ -76,6 +76,7 @@ int command_prepare(int argc, char** argv) {
 int command_eval(int argc, char** argv) {
   const CommandLine cl = parse_command_line(argc, argv, {{"data", "data.path"}, {"batch", "train.batch"}}, {"quiet"});
   reject_unknown_flags(cl, {"checkpoint", "split", "json", "quiet"});
+  parallel::MpiSession mpi(&argc, &argv);
   const std::string ckpt = flag_or(cl, "checkpoint", cl.positional.empty() ? "" : cl.positional[0]);
   if (ckpt.empty()) throw std::invalid_argument("eval: --checkpoint FILE is required");
   RunConfig cfg = config_of_checkpoint(ckpt);
@@ -86,7 +87,14 @@ int command_eval(int argc, char** argv) {
   auto backend = kernels::make_cpu_backend<float>();
   core::Model<float> model(cfg.model, cfg.train.batch, *backend);
   load_model_parameters(ckpt, model);
-  const EvalReport r = evaluate_split(model, cfg, split, 0, 1, {}, !cl.flags.count("quiet"));
+  // Documents are dealt to the streams of all ranks; totals are summed over ranks.
+  const SumReducer sum_over_ranks = [](std::vector<double>& v) {
+    MPI_Allreduce(MPI_IN_PLACE, v.data(), int(v.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  };
+  const bool root = mpi.world_rank() == 0;
+  const EvalReport r = evaluate_split(model, cfg, split, mpi.world_rank(), mpi.world_size(),
+                                      sum_over_ranks, root && !cl.flags.count("quiet"));
+  if (!root) return 0;
   std::printf("%s", r.text().c_str());
   if (auto path = flag_or(cl, "json", ""); !path.empty()) {
     std::ofstream out(path);

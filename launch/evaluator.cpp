@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <memory>
 #include <sstream>
+#include <unordered_map>
 
 #include "data/dataset.h"
 #include "data/shard_format.h"
@@ -93,6 +94,13 @@ EvalReport evaluate_split(core::Model<T>& model, const RunConfig& cfg, const std
     for (auto s : ref.shape) n *= s;
     std::fill(ref.data, ref.data + n, T(0));
   }
+  // Totals are kept per document (and position bucket) and summed in document order at the
+  // end, so every layout — however documents fall on ranks and streams — adds the same
+  // numbers in the same order and reports identical totals.
+  std::unordered_map<int64_t, size_t> index_of;
+  for (int64_t i = 0; i < dataset->num_documents(); ++i) index_of[dataset->document(i).doc_id] = size_t(i);
+  const size_t nb = r.buckets.size(), per_doc = 1 + 2 * nb;  // nats, then (nats, tokens) per bucket
+  std::vector<double> acc(size_t(dataset->num_documents()) * per_doc, 0.0);
   data::Batch batch;
   int64_t steps = 0;
   while (streams.next(batch)) {
@@ -101,31 +109,35 @@ EvalReport evaluate_split(core::Model<T>& model, const RunConfig& cfg, const std
     const auto& losses = model.row_losses();
     for (size_t i = 0; i < batch.mask.size(); ++i) {
       if (!batch.mask[i]) continue;
+      const size_t stream = i / size_t(batch.seq);
+      double* doc = acc.data() + index_of.at(batch.doc_id[stream]) * per_doc;
       const double l = double(losses[i]);
-      r.nats += l;
-      ++r.tokens;
+      doc[0] += l;
       const int64_t target_pos = batch.position[i] + 1;
-      for (auto& b : r.buckets)
+      for (size_t k = 0; k < nb; ++k) {
+        const auto& b = r.buckets[k];
         if (target_pos >= b.begin && (b.end < 0 || target_pos < b.end)) {
-          b.nats += l;
-          ++b.tokens;
+          doc[1 + 2 * k] += l;
+          doc[2 + 2 * k] += 1;
           break;
         }
+      }
     }
     if (progress && ++steps % 50 == 0) {
       std::fprintf(stderr, "eval %s: %lld segments, %lld tokens\n", split.c_str(),
                    (long long)steps, (long long)r.tokens);
     }
   }
-  if (reduce) {
-    std::vector<double> v = {r.nats, double(r.tokens)};
-    for (const auto& b : r.buckets) v.push_back(b.nats), v.push_back(double(b.tokens));
-    reduce(v);
-    r.nats = v[0];
-    r.tokens = int64_t(v[1]);
-    for (size_t i = 0; i < r.buckets.size(); ++i) {
-      r.buckets[i].nats = v[2 + 2 * i];
-      r.buckets[i].tokens = int64_t(v[3 + 2 * i]);
+  // Each document was read by exactly one stream on one rank: the sum over ranks only adds
+  // zeros, so it is exact.
+  if (reduce) reduce(acc);
+  for (int64_t d = 0; d < dataset->num_documents(); ++d) {
+    const double* doc = acc.data() + size_t(d) * per_doc;
+    r.nats += doc[0];
+    for (size_t k = 0; k < nb; ++k) {
+      r.buckets[k].nats += doc[1 + 2 * k];
+      r.buckets[k].tokens += int64_t(doc[2 + 2 * k]);
+      r.tokens += int64_t(doc[2 + 2 * k]);
     }
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
