@@ -67,7 +67,7 @@ void projections_forward(Backend<T>& be, ParamStore<T>& store, const ProjectionP
 template <typename T>
 void projections_backward(Backend<T>& be, ParamStore<T>& store, const ProjectionParams& p,
                           const AttnShape& s, const T* x, int rows,
-                          const ProjectionActs<T>& acts, const std::vector<const T*>& dout,
+                          const ProjectionActs<T>& acts, std::type_identity_t<std::span<const T* const>> dout,
                           T* dx, T* scratch_a, T* scratch_d) {
   const int D = s.d_model, A = s.width();
   T* dh = scratch_d;
@@ -163,7 +163,7 @@ void mlp_backward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, cons
   template void projections_backward<T>(Backend<T>&, ParamStore<T>&, const ProjectionParams&,  \
                                         const AttnShape&, const T*, int,                      \
                                         const ProjectionActs<T>&,                              \
-                                        const std::vector<const T*>&, T*, T*, T*);             \
+                                        std::span<const T* const>, T*, T*, T*);                \
   template MlpParams declare_mlp<T>(ParamStore<T>&, const std::string&, const std::string&,    \
                                     int, int);                                                 \
   template void mlp_forward<T>(Backend<T>&, ParamStore<T>&, const MlpParams&, const T*, int,   \

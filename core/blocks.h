@@ -4,6 +4,8 @@
 // can serve several saved activations (the recurrent state side runs once per block).
 #pragma once
 
+#include <span>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -63,7 +65,7 @@ void projections_forward(Backend<T>& be, ParamStore<T>& store, const ProjectionP
 template <typename T>
 void projections_backward(Backend<T>& be, ParamStore<T>& store, const ProjectionParams& p,
                           const AttnShape& s, const T* x, int rows,
-                          const ProjectionActs<T>& acts, const std::vector<const T*>& dout,
+                          const ProjectionActs<T>& acts, std::type_identity_t<std::span<const T* const>> dout,
                           T* dx, T* scratch_a, T* scratch_d);
 
 // u = ReLU(RMSNorm(y)·W1)·W2 + beta·u (MODEL §4 without the residual).

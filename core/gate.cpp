@@ -50,7 +50,7 @@ void gate_preactivation(kernels::Backend<T>& be, const T* w, const T* b, const G
 template <typename T>
 void gate_preactivation_backward(kernels::Backend<T>& be, const T* w, T* dw, T* db,
                                  const GateInput<T>& y, int rows, int D, const T* dz,
-                                 const std::vector<T*>& dy) {
+                                 std::span<T* const> dy) {
   int row = 0;
   for (size_t k = 0; k < y.size(); ++k) {
     const auto& [data, width] = y[k];
@@ -81,7 +81,7 @@ template <typename T>
 void gate_backward(kernels::Backend<T>& be, ParamStore<T>& store, const GateParams& p,
                    const T* carry, const T* u, const GateInput<T>& y, int rows,
                    const GateActs<T>& acts, const T* dout, T* dcarry, T* du,
-                   const std::vector<T*>& dy, T* dzf, T* dzi) {
+                   std::type_identity_t<std::span<T* const>> dy, T* dzf, T* dzi) {
   const int D = p.d_model;
   if (p.kind == GateKind::kFixed) {
     be.fixed_gate_backward(carry, u, store[p.bias].value, dout, rows, D, dcarry, du,
@@ -107,7 +107,7 @@ void gate_backward(kernels::Backend<T>& be, ParamStore<T>& store, const GatePara
                                 GateActs<T>&, T*, T*);                                       \
   template void gate_backward<T>(kernels::Backend<T>&, ParamStore<T>&, const GateParams&,    \
                                  const T*, const T*, const GateInput<T>&, int,               \
-                                 const GateActs<T>&, const T*, T*, T*, const std::vector<T*>&, \
+                                 const GateActs<T>&, const T*, T*, T*, std::span<T* const>,     \
                                  T*, T*);
 
 BRT_INSTANTIATE_GATE(float)

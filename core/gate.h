@@ -2,6 +2,8 @@
 // EMA) and 'lstm' (input and forget gates computed from the gate input y).
 #pragma once
 
+#include <span>
+#include <type_traits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,7 +30,7 @@ GateParams declare_gate(ParamStore<T>& store, const std::string& prefix, GateKin
 // The gate input y as consecutive column pieces (y = concat(pieces) along columns), so
 // y = concat(A_ss, A_se) needs no copy: W_f's rows split the same way.
 template <typename T>
-using GateInput = std::vector<std::pair<const T*, int>>;  // (data [rows, width], width)
+using GateInput = std::type_identity_t<std::span<const std::pair<const T*, int>>>;  // (data [rows, width], width)
 
 template <typename T>
 struct GateActs {
@@ -49,6 +51,6 @@ template <typename T>
 void gate_backward(kernels::Backend<T>& be, ParamStore<T>& store, const GateParams& p,
                    const T* carry, const T* u, const GateInput<T>& y, int rows,
                    const GateActs<T>& acts, const T* dout, T* dcarry, T* du,
-                   const std::vector<T*>& dy, T* dzf, T* dzi);
+                   std::type_identity_t<std::span<T* const>> dy, T* dzf, T* dzi);
 
 }  // namespace brt::core

@@ -1,5 +1,6 @@
 #include "core/recurrent_layer.h"
 
+#include <array>
 #include <cmath>
 
 #include "core/linear.h"
@@ -177,7 +178,8 @@ void RecurrentLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx
   const int64_t sd = int64_t(S) * D;
   for (int b = 0; b < B; ++b)
     if (ctx.doc_start[b]) be.add_inplace(store_[state_init_].grad, d_sigma0_.data() + b * sd, sd);
-  projections_backward(be, store_, proj_, shape_, x_, rows, proj_acts_, {dq, dk, dv, dq2}, dx,
+  const std::array<const T*, 4> grads = {dq, dk, dv, dq2};
+  projections_backward(be, store_, proj_, shape_, x_, rows, proj_acts_, grads, dx,
                        scratch.d_attn[0].data(), scratch.d_norm.data());
 }
 

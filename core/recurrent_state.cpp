@@ -1,5 +1,7 @@
 #include "core/recurrent_state.h"
 
+#include <array>
+
 #include "core/linear.h"
 
 namespace brt::core {
@@ -88,7 +90,7 @@ void RecurrentStateSide<T>::forward(kernels::Backend<T>& be, const T* sigma0, co
     // c = concat(A_ss, A_se); u = c·Wo_s (Wo_s rows [0, A) act on A_ss, [A, 2A) on A_se).
     linear_forward(be, a_ss_[t].data(), R, A, wo, D, u1_[t].data());
     linear_forward(be, a_se_[t].data(), R, A, wo + int64_t(A) * D, D, u1_[t].data(), T(1));
-    const GateInput<T> c = {{a_ss_[t].data(), A}, {a_se_[t].data(), A}};
+    const std::array<std::pair<const T*, int>, 2> c = {{{a_ss_[t].data(), A}, {a_se_[t].data(), A}}};
     T* next = sigma_[t + 1].data();
     if (!dual_) {
       gate_forward(be, store_, gate1_, sig, u1_[t].data(), c, R, next, gate1_acts_[t],
@@ -99,7 +101,7 @@ void RecurrentStateSide<T>::forward(kernels::Backend<T>& be, const T* sigma0, co
     gate_forward(be, store_, gate1_, sig, u1_[t].data(), c, R, gated_[t].data(), gate1_acts_[t],
                  zf_.data(), zi_.data());
     mlp_forward(be, store_, mlp_, gated_[t].data(), R, mlp_acts_[t], u2_[t].data(), T(0));
-    const GateInput<T> m = {{mlp_acts_[t].m.data(), cfg_.d_ff}};
+    const std::array<std::pair<const T*, int>, 1> m = {{{mlp_acts_[t].m.data(), cfg_.d_ff}}};
     gate_forward(be, store_, gate2_, gated_[t].data(), u2_[t].data(), m, R, next,
                  gate2_acts_[t], zf_.data(), zi_.data());
   }
@@ -120,22 +122,23 @@ void RecurrentStateSide<T>::backward(kernels::Backend<T>& be, const T* k_ext, co
   be.fill(d_next_.data(), rd, T(0));
   for (int t = cfg_.blocks() - 1; t >= 0; --t) {
     const T* sig = sigma_[t].data();
-    const GateInput<T> c = {{a_ss_[t].data(), A}, {a_se_[t].data(), A}};
+    const std::array<std::pair<const T*, int>, 2> c = {{{a_ss_[t].data(), A}, {a_se_[t].data(), A}}};
     be.fill(d_cur_.data(), rd, T(0));
     be.fill(du1_.data(), rd, T(0));
     be.fill(d_ass_.data(), ra, T(0));
     be.fill(d_ase_.data(), ra, T(0));
-    const std::vector<T*> dc = {d_ass_.data(), d_ase_.data()};
+    const std::array<T*, 2> dc = {d_ass_.data(), d_ase_.data()};
     if (!dual_) {
       gate_backward(be, store_, gate1_, sig, u1_[t].data(), c, R, gate1_acts_[t], d_next_.data(),
                     d_cur_.data(), du1_.data(), dc, dzf_.data(), dzi_.data());
     } else {
-      const GateInput<T> m = {{mlp_acts_[t].m.data(), cfg_.d_ff}};
+      const std::array<std::pair<const T*, int>, 1> m = {{{mlp_acts_[t].m.data(), cfg_.d_ff}}};
+      const std::array<T*, 1> dm = {dm_.data()};
       be.fill(d_gated_.data(), rd, T(0));
       be.fill(du2_.data(), rd, T(0));
       be.fill(dm_.data(), int64_t(R) * cfg_.d_ff, T(0));
       gate_backward(be, store_, gate2_, gated_[t].data(), u2_[t].data(), m, R, gate2_acts_[t],
-                    d_next_.data(), d_gated_.data(), du2_.data(), {dm_.data()}, dzf_.data(),
+                    d_next_.data(), d_gated_.data(), du2_.data(), dm, dzf_.data(),
                     dzi_.data());
       mlp_backward(be, store_, mlp_, gated_[t].data(), R, mlp_acts_[t], du2_.data(),
                    d_gated_.data(), scratch_f_.data(), scratch_d_.data(), dm_.data());
@@ -158,8 +161,8 @@ void RecurrentStateSide<T>::backward(kernels::Backend<T>& be, const T* k_ext, co
     be.cross_attention_backward(window, pa.out[3].data(), k_ext + win, v_ext + win,
                                 store_[scale2_].value, probs_se_[t].data(), d_ase_.data(),
                                 dq2_.data(), dk_ext + win, dv_ext + win, store_[scale2_].grad);
-    projections_backward(be, store_, proj_, shape_, sig, R, pa,
-                         {dq_.data(), dk_.data(), dv_.data(), dq2_.data()}, d_cur_.data(),
+    const std::array<const T*, 4> grads = {dq_.data(), dk_.data(), dv_.data(), dq2_.data()};
+    projections_backward(be, store_, proj_, shape_, sig, R, pa, grads, d_cur_.data(),
                          scratch_a_.data(), scratch_d_.data());
     std::swap(d_next_, d_cur_);
   }

@@ -1,5 +1,6 @@
 #include "core/standard_layer.h"
 
+#include <array>
 #include <cmath>
 
 #include "core/linear.h"
@@ -111,7 +112,8 @@ void StandardLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx,
                                v_cache_used_.data(), store_[rel_bias_].value,
                                store_[scale_].value, probs_.data(), da, dq, dk, dv,
                                store_[rel_bias_].grad, store_[scale_].grad);
-  projections_backward(be, store_, proj_, shape_, x_, rows, proj_acts_, {dq, dk, dv}, dx,
+  const std::array<const T*, 3> grads = {dq, dk, dv};
+  projections_backward(be, store_, proj_, shape_, x_, rows, proj_acts_, grads, dx,
                        scratch.d_attn[0].data(), scratch.d_norm.data());
 }
 

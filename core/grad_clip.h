@@ -1,0 +1,40 @@
+// Global L2-norm gradient clipping (MODEL §10c): the norm over all parameters' gradients,
+// computed in double in a fixed order (see optim_stats.h), and the factor that brings it down
+// to `clip_norm`.
+#pragma once
+
+#include <vector>
+
+#include "core/optim_stats.h"
+#include "core/param_store.h"
+
+namespace brt::core {
+
+// min(1, clip_norm / norm); 1 when clipping is off (clip_norm <= 0) or the norm is not finite
+// (so a NaN gradient shows up in the loss and norm instead of being hidden by a zero scale).
+double clip_scale(double norm, double clip_norm);
+
+template <typename T>
+class GradNorm {
+ public:
+  // Plans the chunks and the partial-sum buffers for `store` now; compute() allocates nothing.
+  explicit GradNorm(const ParamStore<T>& store, StatReducer* reducer = nullptr);
+  // sqrt(sum over all parameters of g^2). With a reducer the per-parameter sums are reduced
+  // (kGradSquares) before they are added, in parameter order.
+  double compute(const ParamStore<T>& store);
+  void set_reducer(StatReducer* reducer) { reducer_ = reducer; }
+
+ private:
+  ChunkTable table_;
+  std::vector<double> partial_;
+  std::vector<double> per_param_;
+  StatReducer* reducer_ = nullptr;
+};
+
+// Computes the global norm, scales every gradient by clip_scale(norm, clip_norm) in place, and
+// returns the norm before clipping. For callers outside an Optimizer (which folds the scale into
+// its update instead).
+template <typename T>
+double clip_gradients(ParamStore<T>& store, GradNorm<T>& norm, double clip_norm);
+
+}  // namespace brt::core

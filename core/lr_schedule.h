@@ -1,0 +1,18 @@
+// The learning rate at a step (MODEL §10c). t counts completed steps: the first update uses
+// learning_rate(config, 0).
+#pragma once
+
+#include <cstdint>
+
+#include "core/optim_config.h"
+
+namespace brt::core {
+
+// Linear warmup lr*min(1, (t+1)/warmup) (warmup 0 means none), then
+//   rsqrt:    lr*sqrt(warmup / max(t+1, warmup))
+//   cosine:   min_lr + (lr - min_lr)*(1 + cos(pi*p))/2, p = clamp((t+1-warmup)/(total-warmup), 0, 1)
+//             (so the peak lr at t+1 == warmup and min_lr at t+1 == total_steps and after)
+//   constant: lr
+double learning_rate(const OptimConfig& config, int64_t t);
+
+}  // namespace brt::core

@@ -1,0 +1,56 @@
+// The model's shape and variant (MODEL.md §0, §5.3, §6, §7, §12). Filled from a config file
+// by launch/; validated by validate() before anything is allocated.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace brt::core {
+
+enum class ModelFamily { kSlide, kXL, kRecurrent, kBST };
+enum class GateKind { kFixed, kLSTM };
+enum class RecurrentConfig { kSkip, kDual };
+enum class BstVariant { kSH, kMH, kMF };
+enum class SsmKernel { kS4D, kUnstructured };
+
+struct ModelConfig {
+  // Variant name as in MODEL.md: "slide", "xl", "rec:fixed:skip", "rec:lstm:dual", ...,
+  // "bst:sh:s4d", ... The layer count is a separate key (13-layer slide, 24-layer forms).
+  std::string variant = "rec:fixed:skip";
+  int layers = 12;        // L
+  int d_model = 512;      // D
+  int heads = 8;          // H
+  int head_dim = 64;      // dh
+  int d_ff = 2048;        // F
+  int vocab = 32128;      // V
+  int seq_len = 4096;     // N
+  int window = 512;       // W (== N for xl)
+  int state_size = 512;   // S
+  // Empty means the MODEL §5 default: [9, 19] for 24 layers, else [L - 3].
+  std::vector<int> recurrent_layers;
+  // BST (MODEL §7): empty means the default [0, 9] (clamped to layers that exist).
+  std::vector<int> bst_layers;
+  int ssm_state = 64;     // N_s
+  int ctx_states = 32;    // S_ctx (MF)
+  bool ssm_carry = true;
+
+  // Derived from `variant` by resolve(); read these, not the string.
+  ModelFamily family = ModelFamily::kRecurrent;
+  GateKind gate = GateKind::kFixed;
+  RecurrentConfig rec_config = RecurrentConfig::kSkip;
+  BstVariant bst_variant = BstVariant::kSH;
+  SsmKernel ssm_kernel = SsmKernel::kS4D;
+
+  int attn_width() const { return heads * head_dim; }  // A
+  int blocks() const { return seq_len / window; }      // T
+  bool is_recurrent_layer(int i) const;
+  bool is_bst_layer(int i) const;
+
+  // Parses `variant`, fills the derived fields and default layer lists, and checks every
+  // constraint (N % W == 0, layer indices in range, positive sizes). Throws
+  // std::invalid_argument naming the offending key ("model.window", ...).
+  void resolve();
+};
+
+}  // namespace brt::core

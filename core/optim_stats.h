@@ -1,0 +1,95 @@
+// Whole-tensor statistics for the optimizers (MODEL §10c), computed deterministically and with
+// a seam for sharded training.
+//
+// Every statistic that spans a logical tensor (squared norms, Adafactor's row/column means, the
+// mean of R) is first formed as partial sums in double over the elements this process holds and
+// then handed to StatReducer::reduce() before it is used. One process needs nothing (a null
+// reducer is the identity). A tensor-parallel or ZeRO caller installs a reducer that all-reduces
+// each block over the ranks that share that parameter; the kinds below say what is being summed.
+//
+// Determinism: sums are taken over fixed-size chunks (ChunkTable), each chunk summed serially,
+// and the chunk partials added in index order — the result depends only on the data, not on the
+// number of OpenMP threads.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/param_store.h"
+
+namespace brt::core {
+
+enum class StatKind {
+  kGradSquares,    // one entry per parameter: sum g^2 (global gradient norm)
+  kParamSquares,   // one entry per parameter: sum p^2 (Adafactor parameter scale)
+  kUpdateSquares,  // one entry per parameter: sum y^2 (Adafactor update clipping)
+  kFactorRows,     // factored Adafactor tensors: sums of G along the tensor's second axis
+  kFactorCols,     // factored Adafactor tensors: sums of G along the tensor's first axis
+  kFactorMean,     // factored Adafactor tensors: sums of R along R's normalised axis
+};
+
+// sums[offset, offset + count) belong to parameter `param` (an index into the ParamStore).
+struct StatBlock {
+  int param = 0;
+  int64_t offset = 0;
+  int64_t count = 0;
+};
+
+class StatReducer {
+ public:
+  virtual ~StatReducer() = default;
+  // Replace every partial sum by its total over the ranks sharing the parameter. Called a
+  // fixed number of times per step, with all parameters of one kind batched together.
+  virtual void reduce(StatKind kind, std::span<double> sums, std::span<const StatBlock> blocks) = 0;
+};
+
+// Splits every parameter of a store into chunks of at most `chunk_elems` elements, in store
+// order. A sweep runs `omp parallel for` over chunks; partials come back in a fixed order.
+struct ParamChunk {
+  int param = 0;
+  int64_t begin = 0;  // element range inside the parameter
+  int64_t end = 0;
+};
+
+class ChunkTable {
+ public:
+  static constexpr int64_t kDefaultChunk = int64_t{1} << 15;
+
+  ChunkTable() = default;
+  // `include` (empty = every parameter) leaves the others without chunks: their per-parameter
+  // sums are 0 and sweeps skip them (ZeRO-1: a rank updates only the parameters it owns).
+  template <typename T>
+  explicit ChunkTable(const ParamStore<T>& store, int64_t chunk_elems = kDefaultChunk,
+                      const std::vector<bool>& include = {});
+
+  const std::vector<ParamChunk>& chunks() const { return chunks_; }
+  int64_t size() const { return static_cast<int64_t>(chunks_.size()); }
+  int params() const { return static_cast<int>(first_.size()) - 1; }
+  // Adds partial[c] over each parameter's chunks, in chunk order, into per_param[p].
+  void sum_per_param(std::span<const double> partial, std::span<double> per_param) const;
+  // Blocks describing one entry per parameter (for the per-parameter StatKinds).
+  const std::vector<StatBlock>& per_param_blocks() const { return per_param_blocks_; }
+
+ private:
+  std::vector<ParamChunk> chunks_;
+  std::vector<int64_t> first_;  // first_[p] .. first_[p+1]: parameter p's chunks
+  std::vector<StatBlock> per_param_blocks_;
+};
+
+// Sum of f(i) over [begin, end) in double, kept in 8 interleaved partial sums: a serial
+// double accumulator is latency-bound (one add per ~4 cycles) and cannot be vectorised, this
+// can. The grouping depends only on begin/end, so results stay independent of thread count.
+template <typename F>
+inline double lane_sum(int64_t begin, int64_t end, F&& f) {
+  constexpr int kLanes = 8;
+  double acc[kLanes] = {};
+  int64_t i = begin;
+  for (; i + kLanes <= end; i += kLanes)
+    for (int k = 0; k < kLanes; ++k) acc[k] += f(i + k);
+  double tail = 0.0;
+  for (; i < end; ++i) tail += f(i);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
+}
+
+}  // namespace brt::core

@@ -1,0 +1,77 @@
+#include "core/optimizer.h"
+
+#include <stdexcept>
+
+#include "core/adafactor.h"
+#include "core/adamw.h"
+#include "core/lr_schedule.h"
+
+namespace brt::core {
+namespace {
+
+OptimConfig resolved(OptimConfig c) {
+  c.resolve();
+  return c;
+}
+
+}  // namespace
+
+template <typename T>
+Optimizer<T>::Optimizer(const OptimConfig& config, ParamStore<T>& store, const std::vector<bool>& owned)
+    : store_(store), config_(resolved(config)), table_(store, ChunkTable::kDefaultChunk, owned),
+      owned_(owned), grad_norm_(store) {
+  if (!store.finalized()) throw std::logic_error("Optimizer: the ParamStore is not finalized");
+  state_offset_.assign(size_t(store.size()), -1);
+  for (int p = 0; p < store.size(); ++p) {
+    if (!owns(p)) continue;
+    state_offset_[size_t(p)] = owned_numel_;
+    owned_numel_ += store[p].numel();
+  }
+}
+
+template <typename T>
+StepStats Optimizer<T>::step() {
+  StepStats s;
+  s.step = t_;
+  s.lr = learning_rate(config_, t_);
+  s.grad_norm = grad_norm_.compute(store_);
+  s.clip_scale = clip_scale(s.grad_norm, config_.clip_norm);
+  update(s.lr, s.clip_scale);
+  ++t_;
+  return s;
+}
+
+template <typename T>
+void Optimizer<T>::set_step_count(int64_t t) {
+  if (t < 0) throw std::invalid_argument("Optimizer::set_step_count: negative step " + std::to_string(t));
+  t_ = t;
+}
+
+template <typename T>
+std::vector<NamedState<T>> Optimizer<T>::state() {
+  std::vector<NamedState<T>> out;
+  collect_state(out);
+  return out;
+}
+
+template <typename T>
+void Optimizer<T>::set_reducer(StatReducer* reducer) {
+  reducer_ = reducer;
+  grad_norm_.set_reducer(reducer);
+}
+
+template <typename T>
+std::unique_ptr<Optimizer<T>> make_optimizer(const OptimConfig& config, ParamStore<T>& store,
+                                             const std::vector<bool>& owned) {
+  if (config.kind == OptimKind::kAdamW) return std::make_unique<AdamW<T>>(config, store, owned);
+  return std::make_unique<Adafactor<T>>(config, store, owned);
+}
+
+template class Optimizer<float>;
+template class Optimizer<double>;
+template std::unique_ptr<Optimizer<float>> make_optimizer(const OptimConfig&, ParamStore<float>&,
+                                                          const std::vector<bool>&);
+template std::unique_ptr<Optimizer<double>> make_optimizer(const OptimConfig&, ParamStore<double>&,
+                                                           const std::vector<bool>&);
+
+}  // namespace brt::core

@@ -1,0 +1,99 @@
+// The optimizer interface (MODEL §10c): one step reads the gradients in a ParamStore, takes the
+// global gradient norm, clips, looks up the scheduled learning rate and updates the values in
+// place. All state is allocated at construction; step() allocates nothing.
+//
+// State is exposed as named tensors so a checkpoint can save and restore it exactly: the
+// names are "<param>.<optimizer>.<slot>" (e.g. "layers.9.state.wq.adafactor.r"), plus the step
+// counter (step_count / set_step_count).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/grad_clip.h"
+#include "core/optim_config.h"
+#include "core/optim_stats.h"
+#include "core/param_store.h"
+
+namespace brt::core {
+
+template <typename T>
+struct NamedState {
+  std::string name;            // "<param>.adafactor.m", "<param>.adamw.v", ...
+  std::vector<int64_t> shape;  // logical shape of the state tensor
+  T* data = nullptr;           // valid for the optimizer's lifetime; null: not owned (ZeRO-1)
+  int param = -1;              // index of the parameter in the ParamStore
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    return n;
+  }
+};
+
+struct StepStats {
+  int64_t step = 0;         // t of the update just applied (0 for the first)
+  double lr = 0.0;          // learning rate used
+  double grad_norm = 0.0;   // global L2 norm before clipping
+  double clip_scale = 1.0;  // factor applied to the gradients (1 when not clipped)
+};
+
+template <typename T>
+class Optimizer {
+ public:
+  // `config` is copied and resolve()d (so the kind's clip default applies). `owned` (empty =
+  // all) marks the parameters this rank updates and keeps state for (ZeRO-1: optimizer state
+  // sharded over data-parallel ranks by whole parameters). The global gradient norm is still
+  // taken over every parameter of the store, so the clip scale is that of the whole model.
+  Optimizer(const OptimConfig& config, ParamStore<T>& store, const std::vector<bool>& owned = {});
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update from the store's current gradients (which it leaves unchanged): global norm,
+  // clip scale, lr = learning_rate(config, t), the rule's update, then t += 1.
+  StepStats step();
+
+  int64_t step_count() const { return t_; }
+  void set_step_count(int64_t t);
+  // Every state tensor, in a fixed order (by parameter, then slot). Tensors of parameters
+  // this rank does not own are listed too (same names and shapes on every rank) with
+  // data == nullptr.
+  std::vector<NamedState<T>> state();
+  bool owns(int param) const { return owned_.empty() || owned_[size_t(param)]; }
+  // Elements of the parameters this rank owns (the size of its per-parameter state arenas).
+  int64_t owned_numel() const { return owned_numel_; }
+  // Elements in the state buffers actually allocated (memory report; excludes step scratch).
+  virtual int64_t state_elems_allocated() const = 0;
+  const OptimConfig& config() const { return config_; }
+  ParamStore<T>& store() { return store_; }
+
+  // Installs the reduction hook for sharded training (optim_stats.h); null means one process.
+  void set_reducer(StatReducer* reducer);
+
+ protected:
+  // Applies one update with learning rate `lr` to the gradients multiplied by `grad_scale`;
+  // t_ is the number of updates done before this one.
+  virtual void update(double lr, double grad_scale) = 0;
+  virtual void collect_state(std::vector<NamedState<T>>& out) = 0;
+
+  ParamStore<T>& store_;
+  OptimConfig config_;
+  ChunkTable table_;  // chunks of the owned parameters only
+  std::vector<bool> owned_;            // empty: every parameter
+  std::vector<int64_t> state_offset_;  // per parameter: offset into a compact arena of owned params (-1: not owned)
+  int64_t owned_numel_ = 0;
+  int64_t t_ = 0;
+  StatReducer* reducer_ = nullptr;
+
+ private:
+  GradNorm<T> grad_norm_;
+};
+
+// Adafactor or AdamW per config.kind.
+template <typename T>
+std::unique_ptr<Optimizer<T>> make_optimizer(const OptimConfig& config, ParamStore<T>& store,
+                                             const std::vector<bool>& owned = {});
+
+}  // namespace brt::core

@@ -1,0 +1,65 @@
+// Memory is planned up front (issue 2): after the first step (which may grow kernel
+// workspaces once), a training step — forward, backward, optimizer — allocates nothing.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "core/model.h"
+#include "core/optimizer.h"
+#include "kernels/backend.h"
+#include "model_test_util.h"
+
+namespace {
+std::atomic<long> g_allocations{0};
+}  // namespace
+
+void* operator new(std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace brt::testing {
+namespace {
+
+class NoAllocation : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(NoAllocation, StepLoopAllocatesNothingAfterTheFirstStep) {
+  auto backend = kernels::make_cpu_backend<float>();
+  core::ModelConfig cfg = tiny_config(GetParam());
+  core::Model<float> model(cfg, 2, *backend);
+  model.params().initialize(3);
+  core::OptimConfig oc;
+  oc.kind = GetParam() == "slide" ? core::OptimKind::kAdamW : core::OptimKind::kAdafactor;
+  oc.total_steps = 100;
+  auto opt = core::make_optimizer(oc, model.params());
+  std::mt19937_64 rng(5);
+  RandomBatch a = random_batch(2, cfg.seq_len, cfg.vocab, rng, {1, 1});
+  RandomBatch b = random_batch(2, cfg.seq_len, cfg.vocab, rng, {0, 1});
+  auto step = [&](const RandomBatch& batch) {
+    model.params().zero_grads();
+    model.forward(batch.view(), 0.01f);
+    model.backward();
+    opt->step();
+  };
+  step(a);
+  const long before = g_allocations.load();
+  for (int i = 0; i < 3; ++i) step(i % 2 ? a : b);
+  EXPECT_EQ(g_allocations.load() - before, 0) << "heap allocations inside the step loop";
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, NoAllocation,
+                         ::testing::Values("slide", "rec:lstm:dual"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (auto& c : n)
+                             if (c == ':') c = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace brt::testing
