@@ -86,9 +86,10 @@ void projections_backward(Backend<T>& be, ParamStore<T>& store, const Projection
   }
   if (p.ids >= 0) {
     // h = RMSNorm(x) + ids[row % id_rows]: the IDs receive the sum over the rows that used them.
+    // Rows come in whole groups of id_rows (one group per stream).
     T* dids = store[p.ids].grad;
-    for (int r = 0; r < rows; ++r)
-      be.add_inplace(dids + static_cast<int64_t>(r % p.id_rows) * D, dh + static_cast<int64_t>(r) * D, D);
+    const int64_t group = static_cast<int64_t>(p.id_rows) * D;
+    for (int r = 0; r < rows; r += p.id_rows) be.add_inplace(dids, dh + static_cast<int64_t>(r) * D, group);
   }
   auto& g = store[p.norm];
   be.rmsnorm_backward(x, g.value, acts.rstd.data(), dh, rows, D, dx, g.grad);
