@@ -1,0 +1,9 @@
+// Umbrella header of the checkpoint library (issue 4); format: docs/checkpoint-format.md.
+#pragma once
+
+#include "checkpoint/checksum.h"
+#include "checkpoint/directory.h"
+#include "checkpoint/reader.h"
+#include "checkpoint/tools.h"
+#include "checkpoint/types.h"
+#include "checkpoint/writer.h"

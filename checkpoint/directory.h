@@ -1,0 +1,45 @@
+// A checkpoint directory: ckpt-<step>.h5 files (committed), ckpt-<step>.h5.tmp (being written or
+// left by a crash), and `latest`, a one-line text file naming the newest committed checkpoint.
+// docs/checkpoint-format.md §1.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace brt::checkpoint {
+
+inline constexpr const char* kLatestPointerName = "latest";
+
+// "ckpt-00000100.h5" (at least 8 digits, so names also sort by step).
+std::string checkpoint_file_name(int64_t step);
+// The step in a committed checkpoint's name, or nullopt for anything else (tmp files included).
+std::optional<int64_t> step_of_checkpoint_name(const std::string& file_name);
+
+struct CheckpointEntry {
+  int64_t step = 0;
+  std::filesystem::path path;
+};
+// Committed checkpoints in `dir`, newest (highest step) first. Missing dir -> empty.
+std::vector<CheckpointEntry> list_checkpoints(const std::filesystem::path& dir);
+// Leftover ckpt-*.h5.tmp files (half-written saves) in `dir`.
+std::vector<std::filesystem::path> list_partial_checkpoints(const std::filesystem::path& dir);
+
+// The file `latest` names, or nullopt if there is none. Informational: resume uses
+// find_latest_good, which does not trust the pointer.
+std::optional<std::filesystem::path> read_latest_pointer(const std::filesystem::path& dir);
+// Atomically points `latest` at file_name (write latest.tmp, fsync, rename, fsync dir).
+// Throws SaveError naming the file.
+void write_latest_pointer(const std::filesystem::path& dir, const std::string& file_name);
+
+// Deletes committed checkpoints beyond the newest keep_last (keep_last <= 0 keeps all). Never
+// throws: returns a warning per file it could not delete.
+std::vector<std::string> prune_checkpoints(const std::filesystem::path& dir, int keep_last);
+
+// Durability helpers; throw SaveError with the path and strerror on failure.
+void fsync_file(const std::filesystem::path& file);
+void fsync_directory(const std::filesystem::path& dir);
+
+}  // namespace brt::checkpoint

@@ -1,0 +1,306 @@
+#include "checkpoint/writer.h"
+
+#include <chrono>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <future>
+#include <set>
+
+#include "checkpoint/checksum.h"
+#include "checkpoint/directory.h"
+#include "checkpoint/h5util.h"
+
+namespace brt::checkpoint {
+namespace fs = std::filesystem;
+using detail::Hid;
+
+namespace {
+using Clock = std::chrono::steady_clock;
+constexpr const char* kChecksumAlgorithm = "sum-fmix64-rows-v1";  // checksum.h
+}  // namespace
+
+struct CheckpointWriter::Impl {
+  detail::CommInfo comm;
+  WriterOptions options;
+  fs::path dir, tmp, final_path;
+  int64_t step = 0;
+  Hid file;
+  bool committed = false;
+  bool failed = false;
+  int64_t bytes = 0;
+  Clock::time_point start;
+  std::set<std::string> written;
+
+  // Collective agreement: if any rank failed, every rank abandons the save and throws the
+  // gathered messages (so all ranks leave the collective protocol at the same call).
+  void agree(bool local_ok, const std::string& local_message) {
+    if (!detail::any_rank(comm, !local_ok)) return;
+    std::vector<std::string> mine;
+    if (!local_ok) mine.push_back("rank " + std::to_string(comm.rank) + ": " + local_message);
+    const auto all = detail::gather_to_all(comm, mine);
+    abandon();
+    std::string message = "checkpoint save to " + final_path.string() + " failed";
+    for (const auto& line : all) message += "\n  " + line;
+    throw SaveError(message);
+  }
+
+  // Close and delete the temporary file; the previous checkpoints were never touched.
+  void abandon() {
+    failed = true;
+    file.reset();
+    if (comm.rank == 0) {
+      std::error_code ec;
+      if (fs::is_regular_file(tmp, ec)) fs::remove(tmp, ec);
+    }
+    detail::barrier(comm);
+  }
+
+  void require_open() const {
+    if (failed) throw SaveError("checkpoint save to " + final_path.string() + " was already abandoned");
+    if (committed) throw std::logic_error("checkpoint " + final_path.string() + " already committed");
+  }
+};
+
+CheckpointWriter::CheckpointWriter(const fs::path& dir, int64_t step, MPI_Comm comm,
+                                   WriterOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  detail::QuietHdf5 quiet;
+  Impl& s = *impl_;
+  s.comm = detail::comm_info(comm);
+  s.options = options;
+  s.dir = dir;
+  s.step = step;
+  s.final_path = dir / checkpoint_file_name(step);
+  s.tmp = dir / (checkpoint_file_name(step) + ".tmp");
+  s.start = Clock::now();
+
+  std::string error;
+  if (s.comm.rank == 0) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) error = "cannot create directory " + dir.string() + ": " + ec.message();
+  }
+  s.agree(error.empty(), error);
+  detail::barrier(s.comm);
+
+  Hid fapl = detail::make_file_access(s.comm, options.driver, options.alignment);
+  s.file = Hid(H5Fcreate(s.tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+  if (!s.file.valid()) error = "cannot create " + s.tmp.string() + ": " + detail::hdf5_reason();
+  s.agree(s.file.valid(), error);
+  try {
+    detail::write_attr(s.file.get(), "format", std::string_view(kFormatName));
+    detail::write_attr(s.file.get(), "format_version", kFormatVersion);
+    detail::write_attr(s.file.get(), "step", step);
+    detail::write_attr(s.file.get(), "checksum_algorithm", std::string_view(kChecksumAlgorithm));
+    detail::write_attr(s.file.get(), "checksum_chunk_elems", kChecksumChunkElems);
+  } catch (const CheckpointError& e) {
+    error = e.what();
+  }
+  s.agree(error.empty(), error);
+}
+
+CheckpointWriter::~CheckpointWriter() {
+  if (impl_ && !impl_->committed && !impl_->failed) {
+    try {
+      detail::QuietHdf5 quiet;
+      impl_->abandon();
+    } catch (...) {
+      // Destructors must not throw; the temporary file is at worst left behind, and
+      // find_latest_good ignores *.tmp files.
+    }
+  }
+}
+
+const fs::path& CheckpointWriter::final_path() const {
+  return impl_->final_path;
+}
+
+const fs::path& CheckpointWriter::temporary_path() const {
+  return impl_->tmp;
+}
+
+void CheckpointWriter::set_metadata(const Metadata& metadata) {
+  if (metadata.step != impl_->step) {
+    throw std::invalid_argument("checkpoint " + impl_->final_path.string() + ": metadata step " +
+                                std::to_string(metadata.step) + " != writer step " +
+                                std::to_string(impl_->step));
+  }
+  set_attr_int("tokens_seen", metadata.tokens_seen);
+  set_attr_string("config_toml", metadata.config_toml);
+  set_attr_string("tokenizer_hash", metadata.tokenizer_hash);
+  set_attr_int("world_size", metadata.layout.world_size);
+  set_attr_int("dp", metadata.layout.dp);
+  set_attr_int("tp", metadata.layout.tp);
+}
+
+namespace {
+const std::set<std::string>& reserved_attrs() {
+  static const std::set<std::string> names = {"format", "format_version", "step",
+                                              "checksum_algorithm", "checksum_chunk_elems"};
+  return names;
+}
+
+
+template <typename Value>
+void set_root_attr(CheckpointWriter::Impl& s, const std::string& name, const Value& value) {
+  s.require_open();
+  if (reserved_attrs().count(name)) {
+    throw std::invalid_argument("checkpoint attribute '" + name + "' is reserved");
+  }
+  detail::QuietHdf5 quiet;
+  std::string error;
+  try {
+    detail::write_attr(s.file.get(), name, value);
+  } catch (const CheckpointError& e) {
+    error = s.final_path.string() + ": " + e.what();
+  }
+  s.agree(error.empty(), error);
+}
+}  // namespace
+
+void CheckpointWriter::set_attr_string(const std::string& name, std::string_view value) {
+  set_root_attr(*impl_, name, value);
+}
+void CheckpointWriter::set_attr_int(const std::string& name, int64_t value) {
+  set_root_attr(*impl_, name, value);
+}
+void CheckpointWriter::set_attr_double(const std::string& name, double value) {
+  set_root_attr(*impl_, name, value);
+}
+
+void CheckpointWriter::write_raw(const std::string& path, const Shape& shape, const Slice* mine,
+                                 const void* data, size_t n_elements, DType dtype) {
+  impl_->require_open();
+  detail::QuietHdf5 quiet;
+  Impl& s = *impl_;
+  const std::string where = s.final_path.string() + ":" + path;
+
+  // Argument checks are agreed on too, so one rank's mistake cannot hang the others.
+  std::string error;
+  if (path.empty() || path.front() != '/') error = "dataset path must be absolute: '" + path + "'";
+  else if (shape.empty()) error = where + ": tensors need rank >= 1 (store scalars as shape [1])";
+  else if (s.written.count(path)) error = where + ": written twice";
+  else if (mine != nullptr) {
+    try {
+      check_slice(shape, *mine, where);
+      if (static_cast<int64_t>(n_elements) != mine->numel()) {
+        error = where + ": data has " + std::to_string(n_elements) + " elements, slice has " +
+                std::to_string(mine->numel());
+      }
+    } catch (const std::invalid_argument& e) {
+      error = e.what();
+    }
+  }
+  s.agree(error.empty(), error);
+  s.written.insert(path);
+  const int64_t covered = detail::sum_over_ranks(s.comm, mine ? mine->numel() : int64_t{0});
+  if (covered != shape_numel(shape)) {
+    error = where + ": the ranks' slices cover " + std::to_string(covered) + " elements of " +
+            std::to_string(shape_numel(shape)) + " (each element must have exactly one writer)";
+  }
+  s.agree(error.empty() || s.comm.rank != 0, error);  // every rank knows; rank 0 reports it once
+
+  Hid lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  H5Pset_create_intermediate_group(lcpl.get(), 1);
+  Hid dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER);  // every byte gets written; skip the fill pass
+  Hid file_space = detail::select_space(shape, nullptr);
+  H5Sselect_all(file_space.get());
+  Hid dataset(H5Dcreate2(s.file.get(), path.c_str(), detail::file_type(dtype), file_space.get(),
+                         lcpl.get(), dcpl.get(), H5P_DEFAULT),
+              H5Dclose);
+  if (!dataset.valid()) error = "cannot create dataset " + where + ": " + detail::hdf5_reason();
+  s.agree(dataset.valid(), error);
+
+  // Hash this rank's slice on a helper thread while HDF5 writes it (checksum.h): the hash then
+  // costs no wall time as long as it is faster than the disk.
+  const ChunkGrid grid = canonical_chunk_grid(shape);
+  std::vector<uint64_t> sums(static_cast<size_t>(grid.n_chunks), 0);
+  auto hash = [&] {
+    if (mine != nullptr) accumulate_checksums(shape, grid, *mine, data, dtype_size(dtype), sums);
+  };
+  const bool overlap = mine != nullptr && mine->numel() >= kChecksumChunkElems;
+  std::future<void> hashing = overlap ? std::async(std::launch::async, hash) : std::future<void>();
+  if (!overlap) hash();
+
+  Hid dxpl(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
+  if (detail::uses_mpio(s.comm, s.options.driver)) H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_COLLECTIVE);
+  Hid selection = detail::select_space(shape, mine);
+  Hid memory = detail::memory_space(mine);
+  const float dummy = 0.0f;
+  const herr_t status = H5Dwrite(dataset.get(), detail::memory_type(dtype), memory.get(),
+                                 selection.get(), dxpl.get(), data ? data : &dummy);
+  if (hashing.valid()) hashing.get();
+  if (status < 0) error = "cannot write dataset " + where + ": " + detail::hdf5_reason();
+  s.agree(status >= 0, error);
+
+  detail::sum_over_ranks(s.comm, sums);
+  try {
+    detail::write_attr_u64(dataset.get(), "checksum", sum_of(sums));
+    detail::write_attr(dataset.get(), "checksum_chunks", std::span<const uint64_t>(sums));
+    detail::write_attr(dataset.get(), "checksum_rows_per_chunk", grid.rows_per_chunk);
+  } catch (const CheckpointError& e) {
+    error = where + ": " + e.what();
+  }
+  if (dataset.reset() < 0 && error.empty()) error = "cannot close dataset " + where + ": " + detail::hdf5_reason();
+  s.agree(error.empty(), error);
+  s.bytes += shape_numel(shape) * static_cast<int64_t>(dtype_size(dtype));
+}
+
+SaveResult CheckpointWriter::commit() {
+  impl_->require_open();
+  detail::QuietHdf5 quiet;
+  Impl& s = *impl_;
+  std::string error;
+  if (H5Fflush(s.file.get(), H5F_SCOPE_GLOBAL) < 0) {
+    error = "cannot flush " + s.tmp.string() + ": " + detail::hdf5_reason();
+  }
+  if (s.file.reset() < 0 && error.empty()) {
+    error = "cannot close " + s.tmp.string() + ": " + detail::hdf5_reason();
+  }
+  s.agree(error.empty(), error);
+
+  // Rank 0 makes the file durable and visible; the others wait for its verdict.
+  SaveResult result;
+  result.path = s.final_path;
+  std::string warnings;
+  if (s.comm.rank == 0) {
+    try {
+      fsync_file(s.tmp);
+      if (std::rename(s.tmp.c_str(), s.final_path.c_str()) != 0) {
+        throw SaveError("cannot rename " + s.tmp.string() + " to " + s.final_path.string() + ": " +
+                        std::strerror(errno));
+      }
+      fsync_directory(s.dir);
+    } catch (const SaveError& e) {
+      error = e.what();
+    }
+    if (error.empty()) {
+      // From here the new checkpoint is committed; later trouble is only a warning.
+      try {
+        if (s.options.update_latest) write_latest_pointer(s.dir, s.final_path.filename().string());
+      } catch (const SaveError& e) {
+        warnings += std::string(e.what()) + "\n";
+      }
+      for (const auto& w : prune_checkpoints(s.dir, s.options.keep_last)) warnings += w + "\n";
+      for (const auto& stale : list_partial_checkpoints(s.dir)) {
+        std::error_code ec;
+        fs::remove(stale, ec);
+      }
+    }
+  }
+  detail::broadcast(s.comm, error, 0);
+  s.agree(error.empty(), error);
+  detail::broadcast(s.comm, warnings, 0);
+  for (size_t begin = 0, end; (end = warnings.find('\n', begin)) != std::string::npos; begin = end + 1) {
+    result.warnings.push_back(warnings.substr(begin, end - begin));
+  }
+  s.committed = true;
+  const double local = std::chrono::duration<double>(Clock::now() - s.start).count();
+  result.stats.seconds = detail::max_over_ranks(s.comm, local);
+  result.stats.bytes = s.bytes;
+  return result;
+}
+
+}  // namespace brt::checkpoint

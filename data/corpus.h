@@ -1,0 +1,54 @@
+// Corpus input (issue 3, item 1): a PG19-style directory (train/, validation/, test/, one
+// UTF-8 text file per document) or plain lists of files, read and normalised one document at
+// a time.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "data/text.h"
+
+namespace brt::data {
+
+// What to do with a document that cannot be used (unreadable, invalid UTF-8, empty).
+enum class BadDocumentPolicy { skip_with_warning, fail };
+// "skip" / "skip_with_warning" or "fail".
+BadDocumentPolicy parse_bad_document_policy(std::string_view name);
+
+// Thrown for corpus problems under BadDocumentPolicy::fail; the message names the file.
+class CorpusError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct CorpusFile {
+  Split split = Split::train;
+  std::filesystem::path path;
+};
+
+// Lists a PG19-style corpus: every regular file directly inside root/train, root/validation
+// and root/test (hidden files ignored), sorted by split then file name. A missing split folder
+// is allowed (e.g. no test split); a root with none of the three is an error.
+std::vector<CorpusFile> list_pg19_corpus(const std::filesystem::path& root);
+
+// Reads a plain file list: one path per line (blank lines and lines starting with '#'
+// ignored); relative paths are taken relative to the list file's folder. All files get `split`.
+std::vector<CorpusFile> read_file_list(const std::filesystem::path& list_file, Split split);
+
+// Sorts by (split, path) and rejects duplicates: this order defines document ids, so it must
+// not depend on how the list was given or on the number of ranks.
+void canonicalise_corpus(std::vector<CorpusFile>& files);
+
+// Reads one document, strips a BOM, normalises CRLF -> LF and validates it. Returns the text,
+// or std::nullopt after printing a warning (skip_with_warning); throws CorpusError naming the
+// file (fail) for an unreadable file, invalid UTF-8 (with the byte offset) or an empty document.
+std::optional<std::string> load_document(const std::filesystem::path& path,
+                                         BadDocumentPolicy policy);
+
+// Reads a whole file as bytes; throws CorpusError naming the file if it cannot.
+std::string read_file_bytes(const std::filesystem::path& path);
+
+}  // namespace brt::data

@@ -1,0 +1,329 @@
+#include "data/prepare.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <stdexcept>
+#include <thread>
+
+namespace brt::data {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct PlannedShard {
+  Split split = Split::train;
+  int32_t shard = 0;
+  std::vector<int64_t> doc_ids;  // indices into the corpus file list
+  int64_t bytes = 0;             // input file sizes (used only for planning and progress)
+  std::string plan_hash;
+};
+
+int64_t file_size_or_zero(const fs::path& path) {
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  return ec ? 0 : static_cast<int64_t>(size);
+}
+
+// Consecutive documents of a split per shard; depends only on the corpus, never on ranks.
+std::vector<PlannedShard> plan_shards(const std::vector<CorpusFile>& files, int64_t target_bytes) {
+  std::vector<PlannedShard> shards;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const bool new_split = shards.empty() || shards.back().split != files[i].split;
+    if (new_split || shards.back().bytes >= target_bytes) {
+      const int32_t number = new_split ? 0 : shards.back().shard + 1;
+      shards.push_back({files[i].split, number, {}, 0, {}});
+    }
+    shards.back().doc_ids.push_back(static_cast<int64_t>(i));
+    shards.back().bytes += file_size_or_zero(files[i].path);
+  }
+  for (auto& shard : shards) {
+    uint64_t h = kFnvOffsetBasis;
+    for (int64_t id : shard.doc_ids) {
+      const std::string line = std::to_string(id) + "\t" + files[static_cast<size_t>(id)].path.string() + "\n";
+      h = fnv1a64(line.data(), line.size(), h);
+    }
+    shard.plan_hash = hex64(h);
+  }
+  return shards;
+}
+
+// Largest shards first to the least-loaded rank: deterministic, so every rank computes the
+// same assignment without communicating.
+std::vector<std::vector<size_t>> assign_shards(const std::vector<PlannedShard>& shards, int ranks) {
+  std::vector<size_t> order(shards.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return shards[a].bytes > shards[b].bytes; });
+  std::vector<std::vector<size_t>> per_rank(static_cast<size_t>(ranks));
+  std::vector<int64_t> load(static_cast<size_t>(ranks), 0);
+  for (size_t index : order) {
+    const auto rank = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    per_rank[rank].push_back(index);
+    load[rank] += shards[index].bytes + 1;
+  }
+  return per_rank;
+}
+
+// A shard is finished when its .meta exists, matches the plan and tokenizer, and the .bin
+// file's checksum verifies.
+bool shard_is_complete(const fs::path& dir, const PlannedShard& plan, const std::string& tokenizer_hash) {
+  std::optional<ShardMeta> meta;
+  try {
+    meta = read_shard_meta(shard_meta_path(dir, plan.split, plan.shard));
+  } catch (const std::exception& error) {
+    std::cerr << "warning: redoing shard: " << error.what() << "\n";
+    return false;
+  }
+  if (!meta || meta->tokenizer_hash != tokenizer_hash || meta->plan_hash != plan.plan_hash) return false;
+  const fs::path tokens = shard_tokens_path(dir, plan.split, plan.shard);
+  std::error_code ec;
+  if (fs::file_size(tokens, ec) != static_cast<uintmax_t>(meta->tokens * meta->token_bytes) || ec) return false;
+  return checksum_file(tokens) == meta->checksum;
+}
+
+template <typename T>
+void append_tokens(std::vector<char>& out, const std::vector<int32_t>& ids) {
+  const size_t start = out.size();
+  out.resize(start + ids.size() * sizeof(T));
+  T* dst = reinterpret_cast<T*>(out.data() + start);
+  for (size_t i = 0; i < ids.size(); ++i) dst[i] = static_cast<T>(ids[i]);  // little-endian host
+}
+
+// Encodes one shard; returns the input bytes it read.
+int64_t write_shard(const fs::path& dir, const PlannedShard& plan, const std::vector<CorpusFile>& files,
+                    const Tokenizer& tokenizer, int token_bytes, BadDocumentPolicy policy) {
+  ShardMeta meta;
+  meta.tokenizer_hash = tokenizer.hash();
+  meta.token_bytes = token_bytes;
+  meta.split = plan.split;
+  meta.shard = plan.shard;
+  meta.plan_hash = plan.plan_hash;
+  std::vector<char> token_data;
+  std::vector<int32_t> ids;
+  int64_t bytes_read = 0;
+  for (int64_t doc_id : plan.doc_ids) {
+    const auto& file = files[static_cast<size_t>(doc_id)];
+    auto text = load_document(file.path, policy);
+    if (!text) {
+      meta.skipped.emplace_back(doc_id, file.path.string());
+      continue;
+    }
+    bytes_read += static_cast<int64_t>(text->size());
+    ids.clear();
+    tokenizer.encode_append(*text, ids);
+    const TextStats stats = count_text(*text);
+    meta.documents.push_back({doc_id, plan.split, plan.shard, meta.tokens,
+                              static_cast<int64_t>(ids.size()), stats.bytes, stats.words,
+                              file.path.string()});
+    meta.tokens += static_cast<int64_t>(ids.size());
+    if (token_bytes == 2) append_tokens<uint16_t>(token_data, ids);
+    else append_tokens<uint32_t>(token_data, ids);
+  }
+  meta.checksum = hex64(fnv1a64(token_data.data(), token_data.size()));
+  const fs::path tokens_path = shard_tokens_path(dir, plan.split, plan.shard);
+  const fs::path temporary = tokens_path.string() + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out.write(token_data.data(), static_cast<std::streamsize>(token_data.size()));
+    if (!out) throw std::runtime_error("cannot write " + temporary.string());
+  }
+  fs::rename(temporary, tokens_path);
+  write_shard_meta(shard_meta_path(dir, plan.split, plan.shard), meta);  // completion marker last
+  return bytes_read;
+}
+
+int comm_rank(MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  return rank;
+}
+
+// Waits by polling with short sleeps: a blocking MPI call spins, and a rank waiting for rank 0
+// to train the tokenizer (or for a bigger shard elsewhere) would take a core from the ranks
+// still working when ranks share cores.
+void wait_without_spinning(MPI_Request& request) {
+  int done = 0;
+  while (true) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// Turns a failure on any rank into the same exception everywhere (no rank left waiting).
+void raise_if_any_failed(const std::string& local_error, MPI_Comm comm, const std::string& stage) {
+  int failed = local_error.empty() ? 0 : 1;
+  int any = 0;
+  MPI_Request request;
+  MPI_Iallreduce(&failed, &any, 1, MPI_INT, MPI_MAX, comm, &request);
+  wait_without_spinning(request);
+  if (!any) return;
+  if (failed) throw std::runtime_error("rank " + std::to_string(comm_rank(comm)) + ": " + local_error);
+  throw std::runtime_error(stage + " failed on another rank (see its message)");
+}
+
+Tokenizer obtain_tokenizer(const PrepareOptions& options, const std::vector<CorpusFile>& files,
+                           MPI_Comm comm, bool* trained) {
+  const fs::path stored = tokenizer_path(options.output_dir);
+  *trained = false;
+  std::string error;
+  if (comm_rank(comm) == 0) {
+    try {
+      if (!options.tokenizer_model.empty()) {
+        Tokenizer given = Tokenizer::load(options.tokenizer_model);
+        std::error_code ec;
+        if (!fs::exists(stored, ec) || Tokenizer::load(stored).hash() != given.hash()) given.save(stored);
+      } else if (!fs::exists(stored)) {
+        std::vector<CorpusFile> training;
+        for (const auto& file : files) {
+          if (file.split == Split::train) training.push_back(file);
+        }
+        if (training.empty()) training = files;
+        if (options.show_progress) {
+          std::cerr << "prepare: training a " << options.tokenizer.model_type << " tokenizer (vocab "
+                    << options.tokenizer.vocab_size << ") on " << training.size() << " documents\n";
+        }
+        Tokenizer::train_on_files(training, options.tokenizer, options.bad_documents).save(stored);
+        *trained = true;
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  raise_if_any_failed(error, comm, "tokenizer");
+  int trained_flag = *trained ? 1 : 0;
+  MPI_Bcast(&trained_flag, 1, MPI_INT, 0, comm);
+  *trained = trained_flag != 0;
+  return Tokenizer::load(stored);
+}
+
+void print_progress(int64_t docs_done, int64_t docs_total, int64_t bytes, double seconds) {
+  std::fprintf(stderr, "prepare: documents %lld/%lld, %.1f MB encoded, %.1f MB/s\n",
+               static_cast<long long>(docs_done), static_cast<long long>(docs_total), bytes / 1e6,
+               seconds > 0 ? bytes / 1e6 / seconds : 0.0);
+}
+
+}  // namespace
+
+std::vector<CorpusFile> collect_corpus_files(const PrepareOptions& options) {
+  std::vector<CorpusFile> files = options.files;
+  if (!options.corpus_dir.empty()) {
+    auto listed = list_pg19_corpus(options.corpus_dir);
+    files.insert(files.end(), listed.begin(), listed.end());
+  }
+  canonicalise_corpus(files);
+  if (files.empty()) throw CorpusError("prepare: the corpus has no documents");
+  return files;
+}
+
+PrepareResult prepare_corpus(const PrepareOptions& options, MPI_Comm comm) {
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &ranks);
+  PrepareResult result;
+  std::string error;
+  std::vector<CorpusFile> files;
+  try {
+    files = collect_corpus_files(options);
+    if (rank == 0) fs::create_directories(options.output_dir / "shards");
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  raise_if_any_failed(error, comm, "corpus listing");
+
+  const Tokenizer tokenizer = obtain_tokenizer(options, files, comm, &result.tokenizer_trained);
+  result.tokenizer_hash = tokenizer.hash();
+  const int token_bytes = tokenizer.vocab_size() <= 65536 ? 2 : 4;
+
+  const auto shards = plan_shards(files, std::max<int64_t>(1, options.shard_target_bytes));
+  const auto per_rank = assign_shards(shards, ranks);
+  const auto& mine = per_rank[static_cast<size_t>(rank)];
+  size_t rounds = 0;
+  for (const auto& list : per_rank) rounds = std::max(rounds, list.size());
+
+  // One shard per rank per round; the Allreduce after each round carries progress and
+  // failures, so rank 0 can print global progress and no rank waits on a failed one.
+  const auto start = std::chrono::steady_clock::now();
+  double last_print = -1e9;
+  int64_t totals[4] = {0, 0, 0, 0};  // documents done, bytes encoded, shards written, reused
+  for (size_t round = 0; round < rounds; ++round) {
+    int64_t local[4] = {0, 0, 0, 0};
+    error.clear();
+    if (round < mine.size()) {
+      const PlannedShard& plan = shards[mine[round]];
+      try {
+        if (shard_is_complete(options.output_dir, plan, tokenizer.hash())) {
+          local[3] = 1;
+        } else {
+          local[1] = write_shard(options.output_dir, plan, files, tokenizer, token_bytes,
+                                 options.bad_documents);
+          local[2] = 1;
+        }
+        local[0] = static_cast<int64_t>(plan.doc_ids.size());
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    raise_if_any_failed(error, comm, "prepare");
+    int64_t summed[4];
+    MPI_Request request;
+    MPI_Iallreduce(local, summed, 4, MPI_INT64_T, MPI_SUM, comm, &request);
+    wait_without_spinning(request);
+    for (int k = 0; k < 4; ++k) totals[k] += summed[k];
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (rank == 0 && options.show_progress && (elapsed - last_print >= 1.0 || round + 1 == rounds)) {
+      print_progress(totals[0], static_cast<int64_t>(files.size()), totals[1], elapsed);
+      last_print = elapsed;  // at most one line a second
+    }
+  }
+  result.encode_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.bytes_encoded = totals[1];
+  result.shards_written = static_cast<int32_t>(totals[2]);
+  result.shards_reused = static_cast<int32_t>(totals[3]);
+  result.shards_total = static_cast<int32_t>(shards.size());
+  result.megabytes_per_second = result.encode_seconds > 0 ? totals[1] / 1e6 / result.encode_seconds : 0;
+
+  // Rank 0 assembles the index and manifest from the shard metas (a shared file system).
+  error.clear();
+  if (rank == 0) {
+    try {
+      Manifest manifest;
+      manifest.tokenizer_hash = tokenizer.hash();
+      manifest.vocab_size = tokenizer.vocab_size();
+      manifest.token_bytes = token_bytes;
+      std::vector<DocumentRecord> index;
+      for (const auto& plan : shards) {
+        const fs::path meta_file = shard_meta_path(options.output_dir, plan.split, plan.shard);
+        auto meta = read_shard_meta(meta_file);
+        if (!meta) throw std::runtime_error("missing " + meta_file.string() + " after prepare");
+        const auto s = static_cast<size_t>(plan.split);
+        manifest.shards_per_split[s] = std::max(manifest.shards_per_split[s], plan.shard + 1);
+        for (const auto& d : meta->documents) {
+          auto& t = manifest.totals[s];
+          ++t.documents, t.tokens += d.tokens, t.bytes += d.bytes, t.words += d.words;
+          index.push_back(d);
+        }
+      }
+      write_index(options.output_dir, index);
+      write_manifest(options.output_dir, manifest);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  raise_if_any_failed(error, comm, "writing the index");
+  result.manifest = read_manifest(options.output_dir);
+  for (const auto& t : result.manifest.totals) result.documents += t.documents;
+  result.skipped_documents = static_cast<int64_t>(files.size()) - result.documents;
+  if (rank == 0 && options.show_progress) {
+    std::fprintf(stderr, "prepare: %lld documents (%lld skipped), %d shards written, %d reused, tokenizer %s\n",
+                 static_cast<long long>(result.documents), static_cast<long long>(result.skipped_documents),
+                 result.shards_written, result.shards_reused, result.tokenizer_hash.c_str());
+  }
+  return result;
+}
+
+}  // namespace brt::data

@@ -1,0 +1,56 @@
+// `brt-dist prepare` as a library call (issue 3, item 3): corpus -> tokenizer (trained on rank
+// 0 when none is given) -> token shards + document index, documents split across MPI ranks,
+// restartable. Format: docs/data-format.md.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "data/corpus.h"
+#include "data/shard_format.h"
+#include "data/tokenizer.h"
+
+namespace brt::data {
+
+struct PrepareOptions {
+  std::filesystem::path corpus_dir;  // PG19 layout (train/, validation/, test/); may be empty
+  std::vector<CorpusFile> files;     // further documents, e.g. from read_file_list()
+  std::filesystem::path output_dir;
+  // An existing SentencePiece .model. When empty, output_dir/tokenizer.model is reused if it
+  // exists (restart), else rank 0 trains one on the train split (all files if it is empty).
+  std::filesystem::path tokenizer_model;
+  TokenizerTrainOptions tokenizer;
+  BadDocumentPolicy bad_documents = BadDocumentPolicy::fail;
+  // A shard holds consecutive documents of one split, closed once it reaches this many input
+  // bytes. Shards are the unit of work across ranks and of restart.
+  int64_t shard_target_bytes = 4ll << 20;
+  bool show_progress = true;  // rank 0 prints documents done/total and MB/s to stderr
+};
+
+struct PrepareResult {
+  std::string tokenizer_hash;
+  bool tokenizer_trained = false;
+  int32_t shards_total = 0;
+  int32_t shards_written = 0;  // encoded in this run (all ranks)
+  int32_t shards_reused = 0;   // found complete and verified, not redone
+  int64_t documents = 0;       // in the index (all splits)
+  int64_t skipped_documents = 0;
+  int64_t bytes_encoded = 0;  // input bytes tokenized in this run (all ranks)
+  double encode_seconds = 0;  // wall time of the shard phase
+  double megabytes_per_second = 0;
+  Manifest manifest;
+};
+
+// Collective over `comm` (every rank must call it with the same options). The output
+// directory must be on a file system all ranks see. Throws std::runtime_error (the same
+// failure on every rank) naming the file or rank at fault.
+PrepareResult prepare_corpus(const PrepareOptions& options, MPI_Comm comm);
+
+// The corpus that `options` describe, in canonical order (index = document id).
+std::vector<CorpusFile> collect_corpus_files(const PrepareOptions& options);
+
+}  // namespace brt::data

@@ -1,0 +1,224 @@
+#include "data/streams.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace brt::data {
+
+namespace {
+
+constexpr int64_t kCursorVersion = 1;
+constexpr size_t kCachedEpochs = 4;
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Fisher-Yates with our own generator and bounded draws (std distributions differ between
+// standard libraries, and the order must be reproducible anywhere).
+std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> perm(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) perm[static_cast<size_t>(i)] = i;
+  uint64_t state = seed ^ (0xD1B54A32D192ED03ull * static_cast<uint64_t>(epoch + 1));
+  for (int64_t i = n - 1; i > 0; --i) {
+    const auto bound = static_cast<unsigned __int128>(i + 1);
+    const auto j = static_cast<int64_t>((static_cast<unsigned __int128>(splitmix64(state)) * bound) >> 64);
+    std::swap(perm[static_cast<size_t>(i)], perm[static_cast<size_t>(j)]);
+  }
+  return perm;
+}
+
+}  // namespace
+
+int64_t StreamCursor::stream_epoch(size_t local_index) const {
+  const int64_t g = first_stream + static_cast<int64_t>(local_index);
+  return num_documents > 0 ? (g + positions[local_index].documents_taken * global_streams) / num_documents : 0;
+}
+
+int64_t StreamCursor::epoch() const {
+  int64_t lowest = positions.empty() ? 0 : INT64_MAX;
+  for (size_t i = 0; i < positions.size(); ++i) lowest = std::min(lowest, stream_epoch(i));
+  return lowest;
+}
+
+std::vector<int64_t> StreamCursor::to_vector() const {
+  std::vector<int64_t> flat = {kCursorVersion, static_cast<int64_t>(seed), num_documents, global_streams,
+                               first_stream, static_cast<int64_t>(positions.size())};
+  for (const auto& p : positions) flat.insert(flat.end(), {p.documents_taken, p.offset});
+  return flat;
+}
+
+StreamCursor StreamCursor::from_vector(std::span<const int64_t> flat) {
+  if (flat.size() < 6 || flat[0] != kCursorVersion ||
+      flat.size() != 6 + 2 * static_cast<size_t>(std::max<int64_t>(0, flat[5]))) {
+    throw std::runtime_error("stream cursor: malformed (" + std::to_string(flat.size()) +
+                             " values, expected version " + std::to_string(kCursorVersion) + ")");
+  }
+  StreamCursor cursor;
+  cursor.seed = static_cast<uint64_t>(flat[1]);
+  cursor.num_documents = flat[2];
+  cursor.global_streams = flat[3];
+  cursor.first_stream = flat[4];
+  for (int64_t i = 0; i < flat[5]; ++i) {
+    cursor.positions.push_back({flat[6 + 2 * static_cast<size_t>(i)], flat[7 + 2 * static_cast<size_t>(i)]});
+  }
+  return cursor;
+}
+
+StreamCursor gather_global_cursor(const StreamCursor& local, MPI_Comm dp_comm) {
+  int ranks = 1;
+  MPI_Comm_size(dp_comm, &ranks);
+  std::vector<int64_t> mine;
+  for (const auto& p : local.positions) mine.insert(mine.end(), {p.documents_taken, p.offset});
+  std::vector<int64_t> all(mine.size() * static_cast<size_t>(ranks));
+  MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_INT64_T, all.data(),
+                static_cast<int>(mine.size()), MPI_INT64_T, dp_comm);
+  StreamCursor global = local;
+  global.first_stream = 0;
+  global.positions.clear();
+  for (size_t i = 0; i + 1 < all.size(); i += 2) global.positions.push_back({all[i], all[i + 1]});
+  if (static_cast<int64_t>(global.positions.size()) != global.global_streams) {
+    throw std::runtime_error("gather_global_cursor: ranks hold " + std::to_string(global.positions.size()) +
+                             " streams in all, expected " + std::to_string(global.global_streams));
+  }
+  return global;
+}
+
+int64_t segments_for_document(int64_t tokens, const StreamOptions& options) {
+  const int64_t length = tokens + (options.add_bos ? 1 : 0);
+  return length < 2 ? 0 : (length - 1 + options.seq_len - 1) / options.seq_len;
+}
+
+StreamSet::StreamSet(std::shared_ptr<const TokenDataset> dataset, const StreamOptions& options,
+                     const StreamCursor* resume)
+    : dataset_(std::move(dataset)), options_(options) {
+  if (options_.streams_per_rank < 1 || options_.seq_len < 1 || options_.dp_size < 1 ||
+      options_.dp_rank < 0 || options_.dp_rank >= options_.dp_size) {
+    throw std::runtime_error("stream options: need B >= 1, N >= 1 and 0 <= dp_rank < dp_size");
+  }
+  for (int64_t i = 0; i < dataset_->num_documents(); ++i) {
+    if (effective_length(i) >= 2) eligible_.push_back(i);
+  }
+  if (eligible_.empty()) {
+    throw std::runtime_error("document streams: split " + std::string(split_name(dataset_->split())) +
+                             " has no document with at least two tokens");
+  }
+  global_streams_ = int64_t{options_.dp_size} * options_.streams_per_rank;
+  first_stream_ = int64_t{options_.dp_rank} * options_.streams_per_rank;
+  positions_.assign(static_cast<size_t>(options_.streams_per_rank), StreamPosition{});
+  if (resume) {
+    const int64_t D = static_cast<int64_t>(eligible_.size());
+    if (resume->seed != options_.seed || resume->num_documents != D || resume->global_streams != global_streams_) {
+      throw std::runtime_error("stream cursor does not match this loader (seed " + std::to_string(resume->seed) +
+                               ", " + std::to_string(resume->num_documents) + " documents, " +
+                               std::to_string(resume->global_streams) + " streams; loader has seed " +
+                               std::to_string(options_.seed) + ", " + std::to_string(D) + " documents, " +
+                               std::to_string(global_streams_) + " streams)");
+    }
+    const int64_t skip = first_stream_ - resume->first_stream;
+    if (skip < 0 || skip + options_.streams_per_rank > static_cast<int64_t>(resume->positions.size())) {
+      throw std::runtime_error("stream cursor holds streams [" + std::to_string(resume->first_stream) + ", " +
+                               std::to_string(resume->first_stream + static_cast<int64_t>(resume->positions.size())) +
+                               ") but rank " + std::to_string(options_.dp_rank) + " needs streams starting at " +
+                               std::to_string(first_stream_));
+    }
+    std::copy_n(resume->positions.begin() + skip, options_.streams_per_rank, positions_.begin());
+  }
+}
+
+int64_t StreamSet::effective_length(int64_t local_doc) const {
+  return dataset_->document(local_doc).tokens + (options_.add_bos ? 1 : 0);
+}
+
+const std::vector<int64_t>& StreamSet::permutation(int64_t epoch) {
+  for (const auto& [e, perm] : permutation_cache_) {
+    if (e == epoch) return perm;
+  }
+  const auto D = static_cast<int64_t>(eligible_.size());
+  std::vector<int64_t> perm;
+  if (options_.shuffle) {
+    perm = epoch_permutation(D, options_.seed, epoch);
+  } else {
+    perm.resize(static_cast<size_t>(D));
+    for (int64_t i = 0; i < D; ++i) perm[static_cast<size_t>(i)] = i;
+  }
+  // Streams drift apart by at most a few epochs; keep the most recent few.
+  if (permutation_cache_.size() >= kCachedEpochs) {
+    auto oldest = std::min_element(permutation_cache_.begin(), permutation_cache_.end(),
+                                   [](const auto& a, const auto& b) { return a.first < b.first; });
+    permutation_cache_.erase(oldest);
+  }
+  permutation_cache_.emplace_back(epoch, std::move(perm));
+  return permutation_cache_.back().second;
+}
+
+int64_t StreamSet::document_at(int64_t sequence_index) {
+  const auto D = static_cast<int64_t>(eligible_.size());
+  const auto& perm = permutation(sequence_index / D);
+  return eligible_[static_cast<size_t>(perm[static_cast<size_t>(sequence_index % D)])];
+}
+
+bool StreamSet::exhausted() const {
+  if (!options_.single_pass) return false;
+  const auto D = static_cast<int64_t>(eligible_.size());
+  for (size_t s = 0; s < positions_.size(); ++s) {
+    if (first_stream_ + static_cast<int64_t>(s) + positions_[s].documents_taken * global_streams_ < D) return false;
+  }
+  return true;
+}
+
+void StreamSet::fill_stream(int s, Batch& out) {
+  StreamPosition& pos = positions_[static_cast<size_t>(s)];
+  const int64_t sequence_index = first_stream_ + s + pos.documents_taken * global_streams_;
+  if (options_.single_pass && sequence_index >= static_cast<int64_t>(eligible_.size())) return;  // idle
+  const int64_t doc = document_at(sequence_index);
+  const int64_t length = effective_length(doc);
+  const int N = options_.seq_len;
+  // Tokens [offset, offset + N + 1) of the document as the stream sees it (BOS first).
+  const int64_t begin = pos.offset;
+  const int64_t end = std::min(length, begin + N + 1);
+  scratch_.resize(static_cast<size_t>(end - begin));
+  const int64_t bos = options_.add_bos ? 1 : 0;
+  int64_t filled = 0;
+  if (bos && begin == 0) scratch_[static_cast<size_t>(filled++)] = options_.bos_id;
+  dataset_->copy_tokens(doc, begin + filled - bos, (end - begin) - filled, scratch_.data() + filled);
+
+  const size_t row = static_cast<size_t>(s) * static_cast<size_t>(N);
+  const int64_t available = end - begin;
+  for (int t = 0; t < N; ++t) {
+    const size_t at = row + static_cast<size_t>(t);
+    out.position[at] = begin + t;
+    if (t < available) out.inputs[at] = scratch_[static_cast<size_t>(t)];
+    if (t + 1 < available) {
+      out.targets[at] = scratch_[static_cast<size_t>(t) + 1];
+      out.mask[at] = 1;
+    }
+  }
+  out.doc_start[static_cast<size_t>(s)] = begin == 0 ? 1 : 0;
+  out.doc_id[static_cast<size_t>(s)] = dataset_->document(doc).doc_id;
+  pos.offset += N;
+  if (pos.offset >= length - 1) {  // every target of the document has been served
+    ++pos.documents_taken;
+    pos.offset = 0;
+    if (!options_.single_pass || sequence_index + global_streams_ < static_cast<int64_t>(eligible_.size())) {
+      dataset_->prefetch(document_at(sequence_index + global_streams_));
+    }
+  }
+}
+
+bool StreamSet::next(Batch& out) {
+  out.resize(options_.streams_per_rank, options_.seq_len);
+  if (exhausted()) return false;
+  for (int s = 0; s < options_.streams_per_rank; ++s) fill_stream(s, out);
+  return true;
+}
+
+StreamCursor StreamSet::cursor() const {
+  return {options_.seed, static_cast<int64_t>(eligible_.size()), global_streams_, first_stream_, positions_};
+}
+
+}  // namespace brt::data

@@ -1,0 +1,53 @@
+#include "parallel/comm_error.h"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <sstream>
+
+namespace brt::parallel {
+
+std::string describe(const CollectiveInfo& info) {
+  std::ostringstream s;
+  s << info.op << " #" << info.sequence << " (" << info.type << ", " << info.bytes
+    << " bytes) on group '" << info.group << "' of " << info.group_size << " ranks";
+  return s.str();
+}
+
+std::string describe_timeout(const CollectiveInfo& info, const RankLocation& self,
+                             double waited_seconds, double timeout_seconds,
+                             std::span<const RankLocation> missing_peers) {
+  std::ostringstream s;
+  s.setf(std::ios::fixed);
+  s.precision(1);
+  s << "brt::parallel: collective timeout on world rank " << self.world_rank << " (host "
+    << self.host << "): " << describe(info) << " still incomplete after " << waited_seconds
+    << " s (timeout " << timeout_seconds << " s). ";
+  if (missing_peers.empty()) {
+    s << "All of this rank's transfers had completed; the op was not being progressed.";
+  } else {
+    s << "Still waiting for world rank" << (missing_peers.size() > 1 ? "s " : " ");
+    for (size_t i = 0; i < missing_peers.size(); ++i) {
+      s << (i ? ", " : "") << missing_peers[i].world_rank << " (host " << missing_peers[i].host
+        << ")";
+    }
+    s << ": dead, stalled, or inside a different collective (check that every rank of group '"
+      << info.group << "' issues the same collectives in the same order).";
+  }
+  s << " Ending the job.\n";
+  return s.str();
+}
+
+void abort_job(const std::string& message, int exit_code) {
+  // One write() call: async-signal-safe-ish and not interleaved with other ranks mid-line.
+  const ssize_t written = ::write(2, message.data(), message.size());
+  (void)written;
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  ::_exit(exit_code);
+}
+
+}  // namespace brt::parallel

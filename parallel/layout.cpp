@@ -1,0 +1,82 @@
+#include "parallel/layout.h"
+
+#include <sstream>
+
+namespace brt::parallel {
+
+std::vector<int> GridLayout::tp_group_members(int world_rank) const {
+  std::vector<int> members;
+  for (int t = 0; t < tp; ++t) members.push_back(dp_rank(world_rank) * tp + t);
+  return members;
+}
+
+std::vector<int> GridLayout::dp_group_members(int world_rank) const {
+  std::vector<int> members;
+  for (int d = 0; d < dp(); ++d) members.push_back(d * tp + tp_rank(world_rank));
+  return members;
+}
+
+std::string GridLayout::tp_group_name(int world_rank) const {
+  return "tp[" + std::to_string(dp_rank(world_rank)) + "]";
+}
+
+std::string GridLayout::dp_group_name(int world_rank) const {
+  return "dp[" + std::to_string(tp_rank(world_rank)) + "]";
+}
+
+namespace {
+
+bool fits(int world, int tp, std::span<const SplitByTp> split) {
+  if (tp < 1 || world < 1 || world % tp != 0) return false;
+  for (const auto& q : split) {
+    if (q.value % tp != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string layout_problem(int world, int tp, std::span<const SplitByTp> split) {
+  if (fits(world, tp, split)) return {};
+  std::ostringstream s;
+  s << "--tp " << tp << " does not fit: ";
+  if (world < 1) {
+    s << "the world has " << world << " ranks; start at least one rank.";
+    return s.str();
+  }
+  if (tp < 1) {
+    s << "--tp must be at least 1 (1 = no tensor parallelism).";
+    return s.str();
+  }
+  bool first = true;
+  auto add = [&](const std::string& problem) {
+    s << (first ? "" : "; ") << problem;
+    first = false;
+  };
+  if (world % tp != 0) {
+    add(std::to_string(world) + " ranks are not divisible by " + std::to_string(tp) +
+        " (data-parallel size = ranks / tp must be whole; start a multiple of " +
+        std::to_string(tp) + " ranks)");
+  }
+  for (const auto& q : split) {
+    if (q.value % tp != 0) {
+      add(q.name + " = " + std::to_string(q.value) + " is not divisible by " + std::to_string(tp));
+    }
+  }
+  std::vector<int> good;
+  for (int t = 1; t <= world; ++t) {
+    if (fits(world, t, split)) good.push_back(t);
+  }
+  s << ". Values of --tp that fit " << world << " ranks" << (split.empty() ? "" : " and these sizes")
+    << ": ";
+  for (size_t i = 0; i < good.size(); ++i) s << (i ? ", " : "") << good[i];
+  s << ".";
+  return s.str();
+}
+
+void validate_layout(int world, int tp, std::span<const SplitByTp> split) {
+  std::string problem = layout_problem(world, tp, split);
+  if (!problem.empty()) throw LayoutError(problem);
+}
+
+}  // namespace brt::parallel

@@ -1,0 +1,40 @@
+// The three process groups a training run uses — world, dp and tp — as Communicator objects
+// passed explicitly to whatever needs them (docs/parallelism.md). Layout arithmetic:
+// parallel/layout.h.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+
+#include "parallel/communicator.h"
+#include "parallel/layout.h"
+#include "parallel/mpi_communicator.h"
+
+namespace brt::parallel {
+
+class ProcessGroups {
+ public:
+  ProcessGroups(GridLayout layout, int world_rank, std::unique_ptr<Communicator> world,
+                std::unique_ptr<Communicator> dp, std::unique_ptr<Communicator> tp);
+
+  Communicator& world() const { return *world_; }
+  Communicator& dp() const { return *dp_; }
+  Communicator& tp() const { return *tp_; }
+  const GridLayout& layout() const { return layout_; }
+  int world_rank() const { return world_rank_; }
+  int dp_rank() const { return layout_.dp_rank(world_rank_); }
+  int tp_rank() const { return layout_.tp_rank(world_rank_); }
+
+ private:
+  GridLayout layout_;
+  int world_rank_;
+  std::unique_ptr<Communicator> world_, dp_, tp_;
+};
+
+// Builds the groups over `world` (collective over it) with the MPI backend. The layout is
+// checked first, with no communication, so every rank refuses a bad one with the same
+// LayoutError (parallel/layout.h) before any work.
+ProcessGroups make_mpi_process_groups(MPI_Comm world, int tp, CommOptions options = {});
+
+}  // namespace brt::parallel

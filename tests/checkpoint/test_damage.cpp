@@ -1,0 +1,169 @@
+// Damaged and unsuitable checkpoints: truncation, flipped bytes inside a dataset's data, a
+// newer format version, a file that is not a checkpoint, a different model config or tokenizer;
+// find_latest_good skipping all of them; inspect/verify output. Issue 4.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "tests/checkpoint/test_util.h"
+
+namespace brt::checkpoint {
+namespace {
+using namespace brt::checkpoint::testing;
+
+bool mentions(const std::vector<std::string>& lines, const std::string& a, const std::string& b = "") {
+  for (const auto& line : lines) {
+    if (line.find(a) != std::string::npos && line.find(b) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST(Damage, TruncatedFileIsDetectedWithTheFileName) {
+  ScratchDir dir;
+  write_simple(dir.path(), 100);
+  const fs::path file = dir.path() / checkpoint_file_name(100);
+  fs::resize_file(file, fs::file_size(file) * 6 / 10);
+  EXPECT_THROW(CheckpointReader{file}, CorruptCheckpointError);
+  const VerifyReport report = verify(file);
+  EXPECT_FALSE(report.ok);
+  EXPECT_TRUE(mentions(report.problems, file.string(), "truncated")) << report.problems.at(0);
+}
+
+TEST(Damage, FlippedByteInsideDatasetDataNamesDatasetAndChunk) {
+  ScratchDir dir;
+  const auto big = write_simple(dir.path(), 100);
+  const fs::path file = dir.path() / checkpoint_file_name(100);
+  const int64_t offset = dataset_data_offset(file, "/model/big");
+  ASSERT_GT(offset, 0);
+  // Element at row 1050 (chunk 1), column 3.
+  flip_byte(file, offset + (1050 * 1000 + 3) * 4 + 1);
+
+  const VerifyReport report = verify(file);
+  EXPECT_FALSE(report.ok);
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_TRUE(mentions(report.problems, "/model/big", "chunk 1")) << report.problems[0];
+  EXPECT_TRUE(mentions(report.problems, file.string()));
+
+  CheckpointReader reader(file);
+  try {
+    reader.read_whole<float>("/model/big");
+    FAIL() << "damage not detected";
+  } catch (const CorruptCheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("/model/big"), std::string::npos) << e.what();
+  }
+  // A slice touching only the intact chunk 0 still loads; one touching chunk 1 does not.
+  const Slice rows = Slice::along({1100, 1000}, 0, 0, 1000);
+  std::vector<float> got(rows.numel());
+  reader.read<float>("/model/big", rows, got);
+  EXPECT_TRUE(bit_equal(got, cut(big, {1100, 1000}, rows)));
+  const Slice column = Slice::along({1100, 1000}, 1, 500, 10);
+  std::vector<float> col(column.numel());
+  EXPECT_THROW(reader.read<float>("/model/big", column, col), CorruptCheckpointError);
+}
+
+TEST(Damage, FindLatestGoodSkipsDamagedAndHalfWrittenCheckpoints) {
+  ScratchDir dir;
+  WriterOptions keep_all;
+  keep_all.keep_last = 0;
+  for (int64_t step : {100, 200, 300, 400}) write_simple(dir.path(), step, keep_all);
+  const fs::path f300 = dir.path() / checkpoint_file_name(300);
+  const fs::path f400 = dir.path() / checkpoint_file_name(400);
+  flip_byte(f300, dataset_data_offset(f300, "/model/small") + 2);
+  fs::resize_file(f400, fs::file_size(f400) / 2);
+  fs::copy_file(dir.path() / checkpoint_file_name(200), dir.path() / "ckpt-00000500.h5.tmp");
+
+  const LatestGood good = find_latest_good(dir.path());
+  ASSERT_TRUE(good.path.has_value());
+  EXPECT_EQ(*good.path, dir.path() / checkpoint_file_name(200));
+  EXPECT_EQ(good.step, 200);
+  EXPECT_TRUE(mentions(good.warnings, "ckpt-00000500.h5.tmp"));
+  EXPECT_TRUE(mentions(good.warnings, "ckpt-00000400.h5"));
+  EXPECT_TRUE(mentions(good.warnings, "ckpt-00000300.h5", "/model/small"));
+
+  ScratchDir empty;
+  EXPECT_FALSE(find_latest_good(empty.path()).path.has_value());
+}
+
+TEST(Refusal, NewerFormatVersionIsRefused) {
+  ScratchDir dir;
+  write_simple(dir.path(), 1);
+  const fs::path file = dir.path() / checkpoint_file_name(1);
+  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  hid_t a = H5Aopen(f, "format_version", H5P_DEFAULT);
+  const int64_t newer = kFormatVersion + 1;
+  H5Awrite(a, H5T_NATIVE_INT64, &newer);
+  H5Aclose(a);
+  H5Fclose(f);
+  try {
+    CheckpointReader reader(file);
+    FAIL() << "newer version accepted";
+  } catch (const FormatVersionError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("format version " + std::to_string(newer)), std::string::npos) << message;
+    EXPECT_NE(message.find(file.string()), std::string::npos) << message;
+  }
+}
+
+TEST(Refusal, FilesThatAreNotCheckpointsAreRefused) {
+  ScratchDir dir;
+  const fs::path plain = dir.path() / "plain.h5";
+  hid_t f = H5Fcreate(plain.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  H5Fclose(f);
+  EXPECT_THROW(CheckpointReader{plain}, FormatVersionError);
+  const fs::path text = dir.path() / "notes.txt";
+  std::ofstream(text) << "hello";
+  EXPECT_THROW(CheckpointReader{text}, CorruptCheckpointError);
+  EXPECT_THROW(CheckpointReader{dir.path() / "missing.h5"}, CorruptCheckpointError);
+}
+
+TEST(Refusal, DifferentModelConfigOrTokenizerIsRefusedNamingTheMismatch) {
+  ScratchDir dir;
+  write_simple(dir.path(), 1);
+  CheckpointReader reader(dir.path() / checkpoint_file_name(1));
+  const std::vector<ExpectedTensor> matching = {{"/model/big", {1100, 1000}}, {"/model/small", {8}},
+                                                {"/data/cursor", {2}, DType::kI64}};
+  EXPECT_FALSE(find_tensor_mismatch(reader, matching).has_value());
+  EXPECT_NO_THROW(require_tensors(reader, matching));
+
+  const std::vector<ExpectedTensor> wider = {{"/model/small", {8}}, {"/model/big", {1100, 2048}}};
+  const auto mismatch = find_tensor_mismatch(reader, wider);
+  ASSERT_TRUE(mismatch.has_value());
+  EXPECT_NE(mismatch->find("/model/big has shape [1100, 1000]"), std::string::npos) << *mismatch;
+  EXPECT_NE(mismatch->find("[1100, 2048]"), std::string::npos) << *mismatch;
+  EXPECT_THROW(require_tensors(reader, wider), MismatchError);
+
+  const std::vector<ExpectedTensor> extra_layer = {{"/model/layers.1.attn.wq", {4, 4}}};
+  EXPECT_NE(find_tensor_mismatch(reader, extra_layer)->find("/model/layers.1.attn.wq"), std::string::npos);
+
+  EXPECT_NO_THROW(require_attr_equals(reader, "tokenizer_hash", "tok-A"));
+  try {
+    require_attr_equals(reader, "tokenizer_hash", "tok-B");
+    FAIL();
+  } catch (const MismatchError& e) {
+    EXPECT_NE(std::string(e.what()).find("tok-A"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("tok-B"), std::string::npos);
+  }
+}
+
+TEST(Inspect, PrintsStepConfigLayoutTensorsAndChecksumStatus) {
+  ScratchDir dir;
+  write_simple(dir.path(), 300);
+  const fs::path file = dir.path() / checkpoint_file_name(300);
+  std::ostringstream out;
+  EXPECT_TRUE(inspect(file, out));
+  const std::string text = out.str();
+  for (const char* expected : {"step: 300", "tokens_seen: 3000", "world_size 1, dp 1, tp 1", "tok-A",
+                               "d_model = 1000", "/model/big  float32 [1100, 1000]  checksum ok",
+                               "/data/cursor  int64 [2]  checksum ok", "verify: OK"}) {
+    EXPECT_NE(text.find(expected), std::string::npos) << expected << "\n" << text;
+  }
+  flip_byte(file, dataset_data_offset(file, "/model/big") + 10);
+  std::ostringstream damaged;
+  EXPECT_FALSE(inspect(file, damaged));
+  EXPECT_NE(damaged.str().find("/model/big  float32 [1100, 1000]  checksum DAMAGED"), std::string::npos)
+      << damaged.str();
+  EXPECT_NE(damaged.str().find("verify: DAMAGED"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace brt::checkpoint
