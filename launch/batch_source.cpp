@@ -93,4 +93,26 @@ void SyntheticMarkovSource::restore(const std::vector<int64_t>& c) {
   }
 }
 
+std::vector<int64_t> BatchSource::merge_cursors(const std::vector<std::vector<int64_t>>& per_rank) const {
+  std::vector<int64_t> global;
+  for (const auto& c : per_rank) {
+    if (c.size() != per_rank.front().size())
+      throw std::invalid_argument("data cursors of the data-parallel ranks differ in size (" +
+                                  std::to_string(c.size()) + " vs " + std::to_string(per_rank.front().size()) +
+                                  "): train.batch must be the same on every rank");
+    global.insert(global.end(), c.begin(), c.end());
+  }
+  return global;
+}
+
+void BatchSource::restore_global(const std::vector<int64_t>& global, int dp_rank, int dp_size) {
+  const size_t mine = cursor().size();
+  if (global.size() != mine * size_t(dp_size))
+    throw std::invalid_argument("data cursor of " + std::to_string(global.size()) + " entries does not hold " +
+                                std::to_string(dp_size) + " ranks x " + std::to_string(mine) +
+                                " (the global stream count train.batch x ranks must equal the saving run's)");
+  restore(std::vector<int64_t>(global.begin() + std::ptrdiff_t(mine) * dp_rank,
+                               global.begin() + std::ptrdiff_t(mine) * (dp_rank + 1)));
+}
+
 }  // namespace brt::launch

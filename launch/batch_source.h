@@ -20,6 +20,12 @@ class BatchSource {
   // The loader's position as a flat array (for checkpoints), and its restoration.
   virtual std::vector<int64_t> cursor() const = 0;
   virtual void restore(const std::vector<int64_t>& cursor) = 0;
+  // Data parallelism (MODEL §8; launch/training_checkpoint.cpp): the cursor of all global
+  // streams from every DP rank's cursor() in rank order, and this rank's restoration from
+  // such a global cursor (any DP size with the same global stream count). The defaults treat
+  // cursor() as equal per-stream records, so the global cursor is their concatenation.
+  virtual std::vector<int64_t> merge_cursors(const std::vector<std::vector<int64_t>>& per_rank) const;
+  virtual void restore_global(const std::vector<int64_t>& global, int dp_rank, int dp_size);
   // Hash of the tokenizer that made the tokens ("" for synthetic data).
   virtual std::string tokenizer_hash() const { return ""; }
 };
@@ -48,6 +54,7 @@ class SyntheticMarkovSource : public BatchSource {
 
 struct RunConfig;
 // Streams over prepared token shards (data/) for `split`; this rank's streams.
-std::unique_ptr<BatchSource> make_shard_source(const RunConfig& cfg, const std::string& split);
+std::unique_ptr<BatchSource> make_shard_source(const RunConfig& cfg, const std::string& split,
+                                               int dp_rank = 0, int dp_size = 1);
 
 }  // namespace brt::launch

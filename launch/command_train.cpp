@@ -7,6 +7,9 @@
 #include "launch/commands.h"
 #include "launch/config.h"
 #include "launch/trainer.h"
+#include "parallel/layout.h"
+#include "parallel/mpi_session.h"
+#include "parallel/process_groups.h"
 
 namespace brt::launch {
 
@@ -14,7 +17,9 @@ int command_train(int argc, char** argv) {
   const CommandLine cl = parse_command_line(
       argc, argv, {{"steps", "train.steps"}, {"peak-gflops", "train.peak_gflops"},
                    {"seed", "train.seed"}, {"threads", "train.threads"},
-                   {"precision", "train.precision"}, {"checkpoint-dir", "checkpoint.dir"}});
+                   {"precision", "train.precision"}, {"checkpoint-dir", "checkpoint.dir"},
+                   {"tp", "train.tp"}},
+      {"no-overlap"});
   std::string config_path = "configs/tiny.toml";
   if (auto it = cl.flags.find("config"); it != cl.flags.end()) config_path = it->second;
   if (!cl.positional.empty()) config_path = cl.positional[0];
@@ -26,14 +31,34 @@ int command_train(int argc, char** argv) {
     overrides.push_back("checkpoint.dir=" + it->second);
     overrides.push_back("checkpoint.resume=true");
   }
+  // --no-overlap: reduce gradients only after backward (the data-parallel benchmark's reference).
+  if (cl.flags.count("no-overlap")) overrides.push_back("train.overlap=false");
   for (const auto& [flag, value] : cl.flags)
-    if (flag != "config" && flag != "resume")
+    if (flag != "config" && flag != "resume" && flag != "no-overlap")
       throw std::invalid_argument("command line: unknown flag --" + flag);
   TrainOptions options;
   options.config = load_run_config(config_path, overrides);
-  std::printf("config: %s\n", config_path.c_str());
-  const TrainResult r = run_training(options);
-  return r.stopped_by_signal ? 0 : 0;
+  // One process per rank under mpirun/srun; a plain start is a 1-rank world (Open MPI
+  // singleton). DP = ranks / tp (docs/parallelism.md).
+  return parallel::run_mpi_main(argc, argv, [&](parallel::MpiSession& session) {
+    const int tp = options.config.train.tp;
+    parallel::validate_layout(session.world_size(), tp);
+    if (tp > 1)
+      throw parallel::LayoutError("--tp " + std::to_string(tp) +
+                                  ": tensor parallelism is not implemented yet; run with --tp 1 "
+                                  "(all ranks data-parallel)");
+    try {
+      const parallel::ProcessGroups groups = parallel::make_mpi_process_groups(MPI_COMM_WORLD, tp);
+      options.groups = &groups;
+      if (groups.world_rank() == 0) std::printf("config: %s\n", config_path.c_str());
+      run_training(options);
+      return 0;
+    } catch (const std::exception& e) {
+      if (session.world_size() > 1) throw;  // run_mpi_main names the rank and ends the job
+      std::fprintf(stderr, "brt-dist train: error: %s\n", e.what());
+      return 1;
+    }
+  });
 }
 
 }  // namespace brt::launch

@@ -3,6 +3,7 @@
 #include <exception>
 #include <string>
 
+#include "kernels/blas_env.h"
 #include "launch/commands.h"
 #include "launch/version.h"
 
@@ -25,6 +26,7 @@ void usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  brt::kernels::ensure_blas_core_type(argc, argv);
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
       std::string(argv[1]) == "help") {
     usage();

@@ -56,6 +56,19 @@ class ShardSource : public BatchSource {
     streams_ = std::make_unique<data::DocumentStreams>(dataset_, options_, &c);
   }
   std::string tokenizer_hash() const override { return dataset_->tokenizer_hash(); }
+  // Data parallelism: one StreamCursor over all G streams (data/streams.h), which
+  // DocumentStreams accepts directly on any rank.
+  std::vector<int64_t> merge_cursors(const std::vector<std::vector<int64_t>>& per_rank) const override {
+    data::StreamCursor global = data::StreamCursor::from_vector(per_rank.at(0));
+    for (size_t r = 1; r < per_rank.size(); ++r) {
+      const auto part = data::StreamCursor::from_vector(per_rank[r]);
+      global.positions.insert(global.positions.end(), part.positions.begin(), part.positions.end());
+    }
+    global.first_stream = 0;
+    global.global_streams = int64_t(global.positions.size());
+    return global.to_vector();
+  }
+  void restore_global(const std::vector<int64_t>& global, int, int) override { restore(global); }
 
  private:
   std::string split_name_;
@@ -66,8 +79,9 @@ class ShardSource : public BatchSource {
 
 }  // namespace
 
-std::unique_ptr<BatchSource> make_shard_source(const RunConfig& cfg, const std::string& split) {
-  return std::make_unique<ShardSource>(cfg, split, 0, 1, false);
+std::unique_ptr<BatchSource> make_shard_source(const RunConfig& cfg, const std::string& split,
+                                               int dp_rank, int dp_size) {
+  return std::make_unique<ShardSource>(cfg, split, dp_rank, dp_size, false);
 }
 
 }  // namespace brt::launch

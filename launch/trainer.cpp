@@ -16,9 +16,12 @@
 #include "kernels/backend.h"
 #include "kernels/gemm_peak.h"
 #include "launch/batch_source.h"
+#include "launch/data_parallel.h"
 #include "launch/metrics_log.h"
 #include "launch/stop_signal.h"
 #include "launch/training_checkpoint.h"
+#include "parallel/mpi_communicator.h"
+#include "parallel/process_groups.h"
 
 namespace brt::launch {
 
@@ -36,14 +39,15 @@ std::string gib(int64_t bytes) {
   return buf;
 }
 
-std::unique_ptr<BatchSource> make_source(const RunConfig& cfg, const std::string& split) {
+std::unique_ptr<BatchSource> make_source(const RunConfig& cfg, const std::string& split,
+                                         int dp_rank, int dp_size) {
   if (cfg.data.source == "synthetic") {
     // A different seed for the held-out stream, so evaluation sees unseen documents.
     const uint64_t seed = uint64_t(cfg.train.seed) * 2654435761ull + (split == "train" ? 0 : 17);
     return std::make_unique<SyntheticMarkovSource>(cfg.model.vocab, cfg.train.batch,
-                                                   cfg.model.seq_len, seed);
+                                                   cfg.model.seq_len, seed, dp_rank * cfg.train.batch);
   }
-  return make_shard_source(cfg, split);
+  return make_shard_source(cfg, split, dp_rank, dp_size);
 }
 
 template <typename T>
@@ -52,9 +56,10 @@ core::ModelInput model_input(const data::Batch& b) {
 }
 
 // Mean loss over `batches` held-out batches, carrying state across them (MODEL §8). The
-// model's carried training state is saved and restored around it.
+// model's carried training state is saved and restored around it. With data parallelism the
+// mean is over every rank's streams (MODEL §10b).
 template <typename T>
-double evaluate(core::Model<T>& model, BatchSource& source, int64_t batches) {
+double evaluate(core::Model<T>& model, BatchSource& source, int64_t batches, DataParallel<T>* dp) {
   std::vector<std::vector<T>> saved;
   for (auto& ref : model.carried_state()) {
     int64_t n = 1;
@@ -71,6 +76,7 @@ double evaluate(core::Model<T>& model, BatchSource& source, int64_t batches) {
   }
   auto refs = model.carried_state();
   for (size_t i = 0; i < refs.size(); ++i) std::copy(saved[i].begin(), saved[i].end(), refs[i].data);
+  if (dp) total = {dp->global_nats(total.nats), dp->global_count(total.count)};
   return total.count ? total.nats / double(total.count) : 0.0;
 }
 
@@ -79,9 +85,10 @@ double evaluate(core::Model<T>& model, BatchSource& source, int64_t batches) {
 template <typename T>
 void save_checkpoint_now(const RunConfig& cfg, core::Model<T>& model, core::Optimizer<T>& opt,
                          const BatchSource& data, const RunPosition& pos,
-                         const std::string& tokenizer_hash, MetricsLog& log) {
+                         const std::string& tokenizer_hash, MetricsLog& log,
+                         const CheckpointRanks& ranks) {
   try {
-    const auto r = save_training_checkpoint(cfg, model, opt, data, pos, tokenizer_hash);
+    const auto r = save_training_checkpoint(cfg, model, opt, data, pos, tokenizer_hash, ranks);
     char msg[512];
     std::snprintf(msg, sizeof msg, "checkpoint saved: %s (%.3f GB in %.2f s, %.3f GB/s)",
                   r.path.c_str(), r.stats.bytes / 1e9, r.stats.seconds, r.stats.gb_per_s());
@@ -103,7 +110,7 @@ void save_checkpoint_now(const RunConfig& cfg, core::Model<T>& model, core::Opti
 template <typename T>
 TrainResult train_with(const TrainOptions& options) {
   const RunConfig& cfg = options.config;
-  const bool print = !options.quiet;
+  const bool print = !options.quiet && (!options.groups || options.groups->world_rank() == 0);
   if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);
   auto backend = kernels::make_cpu_backend<T>();
   core::Model<T> model(cfg.model, cfg.train.batch, *backend);
@@ -116,10 +123,22 @@ TrainResult train_with(const TrainOptions& options) {
   if (declared != expected)
     throw std::logic_error("model declares " + std::to_string(declared) +
                            " parameters but MODEL §9 shapes give " + std::to_string(expected));
-  const core::MemoryReport mem = model.memory_report();
-  auto optimizer = core::make_optimizer(cfg.optim, model.params());
-  int64_t optim_bytes = 0;
-  for (const auto& s : optimizer->state()) optim_bytes += s.numel() * int64_t(sizeof(T));
+  // ---- data parallelism (launch/data_parallel.h): DP = the dp group; null = one process ----
+  std::unique_ptr<DataParallel<T>> dp;
+  CheckpointRanks ck_ranks;
+  if (options.groups) {
+    dp = std::make_unique<DataParallel<T>>(
+        options.groups->dp(), model, DpSettings{cfg.train.overlap, cfg.train.bucket_mb, cfg.train.zero == 1});
+    const auto* mpi_dp = dynamic_cast<const parallel::MpiCommunicator*>(&options.groups->dp());
+    if (mpi_dp == nullptr) throw std::logic_error("checkpoints need the MPI backend's dp group");
+    ck_ranks = {mpi_dp->mpi_comm(), dp->rank(), dp->size(), options.groups->layout().world,
+                options.groups->layout().tp, dp->partition().owner};
+  }
+  const int dp_size = dp ? dp->size() : 1, dp_rank = dp ? dp->rank() : 0;
+  auto optimizer = core::make_optimizer(cfg.optim, model.params(), dp ? dp->owned_mask() : std::vector<bool>{});
+  const DpMemoryReport mem = rank_memory_report(model, *optimizer, dp ? dp->owned_mask() : std::vector<bool>{});
+  const int64_t optim_bytes = mem.optimizer;
+  // ---- end data parallelism ----
 
   double peak = cfg.train.peak_gflops;
   std::string peak_source = "train.peak_gflops";
@@ -130,7 +149,7 @@ TrainResult train_with(const TrainOptions& options) {
                   std::to_string(p.threads) + " threads";
   }
   const core::FlopBreakdown flops = core::flops_per_token(mc);
-  const double tokens_per_step = double(cfg.train.batch) * mc.seq_len;
+  const double tokens_per_step = double(cfg.train.batch) * dp_size * mc.seq_len;
   if (print) {
     std::printf("brt-dist train: %s, %d layers, D %d, H %d x %d, F %d, V %d, N %d, W %d, S %d\n",
                 mc.variant.c_str(), mc.layers, mc.d_model, mc.heads, mc.head_dim, mc.d_ff,
@@ -138,10 +157,17 @@ TrainResult train_with(const TrainOptions& options) {
     std::printf("parameters: %lld (%.2fM; non-embedding %.2fM; matches MODEL §9 shapes)\n",
                 (long long)declared, declared / 1e6,
                 core::count_non_embedding_parameters(mc) / 1e6);
-    std::printf("memory (bytes, rank 0): parameters %s, gradients %s, optimizer %s, "
-                "activations %s, carried state %s\n",
+    std::printf("memory per rank (rank 0; checked against the allocation): parameters %s, "
+                "gradients %s, optimizer %s%s, activations %s, carried state %s, total %s\n",
                 gib(mem.parameters).c_str(), gib(mem.gradients).c_str(), gib(optim_bytes).c_str(),
-                gib(mem.activations).c_str(), gib(mem.carried_state).c_str());
+                dp && !dp->owned_mask().empty() ? " (ZeRO-1 shard)" : "",
+                gib(mem.activations).c_str(), gib(mem.carried_state).c_str(), gib(mem.total()).c_str());
+    if (dp)
+      std::printf("data parallel: %d ranks x %d streams = %d global streams; %d gradient buckets "
+                  "of <= %.2f MiB, %s; ZeRO-1 %s\n", dp_size, cfg.train.batch,
+                  dp_size * cfg.train.batch, dp->buckets(), cfg.train.bucket_mb,
+                  cfg.train.overlap ? "overlapped with backward" : "reduced after backward",
+                  dp->owned_mask().empty() ? "off" : "on");
     std::printf("FLOPs/token (MODEL §10, training = 3x forward): %.4g; peak %.1f GFLOP/s (%s)\n",
                 flops.training(), peak, peak_source.c_str());
     std::printf("data: %d streams x %d tokens per step, %s; %lld steps, %s, %s precision\n",
@@ -151,10 +177,11 @@ TrainResult train_with(const TrainOptions& options) {
     std::fflush(stdout);
   }
 
-  auto train_source = make_source(cfg, cfg.data.train_split);
+  // This rank's streams: global streams [dp_rank*B, (dp_rank+1)*B) (MODEL §8).
+  auto train_source = make_source(cfg, cfg.data.train_split, dp_rank, dp_size);
   std::unique_ptr<BatchSource> eval_source;
-  if (cfg.train.eval_every > 0) eval_source = make_source(cfg, cfg.data.eval_split);
-  MetricsLog log(cfg.log.metrics_path, print);
+  if (cfg.train.eval_every > 0) eval_source = make_source(cfg, cfg.data.eval_split, dp_rank, dp_size);
+  MetricsLog log(print ? cfg.log.metrics_path : std::string(), print);
   StopSignal::install();
 
   // Resume from the newest good checkpoint, if asked and one exists (issue 4).
@@ -166,7 +193,7 @@ TrainResult train_with(const TrainOptions& options) {
     if (latest.path) {
       checkpoint::IoStats io;
       pos = load_training_checkpoint(*latest.path, cfg, model, *optimizer, train_source.get(),
-                                     tokenizer_hash, &io);
+                                     tokenizer_hash, &io, ck_ranks);
       if (print)
         std::printf("resumed from %s at step %lld (%.3f GB in %.2f s, %.3f GB/s)\n",
                     latest.path->c_str(), (long long)pos.step, io.bytes / 1e9, io.seconds,
@@ -185,13 +212,20 @@ TrainResult train_with(const TrainOptions& options) {
   for (int64_t step = first_step; step < cfg.train.steps; ++step) {
     const auto t0 = Clock::now();
     train_source->next(batch);
-    int64_t count = 0;
-    for (uint8_t m : batch.mask) count += m;
+    int64_t local_count = 0;
+    for (uint8_t m : batch.mask) local_count += m;
+    // MODEL §10b: the mean over the GLOBAL batch's unmasked targets.
+    const int64_t count = dp ? dp->global_count(local_count) : local_count;
     model.params().zero_grads();
-    const core::LossSums sums =
-        model.forward(model_input<T>(batch), count ? T(1) / T(count) : T(0));
+    core::LossSums sums = model.forward(model_input<T>(batch), count ? T(1) / T(count) : T(0));
+    if (dp) dp->begin_backward();
     model.backward();
+    if (dp) dp->end_backward();  // gradients summed over DP ranks
     const core::StepStats st = optimizer->step();
+    if (dp) {
+      dp->after_update();  // ZeRO-1: parameters from their owners
+      sums = {dp->global_nats(sums.nats), count};
+    }
     const double dt = seconds_since(t0);
     const double loss = count ? sums.nats / double(count) : 0.0;
     if (!std::isfinite(loss))
@@ -227,7 +261,7 @@ TrainResult train_with(const TrainOptions& options) {
     }
     if (eval_source && (step + 1) % cfg.train.eval_every == 0) {
       const int64_t n = cfg.train.eval_batches > 0 ? cfg.train.eval_batches : 8;
-      const double eval_loss = evaluate(model, *eval_source, n);
+      const double eval_loss = evaluate(model, *eval_source, n, dp.get());
       char msg[160];
       std::snprintf(msg, sizeof msg, "eval  step %6lld | %s loss %.4f | bits/tok %.4f",
                     (long long)(step + 1), cfg.data.eval_split.c_str(), eval_loss,
@@ -235,10 +269,10 @@ TrainResult train_with(const TrainOptions& options) {
       log.event("eval", {{"step", double(step + 1)}, {"loss", eval_loss},
                          {"bits_per_token", eval_loss / std::log(2.0)}}, msg);
     }
-    const bool stopping = StopSignal::requested();
+    const bool stopping = dp ? dp->any(StopSignal::requested()) : StopSignal::requested();
     const bool save_due = cfg.checkpoint.every > 0 && pos.step % cfg.checkpoint.every == 0;
     if (!cfg.checkpoint.dir.empty() && (save_due || last || stopping))
-      save_checkpoint_now(cfg, model, *optimizer, *train_source, pos, tokenizer_hash, log);
+      save_checkpoint_now(cfg, model, *optimizer, *train_source, pos, tokenizer_hash, log, ck_ranks);
     if (stopping) {
       result.stopped_by_signal = true;
       if (print)

@@ -4,11 +4,18 @@
 
 #include "launch/config.h"
 
+namespace brt::parallel {
+class ProcessGroups;
+}
+
 namespace brt::launch {
 
 struct TrainOptions {
   RunConfig config;
   bool quiet = false;  // no progress lines (tests)
+  // The run's process groups (launch/data_parallel.h); null = one process, no MPI needed.
+  // Only world rank 0 prints and writes the metrics file.
+  const parallel::ProcessGroups* groups = nullptr;
 };
 
 struct TrainResult {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "checkpoint/checkpoint.h"
 #include "core/model.h"
@@ -16,6 +17,18 @@
 #include "launch/config.h"
 
 namespace brt::launch {
+
+// The data-parallel layout a run saves from or loads into (issue 4 item 2, issue 5). Each DP
+// rank holds B streams, global streams [dp_rank*B, (dp_rank+1)*B): its carried state and data
+// cursor are that slice along dim 0 of the global [dp_size*B, ...] datasets. Parameters and
+// optimizer state are replicated (or, under ZeRO-1, sharded by whole parameters): parameter p
+// and its state are written once, by DP rank param_owner[p] (empty: rank 0).
+struct CheckpointRanks {
+  MPI_Comm comm = MPI_COMM_SELF;  // the DP group (collective saves, MPI-IO)
+  int dp_rank = 0, dp_size = 1;
+  int world = 1, tp = 1;          // recorded as the writing layout
+  std::vector<int> param_owner;
+};
 
 struct RunPosition {
   int64_t step = 0;         // optimizer steps completed
@@ -26,16 +39,19 @@ template <typename T>
 checkpoint::SaveResult save_training_checkpoint(const RunConfig& config, core::Model<T>& model,
                                                 core::Optimizer<T>& optimizer,
                                                 const BatchSource& data, const RunPosition& pos,
-                                                const std::string& tokenizer_hash);
+                                                const std::string& tokenizer_hash,
+                                                const CheckpointRanks& ranks = {});
 
 // Loads `file` into the model, optimizer and data source and returns where the run stood.
 // Refuses (checkpoint::MismatchError / CheckpointError naming the file and what differs) a
-// checkpoint of another model shape, another tokenizer or a newer format.
+// checkpoint of another model shape, another tokenizer or a newer format. Any DP size loads a
+// checkpoint of any other as long as the global stream count dp_size*B is the same.
 template <typename T>
 RunPosition load_training_checkpoint(const std::filesystem::path& file, const RunConfig& config,
                                      core::Model<T>& model, core::Optimizer<T>& optimizer,
                                      BatchSource* data, const std::string& tokenizer_hash,
-                                     checkpoint::IoStats* stats = nullptr);
+                                     checkpoint::IoStats* stats = nullptr,
+                                     const CheckpointRanks& ranks = {});
 
 // Loads only the model parameters (evaluation, generation): any layout, one process.
 template <typename T>
