@@ -6,6 +6,7 @@
 #include "launch/cli.h"
 #include "launch/commands.h"
 #include "launch/config.h"
+#include "launch/stop_signal.h"
 #include "launch/trainer.h"
 #include "parallel/layout.h"
 #include "parallel/mpi_session.h"
@@ -14,6 +15,10 @@
 namespace brt::launch {
 
 int command_train(int argc, char** argv) {
+  // Handle SIGINT/SIGTERM/SIGUSR1 from the very start: a signal that arrives while the model is
+  // being built is honoured at the first step boundary (after any resume) instead of killing
+  // the rank before it can checkpoint.
+  StopSignal::install();
   const CommandLine cl = parse_command_line(
       argc, argv, {{"steps", "train.steps"}, {"peak-gflops", "train.peak_gflops"},
                    {"seed", "train.seed"}, {"threads", "train.threads"},
@@ -51,8 +56,12 @@ int command_train(int argc, char** argv) {
       const parallel::ProcessGroups groups = parallel::make_mpi_process_groups(MPI_COMM_WORLD, tp);
       options.groups = &groups;
       if (groups.world_rank() == 0) std::printf("config: %s\n", config_path.c_str());
-      run_training(options);
-      return 0;
+      const TrainResult result = run_training(options);
+      // A run stopped by a signal before its last step exits with EX_TEMPFAIL (75), so batch
+      // scripts requeue only unfinished runs; a finished run exits 0.
+      return result.stopped_by_signal && result.steps_done < options.config.train.steps
+                 ? kStoppedBySignalExitCode
+                 : 0;
     } catch (const std::exception& e) {
       if (session.world_size() > 1) throw;  // run_mpi_main names the rank and ends the job
       std::fprintf(stderr, "brt-dist train: error: %s\n", e.what());

@@ -1,5 +1,6 @@
 #include "launch/evaluator.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -102,7 +103,7 @@ EvalReport evaluate_split(core::Model<T>& model, const RunConfig& cfg, const std
   const size_t nb = r.buckets.size(), per_doc = 1 + 2 * nb;  // nats, then (nats, tokens) per bucket
   std::vector<double> acc(size_t(dataset->num_documents()) * per_doc, 0.0);
   data::Batch batch;
-  int64_t steps = 0;
+  int64_t steps = 0, local_tokens = 0;
   while (streams.next(batch)) {
     model.forward({batch.inputs.data(), batch.targets.data(), batch.mask.data(),
                    batch.doc_start.data()}, T(0));
@@ -123,10 +124,10 @@ EvalReport evaluate_split(core::Model<T>& model, const RunConfig& cfg, const std
         }
       }
     }
-    if (progress && ++steps % 50 == 0) {
-      std::fprintf(stderr, "eval %s: %lld segments, %lld tokens\n", split.c_str(),
-                   (long long)steps, (long long)r.tokens);
-    }
+    local_tokens += int64_t(std::count(batch.mask.begin(), batch.mask.end(), uint8_t(1)));
+    if (progress && ++steps % 50 == 0)
+      std::fprintf(stderr, "eval %s: %lld segments, %lld tokens on this rank\n", split.c_str(),
+                   (long long)steps, (long long)local_tokens);
   }
   // Each document was read by exactly one stream on one rank: the sum over ranks only adds
   // zeros, so it is exact.

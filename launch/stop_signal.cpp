@@ -16,6 +16,8 @@ extern "C" void on_stop_signal(int sig) {
 }  // namespace
 
 void StopSignal::install() {
+  static std::atomic<bool> installed{false};
+  if (installed.exchange(true)) return;
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);

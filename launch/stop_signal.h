@@ -5,6 +5,9 @@
 
 namespace brt::launch {
 
+// Exit status of a training run that a signal stopped before its last step (EX_TEMPFAIL).
+constexpr int kStoppedBySignalExitCode = 75;
+
 class StopSignal {
  public:
   // Installs handlers for SIGINT, SIGTERM and SIGUSR1. A second SIGINT exits at once.
