@@ -17,6 +17,7 @@
 #include "kernels/gemm_peak.h"
 #include "launch/batch_source.h"
 #include "launch/data_parallel.h"
+#include "launch/evaluator.h"
 #include "launch/metrics_log.h"
 #include "launch/stop_signal.h"
 #include "launch/training_checkpoint.h"
@@ -78,6 +79,26 @@ double evaluate(core::Model<T>& model, BatchSource& source, int64_t batches, Dat
   for (size_t i = 0; i < refs.size(); ++i) std::copy(saved[i].begin(), saved[i].end(), refs[i].data);
   if (dp) total = {dp->global_nats(total.nats), dp->global_count(total.count)};
   return total.count ? total.nats / double(total.count) : 0.0;
+}
+
+// Mean loss over every document of the eval split (evaluator.h), on all data-parallel ranks;
+// the carried training state is saved and restored around it.
+template <typename T>
+double evaluate_whole_split(core::Model<T>& model, const RunConfig& cfg, DataParallel<T>* dp) {
+  std::vector<std::vector<T>> saved;
+  for (auto& ref : model.carried_state()) {
+    int64_t n = 1;
+    for (auto s : ref.shape) n *= s;
+    saved.emplace_back(ref.data, ref.data + n);
+  }
+  SumReducer reduce;
+  if (dp != nullptr && dp->size() > 1)
+    reduce = [dp](std::vector<double>& v) { dp->group().all_reduce(v); };
+  const EvalReport r = evaluate_split(model, cfg, cfg.data.eval_split, dp ? dp->rank() : 0,
+                                      dp ? dp->size() : 1, reduce);
+  auto refs = model.carried_state();
+  for (size_t i = 0; i < refs.size(); ++i) std::copy(saved[i].begin(), saved[i].end(), refs[i].data);
+  return r.tokens ? r.nats / double(r.tokens) : 0.0;
 }
 
 // Saves a checkpoint and prints its duration and throughput. A failure (disk full, permission)
@@ -260,8 +281,14 @@ TrainResult train_with(const TrainOptions& options) {
       window_steps = 0;
     }
     if (eval_source && (step + 1) % cfg.train.eval_every == 0) {
-      const int64_t n = cfg.train.eval_batches > 0 ? cfg.train.eval_batches : 8;
-      const double eval_loss = evaluate(model, *eval_source, n, dp.get());
+      double eval_loss = 0;
+      if (cfg.data.source == "shards" && cfg.train.eval_batches == 0) {
+        // The whole held-out split, every document streamed through once (MODEL §8).
+        eval_loss = evaluate_whole_split(model, cfg, dp.get());
+      } else {
+        const int64_t n = cfg.train.eval_batches > 0 ? cfg.train.eval_batches : 8;
+        eval_loss = evaluate(model, *eval_source, n, dp.get());
+      }
       char msg[160];
       std::snprintf(msg, sizeof msg, "eval  step %6lld | %s loss %.4f | bits/tok %.4f",
                     (long long)(step + 1), cfg.data.eval_split.c_str(), eval_loss,
