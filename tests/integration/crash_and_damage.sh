@@ -55,6 +55,19 @@ if "$bin" train "${big[@]}" model.d_model=128 train.steps=3 --resume "$work/d" >
 fi
 grep -qi "shape\|mismatch" "$work/mismatch.log" || fail "unclear refusal: $(cat "$work/mismatch.log")"
 
+# A failing save (the checkpoint directory cannot be created: its parent is a regular file,
+# which fails for root too) stops the run by default, or is reported while training goes on
+# with checkpoint.on_error=continue.
+touch "$work/not-a-dir"
+if "$bin" train configs/tiny.toml "${SMALL[@]}" train.steps=2 checkpoint.dir="$work/not-a-dir/ckpt" > "$work/stop.log" 2>&1; then
+  fail "a failed save did not stop the run"
+fi
+grep -q "checkpoint failed" "$work/stop.log" || fail "unclear save failure: $(cat "$work/stop.log")"
+"$bin" train configs/tiny.toml "${SMALL[@]}" train.steps=2 checkpoint.dir="$work/not-a-dir/ckpt" \
+  checkpoint.on_error=continue > "$work/continue.log" 2>&1 || fail "on_error=continue stopped: $(cat "$work/continue.log")"
+grep -q "training continues" "$work/continue.log" || fail "no save-failure report: $(cat "$work/continue.log")"
+grep -q "step      2/2" "$work/continue.log" || fail "training did not finish: $(cat "$work/continue.log")"
+
 # h5py reads every parameter with the documented shape.
 /usr/bin/python3 - "$newest" <<'PY'
 import sys, h5py
