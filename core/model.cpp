@@ -108,6 +108,26 @@ std::vector<TensorRef<T>> Model<T>::carried_state() {
 }
 
 template <typename T>
+std::vector<std::vector<T>> Model<T>::snapshot_carried_state() {
+  std::vector<std::vector<T>> out;
+  for (const auto& ref : carried_state()) {
+    int64_t n = 1;
+    for (auto s : ref.shape) n *= s;
+    out.emplace_back(ref.data, ref.data + n);
+  }
+  return out;
+}
+
+template <typename T>
+void Model<T>::restore_carried_state(const std::vector<std::vector<T>>& snapshot) {
+  auto refs = carried_state();
+  if (refs.size() != snapshot.size())
+    throw std::logic_error("restore_carried_state: snapshot of another model");
+  for (size_t i = 0; i < refs.size(); ++i)
+    std::copy(snapshot[i].begin(), snapshot[i].end(), refs[i].data);
+}
+
+template <typename T>
 MemoryReport Model<T>::memory_report() const {
   MemoryReport r;
   const int64_t elem = sizeof(T);

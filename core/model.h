@@ -64,6 +64,10 @@ class Model {
   const std::vector<T>& row_losses() const { return row_loss_; }
   // Every stream's carried state, named layers.{i}.cache.k|v and layers.{i}.state.sigma.
   std::vector<TensorRef<T>> carried_state();
+  // A copy of every stream's carried state, so something else (an evaluation) can run in
+  // between and training then continues exactly where it was.
+  std::vector<std::vector<T>> snapshot_carried_state();
+  void restore_carried_state(const std::vector<std::vector<T>>& snapshot);
   MemoryReport memory_report() const;
 
  private:

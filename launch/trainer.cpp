@@ -61,12 +61,7 @@ core::ModelInput model_input(const data::Batch& b) {
 // mean is over every rank's streams (MODEL §10b).
 template <typename T>
 double evaluate(core::Model<T>& model, BatchSource& source, int64_t batches, DataParallel<T>* dp) {
-  std::vector<std::vector<T>> saved;
-  for (auto& ref : model.carried_state()) {
-    int64_t n = 1;
-    for (auto s : ref.shape) n *= s;
-    saved.emplace_back(ref.data, ref.data + n);
-  }
+  const auto saved = model.snapshot_carried_state();
   data::Batch batch;
   core::LossSums total;
   for (int64_t i = 0; i < batches; ++i) {
@@ -75,8 +70,7 @@ double evaluate(core::Model<T>& model, BatchSource& source, int64_t batches, Dat
     total.nats += s.nats;
     total.count += s.count;
   }
-  auto refs = model.carried_state();
-  for (size_t i = 0; i < refs.size(); ++i) std::copy(saved[i].begin(), saved[i].end(), refs[i].data);
+  model.restore_carried_state(saved);
   if (dp) total = {dp->global_nats(total.nats), dp->global_count(total.count)};
   return total.count ? total.nats / double(total.count) : 0.0;
 }
@@ -85,19 +79,13 @@ double evaluate(core::Model<T>& model, BatchSource& source, int64_t batches, Dat
 // the carried training state is saved and restored around it.
 template <typename T>
 double evaluate_whole_split(core::Model<T>& model, const RunConfig& cfg, DataParallel<T>* dp) {
-  std::vector<std::vector<T>> saved;
-  for (auto& ref : model.carried_state()) {
-    int64_t n = 1;
-    for (auto s : ref.shape) n *= s;
-    saved.emplace_back(ref.data, ref.data + n);
-  }
+  const auto saved = model.snapshot_carried_state();
   SumReducer reduce;
   if (dp != nullptr && dp->size() > 1)
     reduce = [dp](std::vector<double>& v) { dp->group().all_reduce(v); };
   const EvalReport r = evaluate_split(model, cfg, cfg.data.eval_split, dp ? dp->rank() : 0,
                                       dp ? dp->size() : 1, reduce);
-  auto refs = model.carried_state();
-  for (size_t i = 0; i < refs.size(); ++i) std::copy(saved[i].begin(), saved[i].end(), refs[i].data);
+  model.restore_carried_state(saved);
   return r.tokens ? r.nats / double(r.tokens) : 0.0;
 }
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "core/model.h"
 
 namespace brt::testing {
@@ -53,24 +55,12 @@ inline RandomBatch random_batch(int streams, int seq, int vocab, std::mt19937_64
   return b;
 }
 
-// Snapshot/restore of a model's carried state, so every finite-difference evaluation starts
-// from the same caches and recurrent states.
-template <typename T>
-std::vector<std::vector<T>> save_carried(core::Model<T>& model) {
-  std::vector<std::vector<T>> out;
-  for (auto& ref : model.carried_state()) {
-    int64_t n = 1;
-    for (auto s : ref.shape) n *= s;
-    out.emplace_back(ref.data, ref.data + n);
-  }
-  return out;
-}
-
-template <typename T>
-void restore_carried(core::Model<T>& model, const std::vector<std::vector<T>>& saved) {
-  auto refs = model.carried_state();
-  for (size_t i = 0; i < refs.size(); ++i)
-    std::copy(saved[i].begin(), saved[i].end(), refs[i].data);
+// Test-parameter names for model variants ("rec:fixed:skip" -> "rec_fixed_skip").
+inline std::string variant_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string n = info.param;
+  for (auto& c : n)
+    if (c == ':') c = '_';
+  return n;
 }
 
 struct GradError {

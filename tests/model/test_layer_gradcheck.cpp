@@ -96,13 +96,7 @@ TEST_P(LayerGradCheck, InputAndParameterGradientsMatchFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(AllLayers, LayerGradCheck,
                          ::testing::Values("slide", "xl", "rec:fixed:skip", "rec:lstm:skip",
-                                           "rec:fixed:dual", "rec:lstm:dual"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (auto& c : n)
-                             if (c == ':') c = '_';
-                           return n;
-                         });
+                                           "rec:fixed:dual", "rec:lstm:dual"), variant_name);
 
 }  // namespace
 }  // namespace brt::testing

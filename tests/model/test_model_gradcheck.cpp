@@ -28,17 +28,17 @@ TEST_P(ModelGradCheck, EveryParameterMatchesFiniteDifferences) {
   RandomBatch warm = random_batch(2, cfg.seq_len, cfg.vocab, rng, {1, 1});
   model.forward(warm.view(), 1.0);
   RandomBatch batch = random_batch(2, cfg.seq_len, cfg.vocab, rng, {1, 0});
-  const auto carried = save_carried(model);
+  const auto carried = model.snapshot_carried_state();
 
   int64_t count = 0;
   for (auto m : batch.mask) count += m;
   const double scale = 1.0 / double(count);
   auto loss = [&]() {
-    restore_carried(model, carried);
+    model.restore_carried_state(carried);
     return model.forward(batch.view(), scale).nats * scale;
   };
   model.params().zero_grads();
-  restore_carried(model, carried);
+  model.restore_carried_state(carried);
   model.forward(batch.view(), scale);
   model.backward();
 
@@ -60,13 +60,7 @@ TEST_P(ModelGradCheck, EveryParameterMatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, ModelGradCheck,
                          ::testing::Values("slide", "xl", "rec:fixed:skip", "rec:lstm:skip",
-                                           "rec:fixed:dual", "rec:lstm:dual"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (auto& c : n)
-                             if (c == ':') c = '_';
-                           return n;
-                         });
+                                           "rec:fixed:dual", "rec:lstm:dual"), variant_name);
 
 }  // namespace
 }  // namespace brt::testing

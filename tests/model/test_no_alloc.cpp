@@ -56,13 +56,7 @@ TEST_P(NoAllocation, StepLoopAllocatesNothingAfterTheFirstStep) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, NoAllocation,
-                         ::testing::Values("slide", "rec:lstm:dual"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (auto& c : n)
-                             if (c == ':') c = '_';
-                           return n;
-                         });
+                         ::testing::Values("slide", "rec:lstm:dual"), variant_name);
 
 }  // namespace
 }  // namespace brt::testing

@@ -23,13 +23,7 @@ TEST_P(DeclaredParameters, CountEqualsTheSpecShapes) {
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, DeclaredParameters,
                          ::testing::Values("slide", "xl", "rec:fixed:skip", "rec:lstm:skip",
-                                           "rec:fixed:dual", "rec:lstm:dual"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (auto& c : n)
-                             if (c == ':') c = '_';
-                           return n;
-                         });
+                                           "rec:fixed:dual", "rec:lstm:dual"), variant_name);
 
 TEST(DeclaredParameters, The150mExampleOfModelSection12) {
   // The segment length does not change any parameter shape; a short one keeps the test small.
