@@ -46,13 +46,14 @@ Model<T>::Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backen
 }
 
 template <typename T>
-LossSums Model<T>::forward(const ModelInput& in, T grad_scale) {
+const T* Model<T>::forward_logits(const ModelInput& in) {
   const int D = cfg_.d_model, V = cfg_.vocab, rows = streams_ * cfg_.seq_len;
   saved_input_ = in;
   input_ = &saved_input_;
   const StepContext<T> ctx{be_, streams_, cfg_.seq_len, in.doc_start};
   for (int i = 0; i < rows; ++i)
-    if (in.inputs[i] < 0 || in.inputs[i] >= V || (in.mask[i] && (in.targets[i] < 0 || in.targets[i] >= V)))
+    if (in.inputs[i] < 0 || in.inputs[i] >= V ||
+        (in.mask != nullptr && in.mask[i] && (in.targets[i] < 0 || in.targets[i] >= V)))
       throw std::out_of_range("token id out of range [0, model.vocab=" + std::to_string(V) +
                               ") at position " + std::to_string(i));
   be_.embedding_forward(in.inputs, rows, params_[embed_].value, D, resid_[0].data());
@@ -64,6 +65,13 @@ LossSums Model<T>::forward(const ModelInput& in, T grad_scale) {
   const T inv_sqrt_v = T(1) / std::sqrt(T(V));
   be_.gemm(kernels::Trans::N, kernels::Trans::T, rows, V, D, inv_sqrt_v, final_h_.data(), D,
            params_[embed_].value, D, T(0), logits_.data(), V);
+  return logits_.data();
+}
+
+template <typename T>
+LossSums Model<T>::forward(const ModelInput& in, T grad_scale) {
+  const int V = cfg_.vocab, rows = streams_ * cfg_.seq_len;
+  forward_logits(in);
   LossSums sums;
   sums.nats = be_.softmax_xent_forward_backward(logits_.data(), in.targets, in.mask, rows, V,
                                                 grad_scale, logits_.data(), row_loss_.data());

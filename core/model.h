@@ -46,6 +46,9 @@ class Model {
   // will propagate: 1 / (number of unmasked targets in the global batch) gives the gradient
   // of the mean loss (MODEL §10b). Updates the carried state for the next segment.
   LossSums forward(const ModelInput& in, T grad_scale);
+  // The forward pass up to the logits ([B*N, V], valid until the next forward; targets and
+  // mask are not read). Updates the carried state like forward(). For generation and scoring.
+  const T* forward_logits(const ModelInput& in);
   // Accumulates parameter gradients for the last forward (call params().zero_grads() first
   // unless accumulating).
   void backward();

@@ -1,5 +1,6 @@
 // `brt-dist prepare` and `brt-dist eval` (issue 3).
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -10,6 +11,7 @@
 #include "launch/commands.h"
 #include "launch/config.h"
 #include "launch/evaluator.h"
+#include "launch/generator.h"
 #include "launch/training_checkpoint.h"
 #include "parallel/mpi_session.h"
 
@@ -101,6 +103,43 @@ int command_eval(int argc, char** argv) {
     if (!out) throw std::runtime_error("eval: cannot write " + path);
     out << r.json() << "\n";
   }
+  return 0;
+}
+
+int command_generate(int argc, char** argv) {
+  const CommandLine cl = parse_command_line(argc, argv, {}, {"quiet"});
+  reject_unknown_flags(cl, {"checkpoint", "prompt", "tokenizer", "max-tokens", "temperature",
+                            "top-k", "top-p", "seed", "quiet"});
+  const std::string ckpt = flag_or(cl, "checkpoint", cl.positional.empty() ? "" : cl.positional[0]);
+  if (ckpt.empty()) throw std::invalid_argument("generate: --checkpoint FILE is required");
+  RunConfig cfg = config_of_checkpoint(ckpt);
+  for (const auto& o : cl.overrides) apply_override(cfg, o);
+  // One block per segment: the carried state is the whole context before the current block.
+  cfg.model.seq_len = cfg.model.window;
+  std::string tokenizer_path = flag_or(cl, "tokenizer", "");
+  if (tokenizer_path.empty() && !cfg.data.path.empty())
+    tokenizer_path = (std::filesystem::path(cfg.data.path) / "tokenizer.model").string();
+  if (tokenizer_path.empty())
+    throw std::invalid_argument("generate: the checkpoint's run had no tokenizer (synthetic data); "
+                                "give --tokenizer FILE.model");
+  const data::Tokenizer tokenizer = data::Tokenizer::load(tokenizer_path);
+  auto backend = kernels::make_cpu_backend<float>();
+  core::Model<float> model(cfg.model, 1, *backend);
+  load_model_parameters(ckpt, model);
+  SamplingOptions opt;
+  opt.max_tokens = std::stoi(flag_or(cl, "max-tokens", "200"));
+  opt.temperature = std::stod(flag_or(cl, "temperature", "0.8"));
+  opt.top_k = std::stoi(flag_or(cl, "top-k", "0"));
+  opt.top_p = std::stod(flag_or(cl, "top-p", "0.95"));
+  opt.seed = std::stoull(flag_or(cl, "seed", "1"));
+  const std::string prompt = flag_or(cl, "prompt", "");
+  if (!cl.flags.count("quiet")) std::printf("%s", prompt.c_str());
+  Generator gen(model);
+  generate_text(gen, tokenizer, prompt, opt, [](const std::string& piece) {
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+  });
+  std::printf("\n");
   return 0;
 }
 

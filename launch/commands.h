@@ -7,5 +7,8 @@ int command_train(int argc, char** argv);
 int command_prepare(int argc, char** argv);
 int command_eval(int argc, char** argv);
 int command_ckpt(int argc, char** argv);
+int command_generate(int argc, char** argv);
+int command_plan(int argc, char** argv);    // launch/command_plan.cpp
+int command_doctor(int argc, char** argv);  // launch/command_doctor.cpp
 
 }  // namespace brt::launch

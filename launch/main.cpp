@@ -17,7 +17,11 @@ void usage() {
       "  train CONFIG [key=value ...]   train a model (e.g. configs/tiny.toml train.steps=100)\n"
       "  prepare ...                    corpus -> tokenizer -> token shards\n"
       "  eval CONFIG --checkpoint F     bits/token, bits/byte, word perplexity of a split\n"
-      "  ckpt inspect|verify FILE       show or check a checkpoint\n"
+      "  ckpt inspect|verify FILE       show or check a checkpoint (diff A B: compare)\n"
+      "  generate --checkpoint F --prompt TEXT [--seed S --temperature T --top-k K --top-p P]\n"
+      "                                 sample text, streaming, with unbounded context\n"
+      "  plan CONFIG --cluster C.toml --global-batch G   layouts with predicted memory and step time\n"
+      "  doctor [--checkpoint-dir DIR]  preflight: ranks, hosts, MPI, BLAS, all-reduce, disk (mpirun)\n"
       "  version                        print the version\n\n"
       "Any config key can be overridden as section.key=value or --section.key value.\n",
       brt::launch::version());
@@ -42,6 +46,9 @@ int main(int argc, char** argv) {
     if (command == "prepare") return brt::launch::command_prepare(argc, argv);
     if (command == "eval") return brt::launch::command_eval(argc, argv);
     if (command == "ckpt") return brt::launch::command_ckpt(argc, argv);
+    if (command == "generate") return brt::launch::command_generate(argc, argv);
+    if (command == "plan") return brt::launch::command_plan(argc, argv);
+    if (command == "doctor") return brt::launch::command_doctor(argc, argv);
     std::fprintf(stderr, "brt-dist: unknown command '%s' (see brt-dist --help)\n",
                  command.c_str());
     return 2;
