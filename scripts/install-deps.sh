@@ -13,6 +13,7 @@ packages=(
   libopenmpi-dev openmpi-bin        # MPI
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-h5py python3-numpy  # checkpoint readability test
+  python3-matplotlib                # tools/scaling_study.py plots (tests/scaling)
   bible-kjv                         # the bundled default corpus
   slurm-wlm munge                   # a real one-node Slurm for tests/slurm (slurmctld, slurmd, sbatch)
 )

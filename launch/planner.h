@@ -1,0 +1,115 @@
+// The layout planner behind `brt-dist plan` (issue 8 item 4): for a model config, a cluster
+// description and a global batch of streams, every (DP, TP, ZeRO, micro-batch) layout with its
+// predicted memory per device and step time, best first.
+//
+// Memory mirrors what the code allocates (core/model.cpp, core/standard_layer.cpp,
+// core/recurrent_layer.cpp, core/recurrent_state.cpp, core/blocks.cpp, core/gate.cpp: every
+// std::vector assigned in a constructor), parameter shapes follow MODEL §9 in declaration
+// order, optimizer state MODEL §10c (Adafactor's factored R/C exact), the ZeRO-1 shard the
+// partition of launch/data_parallel.h. Step time: MODEL §10 FLOPs ÷ (peak × efficiency) plus an
+// α-β model of the collectives the trainer issues (docs/parallelism.md). Pure functions.
+//
+// Tensor parallelism is not implemented in brt-dist yet: TP > 1 layouts are predicted with the
+// intended sharding (heads, F and vocab divided by TP; docs/parallelism.md) and marked not
+// runnable.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/model_config.h"
+#include "core/optim_config.h"
+
+namespace brt::launch {
+
+// A cluster description (TOML; every field required unless marked optional).
+struct ClusterSpec {
+  int gpus_per_node = 0;
+  int nodes = 0;
+  double gpu_memory_gb = 0;     // per device, GB = 1e9 bytes
+  double peak_gflops = 0;       // per device (file: peak_tflops or peak_gflops)
+  double intra_node_gbps = 0;   // GB/s (1e9 bytes/s) of payload per device within a node
+  double inter_node_gbps = 0;   // GB/s per device across nodes
+  double alpha_us = 5.0;        // optional: fixed cost per collective message, microseconds
+  double efficiency = 0.5;      // optional: fraction of peak a step's FLOPs achieve
+  int world() const { return gpus_per_node * nodes; }
+};
+
+// Errors name the file and the field ("cluster.toml: missing field 'inter_node_gbps'").
+ClusterSpec parse_cluster(std::string_view toml_text, const std::string& source_name);
+ClusterSpec load_cluster(const std::string& path);
+
+// MODEL §9 logical shapes in the order the model declares them (embed, layers 0..L-1 — a
+// recurrent layer's state side first —, final_norm). `cfg` must be resolve()d.
+std::vector<std::vector<int64_t>> model_param_shapes(const core::ModelConfig& cfg);
+
+// The model config one TP rank would hold: heads, d_ff and vocab divided by tp. Throws
+// std::invalid_argument naming the key that does not divide.
+core::ModelConfig tp_shard_config(const core::ModelConfig& cfg, int tp);
+
+// Bytes per device. `activations` is what Model::memory_report() counts; `backward_scratch`
+// the recurrent layers' backward buffers it does not list (allocated all the same).
+struct MemoryPrediction {
+  int64_t parameters = 0, gradients = 0, optimizer = 0, activations = 0, backward_scratch = 0,
+          carried_state = 0;
+  int64_t total() const {
+    return parameters + gradients + optimizer + activations + backward_scratch + carried_state;
+  }
+};
+
+// Optimizer-state elements for the parameters in `owned` (empty = all), MODEL §10c.
+int64_t optimizer_state_elems(const core::OptimConfig& optim,
+                              const std::vector<std::vector<int64_t>>& shapes,
+                              const std::vector<bool>& owned);
+
+// One rank's memory for `streams` streams (B) with elements of `elem_bytes` bytes. With
+// `zero` and dp > 1 the optimizer state is that of `dp_rank`'s ZeRO-1 run. `cfg` is the
+// (TP-sharded) config the rank holds.
+MemoryPrediction predict_rank_memory(const core::ModelConfig& cfg, const core::OptimConfig& optim,
+                                     int streams, int dp, bool zero, int dp_rank,
+                                     int elem_bytes = 4);
+
+struct Layout {
+  int dp = 1, tp = 1;
+  bool zero = false;
+  int micro_batch = 1;  // B: streams per DP rank (= global batch / DP)
+};
+
+struct StepTimePrediction {
+  double compute_s = 0;    // MODEL §10 training FLOPs of one rank ÷ (peak × efficiency)
+  double dp_grad_s = 0;    // bucketed ring all-reduce of the gradient arena
+  double zero_bcast_s = 0; // ZeRO-1: every run broadcast from its owner
+  double tp_s = 0;         // TP activations all-reduces (4 per layer per step, intended design)
+  double total() const { return compute_s + dp_grad_s + zero_bcast_s + tp_s; }
+};
+
+struct LayoutPlan {
+  Layout layout;
+  MemoryPrediction memory;  // the largest over the layout's ranks
+  StepTimePrediction time;
+  double tokens_per_s = 0;
+  bool fits = true;         // memory.total() <= device memory
+  bool runnable = true;     // false for TP > 1 (not implemented)
+  std::string note;         // why it does not fit / is not runnable
+};
+
+struct PlanOptions {
+  double bucket_mb = 4.0;   // train.bucket_mb
+};
+
+// Ring all-reduce of `bytes` over p ranks in `buckets` messages: buckets·α + 2(p−1)/p·bytes/bw.
+double ring_all_reduce_seconds(double bytes, int p, double bytes_per_s, double alpha_s, int buckets);
+
+// Every layout with DP·TP = the cluster's world, TP dividing heads, d_ff and vocab, DP dividing
+// `global_batch`, ZeRO 0 and 1 (1 only when DP > 1). Sorted: runnable and fitting first, then by
+// predicted step time. Throws std::invalid_argument when no DP divides the global batch.
+std::vector<LayoutPlan> plan_layouts(const core::ModelConfig& cfg, const core::OptimConfig& optim,
+                                     const ClusterSpec& cluster, int global_batch,
+                                     const PlanOptions& options = {});
+
+// Human-readable table of the plans (one line each) for the command.
+std::string format_plans(const std::vector<LayoutPlan>& plans, const ClusterSpec& cluster);
+
+}  // namespace brt::launch

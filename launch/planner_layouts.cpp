@@ -1,0 +1,208 @@
+// Cluster file, step-time model and layout enumeration of the planner (launch/planner.h).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <toml++/toml.h>
+
+#include "core/flops.h"
+#include "launch/planner.h"
+
+namespace brt::launch {
+
+namespace {
+
+std::string cluster_error(const std::string& source, const std::string& what) {
+  return "cluster file " + source + ": " + what;
+}
+
+double read_number(const toml::table& t, const std::string& source, const char* key, bool required,
+                   double fallback) {
+  const toml::node* node = t.get(key);
+  if (node == nullptr) {
+    if (required)
+      throw std::invalid_argument(cluster_error(source, std::string("missing field '") + key + "'"));
+    return fallback;
+  }
+  if (auto v = node->value<double>()) {
+    if (!(*v > 0))
+      throw std::invalid_argument(cluster_error(source, std::string("field '") + key + "' must be > 0"));
+    return *v;
+  }
+  throw std::invalid_argument(cluster_error(source, std::string("field '") + key + "' must be a number"));
+}
+
+int read_count(const toml::table& t, const std::string& source, const char* key) {
+  const double v = read_number(t, source, key, true, 0);
+  if (v != std::floor(v))
+    throw std::invalid_argument(cluster_error(source, std::string("field '") + key + "' must be a whole number"));
+  return int(v);
+}
+
+std::string human_bytes(double bytes) {
+  char buf[32];
+  if (bytes >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MB", bytes / 1e6);
+  return buf;
+}
+
+}  // namespace
+
+ClusterSpec parse_cluster(std::string_view text, const std::string& source) {
+  toml::table t;
+  try {
+    t = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    throw std::invalid_argument(cluster_error(source, std::string("not valid TOML: ") +
+                                                          std::string(e.description())));
+  }
+  static constexpr const char* kKnown[] = {"gpus_per_node", "nodes", "gpu_memory_gb", "peak_tflops",
+                                           "peak_gflops", "intra_node_gbps", "inter_node_gbps",
+                                           "alpha_us", "efficiency"};
+  for (const auto& [key, node] : t) {
+    (void)node;
+    if (std::find(std::begin(kKnown), std::end(kKnown), key.str()) == std::end(kKnown))
+      throw std::invalid_argument(cluster_error(source, "unknown field '" + std::string(key.str()) + "'"));
+  }
+  ClusterSpec c;
+  c.gpus_per_node = read_count(t, source, "gpus_per_node");
+  c.nodes = read_count(t, source, "nodes");
+  c.gpu_memory_gb = read_number(t, source, "gpu_memory_gb", true, 0);
+  if (t.contains("peak_tflops"))
+    c.peak_gflops = 1e3 * read_number(t, source, "peak_tflops", true, 0);
+  else if (t.contains("peak_gflops"))
+    c.peak_gflops = read_number(t, source, "peak_gflops", true, 0);
+  else
+    throw std::invalid_argument(cluster_error(source, "missing field 'peak_tflops' (or 'peak_gflops')"));
+  c.intra_node_gbps = read_number(t, source, "intra_node_gbps", true, 0);
+  c.inter_node_gbps = read_number(t, source, "inter_node_gbps", true, 0);
+  c.alpha_us = read_number(t, source, "alpha_us", false, c.alpha_us);
+  c.efficiency = read_number(t, source, "efficiency", false, c.efficiency);
+  if (c.efficiency > 1)
+    throw std::invalid_argument(cluster_error(source, "field 'efficiency' must be in (0, 1]"));
+  return c;
+}
+
+ClusterSpec load_cluster(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) throw std::invalid_argument(cluster_error(path, "cannot open (no such file?)"));
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+  std::fclose(f);
+  return parse_cluster(text, path);
+}
+
+double ring_all_reduce_seconds(double bytes, int p, double bytes_per_s, double alpha_s, int buckets) {
+  if (p <= 1) return 0.0;
+  return buckets * alpha_s + 2.0 * (p - 1) / p * bytes / bytes_per_s;
+}
+
+std::vector<LayoutPlan> plan_layouts(const core::ModelConfig& cfg_in, const core::OptimConfig& optim,
+                                     const ClusterSpec& cluster, int global_batch,
+                                     const PlanOptions& options) {
+  core::ModelConfig cfg = cfg_in;
+  cfg.resolve();
+  const int world = cluster.world();
+  if (world < 1) throw std::invalid_argument("cluster has no devices");
+  if (global_batch < 1) throw std::invalid_argument("--global-batch must be >= 1");
+  const double alpha = cluster.alpha_us * 1e-6, capacity = cluster.gpu_memory_gb * 1e9;
+  const double intra = cluster.intra_node_gbps * 1e9, inter = cluster.inter_node_gbps * 1e9;
+  const double flops_per_token = core::flops_per_token(cfg).training();
+  std::vector<LayoutPlan> plans;
+  std::string no_dp_reason;
+  for (int tp = 1; tp <= world; ++tp) {
+    if (world % tp != 0) continue;
+    core::ModelConfig shard;
+    try {
+      shard = tp_shard_config(cfg, tp);
+    } catch (const std::invalid_argument&) {
+      continue;  // heads, d_ff or vocab do not split
+    }
+    const int dp = world / tp;
+    if (global_batch % dp != 0) {
+      no_dp_reason += " DP " + std::to_string(dp) + " (TP " + std::to_string(tp) + ")";
+      continue;
+    }
+    const int B = global_batch / dp;
+    for (int zero = 0; zero <= (dp > 1 ? 1 : 0); ++zero) {
+      LayoutPlan plan;
+      plan.layout = {dp, tp, zero == 1, B};
+      for (int r = 0; r < (zero ? dp : 1); ++r) {  // ZeRO-1 runs differ: take the largest
+        const MemoryPrediction m = predict_rank_memory(shard, optim, B, dp, zero == 1, r);
+        if (m.total() > plan.memory.total()) plan.memory = m;
+      }
+      // Compute: one rank's share of the step's tokens (TP splits each token's FLOPs).
+      const double tokens_per_rank = double(B) * cfg.seq_len;
+      plan.time.compute_s = flops_per_token * tokens_per_rank / tp /
+                            (cluster.peak_gflops * 1e9 * cluster.efficiency);
+      // DP group is strided (docs/parallelism.md): it stays in a node only if the world does.
+      const double dp_bw = world <= cluster.gpus_per_node ? intra : inter;
+      const double grad_bytes = double(plan.memory.gradients);
+      const int buckets = std::max(1, int(std::ceil(grad_bytes / (options.bucket_mb * 1048576.0))));
+      plan.time.dp_grad_s = ring_all_reduce_seconds(grad_bytes, dp, dp_bw, alpha, buckets);
+      // ZeRO-1: each owner broadcasts its run (≈ 1/DP of the weights) linearly to the others.
+      if (zero) plan.time.zero_bcast_s = dp * (dp - 1) * alpha + (dp - 1.0) / dp * grad_bytes / dp_bw;
+      if (tp > 1) {  // intended TP: 2 all-reduces of [B·N, D] forward and 2 backward per layer
+        const double tp_bw = tp <= cluster.gpus_per_node ? intra : inter;
+        const double act_bytes = tokens_per_rank * cfg.d_model * 4.0;
+        plan.time.tp_s = 4.0 * cfg.layers * ring_all_reduce_seconds(act_bytes, tp, tp_bw, alpha, 1);
+        plan.runnable = false;
+        plan.note = "not runnable yet (tensor parallelism not implemented)";
+      }
+      plan.tokens_per_s = double(global_batch) * cfg.seq_len / plan.time.total();
+      if (double(plan.memory.total()) > capacity) {
+        plan.fits = false;
+        plan.note = "does not fit: needs " + human_bytes(double(plan.memory.total())) + " per device, has " +
+                    human_bytes(capacity) + (plan.note.empty() ? "" : "; " + plan.note);
+      }
+      plans.push_back(plan);
+    }
+  }
+  if (plans.empty())
+    throw std::invalid_argument("no layout of " + std::to_string(world) + " devices divides --global-batch " +
+                                std::to_string(global_batch) + " into whole streams per DP rank (tried" +
+                                no_dp_reason + ")");
+  std::stable_sort(plans.begin(), plans.end(), [](const LayoutPlan& a, const LayoutPlan& b) {
+    const int ka = (a.fits ? 0 : 2) + (a.runnable ? 0 : 1), kb = (b.fits ? 0 : 2) + (b.runnable ? 0 : 1);
+    if (ka != kb) return ka < kb;
+    if (a.time.total() != b.time.total()) return a.time.total() < b.time.total();
+    return a.memory.total() < b.memory.total();
+  });
+  return plans;
+}
+
+std::string format_plans(const std::vector<LayoutPlan>& plans, const ClusterSpec& cluster) {
+  std::string out;
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "%-4s %-4s %-4s %-5s %10s %10s %10s %10s %10s %10s | %9s %9s %9s %9s %9s %12s  %s\n", "DP", "TP",
+                "ZeRO", "B", "params", "grads", "optim", "activ", "carried", "total", "compute", "dp-ar",
+                "zero-bc", "tp-ar", "step", "tokens/s", "status");
+  out += line;
+  for (const auto& p : plans) {
+    const auto& m = p.memory;
+    const auto mb = [](int64_t b) { return double(b) / 1e6; };
+    std::snprintf(line, sizeof line,
+                  "%-4d %-4d %-4d %-5d %8.1fMB %8.1fMB %8.1fMB %8.1fMB %8.1fMB %8.1fMB | %8.4fs %8.4fs %8.4fs "
+                  "%8.4fs %8.4fs %12.0f  %s\n",
+                  p.layout.dp, p.layout.tp, p.layout.zero ? 1 : 0, p.layout.micro_batch, mb(m.parameters),
+                  mb(m.gradients), mb(m.optimizer), mb(m.activations + m.backward_scratch), mb(m.carried_state),
+                  mb(m.total()), p.time.compute_s, p.time.dp_grad_s, p.time.zero_bcast_s, p.time.tp_s,
+                  p.time.total(), p.tokens_per_s, p.note.empty() ? "ok" : p.note.c_str());
+    out += line;
+  }
+  std::snprintf(line, sizeof line,
+                "\nmemory: fp32 buffers as allocated (MB = 1e6 bytes; device %.1f GB). step = compute + "
+                "communication, no overlap assumed (an upper bound);\ncompute = MODEL §10 training FLOPs ÷ "
+                "(%.0f GFLOP/s × efficiency %.2f); communication: α-β, α = %.1f µs, ring all-reduce "
+                "2(p−1)/p·bytes/bw + α per train.bucket_mb bucket.\n",
+                cluster.gpu_memory_gb, cluster.peak_gflops, cluster.efficiency, cluster.alpha_us);
+  out += line;
+  return out;
+}
+
+}  // namespace brt::launch

@@ -1,0 +1,124 @@
+// Planner units (launch/planner.h): cluster file errors, the ring all-reduce formula, the
+// MODEL §10c state count on hand-computed shapes, the parameter count against the independent
+// MODEL §9/§12 count (core/param_count.h), and the layout enumeration and ordering.
+#include <gtest/gtest.h>
+
+#include "core/param_count.h"
+#include "launch/config.h"
+#include "launch/planner.h"
+
+namespace brt::launch {
+namespace {
+
+const char* kCluster =
+    "gpus_per_node = 8\nnodes = 2\ngpu_memory_gb = 80\npeak_tflops = 989\n"
+    "intra_node_gbps = 450\ninter_node_gbps = 50\n";
+
+TEST(PlanCluster, ParsesAllFields) {
+  const ClusterSpec c = parse_cluster(kCluster, "c.toml");
+  EXPECT_EQ(c.world(), 16);
+  EXPECT_DOUBLE_EQ(c.peak_gflops, 989e3);
+  EXPECT_DOUBLE_EQ(c.alpha_us, 5.0);  // optional default
+}
+
+TEST(PlanCluster, MissingFieldNamesFieldAndFile) {
+  for (const char* field : {"gpus_per_node", "nodes", "gpu_memory_gb", "intra_node_gbps", "inter_node_gbps"}) {
+    std::string text;
+    for (const std::string line : {"gpus_per_node = 8", "nodes = 2", "gpu_memory_gb = 80", "peak_tflops = 989",
+                                   "intra_node_gbps = 450", "inter_node_gbps = 50"})
+      if (line.rfind(field, 0) != 0) text += line + "\n";
+    try {
+      parse_cluster(text, "mine.toml");
+      FAIL() << "accepted a file without " << field;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("missing field '") + field + "'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("mine.toml"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(parse_cluster("gpus_per_node = 8\nnodes = 1\ngpu_memory_gb = 8\nintra_node_gbps = 1\n"
+                             "inter_node_gbps = 1\n", "x.toml"), std::invalid_argument);  // no peak
+  EXPECT_THROW(parse_cluster(std::string(kCluster) + "gpu_per_node = 3\n", "x.toml"), std::invalid_argument);
+}
+
+TEST(PlanComm, RingAllReduceFormula) {
+  // 2(p−1)/p · bytes / bw + buckets · α: p = 4, 1 GB at 10 GB/s, 3 buckets of 1 ms.
+  EXPECT_DOUBLE_EQ(ring_all_reduce_seconds(1e9, 4, 1e10, 1e-3, 3), 1.5 * 0.1 + 3e-3);
+  EXPECT_DOUBLE_EQ(ring_all_reduce_seconds(1e9, 1, 1e10, 1e-3, 3), 0.0);
+}
+
+TEST(PlanOptimizer, StateCountsByHand) {
+  core::OptimConfig ada;  // Adafactor, min_dim_to_factor 128
+  // [256, 512] factored: m 131072 + R 256 + C 512; [64, 512]: m + full v; [512]: m + v.
+  EXPECT_EQ(optimizer_state_elems(ada, {{256, 512}}, {}), 131072 + 256 + 512);
+  EXPECT_EQ(optimizer_state_elems(ada, {{64, 512}}, {}), 2 * 32768);
+  EXPECT_EQ(optimizer_state_elems(ada, {{512}}, {}), 1024);
+  EXPECT_EQ(optimizer_state_elems(ada, {{256, 512}, {512}}, {false, true}), 1024);
+  core::OptimConfig adamw;
+  adamw.kind = core::OptimKind::kAdamW;
+  EXPECT_EQ(optimizer_state_elems(adamw, {{256, 512}, {512}}, {}), 2 * (131072 + 512));
+}
+
+TEST(PlanShapes, ParameterCountMatchesModel12) {
+  for (const char* name : {"configs/150m.toml", "configs/40m-slide.toml", "configs/tiny.toml"}) {
+    core::ModelConfig cfg = load_run_config(name).model;
+    cfg.resolve();
+    int64_t n = 0;
+    for (const auto& s : model_param_shapes(cfg)) {
+      int64_t k = 1;
+      for (auto d : s) k *= d;
+      n += k;
+    }
+    EXPECT_EQ(n, core::count_parameters(cfg)) << name;
+  }
+}
+
+TEST(PlanLayouts, EnumeratesSortsAndMarksTensorParallel) {
+  core::ModelConfig cfg = load_run_config("configs/150m.toml").model;
+  const RunConfig rc = load_run_config("configs/150m.toml");
+  const ClusterSpec cluster = parse_cluster(kCluster, "c.toml");
+  const auto plans = plan_layouts(cfg, rc.optim, cluster, 16);
+  // TP ∈ {1, 2, 4, 8} (heads 8), 16 = DP × TP, DP divides 16; ZeRO 0/1 when DP > 1: 4 × 2 = 8.
+  ASSERT_EQ(plans.size(), 8u);
+  EXPECT_TRUE(plans.front().runnable);
+  EXPECT_TRUE(plans.front().fits);
+  EXPECT_EQ(plans.front().layout.tp, 1);
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const auto& p = plans[i];
+    EXPECT_EQ(p.layout.dp * p.layout.tp, 16);
+    EXPECT_EQ(p.layout.micro_batch * p.layout.dp, 16);
+    EXPECT_EQ(p.runnable, p.layout.tp == 1);
+    if (p.layout.tp > 1) {
+      EXPECT_NE(p.note.find("tensor parallelism not implemented"), std::string::npos);
+    }
+    if (i > 0 && plans[i - 1].runnable == p.runnable && plans[i - 1].fits == p.fits) {
+      EXPECT_LE(plans[i - 1].time.total(), p.time.total());
+    }
+  }
+  // ZeRO-1 shrinks the optimizer state per device; TP shrinks parameters.
+  const auto find = [&](int tp, bool zero) {
+    for (const auto& p : plans)
+      if (p.layout.tp == tp && p.layout.zero == zero) return p;
+    return LayoutPlan{};
+  };
+  // ZeRO-1 cuts by whole parameters: at DP 16 the rank holding the [V, D] embedding (33M of
+  // 193M elements) keeps the largest shard, about 1/6 of the state rather than 1/16.
+  EXPECT_LT(find(1, true).memory.optimizer, find(1, false).memory.optimizer / 5);
+  EXPECT_GT(find(1, true).memory.optimizer, find(1, false).memory.optimizer / 16);
+  EXPECT_LT(find(2, false).memory.parameters, find(1, false).memory.parameters);
+  EXPECT_GT(find(1, true).time.zero_bcast_s, 0.0);
+}
+
+TEST(PlanLayouts, TinyDeviceMarksEveryLayoutInfeasible) {
+  const RunConfig rc = load_run_config("configs/150m.toml");
+  ClusterSpec cluster = parse_cluster(kCluster, "c.toml");
+  cluster.gpu_memory_gb = 0.01;
+  const auto plans = plan_layouts(rc.model, rc.optim, cluster, 16);
+  for (const auto& p : plans) {
+    EXPECT_FALSE(p.fits);
+    EXPECT_NE(p.note.find("does not fit"), std::string::npos) << p.note;
+  }
+  EXPECT_THROW(plan_layouts(rc.model, rc.optim, cluster, 3), std::invalid_argument);  // 3 streams, 16 devices
+}
+
+}  // namespace
+}  // namespace brt::launch
