@@ -52,6 +52,9 @@ class Layer {
   virtual std::vector<TensorRef<T>> carried_state() = 0;
   // Bytes of activation memory this layer planned (for the memory report).
   virtual int64_t activation_bytes() const = 0;
+  // Bytes of gradient scratch the layer owns for its backward (beyond the model's shared
+  // BackwardScratch).
+  virtual int64_t backward_scratch_bytes() const { return 0; }
 };
 
 }  // namespace brt::core

@@ -148,7 +148,11 @@ MemoryReport Model<T>::memory_report() const {
                  d_resid_a_.size() + d_resid_b_.size());
   for (const auto& v : scratch_.d_attn) act += int64_t(v.size());
   r.activations = act * elem;
-  for (const auto& layer : layers_) r.activations += layer->activation_bytes();
+  for (const auto& layer : layers_) {
+    r.activations += layer->activation_bytes();
+    r.backward_scratch += layer->backward_scratch_bytes();
+  }
+  r.backward_scratch += int64_t(doc_start_.size());
   auto* self = const_cast<Model<T>*>(this);
   for (const auto& ref : self->carried_state()) {
     int64_t n = 1;

@@ -31,6 +31,7 @@ struct LossSums {
 
 struct MemoryReport {
   int64_t parameters = 0, gradients = 0, activations = 0, carried_state = 0;
+  int64_t backward_scratch = 0;  // gradient buffers layers own for their backward
 };
 
 template <typename T>

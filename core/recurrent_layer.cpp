@@ -201,6 +201,13 @@ int64_t RecurrentLayer<T>::activation_bytes() const {
          n * static_cast<int64_t>(sizeof(T));
 }
 
+template <typename T>
+int64_t RecurrentLayer<T>::backward_scratch_bytes() const {
+  int64_t n = 0;
+  for (const auto* v : {&dk_s_, &dv_s_, &dk_ext_, &dv_ext_, &d_sigma0_}) n += int64_t(v->size());
+  return state_.backward_scratch_bytes() + n * static_cast<int64_t>(sizeof(T));
+}
+
 template class RecurrentLayer<float>;
 template class RecurrentLayer<double>;
 

@@ -26,6 +26,7 @@ class RecurrentLayer : public Layer<T> {
                 BackwardScratch<T>& scratch) override;
   std::vector<TensorRef<T>> carried_state() override;
   int64_t activation_bytes() const override;
+  int64_t backward_scratch_bytes() const override;
 
  private:
   ParamStore<T>& store_;

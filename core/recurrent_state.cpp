@@ -190,6 +190,16 @@ int64_t RecurrentStateSide<T>::activation_bytes() const {
   return n;
 }
 
+template <typename T>
+int64_t RecurrentStateSide<T>::backward_scratch_bytes() const {
+  int64_t n = 0;
+  for (const auto* v : {&d_next_, &d_cur_, &du1_, &d_gated_, &du2_, &dzf_, &dzi_, &d_ass_, &d_ase_,
+                        &dq_, &dk_, &dv_, &dq2_, &scratch_a_, &scratch_d_, &scratch_f_, &dm_, &zf_,
+                        &zi_})
+    n += static_cast<int64_t>(v->size());
+  return n * static_cast<int64_t>(sizeof(T));
+}
+
 template class RecurrentStateSide<float>;
 template class RecurrentStateSide<double>;
 

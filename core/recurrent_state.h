@@ -35,6 +35,7 @@ class RecurrentStateSide {
   const T* keys(int t) const { return proj_acts_[t].out[1].data(); }    // K̂_s of Σ_t
   const T* values(int t) const { return proj_acts_[t].out[2].data(); }  // V_s of Σ_t
   int64_t activation_bytes() const;
+  int64_t backward_scratch_bytes() const;
 
  private:
   ParamStore<T>& store_;

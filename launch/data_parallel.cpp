@@ -162,7 +162,7 @@ template <typename T>
 DpMemoryReport rank_memory_report(const core::Model<T>& model, core::Optimizer<T>& optimizer,
                                   const std::vector<bool>& owned) {
   const core::MemoryReport m = model.memory_report();
-  DpMemoryReport r{m.parameters, m.gradients, 0, m.activations, m.carried_state};
+  DpMemoryReport r{m.parameters, m.gradients, 0, m.activations, m.carried_state, m.backward_scratch};
   int64_t state_elems = 0;
   for (const auto& s : optimizer.state())
     if (s.data != nullptr) state_elems += s.numel();

@@ -51,7 +51,10 @@ struct DpStepTimes {
 // Per-rank memory (issue 5 item 6), bytes.
 struct DpMemoryReport {
   int64_t parameters = 0, gradients = 0, optimizer = 0, activations = 0, carried_state = 0;
-  int64_t total() const { return parameters + gradients + optimizer + activations + carried_state; }
+  int64_t backward_scratch = 0;
+  int64_t total() const {
+    return parameters + gradients + optimizer + activations + carried_state + backward_scratch;
+  }
 };
 
 // Optimizer-state elements the MODEL §10c rules need for the owned parameters, counted from the

@@ -167,10 +167,12 @@ TrainResult train_with(const TrainOptions& options) {
                 (long long)declared, declared / 1e6,
                 core::count_non_embedding_parameters(mc) / 1e6);
     std::printf("memory per rank (rank 0; checked against the allocation): parameters %s, "
-                "gradients %s, optimizer %s%s, activations %s, carried state %s, total %s\n",
+                "gradients %s, optimizer %s%s, activations %s, backward scratch %s, carried state %s, "
+                "total %s\n",
                 gib(mem.parameters).c_str(), gib(mem.gradients).c_str(), gib(optim_bytes).c_str(),
                 dp && !dp->owned_mask().empty() ? " (ZeRO-1 shard)" : "",
-                gib(mem.activations).c_str(), gib(mem.carried_state).c_str(), gib(mem.total()).c_str());
+                gib(mem.activations).c_str(), gib(mem.backward_scratch).c_str(),
+                gib(mem.carried_state).c_str(), gib(mem.total()).c_str());
     if (dp)
       std::printf("data parallel: %d ranks x %d streams = %d global streams; %d gradient buckets "
                   "of <= %.2f MiB, %s; ZeRO-1 %s\n", dp_size, cfg.train.batch,
