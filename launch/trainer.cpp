@@ -179,7 +179,8 @@ TrainResult train_with(const TrainOptions& options) {
                   dp_size * cfg.train.batch, dp->buckets(), cfg.train.bucket_mb,
                   cfg.train.overlap ? "overlapped with backward" : "reduced after backward",
                   dp->owned_mask().empty() ? "off" : "on");
-    std::printf("FLOPs/token (MODEL §10, training = 3x forward): %.4g; peak %.1f GFLOP/s (%s)\n",
+    std::printf("FLOPs/token (MODEL §10, training = 3x forward): %.4g; peak %.1f GFLOP/s per rank "
+                "(%s); MFU = achieved / (ranks x peak)\n",
                 flops.training(), peak, peak_source.c_str());
     std::printf("data: %d streams x %d tokens per step, %s; %lld steps, %s, %s precision\n",
                 cfg.train.batch, mc.seq_len, cfg.data.source.c_str(),
@@ -262,7 +263,7 @@ TrainResult train_with(const TrainOptions& options) {
       m.grad_norm = st.grad_norm;
       m.tokens_per_s = tokens_per_step * window_steps / window_seconds;
       m.gflops = flops.training() * m.tokens_per_s / 1e9;
-      m.mfu = m.gflops / peak;
+      m.mfu = m.gflops / (peak * dp_size);  // the whole job's rate over every rank's peak
       m.eta_s = total_seconds / double(step + 1 - first_step) * double(cfg.train.steps - step - 1);
       m.tokens_seen = long(pos.tokens_seen);
       log.train_step(m);

@@ -180,7 +180,9 @@ def summarize_run(run_dir, warmup_steps=None):
     # Training FLOPs/token (MODEL §10): printed by brt-dist, else gflops / tokens_per_s.
     flops_per_token = desc.get("train_flops_per_token") or last["gflops"] * 1e9 / last["tokens_per_s"]
     # Peak per rank: printed by brt-dist, else from the logged MFU (gflops / peak).
-    peak = desc.get("peak_gflops_per_rank") or (last["gflops"] / last["mfu"] if last["mfu"] else math.nan)
+    # (brt-dist's logged MFU divides the job's rate by ranks x peak per rank.)
+    peak = desc.get("peak_gflops_per_rank") or (
+        last["gflops"] / last["mfu"] / desc["ranks"] if last["mfu"] else math.nan)
     if "global_batch_tokens" not in desc and len(train) >= 2:
         a, b = train[-2], train[-1]
         desc["global_batch_tokens"] = (b["tokens_seen"] - a["tokens_seen"]) // (b["step"] - a["step"])

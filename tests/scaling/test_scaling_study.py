@@ -35,11 +35,12 @@ def close(a, b, rel=1e-9):
     return math.isclose(float(a), float(b), rel_tol=rel)
 
 
-def train_record(step, loss, tps, flops_per_token, peak, tokens_per_step):
+def train_record(step, loss, tps, flops_per_token, peak, tokens_per_step, ranks=1):
+    # brt-dist logs the job's MFU: achieved rate over ranks x peak per rank.
     gflops = flops_per_token * tps / 1e9
     return json.dumps({"event": "train", "step": step, "loss": loss, "bits_per_token": loss / math.log(2),
                        "lr": 0.01, "grad_norm": 1.0, "tokens_per_s": tps, "gflops": gflops,
-                       "mfu": gflops / peak, "tokens_seen": step * tokens_per_step, "eta_s": 0})
+                       "mfu": gflops / (peak * ranks), "tokens_seen": step * tokens_per_step, "eta_s": 0})
 
 
 def hand_written_sweep(root):
@@ -56,9 +57,10 @@ def hand_written_sweep(root):
         d.mkdir(parents=True)
         (d / "run.txt").write_text(f"name={name}\nconfig=configs/40m.toml\nranks={ranks}\n"
                                    f"overrides=train.steps=10 train.zero={int(ranks > 1)}\n")
-        lines = [train_record(s, 5.0 - 0.1 * s, series[s - 1], fpt, peak, tps_step) for s in range(1, 11)]
+        lines = [train_record(s, 5.0 - 0.1 * s, series[s - 1], fpt, peak, tps_step, ranks)
+                 for s in range(1, 11)]
         if name == "m-dp4":  # resumed from step 8: steps 9 and 10 logged again, later wins
-            lines += [train_record(s, 4.0 - 0.1 * s, 1600.0, fpt, peak, tps_step) for s in (9, 10)]
+            lines += [train_record(s, 4.0 - 0.1 * s, 1600.0, fpt, peak, tps_step, ranks) for s in (9, 10)]
             lines.append(json.dumps({"event": "eval", "step": 10, "loss": 3.0,
                                      "bits_per_token": 3.0 / math.log(2)}))
         (d / "metrics.jsonl").write_text("\n".join(lines) + "\n")
