@@ -20,6 +20,6 @@ echo "== Release: full test suite"
 
 echo "== Debug + AddressSanitizer/UBSan: kernel and model tests"
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DBRT_SANITIZE=ON -DBRT_BUILD_BENCH=OFF >/dev/null
-ninja -C build/asan -j"$jobs" test_kernels test_model_gradcheck test_layer_gradcheck
+ninja -C build/asan -j"$jobs" test_kernels test_ssm_kernels test_model_gradcheck test_layer_gradcheck
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd build/asan && ctest --output-on-failure -j"$jobs" --timeout 900 -L 'kernels|model')
