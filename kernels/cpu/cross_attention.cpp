@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/attention_common.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/fast_math.h"
 #include "kernels/cpu/ops.h"
@@ -139,18 +140,7 @@ void CrossAttentionOps<T>::backward(Workspace<T>& ws, const CpuOptions& opt,
                   grad_q, dh);
         blas_gemm(Trans::T, Trans::N, cols, dh, rows, s, dlogit, cols, q + qoff, A, T(1),
                   dk + kvoff, A);
-        for (int r = 0; r < rows; ++r) {
-          const T* qr = q + qoff + int64_t{r} * A;
-          T* dqr = dq + qoff + int64_t{r} * A;
-          const T* gr = grad_q + int64_t{r} * dh;
-          double dot = 0;
-#pragma omp simd reduction(+ : dot)
-          for (int j = 0; j < dh; ++j) {
-            dot += static_cast<double>(qr[j]) * gr[j];
-            dqr[j] += s * gr[j];
-          }
-          dscale_sum += dot;
-        }
+        dscale_sum += accumulate_query_grad(q + qoff, dq + qoff, grad_q, rows, dh, A, s);
       }
     }
     dscale[h] += static_cast<T>(dscale_sum);

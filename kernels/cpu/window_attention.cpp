@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/cpu/attention_common.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/fast_math.h"
 #include "kernels/cpu/ops.h"
@@ -197,18 +198,7 @@ void WindowAttentionOps<T>::backward(Workspace<T>& ws, const CpuOptions& opt,
                       T(1), dk + wrow, A);
           }
         }
-        for (int r = 0; r < c; ++r) {
-          const T* qr = q + qrow + int64_t{r} * A;
-          T* dqr = dq + qrow + int64_t{r} * A;
-          const T* gr = grad_q + int64_t{r} * dh;
-          double dot = 0;
-#pragma omp simd reduction(+ : dot)
-          for (int j = 0; j < dh; ++j) {
-            dot += static_cast<double>(qr[j]) * gr[j];
-            dqr[j] += s * gr[j];
-          }
-          dscale_raw += dot;
-        }
+        dscale_raw += accumulate_query_grad(q + qrow, dq + qrow, grad_q, c, dh, A, s);
       }
     }
     double* partial = partials + int64_t{task} * kPartial;

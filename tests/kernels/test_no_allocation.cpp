@@ -7,17 +7,7 @@
 
 #include "window_attention_fixture.h"
 
-namespace {
-std::atomic<long> g_allocations{0};
-}  // namespace
-
-void* operator new(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#include "tests/common/allocation_counter.h"
 
 namespace brt::kernels::test {
 namespace {
@@ -58,13 +48,13 @@ TEST(NoAllocation, SteadyStateCallsDoNotAllocate) {
     be->rmsnorm_backward(logits.data(), gamma.data(), rstd.data(), y.data(), n, V, dx.data(),
                          dgamma.data());
   };
-  const long start = g_allocations.load();
+  const long start = brt::testing::heap_allocations().load();
   run_all();  // grows the workspace
-  const long before = g_allocations.load();
+  const long before = brt::testing::heap_allocations().load();
   EXPECT_GT(before - start, 0) << "the counter should see the workspace grow on first use";
   run_all();
   run_all();
-  EXPECT_EQ(g_allocations.load() - before, 0);
+  EXPECT_EQ(brt::testing::heap_allocations().load() - before, 0);
 }
 
 }  // namespace

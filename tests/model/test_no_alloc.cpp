@@ -11,20 +11,7 @@
 #include "kernels/backend.h"
 #include "model_test_util.h"
 
-namespace {
-std::atomic<long> g_allocations{0};
-}  // namespace
-
-// The replacement pair below is matched (malloc/free); GCC cannot see that across the
-// replaceable operators.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#include "tests/common/allocation_counter.h"
 
 namespace brt::testing {
 namespace {
@@ -50,9 +37,9 @@ TEST_P(NoAllocation, StepLoopAllocatesNothingAfterTheFirstStep) {
     opt->step();
   };
   step(a);
-  const long before = g_allocations.load();
+  const long before = brt::testing::heap_allocations().load();
   for (int i = 0; i < 3; ++i) step(i % 2 ? a : b);
-  EXPECT_EQ(g_allocations.load() - before, 0) << "heap allocations inside the step loop";
+  EXPECT_EQ(brt::testing::heap_allocations().load() - before, 0) << "heap allocations inside the step loop";
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, NoAllocation,

@@ -11,17 +11,7 @@
 #include "kernels/ssm/s4d_kernel.h"
 #include "tests/ssm/ssm_test_util.h"
 
-namespace {
-std::atomic<long> g_allocations{0};
-}  // namespace
-
-void* operator new(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#include "tests/common/allocation_counter.h"
 
 namespace brt::kernels::test {
 namespace {
@@ -63,10 +53,10 @@ TEST(SsmNoAllocation, SteadyStateCallsDoNotAllocate) {
     filter.backward(fp, dk.data(), fg);
   };
   run_all();  // warm-up: OpenMP and OpenBLAS thread pools start here
-  const long before = g_allocations.load();
+  const long before = brt::testing::heap_allocations().load();
   run_all();
   run_all();
-  EXPECT_EQ(g_allocations.load() - before, 0);
+  EXPECT_EQ(brt::testing::heap_allocations().load() - before, 0);
 }
 
 }  // namespace
