@@ -201,7 +201,8 @@ TrainResult train_with(const TrainOptions& options) {
   const std::string tokenizer_hash = train_source->tokenizer_hash();
   if (!cfg.checkpoint.dir.empty() && cfg.checkpoint.resume) {
     const auto latest = checkpoint::find_latest_good(cfg.checkpoint.dir);
-    for (const auto& w : latest.warnings) std::fprintf(stderr, "checkpoint warning: %s\n", w.c_str());
+    if (print)  // every rank verified the same files; one report is enough
+      for (const auto& w : latest.warnings) std::fprintf(stderr, "checkpoint warning: %s\n", w.c_str());
     if (latest.path) {
       checkpoint::IoStats io;
       pos = load_training_checkpoint(*latest.path, cfg, model, *optimizer, train_source.get(),
