@@ -37,7 +37,7 @@ void reject_unknown_flags(const CommandLine& cl, std::initializer_list<const cha
 int command_prepare(int argc, char** argv) {
   const CommandLine cl = parse_command_line(argc, argv, {}, {"kjv", "quiet"});
   reject_unknown_flags(cl, {"corpus", "files", "out", "tokenizer", "vocab", "model-type",
-                            "on-bad-document", "shard-mb", "kjv", "quiet", "bible"});
+                            "on-bad-document", "shard-mb", "kjv", "quiet", "bible", "config"});
   parallel::MpiSession mpi(&argc, &argv);
   data::PrepareOptions opt;
   opt.output_dir = flag_or(cl, "out", "");
@@ -60,7 +60,11 @@ int command_prepare(int argc, char** argv) {
     throw std::invalid_argument("prepare: give --corpus DIR (train/ validation/ test/), "
                                 "--files LIST, or --kjv");
   opt.tokenizer_model = flag_or(cl, "tokenizer", "");
-  opt.tokenizer.vocab_size = std::stoi(flag_or(cl, "vocab", "4096"));
+  // The vocabulary size: --vocab, else the model config's (model.vocab), else 4096.
+  std::string vocab = flag_or(cl, "vocab", "");
+  if (vocab.empty() && cl.flags.count("config"))
+    vocab = std::to_string(load_run_config(cl.flags.at("config"), cl.overrides).model.vocab);
+  opt.tokenizer.vocab_size = std::stoi(vocab.empty() ? "4096" : vocab);
   opt.tokenizer.model_type = flag_or(cl, "model-type", "bpe");
   opt.bad_documents = data::parse_bad_document_policy(flag_or(cl, "on-bad-document", "fail"));
   opt.shard_target_bytes = int64_t(std::stod(flag_or(cl, "shard-mb", "4")) * (1 << 20));

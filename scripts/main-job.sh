@@ -10,5 +10,5 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DBRT_BUILD_TESTS=OFF >/dev/null
 ninja -C build/release brt-dist
 bin=build/release/launch/brt-dist
-$bin prepare --kjv --out runs/kjv/data --vocab 4096
+$bin prepare --kjv --out runs/kjv/data --config configs/tiny.toml   # vocab = model.vocab
 $bin train configs/tiny.toml "$@"
