@@ -47,7 +47,8 @@ void Adafactor<T>::plan_tensors() {
   int64_t v_total = 0, f1_total = 0, f2_total = 0, mean_total = 0;
   for (int p = 0; p < n_params; ++p) {
     Plan& plan = plans_[p];
-    const std::vector<int64_t>& shape = store[p].spec.shape;
+    // A tensor-parallel shard is factored over its own (local) shape.
+    const std::vector<int64_t> shape = store[p].spec.local_shape();
     plan.numel = store[p].numel();
     const auto axes = adafactor_factor_axes(shape, this->config_.min_dim_to_factor);
     const bool owned = this->owns(p);
@@ -347,12 +348,12 @@ void Adafactor<T>::collect_state(std::vector<NamedState<T>>& out) {
   for (int p = 0; p < store.size(); ++p) {
     const Plan& plan = plans_[p];
     const ParamSpec& spec = store[p].spec;
-    out.push_back({spec.name + ".adafactor.m", spec.shape, plan.m, p});
+    out.push_back({spec.name + ".adafactor.m", spec.local_shape(), plan.m, p});
     if (plan.factored) {
       out.push_back({spec.name + ".adafactor.r", plan.r_shape, plan.r_is_f1 ? plan.f1 : plan.f2, p});
       out.push_back({spec.name + ".adafactor.c", plan.c_shape, plan.r_is_f1 ? plan.f2 : plan.f1, p});
     } else {
-      out.push_back({spec.name + ".adafactor.v", spec.shape, plan.v, p});
+      out.push_back({spec.name + ".adafactor.v", spec.local_shape(), plan.v, p});
     }
   }
 }

@@ -48,8 +48,8 @@ void AdamW<T>::collect_state(std::vector<NamedState<T>>& out) {
   for (int p = 0; p < store.size(); ++p) {
     const ParamSpec& spec = store[p].spec;
     const int64_t off = this->state_offset_[size_t(p)];
-    out.push_back({spec.name + ".adamw.m", spec.shape, off < 0 ? nullptr : m_.data() + off, p});
-    out.push_back({spec.name + ".adamw.v", spec.shape, off < 0 ? nullptr : v_.data() + off, p});
+    out.push_back({spec.name + ".adamw.m", spec.local_shape(), off < 0 ? nullptr : m_.data() + off, p});
+    out.push_back({spec.name + ".adamw.v", spec.local_shape(), off < 0 ? nullptr : v_.data() + off, p});
   }
 }
 

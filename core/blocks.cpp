@@ -8,28 +8,30 @@ namespace brt::core {
 
 template <typename T>
 int declare_norm(ParamStore<T>& store, const std::string& name, int d_model) {
-  return store.declare({name, {d_model}, {InitKind::kOnes}});
+  return store.declare({name, {d_model}, {InitKind::kOnes}, {}});
 }
 
 template <typename T>
-int declare_matrix(ParamStore<T>& store, const std::string& name, int in, int out, double gain) {
+int declare_matrix(ParamStore<T>& store, const std::string& name, int in, int out, double gain,
+                   ShardSpec shard) {
   InitSpec init{InitKind::kTruncNormal};
   init.gain = gain;
-  init.fan_in = in;
-  return store.declare({name, {in, out}, init});
+  init.fan_in = in;  // the full fan-in: a shard is the slice of the TP = 1 initialisation
+  return store.declare({name, {in, out}, init, shard});
 }
 
 template <typename T>
 int declare_normal(ParamStore<T>& store, const std::string& name, std::vector<int64_t> shape,
-                   double stddev) {
+                   double stddev, ShardSpec shard) {
   InitSpec init{InitKind::kNormal};
   init.stddev = stddev;
-  return store.declare({name, std::move(shape), init});
+  return store.declare({name, std::move(shape), init, shard});
 }
 
 template <typename T>
-int declare_ones(ParamStore<T>& store, const std::string& name, std::vector<int64_t> shape) {
-  return store.declare({name, std::move(shape), {InitKind::kOnes}});
+int declare_ones(ParamStore<T>& store, const std::string& name, std::vector<int64_t> shape,
+                 ShardSpec shard) {
+  return store.declare({name, std::move(shape), {InitKind::kOnes}, shard});
 }
 
 template <typename T>
@@ -84,6 +86,7 @@ void projections_backward(Backend<T>& be, ParamStore<T>& store, const Projection
     auto& w = store[p.weights[j]];
     linear_backward(be, acts.h.data(), rows, D, w.value, A, draw, dh, w.grad);
   }
+  p.tp.reduce_input_grad(dh, static_cast<int64_t>(rows) * D);  // column-parallel conjugate
   if (p.ids >= 0) {
     // h = RMSNorm(x) + ids[row % id_rows]: the IDs receive the sum over the rows that used them.
     // Rows come in whole groups of id_rows (one group per stream).
@@ -100,22 +103,26 @@ void MlpActs<T>::allocate(const MlpParams& p, int rows) {
   h.assign(static_cast<size_t>(rows) * p.d_model, T(0));
   rstd.assign(rows, T(0));
   m.assign(static_cast<size_t>(rows) * p.d_ff, T(0));
+  if (p.tp.active()) u.assign(static_cast<size_t>(rows) * p.d_model, T(0));
 }
 
 template <typename T>
 int64_t MlpActs<T>::bytes() const {
-  return static_cast<int64_t>(h.size() + rstd.size() + m.size()) * static_cast<int64_t>(sizeof(T));
+  return static_cast<int64_t>(h.size() + rstd.size() + m.size() + u.size()) *
+         static_cast<int64_t>(sizeof(T));
 }
 
 template <typename T>
 MlpParams declare_mlp(ParamStore<T>& store, const std::string& norm_name,
-                      const std::string& prefix_w, int d_model, int d_ff) {
+                      const std::string& prefix_w, int d_model, int d_ff,
+                      const TensorParallel& tp) {
   MlpParams p;
   p.d_model = d_model;
-  p.d_ff = d_ff;
+  p.d_ff = tp.local(d_ff, "model.d_ff");
+  p.tp = tp;
   p.norm = declare_norm(store, norm_name, d_model);
-  p.w1 = declare_matrix(store, prefix_w + "w1", d_model, d_ff);
-  p.w2 = declare_matrix(store, prefix_w + "w2", d_ff, d_model);
+  p.w1 = declare_matrix(store, prefix_w + "w1", d_model, d_ff, 1.0, tp.columns());
+  p.w2 = declare_matrix(store, prefix_w + "w2", d_ff, d_model, 1.0, tp.rows());
   return p;
 }
 
@@ -126,7 +133,21 @@ void mlp_forward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, const
   be.rmsnorm_forward(y, store[p.norm].value, rows, D, acts.h.data(), acts.rstd.data());
   linear_forward(be, acts.h.data(), rows, D, store[p.w1].value, F, acts.m.data());
   be.relu_forward(acts.m.data(), static_cast<int64_t>(rows) * F, acts.m.data());
-  linear_forward(be, acts.m.data(), rows, F, store[p.w2].value, D, u, beta);
+  if (!p.tp.active()) {
+    linear_forward(be, acts.m.data(), rows, F, store[p.w2].value, D, u, beta);
+    return;
+  }
+  // Row-parallel W2: sum the ranks' partial products, then add to u (not u itself, which may
+  // already hold the replicated residual).
+  const int64_t nd = static_cast<int64_t>(rows) * D;
+  linear_forward(be, acts.m.data(), rows, F, store[p.w2].value, D, acts.u.data());
+  p.tp.reduce_output(acts.u.data(), nd);
+  if (beta == T(0)) {
+    be.copy(acts.u.data(), nd, u);
+  } else {
+    if (beta != T(1)) be.scale_inplace(u, nd, beta);
+    be.add_inplace(u, acts.u.data(), nd);
+  }
 }
 
 template <typename T>
@@ -147,16 +168,19 @@ void mlp_backward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, cons
   be.fill(dh, static_cast<int64_t>(rows) * D, T(0));
   auto& w1 = store[p.w1];
   linear_backward(be, acts.h.data(), rows, D, w1.value, F, dpre, dh, w1.grad);
+  p.tp.reduce_input_grad(dh, static_cast<int64_t>(rows) * D);  // column-parallel W1
   auto& g = store[p.norm];
   be.rmsnorm_backward(y, g.value, acts.rstd.data(), dh, rows, D, dy, g.grad);
 }
 
 #define BRT_INSTANTIATE_BLOCKS(T)                                                              \
   template int declare_norm<T>(ParamStore<T>&, const std::string&, int);                       \
-  template int declare_matrix<T>(ParamStore<T>&, const std::string&, int, int, double);        \
+  template int declare_matrix<T>(ParamStore<T>&, const std::string&, int, int, double,        \
+                                 ShardSpec);                                                   \
   template int declare_normal<T>(ParamStore<T>&, const std::string&, std::vector<int64_t>,     \
-                                 double);                                                      \
-  template int declare_ones<T>(ParamStore<T>&, const std::string&, std::vector<int64_t>);      \
+                                 double, ShardSpec);                                           \
+  template int declare_ones<T>(ParamStore<T>&, const std::string&, std::vector<int64_t>,       \
+                               ShardSpec);                                                     \
   template struct ProjectionActs<T>;                                                           \
   template struct MlpActs<T>;                                                                  \
   template void projections_forward<T>(Backend<T>&, ParamStore<T>&, const ProjectionParams&,   \
@@ -166,7 +190,7 @@ void mlp_backward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, cons
                                         const ProjectionActs<T>&,                              \
                                         std::span<const T* const>, T*, T*, T*);                \
   template MlpParams declare_mlp<T>(ParamStore<T>&, const std::string&, const std::string&,    \
-                                    int, int);                                                 \
+                                    int, int, const TensorParallel&);                          \
   template void mlp_forward<T>(Backend<T>&, ParamStore<T>&, const MlpParams&, const T*, int,   \
                                MlpActs<T>&, T*, T);                                            \
   template void mlp_backward<T>(Backend<T>&, ParamStore<T>&, const MlpParams&, const T*, int,  \

@@ -11,6 +11,7 @@
 
 #include "core/layer.h"
 #include "core/param_store.h"
+#include "core/tensor_parallel.h"
 
 namespace brt::core {
 
@@ -18,7 +19,7 @@ using kernels::Backend;
 
 struct AttnShape {
   int d_model;   // D
-  int heads;     // H
+  int heads;     // H (under tensor parallelism: this rank's heads, H / TP)
   int head_dim;  // dh
   int width() const { return heads * head_dim; }
 };
@@ -27,24 +28,29 @@ struct AttnShape {
 template <typename T>
 int declare_norm(ParamStore<T>& store, const std::string& name, int d_model);
 // Declares a [in, out] matrix, truncated normal with sigma = sqrt(gain/in)/0.8796 (MODEL §4).
+// `shard`: this rank's tensor-parallel slice (default: replicated); the spec keeps the full shape.
 template <typename T>
 int declare_matrix(ParamStore<T>& store, const std::string& name, int in, int out,
-                   double gain = 1.0);
+                   double gain = 1.0, ShardSpec shard = {});
 // Declares a tensor drawn from N(0, stddev).
 template <typename T>
 int declare_normal(ParamStore<T>& store, const std::string& name, std::vector<int64_t> shape,
-                   double stddev);
+                   double stddev, ShardSpec shard = {});
 // Declares a per-head scale [H], init 1 (MODEL §3.1).
 template <typename T>
-int declare_ones(ParamStore<T>& store, const std::string& name, std::vector<int64_t> shape);
+int declare_ones(ParamStore<T>& store, const std::string& name, std::vector<int64_t> shape,
+                 ShardSpec shard = {});
 
 // h = RMSNorm(x) (+ ids[row % id_rows]); out_j = h·W_j, L2-normalised per head if asked.
 struct ProjectionParams {
   int norm = -1;
   int ids = -1;       // optional learned IDs added after the norm (state IDs P, MODEL §5.2)
   int id_rows = 0;
-  std::vector<int> weights;      // [D, A]
+  std::vector<int> weights;      // [D, A] (column-parallel under TP: [D, A/TP] held)
   std::vector<bool> normalised;  // per weight
+  // The weights are column-parallel over tp: backward all-reduces dh before the norm and the
+  // IDs read it, so their gradients are complete and identical on every TP rank.
+  TensorParallel tp;
 };
 
 template <typename T>
@@ -68,24 +74,30 @@ void projections_backward(Backend<T>& be, ParamStore<T>& store, const Projection
                           const ProjectionActs<T>& acts, std::type_identity_t<std::span<const T* const>> dout,
                           T* dx, T* scratch_a, T* scratch_d);
 
-// u = ReLU(RMSNorm(y)·W1)·W2 + beta·u (MODEL §4 without the residual).
+// u = ReLU(RMSNorm(y)·W1)·W2 + beta·u (MODEL §4 without the residual). Under TP with beta = 1
+// u must not be all-reduced by the caller: the row-parallel sum is formed here.
+// Under TP: W1 column-parallel, W2 row-parallel; d_ff is this rank's F / TP hidden units and
+// forward all-reduces m·W2 (MODEL §4 unchanged, Megatron's MLP split).
 struct MlpParams {
   int norm = -1, w1 = -1, w2 = -1;
   int d_model = 0, d_ff = 0;
+  TensorParallel tp;
 };
 
 template <typename T>
 struct MlpActs {
   std::vector<T> h;     // [rows, D]
   std::vector<T> rstd;  // [rows]
-  std::vector<T> m;     // [rows, F] after ReLU
+  std::vector<T> m;     // [rows, F] after ReLU (F / TP under TP)
+  std::vector<T> u;     // [rows, D] the row-parallel partial sum (TP > 1 only)
   void allocate(const MlpParams& p, int rows);
   int64_t bytes() const;
 };
 
 template <typename T>
 MlpParams declare_mlp(ParamStore<T>& store, const std::string& prefix_norm,
-                      const std::string& prefix_w, int d_model, int d_ff);
+                      const std::string& prefix_w, int d_model, int d_ff,
+                      const TensorParallel& tp = {});
 
 template <typename T>
 void mlp_forward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, const T* y, int rows,

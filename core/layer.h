@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/param.h"
 #include "kernels/backend.h"
 
 namespace brt::core {
@@ -20,11 +21,14 @@ struct StepContext {
 };
 
 // A named view of a tensor the model owns (carried state, for checkpoints and tests).
+// `shape` is what this process holds; under tensor parallelism `shard` says which dimension
+// is this rank's part of a larger tensor (e.g. the caches' head columns).
 template <typename T>
 struct TensorRef {
   std::string name;
   std::vector<int64_t> shape;
   T* data;
+  ShardSpec shard = {};
 };
 
 // Gradient buffers shared by all layers during backward: sized once by the model for the

@@ -10,21 +10,25 @@
 namespace brt::core {
 
 template <typename T>
-Model<T>::Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backend)
-    : cfg_(cfg), streams_(streams), be_(backend) {
+Model<T>::Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backend,
+                const TensorParallel& tp)
+    : cfg_(cfg), streams_(streams), be_(backend), tp_(tp),
+      xent_(tp.active() ? streams * cfg.seq_len : 0) {
   cfg_.resolve();
+  vocab_ = core::vocab_range(tp_, cfg_.vocab);
   if (cfg_.family == ModelFamily::kBST)
     throw std::invalid_argument("model.variant: BST layers (" + cfg_.variant +
                                 ") are not available in this build yet");
   const int D = cfg_.d_model, V = cfg_.vocab, N = cfg_.seq_len, A = cfg_.attn_width();
   // MODEL §1: E ~ N(0, 1); §2: final RMSNorm gain.
-  embed_ = declare_normal(params_, "embed", {V, D}, 1.0);
+  // Under TP, E is split by rows (vocabulary ranges).
+  embed_ = declare_normal(params_, "embed", {V, D}, 1.0, tp_.rows());
   for (int i = 0; i < cfg_.layers; ++i) {
     const int64_t begin = params_.total_numel();
     if (cfg_.is_recurrent_layer(i))
-      layers_.push_back(std::make_unique<RecurrentLayer<T>>(params_, cfg_, i, streams));
+      layers_.push_back(std::make_unique<RecurrentLayer<T>>(params_, cfg_, i, streams, tp_));
     else
-      layers_.push_back(std::make_unique<StandardLayer<T>>(params_, cfg_, i, streams));
+      layers_.push_back(std::make_unique<StandardLayer<T>>(params_, cfg_, i, streams, tp_));
     layer_ranges_.emplace_back(begin, params_.total_numel());
   }
   final_norm_ = declare_norm(params_, "final_norm.scale", D);
@@ -34,13 +38,14 @@ Model<T>::Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backen
   resid_.assign(cfg_.layers + 1, std::vector<T>(rows * D, T(0)));
   final_h_.assign(rows * D, T(0));
   final_rstd_.assign(rows, T(0));
-  logits_.assign(rows * V, T(0));
+  logits_.assign(rows * size_t(vocab_.size()), T(0));
   row_loss_.assign(rows, T(0));
   doc_start_.assign(streams, 0);
   scratch_.d_model.assign(rows * D, T(0));
   scratch_.d_norm.assign(rows * D, T(0));
-  scratch_.d_ff.assign(2 * rows * cfg_.d_ff, T(0));
-  for (auto& v : scratch_.d_attn) v.assign(rows * A, T(0));
+  // Per-rank widths under TP: F / TP hidden units, A / TP attention columns.
+  scratch_.d_ff.assign(2 * rows * size_t(cfg_.d_ff / tp_.size()), T(0));
+  for (auto& v : scratch_.d_attn) v.assign(rows * size_t(A / tp_.size()), T(0));
   d_resid_a_.assign(rows * D, T(0));
   d_resid_b_.assign(rows * D, T(0));
 }
@@ -56,15 +61,20 @@ const T* Model<T>::forward_logits(const ModelInput& in) {
         (in.mask != nullptr && in.mask[i] && (in.targets[i] < 0 || in.targets[i] >= V)))
       throw std::out_of_range("token id out of range [0, model.vocab=" + std::to_string(V) +
                               ") at position " + std::to_string(i));
-  be_.embedding_forward(in.inputs, rows, params_[embed_].value, D, resid_[0].data());
+  if (tp_.active())
+    vocab_parallel_embedding_forward(be_, tp_, vocab_, in.inputs, rows, params_[embed_].value, D,
+                                     resid_[0].data());
+  else
+    be_.embedding_forward(in.inputs, rows, params_[embed_].value, D, resid_[0].data());
   for (size_t l = 0; l < layers_.size(); ++l)
     layers_[l]->forward(ctx, resid_[l].data(), resid_[l + 1].data());
   be_.rmsnorm_forward(resid_.back().data(), params_[final_norm_].value, rows, D, final_h_.data(),
                       final_rstd_.data());
-  // logits = RMSNorm_final(x_L)·Eᵀ/√V (tied embedding, MODEL §1).
+  // logits = RMSNorm_final(x_L)·Eᵀ/√V (tied embedding, MODEL §1); this rank's vocabulary.
   const T inv_sqrt_v = T(1) / std::sqrt(T(V));
-  be_.gemm(kernels::Trans::N, kernels::Trans::T, rows, V, D, inv_sqrt_v, final_h_.data(), D,
-           params_[embed_].value, D, T(0), logits_.data(), V);
+  const int VL = vocab_.size();
+  be_.gemm(kernels::Trans::N, kernels::Trans::T, rows, VL, D, inv_sqrt_v, final_h_.data(), D,
+           params_[embed_].value, D, T(0), logits_.data(), VL);
   return logits_.data();
 }
 
@@ -73,8 +83,12 @@ LossSums Model<T>::forward(const ModelInput& in, T grad_scale) {
   const int V = cfg_.vocab, rows = streams_ * cfg_.seq_len;
   forward_logits(in);
   LossSums sums;
-  sums.nats = be_.softmax_xent_forward_backward(logits_.data(), in.targets, in.mask, rows, V,
-                                                grad_scale, logits_.data(), row_loss_.data());
+  if (tp_.active())
+    sums.nats = xent_.forward_backward(tp_, vocab_, logits_.data(), in.targets, in.mask, rows,
+                                       grad_scale, logits_.data(), row_loss_.data());
+  else
+    sums.nats = be_.softmax_xent_forward_backward(logits_.data(), in.targets, in.mask, rows, V,
+                                                  grad_scale, logits_.data(), row_loss_.data());
   for (int i = 0; i < rows; ++i) sums.count += in.mask[i] != 0;
   return sums;
 }
@@ -88,10 +102,13 @@ void Model<T>::backward() {
   const T inv_sqrt_v = T(1) / std::sqrt(T(V));
   auto& embed = params_[embed_];
   T* dh = scratch_.d_norm.data();
-  // dh = dlogits·E/√V;  dE += dlogitsᵀ·h/√V
-  be_.gemm(kernels::Trans::N, kernels::Trans::N, rows, D, V, inv_sqrt_v, logits_.data(), V,
+  // dh = dlogits·E/√V;  dE += dlogitsᵀ·h/√V. Under TP the output is column-parallel over
+  // the vocabulary: each rank's dh is a partial sum, all-reduced before the final norm.
+  const int VL = vocab_.size();
+  be_.gemm(kernels::Trans::N, kernels::Trans::N, rows, D, VL, inv_sqrt_v, logits_.data(), VL,
            embed.value, D, T(0), dh, D);
-  be_.gemm(kernels::Trans::T, kernels::Trans::N, V, D, rows, inv_sqrt_v, logits_.data(), V,
+  tp_.reduce_input_grad(dh, nd);
+  be_.gemm(kernels::Trans::T, kernels::Trans::N, VL, D, rows, inv_sqrt_v, logits_.data(), VL,
            final_h_.data(), D, T(1), embed.grad, D);
   be_.fill(d_resid_a_.data(), nd, T(0));
   auto& fn = params_[final_norm_];
@@ -103,7 +120,11 @@ void Model<T>::backward() {
     std::swap(d_resid_a_, d_resid_b_);
     if (hook_) hook_(int(l));
   }
-  be_.embedding_backward(input_->inputs, rows, d_resid_a_.data(), D, embed.grad);
+  if (tp_.active())
+    vocab_parallel_embedding_backward(be_, vocab_, input_->inputs, rows, d_resid_a_.data(), D,
+                                      embed.grad);
+  else
+    be_.embedding_backward(input_->inputs, rows, d_resid_a_.data(), D, embed.grad);
   if (hook_) hook_(-1);
 }
 
@@ -144,6 +165,7 @@ MemoryReport Model<T>::memory_report() const {
   int64_t act = 0;
   for (const auto& v : resid_) act += int64_t(v.size());
   act += int64_t(final_h_.size() + final_rstd_.size() + logits_.size() + row_loss_.size());
+  act += xent_.bytes() / elem;
   act += int64_t(scratch_.d_model.size() + scratch_.d_norm.size() + scratch_.d_ff.size() +
                  d_resid_a_.size() + d_resid_b_.size());
   for (const auto& v : scratch_.d_attn) act += int64_t(v.size());

@@ -12,6 +12,8 @@
 #include "core/layer.h"
 #include "core/model_config.h"
 #include "core/param_store.h"
+#include "core/tensor_parallel.h"
+#include "core/vocab_parallel.h"
 #include "kernels/backend.h"
 
 namespace brt::core {
@@ -37,10 +39,16 @@ struct MemoryReport {
 template <typename T>
 class Model {
  public:
-  Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backend);
+  // tp: the tensor-parallel group this replica is split over (default TP = 1). Every rank of
+  // the group runs the same streams; each holds its slice of the heads, hidden units and
+  // vocabulary (docs/parallelism.md, "Tensor parallelism").
+  Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backend,
+        const TensorParallel& tp = {});
 
   ParamStore<T>& params() { return params_; }
   const ModelConfig& config() const { return cfg_; }
+  const TensorParallel& tensor_parallel() const { return tp_; }
+  const VocabRange& vocab_range() const { return vocab_; }
   int streams() const { return streams_; }
 
   // Forward through the whole model. grad_scale multiplies the loss gradient that backward()
@@ -48,7 +56,8 @@ class Model {
   // of the mean loss (MODEL §10b). Updates the carried state for the next segment.
   LossSums forward(const ModelInput& in, T grad_scale);
   // The forward pass up to the logits ([B*N, V], valid until the next forward; targets and
-  // mask are not read). Updates the carried state like forward(). For generation and scoring.
+  // mask are not read). Under TP > 1 these are this rank's columns [B*N, V/TP] of the
+  // vocabulary range vocab_range(). Updates the carried state like forward(). For generation and scoring.
   const T* forward_logits(const ModelInput& in);
   // Accumulates parameter gradients for the last forward (call params().zero_grads() first
   // unless accumulating).
@@ -78,6 +87,8 @@ class Model {
   ModelConfig cfg_;
   int streams_;
   kernels::Backend<T>& be_;
+  TensorParallel tp_;
+  VocabRange vocab_;  // the embedding rows (tokens) this rank holds
   ParamStore<T> params_;
   int embed_ = -1, final_norm_ = -1;
   std::vector<std::unique_ptr<Layer<T>>> layers_;
@@ -90,6 +101,7 @@ class Model {
   std::vector<T> final_h_, final_rstd_;
   std::vector<T> logits_;    // [B*N, V]; holds dlogits after forward
   std::vector<T> row_loss_;  // [B*N]
+  VocabParallelCrossEntropy<T> xent_;
   std::vector<uint8_t> doc_start_;
   BackwardScratch<T> scratch_;
   std::vector<T> d_resid_a_, d_resid_b_;

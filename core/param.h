@@ -23,15 +23,43 @@ struct InitSpec {
   int64_t fan_in = 0;   // kTruncNormal
 };
 
+// How a tensor-parallel rank holds a parameter (docs/parallelism.md, "Tensor parallelism"):
+// replicated (dim < 0 or size 1), or the slice `rank` of `size` equal parts along `dim`. A
+// dimension made of `pieces` equal consecutive blocks (the recurrent Wo [2A, D] acts on
+// concat(A_ee, A_es)) is split block by block: the rank owns part `rank` of every block.
+struct ShardSpec {
+  int dim = -1;
+  int rank = 0, size = 1;
+  int pieces = 1;
+  bool sharded() const { return dim >= 0 && size > 1; }
+};
+
 struct ParamSpec {
   std::string name;              // e.g. "layers.9.state.wq" (MODEL §9)
-  std::vector<int64_t> shape;    // full logical shape
+  std::vector<int64_t> shape;    // full logical shape (whatever the sharding)
   InitSpec init;
+  ShardSpec shard = {};          // which slice of `shape` this process stores
+  // Elements this process stores (the local slice).
   int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t s : local_shape()) n *= s;
+    return n;
+  }
+  int64_t global_numel() const {
     int64_t n = 1;
     for (int64_t s : shape) n *= s;
     return n;
   }
+  std::vector<int64_t> local_shape() const {
+    std::vector<int64_t> local = shape;
+    if (shard.sharded()) local[size_t(shard.dim)] /= shard.size;
+    return local;
+  }
+  // The flat index in the full logical tensor of local element `local_index`, so a shard is
+  // initialised as exactly its slice of the whole (MODEL §10b).
+  int64_t global_index(int64_t local_index) const;
+  // Offset along `shard.dim` of the rows this rank holds in block `piece` (of shard.pieces).
+  int64_t shard_offset(int piece) const;
   bool is_matrix() const { return shape.size() >= 2; }  // AdamW weight decay applies to these
 };
 

@@ -15,6 +15,27 @@ double CounterRng::normal(uint64_t counter_hi, uint64_t counter_lo) const {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
 
+int64_t ParamSpec::shard_offset(int piece) const {
+  if (!shard.sharded()) return 0;
+  const int64_t block = shape[size_t(shard.dim)] / shard.pieces;
+  return piece * block + shard.rank * (block / shard.size);
+}
+
+int64_t ParamSpec::global_index(int64_t local_index) const {
+  if (!shard.sharded()) return local_index;
+  // inner: elements after `dim` (one step along dim); local coordinate along dim → global.
+  int64_t inner = 1;
+  for (size_t d = size_t(shard.dim) + 1; d < shape.size(); ++d) inner *= shape[d];
+  const int64_t global_len = shape[size_t(shard.dim)];
+  const int64_t local_len = global_len / shard.size;
+  const int64_t per_piece = local_len / shard.pieces;
+  const int64_t outer = local_index / (local_len * inner);
+  const int64_t along = (local_index / inner) % local_len;
+  const int64_t rest = local_index % inner;
+  const int64_t global_along = shard_offset(int(along / per_piece)) + along % per_piece;
+  return (outer * global_len + global_along) * inner + rest;
+}
+
 double initial_value(const ParamSpec& spec, uint64_t seed, int64_t index) {
   const InitSpec& init = spec.init;
   switch (init.kind) {
@@ -46,6 +67,14 @@ int ParamStore<T>::declare(ParamSpec spec) {
   if (index_.count(spec.name)) throw std::logic_error("duplicate parameter name " + spec.name);
   if (spec.init.kind == InitKind::kTruncNormal && spec.init.fan_in <= 0)
     throw std::logic_error("truncated-normal init needs fan_in: " + spec.name);
+  if (spec.shard.sharded()) {
+    const auto& sh = spec.shard;
+    if (sh.dim >= int(spec.shape.size()) || sh.rank < 0 || sh.rank >= sh.size || sh.pieces < 1 ||
+        spec.shape[size_t(sh.dim)] % (int64_t(sh.size) * sh.pieces) != 0)
+      throw std::invalid_argument("parameter " + spec.name + ": dimension " + std::to_string(sh.dim) +
+                                  " cannot be split into " + std::to_string(sh.pieces) + " x " +
+                                  std::to_string(sh.size) + " tensor-parallel parts");
+  }
   Param<T> p;
   p.spec = std::move(spec);
   p.offset = total_;
@@ -73,7 +102,8 @@ void ParamStore<T>::initialize(uint64_t seed) {
   for (auto& p : params_) {
     const int64_t n = p.numel();
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) p.value[i] = static_cast<T>(initial_value(p.spec, seed, i));
+    for (int64_t i = 0; i < n; ++i)
+      p.value[i] = static_cast<T>(initial_value(p.spec, seed, p.spec.global_index(i)));
   }
 }
 

@@ -35,33 +35,40 @@ void add_segment_part(kernels::Backend<T>& be, int streams, int seq, int window,
 
 template <typename T>
 RecurrentLayer<T>::RecurrentLayer(ParamStore<T>& store, const ModelConfig& cfg, int index,
-                                  int streams)
+                                  int streams, const TensorParallel& tp)
     : store_(store),
       cfg_(cfg),
-      shape_{cfg.d_model, cfg.heads, cfg.head_dim},
-      dims_{streams, cfg.seq_len, cfg.window, cfg.heads, cfg.head_dim},
+      tp_(tp),
+      shape_{cfg.d_model, tp.local(cfg.heads, "model.heads"), cfg.head_dim},
+      dims_{streams, cfg.seq_len, cfg.window, shape_.heads, cfg.head_dim},
       prefix_("layers." + std::to_string(index) + "."),
       streams_(streams),
-      state_(store, cfg, prefix_, streams) {
-  const int D = cfg.d_model, A = cfg.attn_width(), H = cfg.heads, S = cfg.state_size;
+      state_(store, cfg, prefix_, streams, tp) {
+  // Full logical sizes for the declarations; A and H below are this rank's.
+  const int D = cfg.d_model, A_full = cfg.attn_width(), H_full = cfg.heads, S = cfg.state_size;
+  const int A = shape_.width(), H = shape_.heads;
   const int N = cfg.seq_len, W = cfg.window, T_ = cfg.blocks();
+  const auto column = [&](const char* name) {
+    return declare_matrix(store, prefix_ + name, D, A_full, 1.0, tp.columns());
+  };
   proj_.norm = declare_norm(store, prefix_ + "attn_norm.scale", D);
-  proj_.weights = {declare_matrix(store, prefix_ + "attn.wq", D, A),
-                   declare_matrix(store, prefix_ + "attn.wk", D, A),
-                   declare_matrix(store, prefix_ + "attn.wv", D, A),
-                   declare_matrix(store, prefix_ + "attn.wq2", D, A)};
+  proj_.weights = {column("attn.wq"), column("attn.wk"), column("attn.wv"), column("attn.wq2")};
   proj_.normalised = {true, true, false, true};
-  wo_ = declare_matrix(store, prefix_ + "attn.wo", 2 * A, D);
-  scale1_ = declare_ones(store, prefix_ + "attn.scale", {H});
-  scale2_ = declare_ones(store, prefix_ + "attn.scale2", {H});
-  rel_bias_ = declare_normal(store, prefix_ + "attn.rel_bias", {H, kernels::kT5Buckets},
-                             1.0 / std::sqrt(double(kernels::kT5Buckets)));
-  mlp_ = declare_mlp(store, prefix_ + "mlp_norm.scale", prefix_ + "mlp.", D, cfg.d_ff);
-  state_init_ = declare_normal(store, prefix_ + "state.init", {S, D}, 0.1);
+  proj_.tp = tp;
+  // Wo [2A, D] acts on concat(A_ee, A_es): this rank owns its heads' rows in both halves.
+  wo_ = declare_matrix(store, prefix_ + "attn.wo", 2 * A_full, D, 1.0, tp.rows(2));
+  scale1_ = declare_ones(store, prefix_ + "attn.scale", {H_full}, tp.heads());
+  scale2_ = declare_ones(store, prefix_ + "attn.scale2", {H_full}, tp.heads());
+  rel_bias_ = declare_normal(store, prefix_ + "attn.rel_bias", {H_full, kernels::kT5Buckets},
+                             1.0 / std::sqrt(double(kernels::kT5Buckets)), tp.heads());
+  mlp_ = declare_mlp(store, prefix_ + "mlp_norm.scale", prefix_ + "mlp.", D, cfg.d_ff, tp);
+  // Σ's S rows are split over TP (sequence parallelism): so are the initial state's.
+  state_init_ = declare_normal(store, prefix_ + "state.init", {S, D}, 0.1, tp.rows());
+  const int S_local = tp.local(S, "model.state_size");
 
   const int rows = streams * N;
   const size_t na = size_t(rows) * A, cache = size_t(streams) * W * A;
-  const size_t ext = size_t(streams) * (W + N) * A, sd = size_t(streams) * S * D;
+  const size_t ext = size_t(streams) * (W + N) * A, sd = size_t(streams) * S_local * D;
   proj_acts_.allocate(proj_, shape_, rows);
   for (auto* v : {&k_cache_used_, &v_cache_used_, &k_cache_, &v_cache_}) v->assign(cache, T(0));
   for (auto* v : {&k_ext_, &v_ext_, &dk_ext_, &dv_ext_}) v->assign(ext, T(0));
@@ -99,7 +106,7 @@ void RecurrentLayer<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
                               store_[rel_bias_].value, store_[scale1_].value, a_ee_.data(),
                               probs_ee_.data());
   // Σ_0: the learned initial state at a document start, else the carried state (§8).
-  const int64_t sd = int64_t(S) * D;
+  const int64_t sd = int64_t(S / tp_.size()) * D;  // one stream's rows of Σ on this rank
   for (int b = 0; b < B; ++b)
     be.copy(ctx.doc_start[b] ? store_[state_init_].value : sigma_.data() + b * sd, sd,
             sigma0_.data() + b * sd);
@@ -111,10 +118,12 @@ void RecurrentLayer<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
                                store_[scale2_].value, a_es_.data() + t * block,
                                probs_es_.data() + int64_t(t) * B * H * W * S);
   // Y = X + concat(A_ee, A_es)·Wo_e;  Z = Y + MLP(Y)
+  // Row-parallel Wo: the two halves' partial products are summed over TP, then x is added.
   const T* wo = store_[wo_].value;
-  be.copy(x, int64_t(rows) * D, y_.data());
-  linear_forward(be, a_ee_.data(), rows, A, wo, D, y_.data(), T(1));
+  linear_forward(be, a_ee_.data(), rows, A, wo, D, y_.data());
   linear_forward(be, a_es_.data(), rows, A, wo + int64_t(A) * D, D, y_.data(), T(1));
+  tp_.reduce_output(y_.data(), int64_t(rows) * D);
+  be.add_inplace(y_.data(), x, int64_t(rows) * D);
   be.copy(y_.data(), int64_t(rows) * D, out);
   mlp_forward(be, store_, mlp_, y_.data(), rows, mlp_acts_, out, T(1));
   // Carry the last block's keys/values and Σ_T to the next segment, detached (§8).
@@ -175,7 +184,7 @@ void RecurrentLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx
   add_segment_part(be, B, N, W, A, dv_ext_.data(), dv);
   // Σ_0 is the learned initial state only at a document start; otherwise it was carried
   // (detached) and its gradient stops here (§8).
-  const int64_t sd = int64_t(S) * D;
+  const int64_t sd = int64_t(S / tp_.size()) * D;
   for (int b = 0; b < B; ++b)
     if (ctx.doc_start[b]) be.add_inplace(store_[state_init_].grad, d_sigma0_.data() + b * sd, sd);
   const std::array<const T*, 4> grads = {dq, dk, dv, dq2};
@@ -186,9 +195,11 @@ void RecurrentLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx
 template <typename T>
 std::vector<TensorRef<T>> RecurrentLayer<T>::carried_state() {
   const std::vector<int64_t> cache = {streams_, cfg_.window, shape_.width()};
-  return {{prefix_ + "cache.k", cache, k_cache_.data()},
-          {prefix_ + "cache.v", cache, v_cache_.data()},
-          {prefix_ + "state.sigma", {streams_, cfg_.state_size, cfg_.d_model}, sigma_.data()}};
+  const ShardSpec heads{2, tp_.rank(), tp_.size(), 1};  // this rank's head columns of A
+  return {{prefix_ + "cache.k", cache, k_cache_.data(), heads},
+          {prefix_ + "cache.v", cache, v_cache_.data(), heads},
+          {prefix_ + "state.sigma", {streams_, cfg_.state_size / tp_.size(), cfg_.d_model},
+           sigma_.data(), ShardSpec{1, tp_.rank(), tp_.size(), 1}}};  // this rank's S rows
 }
 
 template <typename T>

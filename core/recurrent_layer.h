@@ -19,7 +19,10 @@ namespace brt::core {
 template <typename T>
 class RecurrentLayer : public Layer<T> {
  public:
-  RecurrentLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, int streams);
+  // Under tensor parallelism (tp) this rank holds heads [r·H/TP, (r+1)·H/TP) of the token
+  // side and of the state side, and F/TP hidden units of each MLP (docs/parallelism.md).
+  RecurrentLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, int streams,
+                 const TensorParallel& tp = {});
 
   void forward(const StepContext<T>& ctx, const T* x, T* out) override;
   void backward(const StepContext<T>& ctx, const T* dout, T* dx,
@@ -31,7 +34,8 @@ class RecurrentLayer : public Layer<T> {
  private:
   ParamStore<T>& store_;
   const ModelConfig& cfg_;
-  AttnShape shape_;
+  TensorParallel tp_;
+  AttnShape shape_;  // this rank's heads
   kernels::WindowAttnDims dims_;
   std::string prefix_;
   int streams_;

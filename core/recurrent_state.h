@@ -11,14 +11,19 @@
 #include "core/gate.h"
 #include "core/model_config.h"
 #include "core/param_store.h"
+#include "core/sequence_parallel.h"
 
 namespace brt::core {
 
 template <typename T>
 class RecurrentStateSide {
  public:
+  // Under tensor parallelism the state side's heads, its MLP hidden units and the gates' input
+  // rows are split like the token side's, and Σ's S rows are split over TP (sequence
+  // parallelism): sigma0, Σ_t and d_sigma0 below are this rank's [B, S/TP, D] rows, while keys
+  // and values cover all S rows for this rank's heads (docs/parallelism.md).
   RecurrentStateSide(ParamStore<T>& store, const ModelConfig& cfg, const std::string& prefix,
-                     int streams);
+                     int streams, const TensorParallel& tp = {});
 
   // sigma0: [B, S, D] the state block 0 reads. k_ext, v_ext: [B, W+N, A] the token keys
   // (normalised) and values with the previous segment's last block in front, so block t's
@@ -40,9 +45,12 @@ class RecurrentStateSide {
  private:
   ParamStore<T>& store_;
   const ModelConfig& cfg_;
-  AttnShape shape_;
+  TensorParallel tp_;
+  AttnShape shape_;  // this rank's heads
   int streams_;
-  int rows_;  // B*S
+  int rows_;        // B*S: the rows the projections and attentions work on
+  int local_rows_;  // B*S/TP: the rows of Σ this rank holds (= rows_ at TP = 1)
+  RowSplit seq_;
   ProjectionParams proj_;  // q, k, v, q2 over RMSNorm_s(Σ) + P
   int scale1_, scale2_, wo_;
   GateParams gate1_, gate2_;
@@ -61,6 +69,12 @@ class RecurrentStateSide {
   std::vector<T> d_next_, d_cur_, du1_, d_gated_, du2_, dzf_, dzi_, d_ass_, d_ase_, dq_, dk_,
       dv_, dq2_, scratch_a_, scratch_d_, scratch_f_, dm_;
   std::vector<T> zf_, zi_;  // forward scratch (lstm)
+  // Sequence parallelism only (empty at TP = 1): gathered rows [B*S, D] and collective staging.
+  std::vector<T> sig_full_, full_a_, full_b_;
+  RowSplitScratch<T> seq_scratch_;
+  RowSplitScratch<T>* seq_scratch() { return seq_.active() ? &seq_scratch_ : nullptr; }
+  // Every row of a [B*S/TP, D] local tensor (gathered into buf under TP; local itself otherwise).
+  const T* all_rows(const T* local, std::vector<T>& buf);
 };
 
 }  // namespace brt::core

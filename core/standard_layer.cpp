@@ -28,23 +28,41 @@ void carry_last_block(kernels::Backend<T>& be, int streams, int seq, int window,
 }
 
 template <typename T>
+void add_row_parallel(kernels::Backend<T>& be, const TensorParallel& tp, const T* a, int rows,
+                      int in, const T* w, int D, const T* x, T* y) {
+  const int64_t nd = static_cast<int64_t>(rows) * D;
+  if (!tp.active()) {
+    be.copy(x, nd, y);
+    linear_forward(be, a, rows, in, w, D, y, T(1));
+    return;
+  }
+  linear_forward(be, a, rows, in, w, D, y);
+  tp.reduce_output(y, nd);  // row-parallel: the ranks' partial products, summed
+  be.add_inplace(y, x, nd);
+}
+
+template <typename T>
 StandardLayer<T>::StandardLayer(ParamStore<T>& store, const ModelConfig& cfg, int index,
-                                int streams)
+                                int streams, const TensorParallel& tp)
     : store_(store),
-      shape_{cfg.d_model, cfg.heads, cfg.head_dim},
-      dims_{streams, cfg.seq_len, cfg.window, cfg.heads, cfg.head_dim},
+      tp_(tp),
+      shape_{cfg.d_model, tp.local(cfg.heads, "model.heads"), cfg.head_dim},
+      dims_{streams, cfg.seq_len, cfg.window, shape_.heads, cfg.head_dim},
       prefix_("layers." + std::to_string(index) + ".") {
-  const int D = cfg.d_model, A = cfg.attn_width(), H = cfg.heads;
+  // Full logical sizes for the declarations; A and H below are this rank's.
+  const int D = cfg.d_model, A_full = cfg.attn_width(), H_full = cfg.heads;
+  const int A = shape_.width(), H = shape_.heads;
   proj_.norm = declare_norm(store, prefix_ + "attn_norm.scale", D);
-  proj_.weights = {declare_matrix(store, prefix_ + "attn.wq", D, A),
-                   declare_matrix(store, prefix_ + "attn.wk", D, A),
-                   declare_matrix(store, prefix_ + "attn.wv", D, A)};
+  proj_.weights = {declare_matrix(store, prefix_ + "attn.wq", D, A_full, 1.0, tp.columns()),
+                   declare_matrix(store, prefix_ + "attn.wk", D, A_full, 1.0, tp.columns()),
+                   declare_matrix(store, prefix_ + "attn.wv", D, A_full, 1.0, tp.columns())};
   proj_.normalised = {true, true, false};  // MODEL §3.1: V is not normalised
-  wo_ = declare_matrix(store, prefix_ + "attn.wo", A, D);
-  scale_ = declare_ones(store, prefix_ + "attn.scale", {H});
-  rel_bias_ = declare_normal(store, prefix_ + "attn.rel_bias", {H, kernels::kT5Buckets},
-                             1.0 / std::sqrt(double(kernels::kT5Buckets)));
-  mlp_ = declare_mlp(store, prefix_ + "mlp_norm.scale", prefix_ + "mlp.", D, cfg.d_ff);
+  proj_.tp = tp;
+  wo_ = declare_matrix(store, prefix_ + "attn.wo", A_full, D, 1.0, tp.rows());
+  scale_ = declare_ones(store, prefix_ + "attn.scale", {H_full}, tp.heads());
+  rel_bias_ = declare_normal(store, prefix_ + "attn.rel_bias", {H_full, kernels::kT5Buckets},
+                             1.0 / std::sqrt(double(kernels::kT5Buckets)), tp.heads());
+  mlp_ = declare_mlp(store, prefix_ + "mlp_norm.scale", prefix_ + "mlp.", D, cfg.d_ff, tp);
 
   const int rows = streams * cfg.seq_len;
   const int64_t cache = static_cast<int64_t>(streams) * cfg.window * A;
@@ -75,8 +93,7 @@ void StandardLayer<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
                               store_[rel_bias_].value, store_[scale_].value, attn_out_.data(),
                               probs_.data());
   // y = x + a·Wo;  out = y + MLP(y)   (MODEL §4)
-  be.copy(x, static_cast<int64_t>(rows) * D, y_.data());
-  linear_forward(be, attn_out_.data(), rows, A, store_[wo_].value, D, y_.data(), T(1));
+  add_row_parallel(be, tp_, attn_out_.data(), rows, A, store_[wo_].value, D, x, y_.data());
   be.copy(y_.data(), static_cast<int64_t>(rows) * D, out);
   mlp_forward(be, store_, mlp_, y_.data(), rows, mlp_acts_, out, T(1));
   // The next segment's block 0 attends to this segment's last block, detached (MODEL §8).
@@ -121,8 +138,9 @@ void StandardLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx,
 template <typename T>
 std::vector<TensorRef<T>> StandardLayer<T>::carried_state() {
   const std::vector<int64_t> shape = {dims_.batch, dims_.window, shape_.width()};
-  return {{prefix_ + "cache.k", shape, k_cache_.data()},
-          {prefix_ + "cache.v", shape, v_cache_.data()}};
+  const ShardSpec heads{2, tp_.rank(), tp_.size(), 1};  // this rank's head columns of A
+  return {{prefix_ + "cache.k", shape, k_cache_.data(), heads},
+          {prefix_ + "cache.v", shape, v_cache_.data(), heads}};
 }
 
 template <typename T>
@@ -136,7 +154,9 @@ int64_t StandardLayer<T>::activation_bytes() const {
   template class StandardLayer<T>;                                                          \
   template void prepare_cache<T>(kernels::Backend<T>&, const uint8_t*, int, int64_t,        \
                                  const T*, T*);                                             \
-  template void carry_last_block<T>(kernels::Backend<T>&, int, int, int, int, const T*, T*);
+  template void carry_last_block<T>(kernels::Backend<T>&, int, int, int, int, const T*, T*); \
+  template void add_row_parallel<T>(kernels::Backend<T>&, const TensorParallel&, const T*, int, \
+                                    int, const T*, int, const T*, T*);
 
 BRT_INSTANTIATE_STANDARD(float)
 BRT_INSTANTIATE_STANDARD(double)

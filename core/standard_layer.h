@@ -16,8 +16,10 @@ template <typename T>
 class StandardLayer : public Layer<T> {
  public:
   // Declares this layer's parameters as layers.{index}.* and plans its activations for
-  // `streams` streams of `cfg.seq_len` tokens.
-  StandardLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, int streams);
+  // `streams` streams of `cfg.seq_len` tokens. Under tensor parallelism (tp) this rank holds
+  // heads [r·H/TP, (r+1)·H/TP) and hidden units [r·F/TP, (r+1)·F/TP) (docs/parallelism.md).
+  StandardLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, int streams,
+                const TensorParallel& tp = {});
 
   void forward(const StepContext<T>& ctx, const T* x, T* out) override;
   void backward(const StepContext<T>& ctx, const T* dout, T* dx,
@@ -27,7 +29,8 @@ class StandardLayer : public Layer<T> {
 
  private:
   ParamStore<T>& store_;
-  AttnShape shape_;
+  TensorParallel tp_;
+  AttnShape shape_;  // this rank's heads
   kernels::WindowAttnDims dims_;
   std::string prefix_;
   ProjectionParams proj_;  // q, k, v
@@ -51,6 +54,12 @@ class StandardLayer : public Layer<T> {
 template <typename T>
 void prepare_cache(kernels::Backend<T>& be, const uint8_t* doc_start, int streams,
                    int64_t block_elems, const T* carried, T* used);
+// y = x + a·W with W [in, D] row-parallel over tp (a: this rank's columns): the partial
+// products are all-reduced before the residual x is added (x is replicated; summing it over
+// ranks would count it TP times). Backward needs no communication (Megatron's g).
+template <typename T>
+void add_row_parallel(kernels::Backend<T>& be, const TensorParallel& tp, const T* a, int rows,
+                      int in, const T* w, int D, const T* x, T* y);
 // Stores each stream's last block of a [B, N, A] activation as the carried cache.
 template <typename T>
 void carry_last_block(kernels::Backend<T>& be, int streams, int seq, int window, int width,

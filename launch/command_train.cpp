@@ -47,11 +47,12 @@ int command_train(int argc, char** argv) {
   // singleton). DP = ranks / tp (docs/parallelism.md).
   return parallel::run_mpi_main(argc, argv, [&](parallel::MpiSession& session) {
     const int tp = options.config.train.tp;
-    parallel::validate_layout(session.world_size(), tp);
-    if (tp > 1)
-      throw parallel::LayoutError("--tp " + std::to_string(tp) +
-                                  ": tensor parallelism is not implemented yet; run with --tp 1 "
-                                  "(all ranks data-parallel)");
+    // Everything tensor parallelism splits (docs/parallelism.md, "Tensor parallelism").
+    const auto& m = options.config.model;
+    std::vector<parallel::SplitByTp> split = {
+        {"model.heads", m.heads}, {"model.d_ff", m.d_ff}, {"model.vocab", m.vocab}};
+    if (m.variant.rfind("rec", 0) == 0) split.push_back({"model.state_size", m.state_size});
+    parallel::validate_layout(session.world_size(), tp, split);
     try {
       const parallel::ProcessGroups groups = parallel::make_mpi_process_groups(MPI_COMM_WORLD, tp);
       options.groups = &groups;

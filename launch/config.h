@@ -31,7 +31,7 @@ struct TrainConfig {
   int64_t eval_every = 0;           // steps between evaluations; 0 = none
   int64_t eval_batches = 0;         // batches per evaluation; 0 = the whole eval split
   // Parallel layout (issue 5; launch/data_parallel.h). DP = ranks / tp.
-  int tp = 1;                       // tensor-parallel size (--tp); only 1 is implemented
+  int tp = 1;                       // tensor-parallel size (--tp); docs/parallelism.md
   bool overlap = true;              // DP: reduce gradient buckets during backward (--no-overlap)
   double bucket_mb = 4.0;           // DP: gradient bucket size in MiB
   int zero = 0;                     // 1: ZeRO-1, optimizer state sharded over DP ranks

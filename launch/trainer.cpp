@@ -122,12 +122,22 @@ TrainResult train_with(const TrainOptions& options) {
   const bool print = !options.quiet && (!options.groups || options.groups->world_rank() == 0);
   if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);
   auto backend = kernels::make_cpu_backend<T>();
-  core::Model<T> model(cfg.model, cfg.train.batch, *backend);
+  // Tensor parallelism (docs/parallelism.md): the tp group splits heads, hidden units and the
+  // vocabulary; every rank of a TP group reads the same streams (its DP rank's).
+  const core::TensorParallel tp =
+      options.groups ? core::TensorParallel(options.groups->tp()) : core::TensorParallel();
+  if (tp.active() && cfg.optim.kind != core::OptimKind::kAdamW)
+    throw std::invalid_argument(std::string("optim.kind = \"") + core::to_string(cfg.optim.kind) +
+                                "\" is not supported with --tp > 1 (its factored statistics of a "
+                                "shard differ from the whole's); use optim.kind = \"adamw\"");
+  core::Model<T> model(cfg.model, cfg.train.batch, *backend, tp);
   model.params().initialize(uint64_t(cfg.train.seed));
   const core::ModelConfig& mc = model.config();
 
-  // The parameter count must equal MODEL §9's shapes, counted independently.
-  const int64_t declared = model.params().total_numel();
+  // The parameter count must equal MODEL §9's shapes, counted independently (full logical
+  // shapes: under TP each rank stores only its slices).
+  int64_t declared = 0;
+  for (const auto& p : model.params().params()) declared += p.spec.global_numel();
   const int64_t expected = core::count_parameters(mc);
   if (declared != expected)
     throw std::logic_error("model declares " + std::to_string(declared) +
@@ -141,10 +151,14 @@ TrainResult train_with(const TrainOptions& options) {
     const auto* mpi_dp = dynamic_cast<const parallel::MpiCommunicator*>(&options.groups->dp());
     if (mpi_dp == nullptr) throw std::logic_error("checkpoints need the MPI backend's dp group");
     ck_ranks = {mpi_dp->mpi_comm(), dp->rank(), dp->size(), options.groups->layout().world,
-                options.groups->layout().tp, dp->partition().owner};
+                options.groups->layout().tp, dp->partition().owner, tp};
   }
   const int dp_size = dp ? dp->size() : 1, dp_rank = dp ? dp->rank() : 0;
   auto optimizer = core::make_optimizer(cfg.optim, model.params(), dp ? dp->owned_mask() : std::vector<bool>{});
+  // The global gradient norm for clipping: sharded parameters' squares summed over TP (each
+  // shard once), replicated ones counted once (MODEL §10c).
+  core::TensorParallelStatReducer<T> tp_reducer(model.params(), tp);
+  if (tp.active()) optimizer->set_reducer(&tp_reducer);
   const DpMemoryReport mem = rank_memory_report(model, *optimizer, dp ? dp->owned_mask() : std::vector<bool>{});
   const int64_t optim_bytes = mem.optimizer;
   // ---- end data parallelism ----
@@ -173,6 +187,10 @@ TrainResult train_with(const TrainOptions& options) {
                 dp && !dp->owned_mask().empty() ? " (ZeRO-1 shard)" : "",
                 gib(mem.activations).c_str(), gib(mem.backward_scratch).c_str(),
                 gib(mem.carried_state).c_str(), gib(mem.total()).c_str());
+    if (tp.active())
+      std::printf("tensor parallel: %d ranks per replica; each holds H/TP = %d heads, F/TP = %d "
+                  "hidden units, V/TP = %d embedding rows\n", tp.size(), mc.heads / tp.size(),
+                  mc.d_ff / tp.size(), mc.vocab / tp.size());
     if (dp)
       std::printf("data parallel: %d ranks x %d streams = %d global streams; %d gradient buckets "
                   "of <= %.2f MiB, %s; ZeRO-1 %s\n", dp_size, cfg.train.batch,

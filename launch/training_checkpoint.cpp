@@ -1,5 +1,6 @@
 #include "launch/training_checkpoint.h"
 
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <vector>
@@ -39,6 +40,24 @@ ck::Slice stream_slice(const ck::Shape& local, const CheckpointRanks& ranks) {
   return ck::Slice::along(global_shape(local, ranks.dp_size), 0, int64_t(ranks.dp_rank) * local[0], local[0]);
 }
 
+// A tensor as this rank holds it, described against its full (layout-independent) shape.
+core::ParamSpec full_spec_of(const std::string& name, std::vector<int64_t> local_shape,
+                             const core::ShardSpec& shard) {
+  if (shard.sharded()) local_shape[size_t(shard.dim)] *= shard.size;
+  return {name, std::move(local_shape), {}, shard};
+}
+
+// The spec of optimizer state `s`: its parameter's when it has the parameter's shape (AdamW);
+// other state of a sharded parameter has no layout-independent form.
+template <typename T>
+core::ParamSpec optimizer_state_spec(const core::NamedState<T>& s, const core::ParamSpec& param) {
+  if (!param.shard.sharded()) return {s.name, s.shape, {}, {}};
+  if (s.shape != param.local_shape())
+    throw std::invalid_argument("checkpoint: optimizer state " + s.name + " of the tensor-parallel "
+                                "shard " + param.name + " has no layout-independent form");
+  return {s.name, param.shape, {}, param.shard};
+}
+
 // Every DP rank's data cursor, in rank order, on every rank (they may differ in length).
 std::vector<std::vector<int64_t>> gather_cursors(const std::vector<int64_t>& mine, MPI_Comm comm) {
   int ranks = 1;
@@ -63,6 +82,27 @@ std::vector<std::vector<int64_t>> gather_cursors(const std::vector<int64_t>& min
   return out;
 }
 
+// What a TP rank other than 0 does during a save: the same gathers as TP rank 0 (collective
+// over the TP group), in the same order, and the data-cursor gather of its DP group.
+template <typename T>
+void save_tp_shards_only(core::Model<T>& model, core::Optimizer<T>& optimizer,
+                         const BatchSource& data, const CheckpointRanks& ranks) {
+  const core::TensorParallel& tp = ranks.tensor_parallel;
+  std::vector<T> full, staging;
+  const auto gather = [&](const core::ParamSpec& spec, const T* local) {
+    if (!spec.shard.sharded()) return;
+    full.resize(size_t(spec.global_numel()));
+    core::gather_shards(tp, spec, local, full.data(), staging);
+  };
+  const auto& params = model.params().params();
+  for (size_t p = 0; p < params.size(); ++p)
+    if (writes_param(ranks, int(p))) gather(params[p].spec, params[p].value);
+  for (const auto& s : optimizer.state())
+    if (writes_param(ranks, s.param)) gather(optimizer_state_spec(s, params[size_t(s.param)].spec), s.data);
+  for (const auto& ref : model.carried_state()) gather(full_spec_of(ref.name, ref.shape, ref.shard), ref.data);
+  gather_cursors(data.cursor(), ranks.comm);
+}
+
 }  // namespace
 
 template <typename T>
@@ -73,7 +113,20 @@ ck::SaveResult save_training_checkpoint(const RunConfig& config, core::Model<T>&
                                         const CheckpointRanks& ranks) {
   ck::WriterOptions options;
   options.keep_last = config.checkpoint.keep;
+  // Under TP the DP group of TP rank 0 writes; the other TP ranks only take part in the gathers.
+  const core::TensorParallel& tp = ranks.tensor_parallel;
+  if (tp.rank() != 0) {
+    save_tp_shards_only(model, optimizer, data, ranks);
+    return {};
+  }
   ck::CheckpointWriter writer(config.checkpoint.dir, pos.step, ranks.comm, options);
+  std::vector<T> full, staging;
+  const auto whole = [&](const core::ParamSpec& spec, const T* local) {
+    if (!spec.shard.sharded()) return std::span<const T>(local, size_t(spec.numel()));
+    full.resize(size_t(spec.global_numel()));
+    core::gather_shards(tp, spec, local, full.data(), staging);
+    return std::span<const T>(full);
+  };
   ck::Metadata meta;
   meta.step = pos.step;
   meta.tokens_seen = pos.tokens_seen;
@@ -85,21 +138,26 @@ ck::SaveResult save_training_checkpoint(const RunConfig& config, core::Model<T>&
   writer.set_attr_string("model_variant", model.config().variant);
   writer.set_attr_string("precision", config.train.precision);
   const auto& params = model.params().params();
-  for (size_t p = 0; p < params.size(); ++p)
+  for (size_t p = 0; p < params.size(); ++p) {
+    const bool mine = writes_param(ranks, int(p));
     writer.write_whole<T>(ck::join_path(ck::kModelGroup, params[p].spec.name), params[p].spec.shape,
-                          view<T>(params[p].value, params[p].spec.shape), writes_param(ranks, int(p)));
+                          mine ? whole(params[p].spec, params[p].value) : std::span<const T>(), mine);
+  }
   for (const auto& s : optimizer.state()) {
     const bool mine = writes_param(ranks, s.param);
     if (mine && s.data == nullptr)
       throw std::logic_error("checkpoint: DP rank " + std::to_string(ranks.dp_rank) + " writes " + s.name +
                              " but holds no optimizer state for it (ZeRO-1 owner mismatch)");
-    writer.write_whole<T>(ck::join_path(ck::kOptimGroup, s.name), s.shape,
-                          mine ? view<T>(s.data, s.shape) : std::span<const T>(), mine);
+    const core::ParamSpec spec = optimizer_state_spec(s, params[size_t(s.param)].spec);
+    writer.write_whole<T>(ck::join_path(ck::kOptimGroup, s.name), spec.shape,
+                          mine ? whole(spec, s.data) : std::span<const T>(), mine);
   }
   // Per-stream tensors: this rank's streams are its slice along dim 0 (MODEL §8).
-  for (const auto& ref : model.carried_state())
-    writer.write<T>(ck::join_path(ck::kStateGroup, ref.name), global_shape(ref.shape, ranks.dp_size),
-                    stream_slice(ref.shape, ranks), view<T>(ref.data, ref.shape));
+  for (const auto& ref : model.carried_state()) {
+    const core::ParamSpec spec = full_spec_of(ref.name, ref.shape, ref.shard);
+    writer.write<T>(ck::join_path(ck::kStateGroup, ref.name), global_shape(spec.shape, ranks.dp_size),
+                    stream_slice(spec.shape, ranks), whole(spec, ref.data));
+  }
   // The data cursor of every global stream, merged from all DP ranks (written by rank 0).
   const std::vector<int64_t> cursor = data.merge_cursors(gather_cursors(data.cursor(), ranks.comm));
   writer.write_whole<int64_t>(ck::join_path(ck::kDataGroup, "cursor"), {int64_t(cursor.size())},
@@ -117,29 +175,47 @@ RunPosition load_training_checkpoint(const std::filesystem::path& file, const Ru
   ck::require_tensors(reader, expected_parameters(model));
   if (!tokenizer_hash.empty() || !meta.tokenizer_hash.empty())
     ck::require_attr_equals(reader, "tokenizer_hash", tokenizer_hash);
+  // Sharded tensors: read the whole (or this rank's streams of it) and keep this rank's slice.
+  std::vector<T> full;
+  const auto read_into = [&](const std::string& path, const ck::Slice& slice, const core::ParamSpec& spec,
+                             T* local) {
+    if (!spec.shard.sharded()) {
+      reader.read<T>(path, slice, std::span<T>(local, size_t(spec.numel())));
+      return;
+    }
+    full.resize(size_t(slice.numel()));
+    reader.read<T>(path, slice, std::span<T>(full));
+    core::extract_shard(spec, full.data(), local);
+  };
+  const auto& params = model.params().params();
   for (auto& p : model.params().params())
-    reader.read<T>(ck::join_path(ck::kModelGroup, p.spec.name), ck::Slice::whole(p.spec.shape),
-                   std::span<T>(p.value, size_t(p.numel())));
+    read_into(ck::join_path(ck::kModelGroup, p.spec.name), ck::Slice::whole(p.spec.shape), p.spec, p.value);
   std::vector<ck::ExpectedTensor> optim_expected;
   for (const auto& s : optimizer.state())
-    optim_expected.push_back({ck::join_path(ck::kOptimGroup, s.name), s.shape, ck::DTypeOf<T>::value});
+    optim_expected.push_back({ck::join_path(ck::kOptimGroup, s.name),
+                              optimizer_state_spec(s, params[size_t(s.param)].spec).shape,
+                              ck::DTypeOf<T>::value});
   if (auto problem = ck::find_tensor_mismatch(reader, optim_expected))
     throw ck::MismatchError(file.string() + ": optimizer state does not match optim.kind=" +
                             std::string(core::to_string(config.optim.kind)) + ": " + *problem);
   for (const auto& s : optimizer.state())
-    if (s.data != nullptr)  // ZeRO-1: only the state of the parameters this rank owns
-      reader.read<T>(ck::join_path(ck::kOptimGroup, s.name), ck::Slice::whole(s.shape),
-                     std::span<T>(s.data, size_t(s.numel())));
+    if (s.data != nullptr) {  // ZeRO-1: only the state of the parameters this rank owns
+      const core::ParamSpec spec = optimizer_state_spec(s, params[size_t(s.param)].spec);
+      read_into(ck::join_path(ck::kOptimGroup, s.name), ck::Slice::whole(spec.shape), spec, s.data);
+    }
   for (auto& ref : model.carried_state()) {
     const std::string path = ck::join_path(ck::kStateGroup, ref.name);
-    const ck::Shape global = global_shape(ref.shape, ranks.dp_size);
+    core::ParamSpec spec = full_spec_of(ref.name, ref.shape, ref.shard);
+    const ck::Shape global = global_shape(spec.shape, ranks.dp_size);
     if (!reader.has(path) || reader.info(path).shape != global)
       throw ck::MismatchError(file.string() + ": carried state " + path + " is missing or is not " +
                               ck::shape_string(global) + " (the global stream count, train.batch x "
                               "data-parallel ranks = " + std::to_string(global[0]) +
                               ", must equal the saving run's)");
-    reader.read<T>(path, stream_slice(ref.shape, ranks),
-                   std::span<T>(ref.data, size_t(ck::shape_numel(ref.shape))));
+    // The slice read is [B, ...full...]: this rank's streams, every TP rank's columns.
+    const ck::Slice mine = stream_slice(spec.shape, ranks);
+    spec.shape = mine.count;
+    read_into(path, mine, spec, ref.data);
   }
   const auto opt_step = reader.attr_int("optimizer_step");
   optimizer.set_step_count(opt_step ? *opt_step : meta.step);

@@ -28,6 +28,10 @@ struct CheckpointRanks {
   int dp_rank = 0, dp_size = 1;
   int world = 1, tp = 1;          // recorded as the writing layout
   std::vector<int> param_owner;
+  // Tensor parallelism: sharded tensors are gathered over the TP group and written whole by
+  // the DP group of TP rank 0, so a checkpoint does not depend on the layout; loading reads the
+  // whole tensor and keeps this rank's slice.
+  core::TensorParallel tensor_parallel;
 };
 
 struct RunPosition {

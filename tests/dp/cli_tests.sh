@@ -2,7 +2,8 @@
 # brt-dist train under mpirun (tests/dp): usage: cli_tests.sh CASE MPIEXEC BRT_DIST CONFIG_DIR
 #   ranks:  DP = 2 runs, only world rank 0 prints progress and writes the metrics file, and the
 #           loss equals the one-process run on the same 4 global streams to 1e-4;
-#   tp:     --tp 2 is refused once, naming tensor parallelism, with status 2.
+#   tp:     --tp 2 (DP = 1, AdamW) runs and gives the one-process loss to 1e-4; --tp 4 on 2
+#           ranks is refused once with status 2.
 set -u
 case_name=$1 mpiexec=$2 brt=$3
 run_dir=$(mktemp -d)
@@ -47,10 +48,18 @@ case $case_name in
            END { exit bad }' || fail "DP=2 loss curve differs from one process"
     ;;
   tp)
-    "${mpirun[@]}" "$brt" train small.toml --tp 2 > tp.out 2>&1
+    "${mpirun[@]}" "$brt" train small.toml --tp 2 optim.kind=adamw train.batch=4 > tp.out 2>&1 ||
+      { cat tp.out; fail "TP=2 run exited non-zero"; }
+    "$brt" train small.toml optim.kind=adamw train.batch=4 > one.out 2>&1 || { cat one.out; fail "one-process run failed"; }
+    grep -q "tensor parallel: 2 ranks per replica" tp.out || { cat tp.out; fail "no TP summary line"; }
+    [ "$(grep -c '^step ' tp.out)" = 6 ] || { cat tp.out; fail "expected 6 progress lines (rank 0 only)"; }
+    paste <(grep '^step ' tp.out | awk '{print $5}') <(grep '^step ' one.out | awk '{print $5}') |
+      awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4 * $2 + 1e-4) { print "loss differs: " $0; bad = 1 } }
+           END { exit bad }' || fail "TP=2 loss curve differs from one process"
+    "${mpirun[@]}" "$brt" train small.toml --tp 4 > bad.out 2>&1
     status=$?
-    [ $status = 2 ] || { cat tp.out; fail "expected status 2, got $status"; }
-    [ "$(grep -c 'tensor parallelism is not implemented yet' tp.out)" = 1 ] || { cat tp.out; fail "refusal not printed once"; }
+    [ $status = 2 ] || { cat bad.out; fail "expected status 2 for --tp 4 on 2 ranks, got $status"; }
+    [ "$(grep -c 'does not fit' bad.out)" = 1 ] || { cat bad.out; fail "refusal not printed once"; }
     ;;
   *) fail "unknown case $case_name" ;;
 esac

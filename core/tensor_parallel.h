@@ -1,0 +1,96 @@
+// Megatron-style tensor parallelism (docs/parallelism.md, "Tensor parallelism"): the context a
+// layer needs to hold its slice of the heads / hidden units / vocabulary and to issue the
+// conjugate collectives on its TP group. Passed explicitly (no globals); a default-constructed
+// context is TP = 1 and every collective is a no-op without communication.
+//
+// The conjugate pairs (f and g of Megatron-LM):
+//  - column-parallel linear (W [in, out] split by columns, replicated input): forward needs no
+//    communication; backward all-reduces the input gradient (reduce_input_grad).
+//  - row-parallel linear (W [in, out] split by rows, input split by columns): forward
+//    all-reduces the output (reduce_output); backward needs no communication.
+// Replicated parameters whose inputs are replicated after these all-reduces (norm gains, gate
+// biases, state IDs, the learned initial state) receive identical gradients on every TP rank and
+// need no reduction; sharded parameters' gradients are complete for their slice.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/optim_stats.h"
+#include "core/param.h"
+#include "core/param_store.h"
+#include "parallel/communicator.h"
+
+namespace brt::core {
+
+class TensorParallel {
+ public:
+  TensorParallel() = default;  // TP = 1
+  // Uses `group` (the tp group of parallel::ProcessGroups); a group of one rank is TP = 1.
+  explicit TensorParallel(parallel::Communicator& group);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  bool active() const { return comm_ != nullptr; }
+  parallel::Communicator* group() const { return comm_; }
+
+  // n / size(); throws naming `what` (a config key) when it does not divide.
+  int local(int n, const std::string& what) const;
+
+  // Shards for declarations. [in, out] matrices: columns() splits out (column-parallel),
+  // rows(pieces) splits in block by block (row-parallel). Per-head tensors [H, ...]: heads().
+  ShardSpec columns() const { return {1, rank_, size_, 1}; }
+  ShardSpec rows(int pieces = 1) const { return {0, rank_, size_, pieces}; }
+  ShardSpec heads() const { return {0, rank_, size_, 1}; }
+
+  // In-place collectives over the TP group; no-ops at TP = 1.
+  template <typename T>
+  void all_reduce_sum(T* data, int64_t n) const;
+  template <typename T>
+  void all_reduce_max(T* data, int64_t n) const;
+
+  // The conjugate collectives, named for the call sites.
+  template <typename T>
+  void reduce_output(T* y, int64_t n) const { all_reduce_sum(y, n); }  // row-parallel forward
+  template <typename T>
+  void reduce_input_grad(T* dx, int64_t n) const { all_reduce_sum(dx, n); }  // column backward
+
+ private:
+  parallel::Communicator* comm_ = nullptr;
+  int rank_ = 0, size_ = 1;
+};
+
+// Layout-independent views of sharded tensors (checkpoints, tests): `spec` describes this
+// rank's slice (spec.shard) of the full spec.shape.
+// full[spec.global_numel()] on every rank of tp = the ranks' slices put in place (all-gather).
+// Replicated tensors are copied. `staging` is resized as needed.
+template <typename T>
+void gather_shards(const TensorParallel& tp, const ParamSpec& spec, const T* local, T* full,
+                   std::vector<T>& staging);
+// local[spec.numel()] = this rank's slice of full[spec.global_numel()].
+template <typename T>
+void extract_shard(const ParamSpec& spec, const T* full, T* local);
+
+// The StatReducer for tensor parallelism: per-parameter sums over sharded parameters are summed
+// over the TP group (each shard counted once), replicated parameters' sums are kept as they are
+// (counted once, not TP times). This gives the global gradient norm for clipping (MODEL §10c).
+// Adafactor's factored statistics of sharded tensors are refused (the factored second moment
+// of a shard is not the slice of the whole's).
+template <typename T>
+class TensorParallelStatReducer : public StatReducer {
+ public:
+  TensorParallelStatReducer(const ParamStore<T>& store, const TensorParallel& tp,
+                            StatReducer* next = nullptr);
+  void reduce(StatKind kind, std::span<double> sums, std::span<const StatBlock> blocks) override;
+
+ private:
+  const ParamStore<T>& store_;
+  TensorParallel tp_;
+  StatReducer* next_;
+  std::vector<double> staging_;
+};
+
+}  // namespace brt::core
