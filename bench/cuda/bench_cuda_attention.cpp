@@ -1,0 +1,183 @@
+// GPU benchmark: the measured bf16 (and fp32) cuBLAS GEMM peak, then the fused sliding-window
+// attention (MODEL §3.2) forward and backward at a production shape, reported as achieved
+// TFLOP/s and as ratios to those peaks (MODEL §10 counts: forward 4·W·A per token, the
+// unmasked half of the W×2W tile; backward counted as 2× forward). Timed with CUDA events
+// after warm-up, median of repeats, on random (never zero) inputs (METHOD.md).
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/device_arena.h"
+
+namespace {
+
+using brt::kernels::cuda::DeviceArena;
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    throw std::runtime_error(std::string("bench_cuda_attention: ") + what + ": " +
+                             cudaGetErrorString(status));
+  }
+}
+void check(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    throw std::runtime_error(std::string("bench_cuda_attention: ") + what + ": " +
+                             cublasGetStatusName(status));
+  }
+}
+
+// Median milliseconds of `repeats` timed runs of `body` on `stream`, after `warmup` runs.
+double median_ms(cudaStream_t stream, int warmup, int repeats, const std::function<void()>& body) {
+  for (int i = 0; i < warmup; ++i) body();
+  check(cudaStreamSynchronize(stream), "warm-up");
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "event");
+  check(cudaEventCreate(&stop), "event");
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    check(cudaEventRecord(start, stream), "record");
+    body();
+    check(cudaEventRecord(stop, stream), "record");
+    check(cudaEventSynchronize(stop), "sync");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
+    times.push_back(ms);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+void fill_random(float* dev, std::size_t n, float sd, std::mt19937& gen) {
+  std::normal_distribution<float> dist(0.0f, sd);
+  std::vector<float> host(n);
+  for (float& x : host) x = dist(gen);
+  check(cudaMemcpy(dev, host.data(), n * sizeof(float), cudaMemcpyHostToDevice), "upload");
+}
+
+// TFLOP/s of a square cuBLAS product: bf16 in / fp32 accumulate (tensor cores), or fp32.
+double gemm_peak_tflops(bool bf16, int n, std::mt19937& gen) {
+  const std::size_t elems = std::size_t(n) * n;
+  DeviceArena arena(elems * (bf16 ? 2 * 2 + 4 : 3 * 4) + (std::size_t{64} << 20), "gemm peak");
+  cudaStream_t stream;
+  check(cudaStreamCreate(&stream), "stream");
+  cublasHandle_t handle;
+  check(cublasCreate(&handle), "cublasCreate");
+  check(cublasSetStream(handle, stream), "cublasSetStream");
+  check(cublasSetMathMode(handle, bf16 ? CUBLAS_DEFAULT_MATH : CUBLAS_PEDANTIC_MATH), "math");
+  float* c = arena.allocate_array<float>(elems, "C");
+  void *a, *b;
+  {
+    std::vector<float> host(elems);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    if (bf16) {
+      std::vector<__nv_bfloat16> h16(elems);
+      a = arena.allocate(elems * 2, "A");
+      b = arena.allocate(elems * 2, "B");
+      for (auto& x : h16) x = __float2bfloat16(dist(gen));
+      check(cudaMemcpy(a, h16.data(), elems * 2, cudaMemcpyHostToDevice), "upload");
+      for (auto& x : h16) x = __float2bfloat16(dist(gen));
+      check(cudaMemcpy(b, h16.data(), elems * 2, cudaMemcpyHostToDevice), "upload");
+    } else {
+      a = arena.allocate(elems * 4, "A");
+      b = arena.allocate(elems * 4, "B");
+      fill_random(static_cast<float*>(a), elems, 1.0f, gen);
+      fill_random(static_cast<float*>(b), elems, 1.0f, gen);
+    }
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  const double ms = median_ms(stream, 3, 10, [&] {
+    if (bf16) {
+      check(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a, CUDA_R_16BF, n, b,
+                         CUDA_R_16BF, n, &beta, c, CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
+                         CUBLAS_GEMM_DEFAULT),
+            "GemmEx");
+    } else {
+      check(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha,
+                        static_cast<float*>(a), n, static_cast<float*>(b), n, &beta, c, n),
+            "Sgemm");
+    }
+  });
+  cublasDestroy(handle);
+  cudaStreamDestroy(stream);
+  return 2.0 * n * double(n) * n / (ms * 1e-3) / 1e12;
+}
+
+}  // namespace
+
+int main() {
+  namespace kc = brt::kernels::cuda;
+  if (kc::cuda_device_count() == 0) {
+    std::printf("bench_cuda_attention: no CUDA device; skipped\n");
+    return 0;
+  }
+  try {
+    std::mt19937 gen(12345);
+    std::printf("device: %s\n", kc::cuda_device_description(0).c_str());
+    const double bf16_peak = gemm_peak_tflops(true, 8192, gen);
+    const double fp32_peak = gemm_peak_tflops(false, 8192, gen);
+    std::printf("cuBLAS 8192^3 bf16 (fp32 accumulate): %.1f TFLOP/s (measured peak)\n", bf16_peak);
+    std::printf("cuBLAS 8192^3 fp32 (no TF32):         %.1f TFLOP/s\n", fp32_peak);
+
+    // A 1.3b-like layer: W = 512, H = 8, dh = 128 (A = 1024), B = 4 streams of N = 4096.
+    const brt::kernels::WindowAttnDims d{4, 4096, 512, 8, 128};
+    const std::size_t act = std::size_t(d.batch) * d.seq * d.width();
+    const std::size_t cache = std::size_t(d.batch) * d.window * d.width();
+    const std::size_t probs = std::size_t(d.batch) * d.blocks() * d.heads * d.window * 2 * d.window;
+    DeviceArena arena((9 * act + 2 * cache + probs) * sizeof(float) + (std::size_t{16} << 20),
+                      "attention bench");
+    auto buf = [&](std::size_t n, float sd) {
+      float* p = arena.allocate_array<float>(n, "bench buffer");
+      fill_random(p, n, sd, gen);
+      return p;
+    };
+    float *q = buf(act, 0.1f), *k = buf(act, 0.1f), *v = buf(act, 1.0f);
+    float *kc_ = buf(cache, 0.1f), *vc = buf(cache, 1.0f);
+    float *bias = buf(std::size_t(d.heads) * 32, 0.2f), *scale = buf(d.heads, 1.0f);
+    float *out = buf(act, 1.0f), *dout = buf(act, 1.0f);
+    float *dq = buf(act, 1.0f), *dk = buf(act, 1.0f), *dv = buf(act, 1.0f);
+    float *dbias = buf(std::size_t(d.heads) * 32, 1.0f), *dscale = buf(d.heads, 1.0f);
+    float* p = arena.allocate_array<float>(probs, "probs");
+    cudaStream_t stream;  // the backend's stream, so events time exactly its kernels
+    check(cudaStreamCreate(&stream), "stream");
+    kc::CudaOptions options;
+    options.stream = stream;
+    auto backend = kc::make_cuda_backend(options);
+    auto timed = [&](const std::function<void()>& body) {
+      check(cudaDeviceSynchronize(), "sync");
+      return median_ms(stream, 2, 7, body);
+    };
+    const double fwd_ms = timed([&] {
+      backend->window_attention_forward(d, q, k, v, kc_, vc, bias, scale, out, p);
+    });
+    const double bwd_ms = timed([&] {
+      backend->window_attention_backward(d, q, k, v, kc_, vc, bias, scale, p, dout, dq, dk, dv,
+                                         dbias, dscale);
+    });
+    const double tokens = double(d.batch) * d.seq;
+    const double fwd_flops = 4.0 * d.window * d.width() * tokens;
+    const double fwd_tflops = fwd_flops / (fwd_ms * 1e-3) / 1e12;
+    const double bwd_tflops = 2 * fwd_flops / (bwd_ms * 1e-3) / 1e12;
+    std::printf("window attention B=%d N=%d W=%d H=%d dh=%d (fp32 CUDA cores)\n", d.batch, d.seq,
+                d.window, d.heads, d.head_dim);
+    std::printf("  forward : %8.3f ms  %6.2f TFLOP/s  = %.4f of bf16 peak, %.3f of fp32 gemm\n",
+                fwd_ms, fwd_tflops, fwd_tflops / bf16_peak, fwd_tflops / fp32_peak);
+    std::printf("  backward: %8.3f ms  %6.2f TFLOP/s  = %.4f of bf16 peak, %.3f of fp32 gemm\n",
+                bwd_ms, bwd_tflops, bwd_tflops / bf16_peak, bwd_tflops / fp32_peak);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,175 @@
+#include "kernels/cuda/cuda_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/cuda_backend_impl.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace brt::kernels::cuda {
+
+namespace {
+
+// cuBLAS keeps its results reproducible when it gets a fixed workspace of its own
+// (cuBLAS docs, "Results reproducibility"); 32 MiB is its recommendation for Hopper.
+constexpr std::size_t kCublasWorkspaceBytes = std::size_t{32} << 20;
+
+cublasOperation_t to_cublas(Trans t) { return t == Trans::N ? CUBLAS_OP_N : CUBLAS_OP_T; }
+
+}  // namespace
+
+const char* precision_name(Precision precision) {
+  return precision == Precision::kBf16 ? "bf16" : "fp32";
+}
+
+Precision parse_precision(const std::string& name) {
+  if (name == "fp32") return Precision::kFp32;
+  if (name == "bf16") return Precision::kBf16;
+  throw std::runtime_error("kernels/cuda: precision '" + name + "' is not fp32 or bf16");
+}
+
+int cuda_device_count() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the (non-sticky) error so later queries start clean
+    return 0;
+  }
+  return count;
+}
+
+std::string cuda_device_description(int device) {
+  cudaDeviceProp prop{};
+  BRT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  return std::string(prop.name) + " (sm_" + std::to_string(prop.major) +
+         std::to_string(prop.minor) + ", " + std::to_string(prop.multiProcessorCount) +
+         " SMs, " + std::to_string(prop.totalGlobalMem >> 30) + " GiB)";
+}
+
+int select_device_for_local_rank(int local_rank) {
+  const int count = cuda_device_count();
+  if (count == 0) {
+    throw std::runtime_error("kernels/cuda: local rank " + std::to_string(local_rank) +
+                             " found no CUDA device");
+  }
+  const int device = local_rank % count;
+  BRT_CUDA_CHECK(cudaSetDevice(device));
+  return device;
+}
+
+CudaBackend::CudaBackend(const CudaOptions& options) : options_(options) {
+  if (options.device < 0 || options.device >= cuda_device_count()) {
+    throw std::runtime_error("kernels/cuda: device " + std::to_string(options.device) +
+                             " is not one of the " + std::to_string(cuda_device_count()) +
+                             " CUDA devices");
+  }
+  BRT_CUDA_CHECK(cudaSetDevice(options.device));
+  try {
+    if (options.stream != nullptr) {
+      stream_ = options.stream;
+    } else {
+      BRT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+      owns_stream_ = true;
+    }
+    scratch_ = DeviceArena(options.workspace_bytes, "CudaBackend scratch");
+    cublas_workspace_ = DeviceArena(kCublasWorkspaceBytes, "cuBLAS workspace");
+    BRT_CUBLAS_CHECK(cublasCreate(&cublas_));
+    BRT_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+    BRT_CUBLAS_CHECK(
+        cublasSetWorkspace(cublas_, cublas_workspace_.base(), kCublasWorkspaceBytes));
+    // fp32: pedantic math forbids TF32 and reduced-precision reductions, so gemm matches the
+    // CPU to fp32 rounding. bf16: the default math mode lets GemmEx use the tensor cores.
+    BRT_CUBLAS_CHECK(cublasSetMathMode(cublas_, options.precision == Precision::kFp32
+                                                    ? CUBLAS_PEDANTIC_MATH
+                                                    : CUBLAS_DEFAULT_MATH));
+  } catch (...) {
+    release_handles();  // no destructor runs for a half-built object
+    throw;
+  }
+}
+
+CudaBackend::~CudaBackend() { release_handles(); }
+
+void CudaBackend::release_handles() noexcept {
+  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  cublas_ = nullptr;
+  if (owns_stream_ && stream_ != nullptr) cudaStreamDestroy(stream_);
+  stream_ = nullptr;
+}
+
+void CudaBackend::synchronize() { BRT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+void CudaBackend::gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A,
+                       int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+  const int need_lda = ta == Trans::N ? K : M;
+  const int need_ldb = tb == Trans::N ? N : K;
+  if (M < 0 || N < 0 || K < 0 || lda < std::max(1, need_lda) || ldb < std::max(1, need_ldb) ||
+      ldc < std::max(1, N)) {
+    throw std::runtime_error("kernels/cuda gemm: invalid shape M=" + std::to_string(M) +
+                             " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+                             " lda=" + std::to_string(lda) + " ldb=" + std::to_string(ldb) +
+                             " ldc=" + std::to_string(ldc));
+  }
+  if (M == 0 || N == 0) return;
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
+  if (options_.precision == Precision::kFp32 || K == 0) {
+    BRT_CUBLAS_CHECK(cublasSgemm(cublas_, to_cublas(tb), to_cublas(ta), N, M, K, &alpha, B, ldb,
+                                 A, lda, &beta, C, ldc));
+    return;
+  }
+  // bf16: round both operands to packed bf16 copies in the scratch arena, multiply on the
+  // tensor cores with fp32 accumulation, write fp32 C (beta applies in fp32).
+  DeviceArena& arena = scratch();
+  const int a_rows = ta == Trans::N ? M : K, a_cols = ta == Trans::N ? K : M;
+  const int b_rows = tb == Trans::N ? K : N, b_cols = tb == Trans::N ? N : K;
+  void* a16 = arena.allocate(std::size_t{2} * a_rows * a_cols, "gemm bf16 A");
+  void* b16 = arena.allocate(std::size_t{2} * b_rows * b_cols, "gemm bf16 B");
+  launch_convert_to_bf16(A, a_rows, a_cols, lda, a16, stream_);
+  launch_convert_to_bf16(B, b_rows, b_cols, ldb, b16, stream_);
+  BRT_CUBLAS_CHECK(cublasGemmEx(cublas_, to_cublas(tb), to_cublas(ta), N, M, K, &alpha, b16,
+                                CUDA_R_16BF, b_cols, a16, CUDA_R_16BF, a_cols, &beta, C,
+                                CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+double CudaBackend::softmax_xent_forward_backward(const float* logits, const int32_t* targets,
+                                                  const uint8_t* mask, int n, int V,
+                                                  float grad_scale, float* dlogits,
+                                                  float* row_loss) {
+  const XentDeviceResult result = launch_softmax_xent(logits, targets, mask, n, V, grad_scale,
+                                                      dlogits, row_loss, scratch(), stream_);
+  double total = 0;
+  int first_bad_row = INT_MAX;
+  BRT_CUDA_CHECK(cudaMemcpyAsync(&total, result.total, sizeof(double), cudaMemcpyDeviceToHost,
+                                 stream_));
+  BRT_CUDA_CHECK(cudaMemcpyAsync(&first_bad_row, result.first_bad_row, sizeof(int),
+                                 cudaMemcpyDeviceToHost, stream_));
+  synchronize();
+  if (first_bad_row != INT_MAX) {
+    int32_t target = 0;
+    BRT_CUDA_CHECK(cudaMemcpy(&target, targets + first_bad_row, sizeof(int32_t),
+                              cudaMemcpyDeviceToHost));
+    throw std::runtime_error("kernels/cuda softmax_xent: target " + std::to_string(target) +
+                             " of row " + std::to_string(first_bad_row) + " is outside [0, " +
+                             std::to_string(V) + ")");
+  }
+  return total;
+}
+
+void synchronize(Backend<float>& backend) {
+  auto* cuda_backend = dynamic_cast<CudaBackend*>(&backend);
+  if (cuda_backend == nullptr) {
+    throw std::runtime_error(std::string("kernels/cuda synchronize: backend '") +
+                             backend.name() + "' is not the CUDA backend");
+  }
+  cuda_backend->synchronize();
+}
+
+std::unique_ptr<Backend<float>> make_cuda_backend(const CudaOptions& options) {
+  return std::make_unique<CudaBackend>(options);
+}
+
+}  // namespace brt::kernels::cuda

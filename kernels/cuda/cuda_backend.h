@@ -1,0 +1,58 @@
+// The CUDA backend: kernels::Backend<float> on DEVICE pointers (docs/gpu.md).
+//
+// Every buffer passed to a CudaBackend lives in device memory (DeviceArena); host pointers
+// are undefined behaviour. Work is enqueued on the backend's stream in call order; the only
+// call that waits for the device is softmax_xent_forward_backward (it returns the loss sum).
+// The backend owns one scratch arena, sized by CudaOptions::workspace_bytes and allocated
+// once at construction: kernels never allocate, and a call whose scratch does not fit throws
+// std::runtime_error naming the kernel and the bytes it needed.
+//
+// Precision (CudaOptions::precision):
+//  - kFp32: every kernel in fp32 with fp32 reductions; cuBLAS with TF32 disabled, so gemm
+//    matches the CPU backend to fp32 rounding.
+//  - kBf16: gemm operands are rounded to bf16 on the fly (fp32 accumulation, fp32 output,
+//    cublasGemmEx); every other kernel stays fp32.
+// Determinism: same inputs, same device, same options -> bit-identical outputs. No kernel
+// uses floating-point atomics; reductions have a fixed partition and order.
+//
+// This header needs no CUDA headers, so CPU-only code can include it.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "kernels/backend.h"
+
+struct CUstream_st;  // = cudaStream_t's pointee
+
+namespace brt::kernels::cuda {
+
+enum class Precision { kFp32, kBf16 };
+const char* precision_name(Precision precision);
+// "fp32" or "bf16"; throws std::runtime_error naming the value otherwise.
+Precision parse_precision(const std::string& name);
+
+struct CudaOptions {
+  int device = 0;                       // CUDA device ordinal the backend runs on
+  Precision precision = Precision::kFp32;
+  CUstream_st* stream = nullptr;        // null: the backend creates (and owns) its stream
+  std::size_t workspace_bytes = std::size_t{256} << 20;  // scratch arena, allocated once
+};
+
+// Number of usable CUDA devices; 0 when there is no driver, no GPU or any CUDA error. Never
+// throws and never aborts, so tests can call it to decide whether to skip.
+int cuda_device_count();
+// "NVIDIA H200 (sm_90, 132 SMs, 139 GiB)" for run logs; throws if the device is unusable.
+std::string cuda_device_description(int device);
+
+// Selects the GPU of this process: cudaSetDevice(local_rank % cuda_device_count()). Returns
+// the ordinal chosen; throws std::runtime_error naming the rank when there is no GPU.
+int select_device_for_local_rank(int local_rank);
+
+// Blocks until all work on the backend's stream has finished (throws on a device error).
+void synchronize(Backend<float>& backend);
+
+std::unique_ptr<Backend<float>> make_cuda_backend(const CudaOptions& options = {});
+
+}  // namespace brt::kernels::cuda

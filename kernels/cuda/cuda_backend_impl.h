@@ -1,0 +1,151 @@
+// CudaBackend: the CUDA implementation of kernels::Backend<float> (internal; use
+// make_cuda_backend from cuda_backend.h). Element-wise, norm, gate, embedding, xent and
+// attention kernels are hand-written (launchers.h); gemm goes through cuBLAS.
+//
+// Threading and streams: one CudaBackend serves one host thread and one stream. Its scratch
+// arena is reset at the start of every call; that is safe because every kernel of the call is
+// enqueued on the same in-order stream as the previous call's.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/device_arena.h"
+#include "kernels/cuda/launchers.h"
+
+namespace brt::kernels::cuda {
+
+class CudaBackend final : public Backend<float> {
+ public:
+  explicit CudaBackend(const CudaOptions& options);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  const char* name() const override { return "cuda"; }
+  cudaStream_t stream() const { return stream_; }
+  const CudaOptions& options() const { return options_; }
+  void synchronize();
+
+  void gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, int lda,
+            const float* B, int ldb, float beta, float* C, int ldc) override;
+
+  void fill(float* x, int64_t n, float value) override { launch_fill(x, n, value, stream_); }
+  void copy(const float* x, int64_t n, float* y) override { launch_copy(x, n, y, stream_); }
+  void add_inplace(float* y, const float* x, int64_t n) override {
+    launch_add_inplace(y, x, n, stream_);
+  }
+  void scale_inplace(float* x, int64_t n, float alpha) override {
+    launch_scale_inplace(x, n, alpha, stream_);
+  }
+  void column_sum_accumulate(const float* dz, int n, int D, float* db) override {
+    launch_column_sum_accumulate(dz, n, D, db, scratch(), stream_);
+  }
+  void add_rows_broadcast(float* out, const float* table, int rows_out, int rows_table,
+                          int D) override {
+    launch_add_rows_broadcast(out, table, rows_out, rows_table, D, stream_);
+  }
+
+  void embedding_forward(const int32_t* tokens, int n, const float* table, int D,
+                         float* out) override {
+    launch_embedding_forward(tokens, n, table, D, out, stream_);
+  }
+  void embedding_backward(const int32_t* tokens, int n, const float* dout, int D,
+                          float* dtable) override {
+    launch_embedding_backward(tokens, n, dout, D, dtable, scratch(), stream_);
+  }
+
+  void rmsnorm_forward(const float* x, const float* gamma, int n, int D, float* y,
+                       float* rstd) override {
+    launch_rmsnorm_forward(x, gamma, n, D, y, rstd, stream_);
+  }
+  void rmsnorm_backward(const float* x, const float* gamma, const float* rstd, const float* dy,
+                        int n, int D, float* dx, float* dgamma) override {
+    launch_rmsnorm_backward(x, gamma, rstd, dy, n, D, dx, dgamma, scratch(), stream_);
+  }
+  void head_l2norm_forward(const float* x, int n, int H, int dh, float* y,
+                           float* rnorm) override {
+    launch_head_l2norm_forward(x, n, H, dh, y, rnorm, stream_);
+  }
+  void head_l2norm_backward(const float* y, const float* rnorm, const float* dy, int n, int H,
+                            int dh, float* dx) override {
+    launch_head_l2norm_backward(y, rnorm, dy, n, H, dh, dx, stream_);
+  }
+
+  void window_attention_forward(const WindowAttnDims& d, const float* q, const float* k,
+                                const float* v, const float* k_cache, const float* v_cache,
+                                const float* rel_bias, const float* scale, float* out,
+                                float* probs) override {
+    launch_window_attention_forward(d, q, k, v, k_cache, v_cache, rel_bias, scale, out, probs,
+                                    scratch(), stream_);
+  }
+  void window_attention_backward(const WindowAttnDims& d, const float* q, const float* k,
+                                 const float* v, const float* k_cache, const float* v_cache,
+                                 const float* rel_bias, const float* scale, const float* probs,
+                                 const float* dout, float* dq, float* dk, float* dv,
+                                 float* drel_bias, float* dscale) override {
+    launch_window_attention_backward(d, q, k, v, k_cache, v_cache, rel_bias, scale, probs, dout,
+                                     dq, dk, dv, drel_bias, dscale, scratch(), stream_);
+  }
+
+  void cross_attention_forward(const CrossAttnDims& d, const float* q, const float* k,
+                               const float* v, const float* scale, float* out,
+                               float* probs) override {
+    launch_cross_attention_forward(d, q, k, v, scale, out, probs, stream_);
+  }
+  void cross_attention_backward(const CrossAttnDims& d, const float* q, const float* k,
+                                const float* v, const float* scale, const float* probs,
+                                const float* dout, float* dq, float* dk, float* dv,
+                                float* dscale) override {
+    launch_cross_attention_backward(d, q, k, v, scale, probs, dout, dq, dk, dv, dscale,
+                                    scratch(), stream_);
+  }
+
+  void relu_forward(const float* x, int64_t n, float* y) override {
+    launch_relu_forward(x, n, y, stream_);
+  }
+  void relu_backward(const float* y, const float* dy, int64_t n, float* dx) override {
+    launch_relu_backward(y, dy, n, dx, stream_);
+  }
+
+  void fixed_gate_forward(const float* carry, const float* u, const float* bias, int n, int D,
+                          float* out) override {
+    launch_fixed_gate_forward(carry, u, bias, n, D, out, stream_);
+  }
+  void fixed_gate_backward(const float* carry, const float* u, const float* bias,
+                           const float* dout, int n, int D, float* dcarry, float* du,
+                           float* dbias) override {
+    launch_fixed_gate_backward(carry, u, bias, dout, n, D, dcarry, du, dbias, scratch(),
+                               stream_);
+  }
+  void lstm_gate_forward(const float* carry, const float* u, const float* zf, const float* zi,
+                         int n, int D, float* out, float* f, float* i) override {
+    launch_lstm_gate_forward(carry, u, zf, zi, n, D, out, f, i, stream_);
+  }
+  void lstm_gate_backward(const float* carry, const float* u, const float* f, const float* i,
+                          const float* dout, int n, int D, float* dcarry, float* du, float* dzf,
+                          float* dzi) override {
+    launch_lstm_gate_backward(carry, u, f, i, dout, n, D, dcarry, du, dzf, dzi, stream_);
+  }
+
+  double softmax_xent_forward_backward(const float* logits, const int32_t* targets,
+                                       const uint8_t* mask, int n, int V, float grad_scale,
+                                       float* dlogits, float* row_loss) override;
+
+ private:
+  void release_handles() noexcept;
+  DeviceArena& scratch() {
+    scratch_.reset();
+    return scratch_;
+  }
+
+  CudaOptions options_;
+  cudaStream_t stream_ = nullptr;
+  bool owns_stream_ = false;
+  cublasHandle_t cublas_ = nullptr;
+  DeviceArena cublas_workspace_;
+  DeviceArena scratch_;
+};
+
+}  // namespace brt::kernels::cuda

@@ -1,0 +1,132 @@
+// Host-side entry points of the CUDA kernels (internal to kernels/cuda): each enqueues its
+// kernels on `stream` and checks the launch. Shapes and conventions are backend.h's. Kernels
+// that need scratch take it from `scratch` (the backend's arena, reset per call).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/backend.h"
+#include "kernels/cuda/device_arena.h"
+
+namespace brt::kernels::cuda {
+
+// ---- elementwise.cu ----
+void launch_fill(float* x, int64_t n, float value, cudaStream_t stream);
+void launch_copy(const float* x, int64_t n, float* y, cudaStream_t stream);
+void launch_add_inplace(float* y, const float* x, int64_t n, cudaStream_t stream);
+void launch_scale_inplace(float* x, int64_t n, float alpha, cudaStream_t stream);
+void launch_add_rows_broadcast(float* out, const float* table, int rows_out, int rows_table,
+                               int D, cudaStream_t stream);
+void launch_relu_forward(const float* x, int64_t n, float* y, cudaStream_t stream);
+void launch_relu_backward(const float* y, const float* dy, int64_t n, float* dx,
+                          cudaStream_t stream);
+void launch_column_sum_accumulate(const float* dz, int n, int D, float* db, DeviceArena& scratch,
+                                  cudaStream_t stream);
+// dst[r, c] = bf16(src[r * ld + c]) for a rows x cols matrix; dst is packed (ld = cols).
+void launch_convert_to_bf16(const float* src, int rows, int cols, int ld, void* dst,
+                            cudaStream_t stream);
+
+// ---- embedding.cu (MODEL §1) ----
+void launch_embedding_forward(const int32_t* tokens, int n, const float* table, int D,
+                              float* out, cudaStream_t stream);
+void launch_embedding_backward(const int32_t* tokens, int n, const float* dout, int D,
+                               float* dtable, DeviceArena& scratch, cudaStream_t stream);
+
+// ---- norms.cu (MODEL §2, §3.1) ----
+void launch_rmsnorm_forward(const float* x, const float* gamma, int n, int D, float* y,
+                            float* rstd, cudaStream_t stream);
+void launch_rmsnorm_backward(const float* x, const float* gamma, const float* rstd,
+                             const float* dy, int n, int D, float* dx, float* dgamma,
+                             DeviceArena& scratch, cudaStream_t stream);
+void launch_head_l2norm_forward(const float* x, int n, int H, int dh, float* y, float* rnorm,
+                                cudaStream_t stream);
+void launch_head_l2norm_backward(const float* y, const float* rnorm, const float* dy, int n,
+                                 int H, int dh, float* dx, cudaStream_t stream);
+
+// ---- gates.cu (MODEL §5.3) ----
+void launch_fixed_gate_forward(const float* carry, const float* u, const float* bias, int n,
+                               int D, float* out, cudaStream_t stream);
+void launch_fixed_gate_backward(const float* carry, const float* u, const float* bias,
+                                const float* dout, int n, int D, float* dcarry, float* du,
+                                float* dbias, DeviceArena& scratch, cudaStream_t stream);
+void launch_lstm_gate_forward(const float* carry, const float* u, const float* zf,
+                              const float* zi, int n, int D, float* out, float* f, float* i,
+                              cudaStream_t stream);
+void launch_lstm_gate_backward(const float* carry, const float* u, const float* f,
+                               const float* i, const float* dout, int n, int D, float* dcarry,
+                               float* du, float* dzf, float* dzi, cudaStream_t stream);
+
+// ---- xent.cu (MODEL §1) ----
+// Device addresses (in `scratch`) of the summed row losses and of the first row whose target
+// is outside [0, V) (INT_MAX when none); the caller reads both after synchronising.
+struct XentDeviceResult {
+  const double* total;
+  const int* first_bad_row;
+};
+XentDeviceResult launch_softmax_xent(const float* logits, const int32_t* targets,
+                                  const uint8_t* mask, int n, int V, float grad_scale,
+                                  float* dlogits, float* row_loss, DeviceArena& scratch,
+                                  cudaStream_t stream);
+
+// ---- window_attention.cu (MODEL §3.2, §3.3) ----
+void launch_window_attention_forward(const WindowAttnDims& d, const float* q, const float* k,
+                                     const float* v, const float* k_cache,
+                                     const float* v_cache, const float* rel_bias,
+                                     const float* scale, float* out, float* probs,
+                                     DeviceArena& scratch, cudaStream_t stream);
+void launch_window_attention_backward(const WindowAttnDims& d, const float* q, const float* k,
+                                      const float* v, const float* k_cache,
+                                      const float* v_cache, const float* rel_bias,
+                                      const float* scale, const float* probs,
+                                      const float* dout, float* dq, float* dk, float* dv,
+                                      float* drel_bias, float* dscale, DeviceArena& scratch,
+                                      cudaStream_t stream);
+
+// ---- cross_attention.cu (MODEL §3.4) ----
+void launch_cross_attention_forward(const CrossAttnDims& d, const float* q, const float* k,
+                                    const float* v, const float* scale, float* out,
+                                    float* probs, cudaStream_t stream);
+void launch_cross_attention_backward(const CrossAttnDims& d, const float* q, const float* k,
+                                     const float* v, const float* scale, const float* probs,
+                                     const float* dout, float* dq, float* dk, float* dv,
+                                     float* dscale, DeviceArena& scratch, cudaStream_t stream);
+
+
+// ---- fft_conv_kernels.cu (MODEL §7.1; used by CudaFftConv, fft_conv.h) ----
+// Planned row counts use the maxima (Fm features, Bm batch); rows past the call's B or F are
+// written as zeros. Real rows have n_fft entries, spectra rows n_freq = n_fft/2 + 1 (float2).
+struct FftConvShape {
+  int B, C, L, F;    // this call
+  int Bm, Fm;        // planned maxima
+  int n_fft, n_freq;
+};
+// real[(b*Fm + f)][t] = u[b, t, f] for t < L, else 0.
+void launch_fft_gather_input(const FftConvShape& s, const float* u, float* real,
+                             cudaStream_t stream);
+// real[(c*Fm + f)][t] = k[c, f, t] (+ dskip[c, f] at t = 0), zero padded.
+void launch_fft_gather_kernel(const FftConvShape& s, const float* k, const float* dskip,
+                              float* real, cudaStream_t stream);
+// real[((b*C + c)*Fm + f)][t] = dy[b, c, t, f], zero padded.
+void launch_fft_gather_output_grad(const FftConvShape& s, const float* dy, float* real,
+                                   cudaStream_t stream);
+// Y[(b*C + c)*Fm + f] = U[b*Fm + f] * K[c*Fm + f] (element-wise complex).
+void launch_fft_multiply(const FftConvShape& s, const float2* U, const float2* K, float2* Y,
+                         cudaStream_t stream);
+// DU[b*Fm + f] = sum_c conj(K[c*Fm + f]) * DY[(b*C + c)*Fm + f]  (c in order);
+// DK[c*Fm + f] = sum_b DY[(b*C + c)*Fm + f] * conj(U[b*Fm + f])  (b in order). Either may be null.
+void launch_fft_correlate(const FftConvShape& s, const float2* U, const float2* K,
+                          const float2* DY, float2* DU, float2* DK, cudaStream_t stream);
+// y[b, c, t, f] = real[((b*C + c)*Fm + f)][t] / n_fft.
+void launch_fft_scatter_output(const FftConvShape& s, const float* real, float* y,
+                               cudaStream_t stream);
+// du[b, t, f] += real[(b*Fm + f)][t] / n_fft.
+void launch_fft_scatter_input_grad(const FftConvShape& s, const float* real, float* du,
+                                   cudaStream_t stream);
+// dk[c, f, t] += real[(c*Fm + f)][t] / n_fft; ddskip[c, f] += real[(c*Fm + f)][0] / n_fft
+// (either may be null).
+void launch_fft_scatter_kernel_grad(const FftConvShape& s, const float* real, float* dk,
+                                    float* ddskip, cudaStream_t stream);
+
+}  // namespace brt::kernels::cuda

@@ -1,0 +1,126 @@
+// RMSNorm (MODEL §2) and per-head L2 normalisation (MODEL §3.1). Row sums in double, like the
+// CPU backend; one block per RMSNorm row, one warp per (position, head) for the L2 norm.
+#include "kernels/cuda/device_common.cuh"
+#include "kernels/cuda/launchers.h"
+
+namespace brt::kernels::cuda {
+
+namespace {
+
+constexpr double kRmsEps = 1e-6;  // MODEL §2
+constexpr double kL2Eps = 1e-6;   // MODEL §3.1
+constexpr int kRowThreads = 256;
+
+__global__ void rmsnorm_forward_kernel(const float* x, const float* gamma, int D, float* y,
+                                       float* rstd) {
+  __shared__ double shared[kWarp];
+  const int64_t row = blockIdx.x;
+  const float* xr = x + row * D;
+  float* yr = y + row * D;
+  double ss = 0;
+  for (int j = threadIdx.x; j < D; j += blockDim.x) ss += static_cast<double>(xr[j]) * xr[j];
+  ss = block_sum(ss, shared);
+  const float r = static_cast<float>(1.0 / sqrt(ss / D + kRmsEps));
+  if (threadIdx.x == 0) rstd[row] = r;
+  for (int j = threadIdx.x; j < D; j += blockDim.x) yr[j] = xr[j] * r * gamma[j];
+}
+
+__global__ void rmsnorm_backward_kernel(const float* x, const float* gamma, const float* rstd,
+                                        const float* dy, int D, float* dx) {
+  __shared__ double shared[kWarp];
+  const int64_t row = blockIdx.x;
+  const float* xr = x + row * D;
+  const float* dyr = dy + row * D;
+  float* dxr = dx + row * D;
+  double dot = 0;
+  for (int j = threadIdx.x; j < D; j += blockDim.x) {
+    dot += static_cast<double>(gamma[j]) * dyr[j] * xr[j];
+  }
+  dot = block_sum(dot, shared);
+  const float r = rstd[row];
+  const float coef = static_cast<float>(dot * static_cast<double>(r) * r * r / D);
+  for (int j = threadIdx.x; j < D; j += blockDim.x) dxr[j] += r * gamma[j] * dyr[j] - xr[j] * coef;
+}
+
+struct GammaGradTerm {
+  const float* x;
+  const float* dy;
+  const float* rstd;
+  int D;
+  __device__ float operator()(int i, int j) const {
+    const int64_t at = static_cast<int64_t>(i) * D + j;
+    return dy[at] * x[at] * rstd[i];
+  }
+};
+
+// One warp per (position, head) row of dh elements.
+__global__ void head_l2norm_forward_kernel(const float* x, int64_t rows, int dh, float* y,
+                                           float* rnorm) {
+  const int64_t r = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (r >= rows) return;
+  const float* xr = x + r * dh;
+  float* yr = y + r * dh;
+  double ss = 0;
+  for (int j = lane; j < dh; j += kWarp) ss += static_cast<double>(xr[j]) * xr[j];
+  ss = warp_sum(ss);
+  const float rn = static_cast<float>(1.0 / sqrt(ss + kL2Eps));
+  if (lane == 0) rnorm[r] = rn;
+  for (int j = lane; j < dh; j += kWarp) yr[j] = xr[j] * rn;  // y may alias x
+}
+
+__global__ void head_l2norm_backward_kernel(const float* y, const float* rnorm, const float* dy,
+                                            int64_t rows, int dh, float* dx) {
+  const int64_t r = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (r >= rows) return;
+  const float* yr = y + r * dh;
+  const float* dyr = dy + r * dh;
+  float* dxr = dx + r * dh;
+  double dot = 0;
+  for (int j = lane; j < dh; j += kWarp) dot += static_cast<double>(yr[j]) * dyr[j];
+  dot = warp_sum(dot);
+  const float rn = rnorm[r];
+  const float d = static_cast<float>(dot);
+  for (int j = lane; j < dh; j += kWarp) dxr[j] += rn * (dyr[j] - yr[j] * d);
+}
+
+int warp_row_blocks(int64_t rows) { return static_cast<int>((rows * kWarp + 255) / 256); }
+
+}  // namespace
+
+void launch_rmsnorm_forward(const float* x, const float* gamma, int n, int D, float* y,
+                            float* rstd, cudaStream_t stream) {
+  if (n <= 0 || D <= 0) return;
+  rmsnorm_forward_kernel<<<n, kRowThreads, 0, stream>>>(x, gamma, D, y, rstd);
+  BRT_CUDA_CHECK_LAUNCH("rmsnorm_forward");
+}
+
+void launch_rmsnorm_backward(const float* x, const float* gamma, const float* rstd,
+                             const float* dy, int n, int D, float* dx, float* dgamma,
+                             DeviceArena& scratch, cudaStream_t stream) {
+  if (n <= 0 || D <= 0) return;
+  rmsnorm_backward_kernel<<<n, kRowThreads, 0, stream>>>(x, gamma, rstd, dy, D, dx);
+  BRT_CUDA_CHECK_LAUNCH("rmsnorm_backward");
+  column_reduce_accumulate(n, D, GammaGradTerm{x, dy, rstd, D}, PlainColumnSum{}, dgamma, scratch,
+                           stream, "rmsnorm_backward");
+}
+
+void launch_head_l2norm_forward(const float* x, int n, int H, int dh, float* y, float* rnorm,
+                                cudaStream_t stream) {
+  const int64_t rows = int64_t{n} * H;
+  if (rows <= 0 || dh <= 0) return;
+  head_l2norm_forward_kernel<<<warp_row_blocks(rows), 256, 0, stream>>>(x, rows, dh, y, rnorm);
+  BRT_CUDA_CHECK_LAUNCH("head_l2norm_forward");
+}
+
+void launch_head_l2norm_backward(const float* y, const float* rnorm, const float* dy, int n,
+                                 int H, int dh, float* dx, cudaStream_t stream) {
+  const int64_t rows = int64_t{n} * H;
+  if (rows <= 0 || dh <= 0) return;
+  head_l2norm_backward_kernel<<<warp_row_blocks(rows), 256, 0, stream>>>(y, rnorm, dy, rows, dh,
+                                                                          dx);
+  BRT_CUDA_CHECK_LAUNCH("head_l2norm_backward");
+}
+
+}  // namespace brt::kernels::cuda

@@ -1,0 +1,289 @@
+#include "parallel/nccl_communicator.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "parallel/comm_error.h"
+
+namespace brt::parallel {
+namespace detail {
+
+struct NcclGroup {
+  std::string name;
+  CommOptions options;
+  int rank = 0, size = 1;
+  std::vector<int> world_ranks;
+  std::vector<std::string> hosts;
+  ncclComm_t comm = nullptr;
+  cudaStream_t own_stream = nullptr;  // for collectives issued on a host Stream
+  int* barrier_word = nullptr;        // device int for barrier()'s one-element all-reduce
+  bool aborted = false;
+
+  RankLocation self() const { return {world_ranks[rank], hosts[rank]}; }
+  std::string where() const {
+    return "world rank " + std::to_string(world_ranks[rank]) + " (host " + hosts[rank] + ")";
+  }
+
+  ~NcclGroup() {
+    if (comm != nullptr) {
+      if (aborted) ncclCommAbort(comm);
+      else ncclCommDestroy(comm);
+    }
+    if (barrier_word != nullptr) cudaFree(barrier_word);
+    if (own_stream != nullptr) cudaStreamDestroy(own_stream);
+  }
+};
+
+}  // namespace detail
+
+namespace {
+
+using detail::NcclGroup;
+
+void check_setup(bool ok, const std::string& what, const std::string& group,
+                 const std::string& detail_text) {
+  if (!ok) {
+    throw CommError(what + " failed while creating NCCL group '" + group + "': " + detail_text);
+  }
+}
+
+ncclDataType_t to_nccl(DataType type) {
+  switch (type) {
+    case DataType::kFloat32: return ncclFloat32;
+    case DataType::kFloat64: return ncclFloat64;
+    case DataType::kInt64: return ncclInt64;
+  }
+  return ncclFloat32;
+}
+
+ncclRedOp_t to_nccl(ReduceOp op) { return op == ReduceOp::kMax ? ncclMax : ncclSum; }
+
+// One collective in flight: complete when its event has fired.
+class NcclPendingOp final : public PendingOp {
+ public:
+  NcclPendingOp(std::shared_ptr<NcclGroup> group, CollectiveInfo info, cudaStream_t stream)
+      : group_(std::move(group)), info_(std::move(info)),
+        started_(std::chrono::steady_clock::now()) {
+    const cudaError_t status = cudaEventCreateWithFlags(&event_, cudaEventDisableTiming);
+    if (status == cudaSuccess) {
+      record_status_ = cudaEventRecord(event_, stream);
+    } else {
+      record_status_ = status;
+      event_ = nullptr;
+    }
+  }
+  ~NcclPendingOp() override {
+    if (event_ != nullptr) cudaEventDestroy(event_);
+  }
+
+  bool test() override {
+    if (done_) return true;
+    if (group_->aborted) fail("the communicator was aborted by another collective's failure");
+    if (record_status_ != cudaSuccess) {
+      fail(std::string("cudaEventRecord: ") + cudaGetErrorString(record_status_));
+    }
+    const cudaError_t status = cudaEventQuery(event_);
+    if (status == cudaSuccess) {
+      done_ = true;
+      return true;
+    }
+    if (status != cudaErrorNotReady) fail(std::string("CUDA: ") + cudaGetErrorString(status));
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(group_->comm, &async);
+    if (async != ncclSuccess && async != ncclInProgress) {
+      fail(std::string("NCCL: ") + ncclGetErrorString(async));
+    }
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    const double limit = std::chrono::duration<double>(group_->options.timeout).count();
+    if (waited > limit) {
+      // Abort first so no kernel stays blocked on a dead peer, then end the job loudly.
+      ncclCommAbort(group_->comm);
+      group_->comm = nullptr;
+      group_->aborted = true;
+      // NCCL cannot say which peer stalled: name every other member of the group.
+      std::vector<RankLocation> peers;
+      for (int r = 0; r < group_->size; ++r) {
+        if (r != group_->rank) peers.push_back({group_->world_ranks[r], group_->hosts[r]});
+      }
+      abort_job(describe_timeout(info_, group_->self(), waited, limit, peers),
+                kCollectiveTimeoutExitCode);
+    }
+    return false;
+  }
+
+  void wait() override {
+    while (!test()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& why) {
+    if (group_->comm != nullptr) ncclCommAbort(group_->comm);
+    group_->comm = nullptr;
+    group_->aborted = true;
+    throw CommError(describe(info_) + " failed on " + group_->where() + ": " + why);
+  }
+
+  std::shared_ptr<NcclGroup> group_;
+  CollectiveInfo info_;
+  std::chrono::steady_clock::time_point started_;
+  cudaEvent_t event_ = nullptr;
+  cudaError_t record_status_ = cudaSuccess;
+  bool done_ = false;
+};
+
+}  // namespace
+
+int select_gpu_for_local_rank(int local_rank) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();
+    throw CommError("local rank " + std::to_string(local_rank) + " sees no CUDA device");
+  }
+  const int device = local_rank % count;
+  const cudaError_t status = cudaSetDevice(device);
+  if (status != cudaSuccess) {
+    throw CommError("local rank " + std::to_string(local_rank) + ": cudaSetDevice(" +
+                    std::to_string(device) + ") failed: " + cudaGetErrorString(status));
+  }
+  return device;
+}
+
+NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::string name, CommOptions options)
+    : group_(std::make_shared<NcclGroup>()) {
+  auto& g = *group_;
+  g.name = std::move(name);
+  g.options = options;
+  MPI_Comm_rank(comm, &g.rank);
+  MPI_Comm_size(comm, &g.size);
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  g.world_ranks.resize(static_cast<size_t>(g.size));
+  check_setup(MPI_Allgather(&world_rank, 1, MPI_INT, g.world_ranks.data(), 1, MPI_INT, comm) ==
+                  MPI_SUCCESS,
+              "MPI_Allgather", g.name, "world ranks");
+  char host[MPI_MAX_PROCESSOR_NAME] = {};
+  int host_len = 0;
+  MPI_Get_processor_name(host, &host_len);
+  std::vector<char> hosts(static_cast<size_t>(g.size) * MPI_MAX_PROCESSOR_NAME);
+  check_setup(MPI_Allgather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts.data(),
+                            MPI_MAX_PROCESSOR_NAME, MPI_CHAR, comm) == MPI_SUCCESS,
+              "MPI_Allgather", g.name, "host names");
+  for (int r = 0; r < g.size; ++r) {
+    const char* h = hosts.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
+    g.hosts.emplace_back(h, strnlen(h, MPI_MAX_PROCESSOR_NAME));
+  }
+
+  // Rank 0's unique id reaches every member over MPI. Every member reports whether it could
+  // make one, so a failure on rank 0 does not leave the others in ncclCommInitRank.
+  ncclUniqueId id{};
+  int id_ok = 1;
+  if (g.rank == 0) id_ok = ncclGetUniqueId(&id) == ncclSuccess ? 1 : 0;
+  check_setup(MPI_Bcast(&id_ok, 1, MPI_INT, 0, comm) == MPI_SUCCESS, "MPI_Bcast", g.name, "id");
+  check_setup(id_ok == 1, "ncclGetUniqueId", g.name, "on group rank 0");
+  check_setup(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm) == MPI_SUCCESS, "MPI_Bcast", g.name,
+              "unique id");
+  const ncclResult_t init = ncclCommInitRank(&g.comm, g.size, id, g.rank);
+  check_setup(init == ncclSuccess, "ncclCommInitRank", g.name,
+              g.where() + ": " + ncclGetErrorString(init));
+  const cudaError_t s1 = cudaStreamCreateWithFlags(&g.own_stream, cudaStreamNonBlocking);
+  check_setup(s1 == cudaSuccess, "cudaStreamCreate", g.name, cudaGetErrorString(s1));
+  const cudaError_t s2 = cudaMalloc(&g.barrier_word, sizeof(int));
+  check_setup(s2 == cudaSuccess, "cudaMalloc", g.name, cudaGetErrorString(s2));
+  const cudaError_t s3 = cudaMemset(g.barrier_word, 0, sizeof(int));
+  check_setup(s3 == cudaSuccess, "cudaMemset", g.name, cudaGetErrorString(s3));
+}
+
+NcclCommunicator::~NcclCommunicator() = default;
+
+int NcclCommunicator::rank() const { return group_->rank; }
+int NcclCommunicator::size() const { return group_->size; }
+const std::string& NcclCommunicator::name() const { return group_->name; }
+int NcclCommunicator::world_rank_of(int group_rank) const {
+  return group_->world_ranks.at(static_cast<size_t>(group_rank));
+}
+bool NcclCommunicator::aborted() const { return group_->aborted; }
+
+namespace {
+
+// Issues one collective: checks the group is alive, runs `call` on the stream, checks the
+// launch, and wraps the completion event in a Request.
+template <typename Call>
+Request issue(const std::shared_ptr<NcclGroup>& group, uint64_t& sequence, const char* op,
+              ReduceOp* reduce, int64_t count, DataType type, Stream stream, Call call) {
+  CollectiveInfo info;
+  info.op = reduce ? std::string(op) + "(" + reduce_op_name(*reduce) + ")" : std::string(op);
+  info.type = dtype_name(type);
+  info.bytes = count * static_cast<int64_t>(dtype_size(type));
+  info.group = group->name;
+  info.group_size = group->size;
+  info.sequence = sequence++;
+  if (group->aborted) {
+    throw CommError(describe(info) + " on " + group->where() +
+                    ": the NCCL communicator was aborted by an earlier error or timeout");
+  }
+  cudaStream_t s = stream.is_host() ? group->own_stream : static_cast<cudaStream_t>(stream.handle);
+  const ncclResult_t rc = call(s);
+  if (rc != ncclSuccess && rc != ncclInProgress) {
+    throw CommError(describe(info) + " failed on " + group->where() + ": " +
+                    ncclGetErrorString(rc));
+  }
+  return Request(std::make_unique<NcclPendingOp>(group, std::move(info), s));
+}
+
+}  // namespace
+
+Request NcclCommunicator::start_all_reduce(const void* send, void* recv, int64_t count,
+                                           DataType type, ReduceOp op, Stream stream) {
+  auto* comm = group_->comm;
+  return issue(group_, sequence_, "all_reduce", &op, count, type, stream, [&](cudaStream_t s) {
+    return ncclAllReduce(send, recv, static_cast<size_t>(count), to_nccl(type), to_nccl(op), comm,
+                         s);
+  });
+}
+
+Request NcclCommunicator::start_reduce_scatter(const void* send, void* recv, int64_t recv_count,
+                                               DataType type, ReduceOp op, Stream stream) {
+  auto* comm = group_->comm;
+  return issue(group_, sequence_, "reduce_scatter", &op, recv_count, type, stream,
+               [&](cudaStream_t s) {
+                 return ncclReduceScatter(send, recv, static_cast<size_t>(recv_count),
+                                          to_nccl(type), to_nccl(op), comm, s);
+               });
+}
+
+Request NcclCommunicator::start_all_gather(const void* send, void* recv, int64_t send_count,
+                                           DataType type, Stream stream) {
+  auto* comm = group_->comm;
+  return issue(group_, sequence_, "all_gather", nullptr, send_count, type, stream,
+               [&](cudaStream_t s) {
+                 return ncclAllGather(send, recv, static_cast<size_t>(send_count), to_nccl(type),
+                                      comm, s);
+               });
+}
+
+Request NcclCommunicator::start_broadcast(void* buf, int64_t count, DataType type, int root,
+                                          Stream stream) {
+  auto* comm = group_->comm;
+  return issue(group_, sequence_, "broadcast", nullptr, count, type, stream, [&](cudaStream_t s) {
+    return ncclBroadcast(buf, buf, static_cast<size_t>(count), to_nccl(type), root, comm, s);
+  });
+}
+
+Request NcclCommunicator::start_barrier(Stream stream) {
+  auto* comm = group_->comm;
+  int* word = group_->barrier_word;
+  // NCCL has no barrier: a one-element all-reduce completes only when every rank joined.
+  return issue(group_, sequence_, "barrier", nullptr, 0, DataType::kInt64, stream,
+               [&](cudaStream_t s) {
+                 return ncclAllReduce(word, word, 1, ncclInt32, ncclSum, comm, s);
+               });
+}
+
+}  // namespace brt::parallel

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The ONE script for the GPU machine (docs/gpu.md, "Running the GPU checks").
+#
+# The GPU machine has CUDA 13 (nvcc, cuBLAS, cuFFT, NCCL) but none of the project's Debian
+# libraries (OpenBLAS, FFTW, GoogleTest, Open MPI), and no network. So the binaries are built
+# HERE, for any x86-64 (-DBRT_MARCH_NATIVE=OFF), and carried there with the few Debian shared
+# libraries they need, as one compressed file:
+#
+#   here:   scripts/gpu-check.sh bundle
+#             -> build-gpu-bundle/gpu-bundle.tar.xz (ignored by git via /build*/)
+#   there:  scripts/gpu-check.sh run build-gpu-bundle/gpu-bundle.tar.xz
+#             (device tool: carry ["build-gpu-bundle/gpu-bundle.tar.xz"], timeout_s ~ 540)
+#             -> $OUT/summary.txt, gpu-tests.xml, gpu-tests.log, bench.txt, device.txt
+#
+# `run` needs about 2-4 minutes on an H200: the GPU tests (each compares with the CPU
+# backend on the machine's 16 cores) and the benchmark. It never changes the GPU's settings.
+set -uo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+mode=${1:-}
+
+bundle() {
+  set -e
+  local build=$repo/build-gpu-bundle
+  mkdir -p "$build"
+  cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBRT_CUDA=ON \
+    -DBRT_MARCH_NATIVE=OFF -DBRT_BUILD_BENCH=ON >"$build/configure.log" 2>&1 ||
+    { cat "$build/configure.log"; exit 1; }
+  # The NCCL test is not bundled: it needs two GPUs and mpirun, the machine has one and no MPI.
+  ninja -C "$build" -j"${JOBS:-2}" test_cuda_kernels bench_cuda_attention
+  local stage=$build/gpu-bundle
+  rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib"
+  local exe
+  for exe in "$build/tests/cuda/test_cuda_kernels" "$build/bench/cuda/bench_cuda_attention"; do
+    cp "$exe" "$stage/bin/"
+    # Debian libraries the GPU machine lacks; glibc, libstdc++ and CUDA's own come from there.
+    ldd "$exe" | awk '/=> \// && $3 !~ /\/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s)\.so|\/usr\/local\/cuda/ {print $3}' |
+      xargs -r -I{} cp -L -f {} "$stage/lib/"
+  done
+  tar -C "$build" -cJf "$build/gpu-bundle.tar.xz" gpu-bundle
+  ls -la "$build/gpu-bundle.tar.xz"
+  echo "carry build-gpu-bundle/gpu-bundle.tar.xz; run: scripts/gpu-check.sh run build-gpu-bundle/gpu-bundle.tar.xz"
+}
+
+run() {
+  local archive=${1:-$repo/build-gpu-bundle/gpu-bundle.tar.xz}
+  local out=${OUT:-$repo/gpu-check-out}
+  mkdir -p "$out"
+  local work=/tmp/brt-gpu-check
+  rm -rf "$work" && mkdir -p "$work"
+  tar -C "$work" -xJf "$archive" || { echo "cannot unpack $archive" | tee "$out/summary.txt"; exit 1; }
+  local b=$work/gpu-bundle
+  local cuda_lib=""
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+    [ -d "$d" ] && cuda_lib="$cuda_lib:$d"
+  done
+  export LD_LIBRARY_PATH="$b/lib$cuda_lib:${LD_LIBRARY_PATH:-}"
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
+  {
+    date -u
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+    command -v nvcc >/dev/null && nvcc --version | tail -1
+    uname -a
+    echo "--- ldd"
+    ldd "$b/bin/test_cuda_kernels" "$b/bin/bench_cuda_attention"
+  } >"$out/device.txt" 2>&1
+  if grep -q "=> not found" "$out/device.txt"; then
+    echo "missing shared libraries (see device.txt):" | tee "$out/summary.txt"
+    grep "=> not found" "$out/device.txt" | tee -a "$out/summary.txt"
+    exit 1
+  fi
+  local tests_rc=0 bench_rc=0
+  timeout 300 "$b/bin/test_cuda_kernels" --gtest_output="xml:$out/gpu-tests.xml" \
+    >"$out/gpu-tests.log" 2>&1 || tests_rc=$?
+  timeout 150 "$b/bin/bench_cuda_attention" >"$out/bench.txt" 2>&1 || bench_rc=$?
+  {
+    echo "== brt gpu-check $(date -u +%FT%TZ)"
+    grep -m1 "^NVIDIA" "$out/device.txt" || echo "no GPU listed by nvidia-smi"
+    echo "gpu tests rc=$tests_rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$out/gpu-tests.log" | tr '\n' ' ')"
+    grep -E '^\[  FAILED  \]' "$out/gpu-tests.log" | head -20
+    echo "bench rc=$bench_rc"
+    cat "$out/bench.txt" | tail -15
+  } | tee "$out/summary.txt"
+  [ "$tests_rc" = 0 ] && [ "$bench_rc" = 0 ]
+}
+
+case "$mode" in
+  bundle) bundle ;;
+  run) shift; run "$@" ;;
+  *) echo "usage: $0 bundle | run [gpu-bundle.tar.xz]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs kernels/cuda's kernel code on the CPU through a small CUDA emulator (no GPU needed) and
+# compares it with the CPU backend: a development check of indexing and arithmetic before a
+# GPU is available (docs/gpu.md). Not part of CI (about 2 minutes: each emulated block starts
+# hundreds of threads). Usage: tools/cuda_emulation/run.sh <build dir with libbrt_kernels.a>
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+build=${1:?usage: run.sh <build dir>}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+python3 "$here/transform.py" "$repo" "$work/src"
+flags=(-std=c++20 -O1 -w -I"$here/stubs" -I"$work/src" -I"$repo")
+libs=("$build/kernels/libbrt_kernels.a" -fopenmp $(pkg-config --libs openblas fftw3 fftw3f))
+k=$work/src/kernels/cuda
+g++ "${flags[@]}" "$here/kernels.cpp" \
+  "$k"/{attention_reduce,window_attention,cross_attention,xent,norms,gates,elementwise,embedding}.cpp \
+  "$k/device_arena.cpp" "${libs[@]}" -o "$work/kernels"
+g++ "${flags[@]}" "$here/fft_conv.cpp" "$k"/{fft_conv,fft_conv_kernels}.cpp "$k/device_arena.cpp" \
+  "${libs[@]}" -o "$work/fft_conv"
+"$work/kernels"
+"$work/fft_conv"
