@@ -20,6 +20,18 @@ FlopBreakdown flops_per_token(const ModelConfig& cfg) {
     for (int i = 0; i < cfg.layers; ++i)
       if (cfg.is_recurrent_layer(i)) f.recurrent += extra;
   }
+  if (cfg.family == ModelFamily::kBST) {
+    // MODEL §10 BST extra over a standard layer (counted with the recurrent extras).
+    const double Ds = D / 4.0, H = cfg.heads;
+    const bool mf = cfg.bst_variant == BstVariant::kMF, mh = cfg.bst_variant == BstVariant::kMH;
+    const double C = mf ? cfg.ctx_states : mh ? H : 1;
+    const double r = mf ? cfg.ctx_states / W : 1, k_c = mf ? cfg.ctx_states : W / 2;
+    const double u = mf ? cfg.ctx_states / W : mh ? H : 1;
+    const double extra = 2 * (D * A + A * D) + 4 * D * A * r + 4 * A * k_c + 2 * D * Ds +
+                         2 * Ds * D * u + (65 * (1 + C) + 8 * C) * Ds;
+    for (int i = 0; i < cfg.layers; ++i)
+      if (cfg.is_bst_layer(i)) f.recurrent += extra;
+  }
   return f;
 }
 

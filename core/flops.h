@@ -8,7 +8,7 @@ namespace brt::core {
 
 struct FlopBreakdown {
   double layers = 0;    // all standard layers and the standard part of recurrent layers
-  double recurrent = 0;  // the recurrent extra (§10), including gate/MLP terms for lstm/dual
+  double recurrent = 0;  // the recurrent or BST extra (§10), incl. gate/MLP terms for lstm/dual
   double logits = 0;     // 2DV
   double forward() const { return layers + recurrent + logits; }
   double training() const { return 3.0 * forward(); }

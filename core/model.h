@@ -75,7 +75,9 @@ class Model {
 
   // Per-position losses in nats of the last forward ([B, N], 0 where masked).
   const std::vector<T>& row_losses() const { return row_loss_; }
-  // Every stream's carried state, named layers.{i}.cache.k|v and layers.{i}.state.sigma.
+  // Every stream's carried state: layers.{i}.cache.k|v, recurrent layers.{i}.state.sigma, and for
+  // BST layers ssm.carry (s4d, the double state's bytes), ssm.carry_u (unstructured) and
+  // ssm.ctx_last (MF) — docs/bst.md.
   std::vector<TensorRef<T>> carried_state();
   // A copy of every stream's carried state, so something else (an evaluation) can run in
   // between and training then continues exactly where it was.

@@ -57,6 +57,14 @@ double initial_value(const ParamSpec& spec, uint64_t seed, int64_t index) {
         if (std::fabs(z) <= 2.0) return sigma * z;
       }
     }
+    case InitKind::kConstant:
+      return init.value;
+    case InitKind::kUniform: {
+      const CounterRng rng(seed, fnv1a64(spec.name.data(), spec.name.size()));
+      return init.low + (init.high - init.low) * rng.uniform(0, static_cast<uint64_t>(index));
+    }
+    case InitKind::kArange:
+      return init.value * static_cast<double>(index % std::max<int64_t>(init.period, 1));
   }
   throw std::logic_error("initial_value: unknown init kind for " + spec.name);
 }

@@ -51,6 +51,7 @@ int64_t mlp_acts(int64_t R, int64_t D, int64_t F) { return R * D + R + R * F; }
 
 struct LayerElems {
   int64_t reported = 0, scratch = 0, carried = 0;
+  int64_t reported_bytes = 0;  // buffers whose element type is not T (double S4D state, flags)
 };
 
 // core/standard_layer.cpp constructor.
@@ -92,6 +93,69 @@ LayerElems recurrent_layer_elems(const core::ModelConfig& c, int64_t B) {
   return e;
 }
 
+// core/bst_ssm.cpp + core/bst_context.cpp + core/bst_layer.cpp constructors (MODEL §7).
+LayerElems bst_layer_elems(const core::ModelConfig& c, int64_t B, int elem_bytes) {
+  const int64_t D = c.d_model, A = c.attn_width(), H = c.heads, F = c.d_ff, N = c.seq_len,
+                W = c.window, Tb = c.blocks(), rows = B * N, cache = B * W * A, Ds = D / 4;
+  const bool mf = c.bst_variant == core::BstVariant::kMF, mh = c.bst_variant == core::BstVariant::kMH;
+  const bool s4d = c.ssm_kernel == core::SsmKernel::kS4D;
+  const int64_t C = mf ? c.ctx_states : mh ? H : 1, R = C * Ds, M = c.ssm_state / 2;
+  const bool ext = !s4d && c.ssm_carry;  // unstructured carry convolves [U_prev; U]
+  const int64_t Lc = ext ? 2 * N : N, y = B * C * Lc * Ds, y_end = mf ? B * Tb * C * Ds : 0;
+  const int64_t ctx_rows = mf ? B * Tb * C : mh ? H * rows : rows;
+  const int64_t kv_rows = mf ? B * Tb * C : rows, G = mh ? H : 1, keys = mf ? c.ctx_states : W;
+  const int64_t blocks = mf ? B * Tb * C * D : 0;
+  LayerElems e;
+  // BstSsm: z, rstd, u, conv_u, kernel, kernel_ext, y, y_end, ctx; double state_used, state_work.
+  e.reported = rows * D + rows + rows * Ds + (ext ? B * Lc * Ds : 0) + R * N + (ext ? R * Lc : 0) +
+               y + y_end + ctx_rows * D;
+  const int64_t state = s4d && c.ssm_carry ? B * R * M * 2 : 0;  // doubles
+  e.reported_bytes = 2 * state * 8 + B /*active_*/ + (mf ? B : 0) /*mf_continues_*/;
+  e.scratch = y /*dy*/ + R * N /*dkernel*/ + (ext ? R * Lc + B * Lc * Ds : 0) + rows * Ds /*du*/ +
+              rows * D /*dz*/ + y_end;
+  // BstLayer: projections (q k v q2), context projection, caches, attention, MLP.
+  e.reported += projection_acts(rows, D, A, H, 4, 3) + G * kv_rows * D + G * kv_rows /*h, rstd*/ +
+                2 * kv_rows * A + kv_rows * H /*k, v, rnorm*/ + 2 * cache + 2 * rows * A +
+                rows * H * 2 * W + B * Tb * H * W * keys + blocks + rows * D + mlp_acts(rows, D, F);
+  e.scratch += 3 * kv_rows * A + G * kv_rows * D + ctx_rows * D + blocks;
+  e.carried = 2 * cache + (state ? state * 8 / elem_bytes : 0) + (ext ? B * N * Ds : 0) +
+              (mf ? B * c.ctx_states * D : 0);
+  return e;
+}
+
+// core/bst_layer.cpp declaration order: the SSM sublayer (a member built first), then the
+// attention, the MLP, and MF's context IDs and initial context.
+void add_bst_layer(Shapes& s, const core::ModelConfig& c) {
+  const int64_t D = c.d_model, A = c.attn_width(), H = c.heads, F = c.d_ff, Ds = D / 4;
+  const bool mf = c.bst_variant == core::BstVariant::kMF, mh = c.bst_variant == core::BstVariant::kMH;
+  const int64_t C = mf ? c.ctx_states : mh ? H : 1, M = c.ssm_state / 2, O = 64;
+  s.push_back({D});                                               // ssm.norm.scale
+  s.push_back({D, Ds});                                           // ssm.w_dn
+  s.push_back(mh ? std::vector<int64_t>{H, Ds, D} : std::vector<int64_t>{Ds, D});  // ssm.w_up
+  s.push_back({C, Ds});                                           // ssm.dskip
+  if (c.ssm_kernel == core::SsmKernel::kS4D) {
+    s.push_back({C, Ds});                                         // ssm.log_dt
+    for (int k = 0; k < 4; ++k) s.push_back({C, Ds, M});          // a_re, a_im, c_re, c_im
+  } else {  // ssm.filter.w0 b0 w1 b1 w2 b2 freq w_out
+    const std::initializer_list<std::vector<int64_t>> filter = {{3, O}, {O}, {O, O}, {O}, {O, O}, {O}, {O}, {O, C * Ds}};
+    s.insert(s.end(), filter);
+  }
+  s.push_back({D});                                  // attn_norm.scale
+  for (int k = 0; k < 4; ++k) s.push_back({D, A});   // wq, wk, wv, wq2
+  s.push_back({D});                                  // attn.ctx_norm.scale
+  s.push_back({D, A});                               // attn.wkc
+  s.push_back({D, A});                               // attn.wvc
+  s.push_back({2 * A, D});                           // attn.wo
+  s.push_back({H});                                  // attn.scale
+  s.push_back({H});                                  // attn.scale2
+  s.push_back({H, kT5Buckets});                      // attn.rel_bias
+  add_mlp(s, D, F);
+  if (mf) {
+    s.push_back({c.ctx_states, D});  // ssm.ctx_ids
+    s.push_back({c.ctx_states, D});  // ssm.ctx_init
+  }
+}
+
 }  // namespace
 
 Shapes model_param_shapes(const core::ModelConfig& c) {
@@ -100,6 +164,10 @@ Shapes model_param_shapes(const core::ModelConfig& c) {
   Shapes s;
   s.push_back({V, D});  // embed
   for (int i = 0; i < c.layers; ++i) {
+    if (c.is_bst_layer(i)) {
+      add_bst_layer(s, c);
+      continue;
+    }
     const bool rec = c.is_recurrent_layer(i);
     if (rec) {  // RecurrentStateSide is a member built before the token side's body runs.
       s.push_back({D});     // state.norm.scale
@@ -186,10 +254,13 @@ MemoryPrediction predict_rank_memory(const core::ModelConfig& cfg_in, const core
   // scratch d_model, d_norm [rows, D], d_ff [2, rows, F], d_attn 6×[rows, A], d_resid_a, _b.
   int64_t reported = (c.layers + 1) * rows * D + rows * D + rows + rows * V + rows + 2 * rows * D +
                      2 * rows * F + 6 * rows * A + 2 * rows * D;
-  int64_t scratch = 0, carried = 0;
+  int64_t scratch = 0, carried = 0, reported_bytes = 0;
   for (int i = 0; i < c.layers; ++i) {
-    const LayerElems e = c.is_recurrent_layer(i) ? recurrent_layer_elems(c, B) : standard_layer_elems(c, B);
+    const LayerElems e = c.is_bst_layer(i)         ? bst_layer_elems(c, B, elem_bytes)
+                         : c.is_recurrent_layer(i) ? recurrent_layer_elems(c, B)
+                                                   : standard_layer_elems(c, B);
     reported += e.reported;
+    reported_bytes += e.reported_bytes;
     scratch += e.scratch;
     carried += e.carried;
   }
@@ -197,7 +268,7 @@ MemoryPrediction predict_rank_memory(const core::ModelConfig& cfg_in, const core
   m.parameters = params * elem_bytes;
   m.gradients = params * elem_bytes;
   m.optimizer = optimizer_state_elems(optim, shapes, owned) * elem_bytes;
-  m.activations = reported * elem_bytes;
+  m.activations = reported * elem_bytes + reported_bytes;
   m.backward_scratch = scratch * elem_bytes + B;  // + doc_start_ (uint8 per stream)
   m.carried_state = carried * elem_bytes;
   return m;

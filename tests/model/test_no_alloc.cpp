@@ -43,7 +43,8 @@ TEST_P(NoAllocation, StepLoopAllocatesNothingAfterTheFirstStep) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, NoAllocation,
-                         ::testing::Values("slide", "rec:lstm:dual"), variant_name);
+                         ::testing::Values("slide", "rec:lstm:dual", "bst:mf:s4d", "bst:mh:unstructured"),
+                         variant_name);
 
 }  // namespace
 }  // namespace brt::testing

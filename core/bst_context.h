@@ -1,0 +1,44 @@
+// The key/value side of a BST layer's cross-attention (MODEL.md §7.2):
+//   hc = RMSNorm_ctx(ctx) (+ E_ctx for MF);  K̂c = norm(hc·Wkc);  Vc = hc·Wvc
+// over G groups of context rows: group g feeds attention heads [g·H/G, (g+1)·H/G) only. SH and
+// MF use one group; MH uses G = H, head h's keys and values coming from its own context Ctx_h
+// through its own columns of Wkc/Wvc.
+#pragma once
+
+#include <vector>
+
+#include "core/blocks.h"
+#include "core/param_store.h"
+
+namespace brt::core {
+
+struct ContextProjParams {
+  int norm = -1;     // attn.ctx_norm.scale [D]
+  int ids = -1;      // MF: ssm.ctx_ids [S_ctx, D], added after the norm (else -1)
+  int id_rows = 0;
+  int wk = -1, wv = -1;  // attn.wkc, attn.wvc [D, A]
+  int groups = 1;
+};
+
+template <typename T>
+struct ContextProjActs {
+  std::vector<T> h, rstd;  // [G·rows, D], [G·rows]
+  std::vector<T> k, v;     // [rows, A] (k normalised per head)
+  std::vector<T> rnorm;    // [rows, H]
+  void allocate(const ContextProjParams& p, const AttnShape& s, int64_t rows);
+  int64_t bytes() const;
+};
+
+// ctx: [G, rows, D].
+template <typename T>
+void context_proj_forward(kernels::Backend<T>& be, ParamStore<T>& store, const ContextProjParams& p,
+                          const AttnShape& s, const T* ctx, int64_t rows, ContextProjActs<T>& acts);
+// dk (w.r.t. the normalised keys) and dv: [rows, A]. Accumulates dctx [G, rows, D] and the
+// parameter gradients. scratch_a: [rows, A]; scratch_h: [G·rows, D].
+template <typename T>
+void context_proj_backward(kernels::Backend<T>& be, ParamStore<T>& store,
+                           const ContextProjParams& p, const AttnShape& s, const T* ctx,
+                           int64_t rows, const ContextProjActs<T>& acts, const T* dk, const T* dv,
+                           T* dctx, T* scratch_a, T* scratch_h);
+
+}  // namespace brt::core

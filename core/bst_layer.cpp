@@ -1,0 +1,235 @@
+#include "core/bst_layer.h"
+
+#include <array>
+#include <cmath>
+
+#include "core/linear.h"
+#include "core/standard_layer.h"
+
+namespace brt::core {
+
+template <typename T>
+BstLayer<T>::BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, int streams)
+    : store_(store),
+      cfg_(cfg),
+      shape_{cfg.d_model, cfg.heads, cfg.head_dim},
+      dims_{streams, cfg.seq_len, cfg.window, cfg.heads, cfg.head_dim},
+      prefix_("layers." + std::to_string(index) + "."),
+      streams_(streams),
+      mf_(cfg.bst_variant == BstVariant::kMF),
+      ctx_keys_(mf_ ? cfg.ctx_states : cfg.window),
+      kv_rows_(mf_ ? int64_t{streams} * cfg.blocks() * cfg.ctx_states : int64_t{streams} * cfg.seq_len),
+      ssm_(store, cfg, prefix_, streams) {
+  const int D = cfg.d_model, A = cfg.attn_width(), H = cfg.heads, N = cfg.seq_len, W = cfg.window;
+  const int Tb = cfg.blocks();
+  const std::string ap = prefix_ + "attn.";
+  proj_.norm = declare_norm(store, prefix_ + "attn_norm.scale", D);
+  proj_.weights = {declare_matrix(store, ap + "wq", D, A), declare_matrix(store, ap + "wk", D, A),
+                   declare_matrix(store, ap + "wv", D, A), declare_matrix(store, ap + "wq2", D, A)};
+  proj_.normalised = {true, true, false, true};
+  cproj_.norm = declare_norm(store, ap + "ctx_norm.scale", D);
+  cproj_.wk = declare_matrix(store, ap + "wkc", D, A);
+  cproj_.wv = declare_matrix(store, ap + "wvc", D, A);
+  cproj_.groups = cfg.bst_variant == BstVariant::kMH ? H : 1;
+  wo_ = declare_matrix(store, ap + "wo", 2 * A, D);
+  scale1_ = declare_ones(store, ap + "scale", {H});
+  scale2_ = declare_ones(store, ap + "scale2", {H});
+  rel_bias_ = declare_normal(store, ap + "rel_bias", {H, kernels::kT5Buckets},
+                             1.0 / std::sqrt(double(kernels::kT5Buckets)));
+  mlp_ = declare_mlp(store, prefix_ + "mlp_norm.scale", prefix_ + "mlp.", D, cfg.d_ff);
+  if (mf_) {  // MODEL §7.2: E_ctx ~ N(0, 1), Ctx_init ~ N(0, 0.1)
+    cproj_.ids = declare_normal(store, prefix_ + "ssm.ctx_ids", {cfg.ctx_states, D}, 1.0);
+    cproj_.id_rows = cfg.ctx_states;
+    ctx_init_ = declare_normal(store, prefix_ + "ssm.ctx_init", {cfg.ctx_states, D}, 0.1);
+  }
+
+  const size_t rows = size_t(streams) * N, na = rows * A, cache = size_t(streams) * W * A;
+  proj_acts_.allocate(proj_, shape_, int(rows));
+  const int64_t cproj_rows = mf_ ? kv_rows_ : int64_t(rows);  // rows per group
+  cproj_acts_.allocate(cproj_, shape_, cproj_rows);
+  for (auto* v : {&k_cache_used_, &v_cache_used_, &k_cache_, &v_cache_}) v->assign(cache, T(0));
+  a_self_.assign(na, T(0));
+  a_cross_.assign(na, T(0));
+  probs_self_.assign(rows * H * 2 * W, T(0));
+  probs_cross_.assign(size_t(streams) * Tb * H * W * ctx_keys_, T(0));
+  y_.assign(rows * D, T(0));
+  mlp_acts_.allocate(mlp_, int(rows));
+  for (auto* v : {&dkc_, &dvc_, &dscratch_a_}) v->assign(size_t(kv_rows_) * A, T(0));
+  dscratch_h_.assign(size_t(cproj_rows) * cproj_.groups * D, T(0));
+  dctx_.assign(size_t(ssm_.context_rows()) * D, T(0));
+  if (mf_) {
+    const size_t blocks = size_t(streams) * Tb * cfg.ctx_states * D;
+    ctx_blocks_.assign(blocks, T(0));
+    dctx_blocks_.assign(blocks, T(0));
+    ctx_last_.assign(size_t(streams) * cfg.ctx_states * D, T(0));
+    mf_continues_.assign(streams, 0);
+  }
+}
+
+template <typename T>
+kernels::CrossAttnDims BstLayer<T>::cross_dims() const {
+  const int A = shape_.width(), W = cfg_.window;
+  // One problem per (stream, block): W queries over the block's context keys.
+  return {streams_ * cfg_.blocks(), W,           ctx_keys_,      shape_.heads, shape_.head_dim,
+          int64_t(W) * A,           int64_t(ctx_keys_) * A, !mf_};
+}
+
+// MF (MODEL §7.2): block k ≥ 1 reads Ctx_c[kW − 1] = the SSM's end-of-block state of block
+// k − 1; block 0 reads Ctx_init at a document start or with the carry off, else the previous
+// segment's last-position context (detached).
+template <typename T>
+void BstLayer<T>::assemble_mf_context(const uint8_t* doc_start) {
+  const int Tb = cfg_.blocks(), S = cfg_.ctx_states, D = cfg_.d_model;
+  const int64_t block = int64_t(S) * D;
+  const T* ends = ssm_.context();
+  for (int b = 0; b < streams_; ++b) {
+    mf_continues_[b] = cfg_.ssm_carry && !doc_start[b];
+    T* dst = ctx_blocks_.data() + int64_t(b) * Tb * block;
+    const T* first = mf_continues_[b] ? ctx_last_.data() + b * block : store_[ctx_init_].value;
+    std::copy(first, first + block, dst);
+    const T* src = ends + int64_t(b) * Tb * block;
+    std::copy(src, src + (Tb - 1) * block, dst + block);
+  }
+}
+
+template <typename T>
+void BstLayer<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
+  auto& be = ctx.backend;
+  const int D = shape_.d_model, A = shape_.width(), W = cfg_.window, N = cfg_.seq_len;
+  const int B = streams_, rows = B * N;
+  x_ = x;
+  projections_forward(be, store_, proj_, shape_, x, rows, proj_acts_);
+  const T* q = proj_acts_.out[0].data();
+  const T* k = proj_acts_.out[1].data();
+  const T* v = proj_acts_.out[2].data();
+  const T* q2 = proj_acts_.out[3].data();
+  const int64_t block = int64_t(W) * A;
+  prepare_cache(be, ctx.doc_start, B, block, k_cache_.data(), k_cache_used_.data());
+  prepare_cache(be, ctx.doc_start, B, block, v_cache_.data(), v_cache_used_.data());
+  be.window_attention_forward(dims_, q, k, v, k_cache_used_.data(), v_cache_used_.data(),
+                              store_[rel_bias_].value, store_[scale1_].value, a_self_.data(),
+                              probs_self_.data());
+  // Context states (§7.1) and their keys/values (§7.2).
+  ssm_.forward(be, ctx.doc_start, x);
+  const T* context = ssm_.context();
+  if (mf_) {
+    assemble_mf_context(ctx.doc_start);
+    context = ctx_blocks_.data();
+  }
+  context_proj_forward(be, store_, cproj_, shape_, context, mf_ ? kv_rows_ : int64_t(rows),
+                       cproj_acts_);
+  be.cross_attention_forward(cross_dims(), q2, cproj_acts_.k.data(), cproj_acts_.v.data(),
+                             store_[scale2_].value, a_cross_.data(), probs_cross_.data());
+  // Y = X + concat(A_self, A_cross)·Wo;  Z = Y + MLP(Y)
+  const T* wo = store_[wo_].value;
+  be.copy(x, int64_t(rows) * D, y_.data());
+  linear_forward(be, a_self_.data(), rows, A, wo, D, y_.data(), T(1));
+  linear_forward(be, a_cross_.data(), rows, A, wo + int64_t(A) * D, D, y_.data(), T(1));
+  be.copy(y_.data(), int64_t(rows) * D, out);
+  mlp_forward(be, store_, mlp_, y_.data(), rows, mlp_acts_, out, T(1));
+  // Carry, detached (§8, §7.3).
+  carry_last_block(be, B, N, W, A, k, k_cache_.data());
+  carry_last_block(be, B, N, W, A, v, v_cache_.data());
+  if (mf_) {
+    const int Tb = cfg_.blocks();
+    const int64_t sd = int64_t(cfg_.ctx_states) * D;
+    for (int b = 0; b < B; ++b)
+      be.copy(ssm_.context() + (int64_t(b) * Tb + Tb - 1) * sd, sd, ctx_last_.data() + b * sd);
+  }
+}
+
+template <typename T>
+void BstLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx,
+                           BackwardScratch<T>& scratch) {
+  auto& be = ctx.backend;
+  const int D = shape_.d_model, A = shape_.width(), N = cfg_.seq_len, B = streams_;
+  const int rows = B * N;
+  const int64_t nd = int64_t(rows) * D, na = int64_t(rows) * A;
+  T* dy = scratch.d_model.data();
+  be.copy(dout, nd, dy);
+  mlp_backward(be, store_, mlp_, y_.data(), rows, mlp_acts_, dout, dy, scratch.d_ff.data(),
+               scratch.d_norm.data());
+  be.add_inplace(dx, dy, nd);
+  T* da_self = scratch.d_attn[0].data();
+  T* da_cross = scratch.d_attn[1].data();
+  be.fill(da_self, na, T(0));
+  be.fill(da_cross, na, T(0));
+  auto& wo = store_[wo_];
+  linear_backward(be, a_self_.data(), rows, A, wo.value, D, dy, da_self, wo.grad);
+  linear_backward(be, a_cross_.data(), rows, A, wo.value + int64_t(A) * D, D, dy, da_cross,
+                  wo.grad + int64_t(A) * D);
+  T* dq = scratch.d_attn[2].data();
+  T* dk = scratch.d_attn[3].data();
+  T* dv = scratch.d_attn[4].data();
+  T* dq2 = scratch.d_attn[5].data();
+  for (T* g : {dq, dk, dv, dq2}) be.fill(g, na, T(0));
+  be.fill(dkc_.data(), int64_t(dkc_.size()), T(0));
+  be.fill(dvc_.data(), int64_t(dvc_.size()), T(0));
+  be.cross_attention_backward(cross_dims(), proj_acts_.out[3].data(), cproj_acts_.k.data(),
+                              cproj_acts_.v.data(), store_[scale2_].value, probs_cross_.data(),
+                              da_cross, dq2, dkc_.data(), dvc_.data(), store_[scale2_].grad);
+  be.window_attention_backward(dims_, proj_acts_.out[0].data(), proj_acts_.out[1].data(),
+                               proj_acts_.out[2].data(), k_cache_used_.data(),
+                               v_cache_used_.data(), store_[rel_bias_].value,
+                               store_[scale1_].value, probs_self_.data(), da_self, dq, dk, dv,
+                               store_[rel_bias_].grad, store_[scale1_].grad);
+  const std::array<const T*, 4> grads = {dq, dk, dv, dq2};
+  projections_backward(be, store_, proj_, shape_, x_, rows, proj_acts_, grads, dx,
+                       scratch.d_attn[0].data(), scratch.d_norm.data());
+  // Context side: K̂c, Vc → the context rows → the SSM.
+  be.fill(dctx_.data(), int64_t(dctx_.size()), T(0));
+  if (!mf_) {
+    context_proj_backward(be, store_, cproj_, shape_, ssm_.context(), int64_t(rows), cproj_acts_,
+                          dkc_.data(), dvc_.data(), dctx_.data(), dscratch_a_.data(),
+                          dscratch_h_.data());
+  } else {
+    be.fill(dctx_blocks_.data(), int64_t(dctx_blocks_.size()), T(0));
+    context_proj_backward(be, store_, cproj_, shape_, ctx_blocks_.data(), kv_rows_, cproj_acts_,
+                          dkc_.data(), dvc_.data(), dctx_blocks_.data(), dscratch_a_.data(),
+                          dscratch_h_.data());
+    // Undo assemble_mf_context: block k ≥ 1 came from end state k − 1; block 0 from Ctx_init
+    // (learned) or the carried context (detached). The last end state fed only the carry.
+    const int Tb = cfg_.blocks();
+    const int64_t sd = int64_t(cfg_.ctx_states) * D;
+    for (int b = 0; b < B; ++b) {
+      const T* src = dctx_blocks_.data() + int64_t(b) * Tb * sd;
+      be.copy(src + sd, (Tb - 1) * sd, dctx_.data() + int64_t(b) * Tb * sd);
+      if (!mf_continues_[b]) be.add_inplace(store_[ctx_init_].grad, src, sd);
+    }
+  }
+  ssm_.backward(be, dctx_.data(), dx);
+}
+
+template <typename T>
+std::vector<TensorRef<T>> BstLayer<T>::carried_state() {
+  const std::vector<int64_t> cache = {streams_, cfg_.window, shape_.width()};
+  std::vector<TensorRef<T>> refs = {{prefix_ + "cache.k", cache, k_cache_.data()},
+                                    {prefix_ + "cache.v", cache, v_cache_.data()}};
+  for (auto& r : ssm_.carried_state()) refs.push_back(r);
+  if (mf_)
+    refs.push_back({prefix_ + "ssm.ctx_last", {streams_, cfg_.ctx_states, cfg_.d_model}, ctx_last_.data()});
+  return refs;
+}
+
+template <typename T>
+int64_t BstLayer<T>::activation_bytes() const {
+  int64_t n = 0;
+  for (const auto* v : {&k_cache_used_, &v_cache_used_, &a_self_, &a_cross_, &probs_self_,
+                        &probs_cross_, &ctx_blocks_, &y_})
+    n += int64_t(v->size());
+  return proj_acts_.bytes() + cproj_acts_.bytes() + mlp_acts_.bytes() + ssm_.activation_bytes() +
+         int64_t(mf_continues_.size()) + n * int64_t(sizeof(T));
+}
+
+template <typename T>
+int64_t BstLayer<T>::backward_scratch_bytes() const {
+  int64_t n = 0;
+  for (const auto* v : {&dkc_, &dvc_, &dscratch_a_, &dscratch_h_, &dctx_, &dctx_blocks_})
+    n += int64_t(v->size());
+  return ssm_.backward_scratch_bytes() + n * int64_t(sizeof(T));
+}
+
+template class BstLayer<float>;
+template class BstLayer<double>;
+
+}  // namespace brt::core

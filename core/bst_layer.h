@@ -1,0 +1,82 @@
+// The Block-State Transformer layer of MODEL.md §7.2: the §4 layer whose attention also
+// cross-attends to context states from an SSM sublayer (BstSsm, §7.1). All blocks of a segment
+// run in parallel (no recurrence between blocks): the cross-attention is one batched call over
+// the B·T blocks, addressed in place by strides.
+//   h = RMSNorm_attn(X);  A_self = WindowAttention(h)             (§3.2, carried cache, s1)
+//   A_cross = CrossAttn(norm(h·Wq2), K̂c, Vc)                      (scale s2, §7.2 mask)
+//   Y = X + concat(A_self, A_cross)·Wo   (Wo [2A, D]);  Z = Y + MLP(Y)   (§4)
+// Context per block k: SH/MH the W context vectors of the block itself under a causal mask
+// (j ≤ i); MF the S_ctx vectors Ctx_c[kW − 1] (block 0: ctx_init, or the previous segment's
+// last-position context when the SSM carry continues a document), plus ctx_ids, no mask.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/blocks.h"
+#include "core/bst_context.h"
+#include "core/bst_ssm.h"
+#include "core/layer.h"
+#include "core/model_config.h"
+#include "core/param_store.h"
+
+namespace brt::core {
+
+template <typename T>
+class BstLayer : public Layer<T> {
+ public:
+  BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, int streams);
+
+  void forward(const StepContext<T>& ctx, const T* x, T* out) override;
+  void backward(const StepContext<T>& ctx, const T* dout, T* dx,
+                BackwardScratch<T>& scratch) override;
+  // cache.k|v [B, W, A]; the SSM carry (BstSsm::carried_state); MF: ssm.ctx_last [B, S_ctx, D].
+  std::vector<TensorRef<T>> carried_state() override;
+  int64_t activation_bytes() const override;
+  int64_t backward_scratch_bytes() const override;
+
+  // The SSM sublayer, for tests (its context() is Ctx of MODEL §7.1).
+  const BstSsm<T>& ssm() const { return ssm_; }
+
+ private:
+  kernels::CrossAttnDims cross_dims() const;
+  void assemble_mf_context(const uint8_t* doc_start);
+
+  ParamStore<T>& store_;
+  const ModelConfig& cfg_;
+  AttnShape shape_;
+  kernels::WindowAttnDims dims_;
+  std::string prefix_;
+  int streams_;
+  bool mf_;
+  int ctx_keys_;       // keys per block: W (SH/MH) or S_ctx (MF)
+  int64_t kv_rows_;    // rows of K̂c/Vc: B·N (SH/MH) or B·T·S_ctx (MF)
+  ProjectionParams proj_;  // q, k, v, q2 over RMSNorm_attn(X)
+  ContextProjParams cproj_;
+  int wo_, scale1_, scale2_, rel_bias_, ctx_init_ = -1;
+  MlpParams mlp_;
+  BstSsm<T> ssm_;
+
+  // Saved activations.
+  const T* x_ = nullptr;
+  ProjectionActs<T> proj_acts_;
+  ContextProjActs<T> cproj_acts_;
+  std::vector<T> k_cache_used_, v_cache_used_;  // [B, W, A]
+  std::vector<T> a_self_, a_cross_;             // [B·N, A]
+  std::vector<T> probs_self_;                   // [B, T, H, W, 2W]
+  std::vector<T> probs_cross_;                  // [B·T, H, W, keys]
+  std::vector<T> ctx_blocks_;                   // MF: [B, T, S_ctx, D]
+  std::vector<uint8_t> mf_continues_;           // MF: [B] block 0 read the carried context
+  std::vector<T> y_;                            // [B·N, D]
+  MlpActs<T> mlp_acts_;
+  // Backward scratch.
+  std::vector<T> dkc_, dvc_, dscratch_a_;  // [kv_rows, A]
+  std::vector<T> dscratch_h_;              // [G·rows, D] of the context projection
+  std::vector<T> dctx_;                    // gradient w.r.t. the SSM's context()
+  std::vector<T> dctx_blocks_;             // MF: [B, T, S_ctx, D]
+  // Carried between segments (MODEL §8).
+  std::vector<T> k_cache_, v_cache_;  // [B, W, A]
+  std::vector<T> ctx_last_;           // MF: [B, S_ctx, D]
+};
+
+}  // namespace brt::core

@@ -1,0 +1,357 @@
+#include "core/bst_ssm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numbers>
+
+#include "core/blocks.h"
+#include "core/bst_s4d_carry.h"
+#include "core/linear.h"
+
+namespace brt::core {
+
+namespace ssm = kernels::ssm;
+
+namespace {
+
+int ssm_channels(const ModelConfig& cfg) {
+  switch (cfg.bst_variant) {
+    case BstVariant::kSH: return 1;
+    case BstVariant::kMH: return cfg.heads;
+    case BstVariant::kMF: return cfg.ctx_states;
+  }
+  return 1;
+}
+
+template <typename T>
+int declare_with(ParamStore<T>& store, const std::string& name, std::vector<int64_t> shape,
+                 InitSpec init) {
+  return store.declare({name, std::move(shape), init});
+}
+
+InitSpec uniform_init(double low, double high) {
+  InitSpec s{InitKind::kUniform};
+  s.low = low;
+  s.high = high;
+  return s;
+}
+
+// PyTorch's nn.Linear default, U(±1/√fan_in), as the Hyena reference's filter network uses.
+InitSpec linear_default_init(int64_t fan_in) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+  return uniform_init(-bound, bound);
+}
+
+}  // namespace
+
+template <typename T>
+BstSsm<T>::BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::string& prefix,
+                  int streams)
+    : store_(store),
+      cfg_(cfg),
+      prefix_(prefix + "ssm."),
+      streams_(streams),
+      channels_(ssm_channels(cfg)),
+      d_small_(cfg.d_model / 4),
+      modes_(cfg.ssm_state / 2),
+      s4d_(cfg.ssm_kernel == SsmKernel::kS4D),
+      carry_(cfg.ssm_carry) {
+  const int D = cfg.d_model, Ds = d_small_, C = channels_, N = cfg.seq_len, M = modes_;
+  const int64_t R = int64_t{C} * Ds;
+  conv_len_ = (!s4d_ && carry_) ? 2 * N : N;
+  norm_ = declare_norm(store, prefix_ + "norm.scale", D);
+  w_dn_ = declare_matrix(store, prefix_ + "w_dn", D, Ds);
+  {
+    InitSpec up{InitKind::kTruncNormal};
+    up.fan_in = Ds;
+    std::vector<int64_t> shape = {Ds, D};
+    if (cfg.bst_variant == BstVariant::kMH) shape.insert(shape.begin(), cfg.heads);
+    w_up_ = declare_with(store, prefix_ + "w_up", shape, up);
+  }
+  dskip_ = declare_normal(store, prefix_ + "dskip", {C, Ds}, 1.0);
+  if (s4d_) {
+    // MODEL §7.1 S4D-Lin: log Δ ~ U[ln 1e−3, ln 1e−1], a_n = ln 0.5, b_n = π·n, C ~ complex N(0, 1).
+    log_dt_ = declare_with(store, prefix_ + "log_dt", {C, Ds},
+                           uniform_init(std::log(1e-3), std::log(1e-1)));
+    InitSpec a_re{InitKind::kConstant};
+    a_re.value = std::log(0.5);
+    a_re_ = declare_with(store, prefix_ + "a_re", {C, Ds, M}, a_re);
+    InitSpec a_im{InitKind::kArange};
+    a_im.value = std::numbers::pi;
+    a_im.period = M;
+    a_im_ = declare_with(store, prefix_ + "a_im", {C, Ds, M}, a_im);
+    c_re_ = declare_normal(store, prefix_ + "c_re", {C, Ds, M}, std::sqrt(0.5));
+    c_im_ = declare_normal(store, prefix_ + "c_im", {C, Ds, M}, std::sqrt(0.5));
+  } else {
+    const int O = 64, E = ssm::ImplicitFilter<T>::kEmbed;
+    const std::string f = prefix_ + "filter.";
+    filter_[0] = declare_with(store, f + "w0", {E, O}, linear_default_init(E));
+    filter_[1] = declare_with(store, f + "b0", {O}, linear_default_init(E));
+    filter_[2] = declare_with(store, f + "w1", {O, O}, linear_default_init(O));
+    filter_[3] = declare_with(store, f + "b1", {O}, linear_default_init(O));
+    filter_[4] = declare_with(store, f + "w2", {O, O}, linear_default_init(O));
+    filter_[5] = declare_with(store, f + "b2", {O}, linear_default_init(O));
+    filter_[6] = declare_ones(store, f + "freq", {O});
+    filter_[7] = declare_with(store, f + "w_out", {O, R}, linear_default_init(O));
+    filter_net_ = std::make_unique<ssm::ImplicitFilter<T>>(N, static_cast<int>(R), O);
+  }
+  conv_ = std::make_unique<ssm::FftConv<T>>(conv_len_, C, 0, streams);
+
+  const size_t B = streams, rows = B * N;
+  z_.assign(rows * D, T(0));
+  dz_.assign(rows * D, T(0));
+  rstd_.assign(rows, T(0));
+  u_.assign(rows * Ds, T(0));
+  du_.assign(rows * Ds, T(0));
+  kernel_.assign(R * N, T(0));
+  dkernel_.assign(R * N, T(0));
+  const size_t y = B * C * conv_len_ * Ds;
+  y_.assign(y, T(0));
+  dy_.assign(y, T(0));
+  if (conv_len_ != N) {
+    conv_u_.assign(B * conv_len_ * Ds, T(0));
+    du_conv_.assign(B * conv_len_ * Ds, T(0));
+    kernel_ext_.assign(R * conv_len_, T(0));
+    dkernel_ext_.assign(R * conv_len_, T(0));
+    u_prev_.assign(rows * Ds, T(0));
+  }
+  if (cfg.bst_variant == BstVariant::kMF) {
+    y_end_.assign(B * cfg.blocks() * C * Ds, T(0));
+    dy_end_.assign(y_end_.size(), T(0));
+  }
+  ctx_.assign(static_cast<size_t>(context_rows()) * D, T(0));
+  active_.assign(B, 0);
+  if (s4d_ && carry_) {
+    const size_t n = B * R * M * 2;
+    state_work_.assign(n, 0.0);
+    state_used_.assign(n, 0.0);
+    state_bits_.assign(n * sizeof(double) / sizeof(T), T(0));
+  }
+}
+
+template <typename T>
+BstSsm<T>::~BstSsm() = default;
+
+template <typename T>
+int64_t BstSsm<T>::context_rows() const {
+  const int64_t BN = int64_t{streams_} * cfg_.seq_len;
+  switch (cfg_.bst_variant) {
+    case BstVariant::kSH: return BN;
+    case BstVariant::kMH: return BN * cfg_.heads;
+    case BstVariant::kMF: return int64_t{streams_} * cfg_.blocks() * channels_;
+  }
+  return BN;
+}
+
+template <typename T>
+ssm::S4dParams<T> BstSsm<T>::s4d_params() const {
+  return {store_[log_dt_].value, store_[a_re_].value, store_[a_im_].value, store_[c_re_].value,
+          store_[c_im_].value};
+}
+
+template <typename T>
+ssm::S4dGrads<T> BstSsm<T>::s4d_grads() const {
+  return {store_[log_dt_].grad, store_[a_re_].grad, store_[a_im_].grad, store_[c_re_].grad,
+          store_[c_im_].grad};
+}
+
+template <typename T>
+ssm::ImplicitFilterParams<T> BstSsm<T>::filter_params() const {
+  auto v = [this](int i) { return static_cast<const T*>(store_[filter_[i]].value); };
+  return {v(0), v(1), v(2), v(3), v(4), v(5), v(6), v(7)};
+}
+
+template <typename T>
+ssm::ImplicitFilterGrads<T> BstSsm<T>::filter_grads() const {
+  auto g = [this](int i) { return store_[filter_[i]].grad; };
+  return {g(0), g(1), g(2), g(3), g(4), g(5), g(6), g(7)};
+}
+
+template <typename T>
+T* BstSsm<T>::y_rows(std::vector<T>& y, int b, int c) const {
+  const int64_t N = cfg_.seq_len;
+  return y.data() + ((int64_t{b} * channels_ + c) * conv_len_ + (conv_len_ - N)) * d_small_;
+}
+
+template <typename T>
+void BstSsm<T>::forward(kernels::Backend<T>& be, const uint8_t* doc_start, const T* x) {
+  const int D = cfg_.d_model, Ds = d_small_, C = channels_, N = cfg_.seq_len, B = streams_;
+  const int rows = B * N, R = C * Ds;
+  x_ = x;
+  // Z = RMSNorm_ssm(X); U = Z·W_dn
+  be.rmsnorm_forward(x, store_[norm_].value, rows, D, z_.data(), rstd_.data());
+  linear_forward(be, z_.data(), rows, D, store_[w_dn_].value, Ds, u_.data());
+  if (s4d_)
+    ssm::s4d_kernel_forward(ssm::S4dDims{R, modes_, N}, s4d_params(), kernel_.data());
+  else
+    filter_net_->forward(filter_params(), kernel_.data());
+  for (int b = 0; b < B; ++b) active_[b] = carry_ && !doc_start[b];
+  const T* dskip = store_[dskip_].value;
+  if (conv_len_ != N) {
+    // unstructured carry: convolve [U_prev; U] (U_prev zero at a document start) with the
+    // N-tap kernel zero-padded to 2N taps, and keep the last N outputs (MODEL §7.3).
+    for (int r = 0; r < R; ++r)
+      be.copy(kernel_.data() + int64_t{r} * N, N, kernel_ext_.data() + int64_t{r} * conv_len_);
+    const int64_t seg = int64_t{N} * Ds;
+    for (int b = 0; b < B; ++b) {
+      T* dst = conv_u_.data() + 2 * b * seg;
+      if (active_[b]) be.copy(u_prev_.data() + b * seg, seg, dst);
+      else be.fill(dst, seg, T(0));
+      be.copy(u_.data() + b * seg, seg, dst + seg);
+    }
+    conv_->forward({B, C, conv_len_, Ds}, kernel_ext_.data(), conv_u_.data(), dskip, y_.data());
+    be.copy(u_.data(), int64_t{rows} * Ds, u_prev_.data());
+  } else {
+    conv_->forward({B, C, N, Ds}, kernel_.data(), u_.data(), dskip, y_.data());
+  }
+  if (s4d_ && carry_) {
+    // MODEL §7.3: add the carried state's response, then advance the state by this segment.
+    const ssm::S4dCarryDims cd{B, C, Ds, modes_, N};
+    std::memcpy(state_work_.data(), state_bits_.data(), state_work_.size() * sizeof(double));
+    const int64_t per_stream = int64_t{R} * modes_ * 2;
+    bool any = false;
+    for (int b = 0; b < B; ++b) {
+      if (!active_[b]) std::fill_n(state_work_.data() + b * per_stream, per_stream, 0.0);
+      any = any || active_[b];
+    }
+    state_used_ = state_work_;
+    if (any) ssm::s4d_carry_apply(cd, s4d_params(), state_used_.data(), y_.data());
+    ssm::s4d_carry_update(cd, s4d_params(), u_.data(), state_work_.data());
+    std::memcpy(state_bits_.data(), state_work_.data(), state_work_.size() * sizeof(double));
+  }
+  up_forward(be);
+}
+
+template <typename T>
+void BstSsm<T>::up_forward(kernels::Backend<T>& be) {
+  const int D = cfg_.d_model, Ds = d_small_, C = channels_, N = cfg_.seq_len, B = streams_;
+  const T* w_up = store_[w_up_].value;
+  switch (cfg_.bst_variant) {
+    case BstVariant::kSH:
+      for (int b = 0; b < B; ++b)
+        linear_forward(be, y_rows(y_, b, 0), N, Ds, w_up, D, ctx_.data() + int64_t{b} * N * D);
+      break;
+    case BstVariant::kMH:
+      for (int h = 0; h < C; ++h)
+        for (int b = 0; b < B; ++b)
+          linear_forward(be, y_rows(y_, b, h), N, Ds, w_up + int64_t{h} * Ds * D, D,
+                         ctx_.data() + (int64_t{h} * B + b) * N * D);
+      break;
+    case BstVariant::kMF: {
+      // Only the block ends (k+1)·W − 1 are context states (MODEL §7.2 MF).
+      const int Tb = cfg_.blocks(), W = cfg_.window;
+      for (int b = 0; b < B; ++b)
+        for (int k = 0; k < Tb; ++k)
+          for (int c = 0; c < C; ++c)
+            be.copy(y_rows(y_, b, c) + int64_t{(k + 1) * W - 1} * Ds, Ds,
+                    y_end_.data() + ((int64_t{b} * Tb + k) * C + c) * Ds);
+      linear_forward(be, y_end_.data(), B * Tb * C, Ds, w_up, D, ctx_.data());
+      break;
+    }
+  }
+}
+
+template <typename T>
+void BstSsm<T>::up_backward(kernels::Backend<T>& be, const T* dctx) {
+  const int D = cfg_.d_model, Ds = d_small_, C = channels_, N = cfg_.seq_len, B = streams_;
+  auto& w_up = store_[w_up_];
+  be.fill(dy_.data(), int64_t(dy_.size()), T(0));
+  switch (cfg_.bst_variant) {
+    case BstVariant::kSH:
+      for (int b = 0; b < B; ++b)
+        linear_backward(be, y_rows(y_, b, 0), N, Ds, w_up.value, D, dctx + int64_t{b} * N * D,
+                        y_rows(dy_, b, 0), w_up.grad);
+      break;
+    case BstVariant::kMH:
+      for (int h = 0; h < C; ++h)
+        for (int b = 0; b < B; ++b) {
+          const int64_t w = int64_t{h} * Ds * D;
+          linear_backward(be, y_rows(y_, b, h), N, Ds, w_up.value + w, D,
+                          dctx + (int64_t{h} * B + b) * N * D, y_rows(dy_, b, h), w_up.grad + w);
+        }
+      break;
+    case BstVariant::kMF: {
+      const int Tb = cfg_.blocks(), W = cfg_.window;
+      be.fill(dy_end_.data(), int64_t(dy_end_.size()), T(0));
+      linear_backward(be, y_end_.data(), B * Tb * C, Ds, w_up.value, D, dctx, dy_end_.data(),
+                      w_up.grad);
+      for (int b = 0; b < B; ++b)
+        for (int k = 0; k < Tb; ++k)
+          for (int c = 0; c < C; ++c)
+            be.copy(dy_end_.data() + ((int64_t{b} * Tb + k) * C + c) * Ds, Ds,
+                    y_rows(dy_, b, c) + int64_t{(k + 1) * W - 1} * Ds);
+      break;
+    }
+  }
+}
+
+template <typename T>
+void BstSsm<T>::backward(kernels::Backend<T>& be, const T* dctx, T* dx) {
+  const int D = cfg_.d_model, Ds = d_small_, C = channels_, N = cfg_.seq_len, B = streams_;
+  const int rows = B * N, R = C * Ds;
+  up_backward(be, dctx);
+  be.fill(dkernel_.data(), int64_t(dkernel_.size()), T(0));
+  be.fill(du_.data(), int64_t(du_.size()), T(0));
+  T* ddskip = store_[dskip_].grad;
+  const T* dskip = store_[dskip_].value;
+  if (conv_len_ != N) {
+    be.fill(dkernel_ext_.data(), int64_t(dkernel_ext_.size()), T(0));
+    be.fill(du_conv_.data(), int64_t(du_conv_.size()), T(0));
+    conv_->backward({B, C, conv_len_, Ds}, kernel_ext_.data(), conv_u_.data(), dskip, dy_.data(),
+                    du_conv_.data(), dkernel_ext_.data(), ddskip);
+    for (int r = 0; r < R; ++r)
+      be.copy(dkernel_ext_.data() + int64_t{r} * conv_len_, N, dkernel_.data() + int64_t{r} * N);
+    const int64_t seg = int64_t{N} * Ds;  // U_prev was carried detached: only U's half counts
+    for (int b = 0; b < B; ++b) be.copy(du_conv_.data() + (2 * b + 1) * seg, seg, du_.data() + b * seg);
+  } else {
+    conv_->backward({B, C, N, Ds}, kernel_.data(), u_.data(), dskip, dy_.data(), du_.data(),
+                    dkernel_.data(), ddskip);
+  }
+  if (s4d_) {
+    ssm::s4d_kernel_backward(ssm::S4dDims{R, modes_, N}, s4d_params(), dkernel_.data(), s4d_grads());
+    if (carry_ && std::any_of(active_.begin(), active_.end(), [](uint8_t a) { return a != 0; }))
+      s4d_carry_apply_backward(ssm::S4dCarryDims{B, C, Ds, modes_, N}, s4d_params(),
+                               state_used_.data(), active_.data(), dy_.data(), s4d_grads());
+  } else {
+    filter_net_->backward(filter_params(), dkernel_.data(), filter_grads());
+  }
+  be.fill(dz_.data(), int64_t(dz_.size()), T(0));
+  auto& w_dn = store_[w_dn_];
+  linear_backward(be, z_.data(), rows, D, w_dn.value, Ds, du_.data(), dz_.data(), w_dn.grad);
+  auto& g = store_[norm_];
+  be.rmsnorm_backward(x_, g.value, rstd_.data(), dz_.data(), rows, D, dx, g.grad);
+}
+
+template <typename T>
+std::vector<TensorRef<T>> BstSsm<T>::carried_state() {
+  if (s4d_ && carry_)
+    return {{prefix_ + "carry",
+             {streams_, channels_, d_small_, modes_, int64_t(2 * sizeof(double) / sizeof(T))},
+             state_bits_.data()}};
+  if (!u_prev_.empty())
+    return {{prefix_ + "carry_u", {streams_, cfg_.seq_len, d_small_}, u_prev_.data()}};
+  return {};
+}
+
+template <typename T>
+int64_t BstSsm<T>::activation_bytes() const {
+  int64_t n = 0;
+  for (const auto* v : {&z_, &rstd_, &u_, &conv_u_, &kernel_, &kernel_ext_, &y_, &y_end_, &ctx_})
+    n += int64_t(v->size());
+  return n * int64_t(sizeof(T)) + int64_t(state_used_.size() + state_work_.size()) * 8 +
+         int64_t(active_.size());
+}
+
+template <typename T>
+int64_t BstSsm<T>::backward_scratch_bytes() const {
+  int64_t n = 0;
+  for (const auto* v : {&dy_, &dkernel_, &dkernel_ext_, &du_conv_, &du_, &dz_, &dy_end_})
+    n += int64_t(v->size());
+  return n * int64_t(sizeof(T));
+}
+
+template class BstSsm<float>;
+template class BstSsm<double>;
+
+}  // namespace brt::core

@@ -1,0 +1,97 @@
+// The SSM sublayer of a BST layer (MODEL.md §7.1) and its carried state (§7.3):
+//   Z = RMSNorm_ssm(X);  U = Z·W_dn (D→Ds = D/4)
+//   Y_c = K_c ∗ U + Dskip_c ⊙ U       (causal depthwise FFT convolution, c ∈ [0, C))
+//   Ctx_c = Y_c·W_up^(c)              (one W_up shared, or one per head for MH)
+// with K from S4D modes (`s4d`) or a Hyena-style implicit filter (`unstructured`).
+// C = 1 (SH), H (MH), S_ctx (MF). Parameters are layers.{i}.ssm.* (MODEL §9).
+//
+// Output layout (context()):
+//   SH  [B, N, D]        Ctx_0
+//   MH  [H, B, N, D]     Ctx_h (head-major, so each head's context is one [B·N, D] block)
+//   MF  [B, T, C, D]     Ctx_c at the LAST position of each block k, (k+1)·W − 1: only these
+//                        rows are ever read (§7.2), so W_up runs on T·C rows, not N·C.
+//
+// Carry (§7.3, `ssm_carry`): s4d keeps the complex state x [B, C, Ds, M] in double; the next
+// segment adds its response (kernels/ssm s4d_carry_apply) and, through core/bst_s4d_carry.h,
+// backpropagates into Δ, A, C. unstructured keeps the previous segment's U [B, N, Ds] and
+// convolves [U_prev; U] with the N-tap kernel (an FFT convolution of length 2N). A document
+// start resets the carry; with `ssm_carry` off every segment starts from zero.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/layer.h"
+#include "core/model_config.h"
+#include "core/param_store.h"
+#include "kernels/ssm/fft_conv.h"
+#include "kernels/ssm/implicit_filter.h"
+#include "kernels/ssm/s4d_kernel.h"
+
+namespace brt::core {
+
+template <typename T>
+class BstSsm {
+ public:
+  // prefix: "layers.{i}." (parameters go under prefix + "ssm.").
+  BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::string& prefix, int streams);
+  ~BstSsm();
+
+  int channels() const { return channels_; }
+  int64_t context_rows() const;  // rows of context(): B·N, H·B·N or B·T·C
+  // x: [B·N, D]. Saves what backward needs and advances the carry.
+  void forward(kernels::Backend<T>& be, const uint8_t* doc_start, const T* x);
+  const T* context() const { return ctx_.data(); }
+  // dctx: gradient w.r.t. context() (same layout). Accumulates dx and parameter gradients.
+  void backward(kernels::Backend<T>& be, const T* dctx, T* dx);
+
+  // The carry: s4d "ssm.carry" [B, C, Ds, M, 2·k] holds the double state's exact bits in T
+  // (k = sizeof(double)/sizeof(T)); unstructured "ssm.carry_u" [B, N, Ds].
+  std::vector<TensorRef<T>> carried_state();
+  int64_t activation_bytes() const;
+  int64_t backward_scratch_bytes() const;
+
+ private:
+  kernels::ssm::S4dParams<T> s4d_params() const;
+  kernels::ssm::S4dGrads<T> s4d_grads() const;
+  kernels::ssm::ImplicitFilterParams<T> filter_params() const;
+  kernels::ssm::ImplicitFilterGrads<T> filter_grads() const;
+  // Y_c of stream b: the last N rows of channel c's convolution output, [N, Ds].
+  T* y_rows(std::vector<T>& y, int b, int c) const;
+  void up_forward(kernels::Backend<T>& be);
+  void up_backward(kernels::Backend<T>& be, const T* dctx);
+
+  ParamStore<T>& store_;
+  const ModelConfig& cfg_;
+  std::string prefix_;
+  int streams_, channels_, d_small_, modes_;
+  int conv_len_;  // N, or 2N for unstructured with the carry ([U_prev; U])
+  bool s4d_, carry_;
+  int norm_ = -1, w_dn_ = -1, w_up_ = -1, dskip_ = -1;
+  int log_dt_ = -1, a_re_ = -1, a_im_ = -1, c_re_ = -1, c_im_ = -1;
+  int filter_[8] = {-1, -1, -1, -1, -1, -1, -1, -1};  // w0 b0 w1 b1 w2 b2 freq w_out
+  std::unique_ptr<kernels::ssm::FftConv<T>> conv_;
+  std::unique_ptr<kernels::ssm::ImplicitFilter<T>> filter_net_;
+
+  // Saved activations.
+  const T* x_ = nullptr;
+  std::vector<T> z_, rstd_;    // [B·N, D], [B·N]
+  std::vector<T> u_;           // [B·N, Ds]
+  std::vector<T> conv_u_;      // [B, 2N, Ds] (unstructured carry only)
+  std::vector<T> kernel_;      // [C, Ds, N] generated kernel
+  std::vector<T> kernel_ext_;  // [C, Ds, 2N] zero-padded (unstructured carry only)
+  std::vector<T> y_;           // [B, C, conv_len, Ds]
+  std::vector<T> y_end_;       // MF: [B, T, C, Ds]
+  std::vector<T> ctx_;         // see context()
+  std::vector<double> state_used_;  // s4d: the state this segment's carry term read
+  std::vector<uint8_t> active_;     // [B] streams continuing a document with the carry on
+  // Backward scratch.
+  std::vector<T> dy_, dkernel_, dkernel_ext_, du_conv_, du_, dz_, dy_end_;
+  // Carried (detached).
+  std::vector<T> state_bits_;       // s4d: exact bits of the double state
+  std::vector<double> state_work_;  // s4d: the state as double while updating
+  std::vector<T> u_prev_;           // unstructured: previous segment's U [B, N, Ds]
+};
+
+}  // namespace brt::core

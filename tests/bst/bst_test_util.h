@@ -1,0 +1,79 @@
+// Shared helpers of the BST tests: a tiny BST configuration, a layer with its own parameter
+// store and backward scratch, and copying parameters between stores by name (MODEL §9).
+#pragma once
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/bst_layer.h"
+#include "core/param_store.h"
+#include "model_test_util.h"
+
+namespace brt::testing {
+
+inline core::ModelConfig tiny_bst_config(const std::string& variant, int seq = 12) {
+  core::ModelConfig c = tiny_config(variant);
+  c.seq_len = seq;
+  c.window = 4;
+  c.ssm_state = 4;   // M = 2 complex modes
+  c.ctx_states = 3;  // S_ctx (MF)
+  c.bst_layers = {0};
+  c.resolve();
+  return c;
+}
+
+template <typename T>
+struct LayerRig {
+  core::ModelConfig cfg;
+  core::ParamStore<T> store;
+  std::unique_ptr<core::BstLayer<T>> layer;
+  core::BackwardScratch<T> scratch;
+  int streams;
+
+  LayerRig(const core::ModelConfig& c, int B, uint64_t seed = 99) : cfg(c), streams(B) {
+    layer = std::make_unique<core::BstLayer<T>>(store, cfg, 0, B);
+    store.finalize();
+    store.initialize(seed);
+    const size_t rows = size_t(B) * cfg.seq_len;
+    scratch.d_model.assign(rows * cfg.d_model, 0);
+    scratch.d_norm.assign(rows * cfg.d_model, 0);
+    scratch.d_ff.assign(2 * rows * cfg.d_ff, 0);
+    for (auto& v : scratch.d_attn) v.assign(rows * cfg.attn_width(), 0);
+  }
+  std::vector<std::vector<T>> snapshot() {
+    std::vector<std::vector<T>> out;
+    for (auto& ref : layer->carried_state()) {
+      int64_t n = 1;
+      for (auto s : ref.shape) n *= s;
+      out.emplace_back(ref.data, ref.data + n);
+    }
+    return out;
+  }
+  void restore(const std::vector<std::vector<T>>& saved) {
+    auto refs = layer->carried_state();
+    for (size_t i = 0; i < refs.size(); ++i) std::copy(saved[i].begin(), saved[i].end(), refs[i].data);
+  }
+};
+
+// Copies every parameter of `from` into the same-named parameter of `to` (shapes must agree).
+template <typename A, typename B>
+void copy_params(const core::ParamStore<A>& from, core::ParamStore<B>& to) {
+  for (auto& p : to.params()) {
+    const int i = from.find(p.spec.name);
+    ASSERT_GE(i, 0) << p.spec.name;
+    ASSERT_EQ(from[i].numel(), p.numel()) << p.spec.name;
+    for (int64_t j = 0; j < p.numel(); ++j) p.value[j] = static_cast<B>(from[i].value[j]);
+  }
+}
+
+template <typename T>
+std::vector<T> random_vector(size_t n, std::mt19937_64& rng) {
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<T> v(n);
+  for (auto& x : v) x = static_cast<T>(normal(rng));
+  return v;
+}
+
+}  // namespace brt::testing
