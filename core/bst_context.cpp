@@ -24,12 +24,12 @@ int64_t ContextProjActs<T>::bytes() const {
 template <typename T>
 void context_proj_forward(kernels::Backend<T>& be, ParamStore<T>& store, const ContextProjParams& p,
                           const AttnShape& s, const T* ctx, int64_t rows, ContextProjActs<T>& acts) {
-  const int D = s.d_model, A = s.width(), G = p.groups, cols = A / G;
+  const int D = s.d_model, A = s.width(), G = p.groups, GL = p.local_groups(), cols = A / GL;
   const int all = static_cast<int>(rows * G), n = static_cast<int>(rows);
   be.rmsnorm_forward(ctx, store[p.norm].value, all, D, acts.h.data(), acts.rstd.data());
   if (p.ids >= 0) be.add_rows_broadcast(acts.h.data(), store[p.ids].value, all, p.id_rows, D);
-  for (int g = 0; g < G; ++g) {
-    const T* hg = acts.h.data() + int64_t{g} * rows * D;
+  for (int g = 0; g < GL; ++g) {
+    const T* hg = acts.h.data() + int64_t{p.first_group() + g} * rows * D;
     be.gemm(Trans::N, Trans::N, n, cols, D, T(1), hg, D, store[p.wk].value + g * cols, A, T(0),
             acts.k.data() + g * cols, A);
     be.gemm(Trans::N, Trans::N, n, cols, D, T(1), hg, D, store[p.wv].value + g * cols, A, T(0),
@@ -43,7 +43,7 @@ void context_proj_backward(kernels::Backend<T>& be, ParamStore<T>& store,
                            const ContextProjParams& p, const AttnShape& s, const T* ctx,
                            int64_t rows, const ContextProjActs<T>& acts, const T* dk, const T* dv,
                            T* dctx, T* scratch_a, T* scratch_h) {
-  const int D = s.d_model, A = s.width(), G = p.groups, cols = A / G;
+  const int D = s.d_model, A = s.width(), G = p.groups, GL = p.local_groups(), cols = A / GL;
   const int all = static_cast<int>(rows * G), n = static_cast<int>(rows);
   T* dk_raw = scratch_a;
   be.fill(dk_raw, rows * A, T(0));
@@ -52,9 +52,9 @@ void context_proj_backward(kernels::Backend<T>& be, ParamStore<T>& store,
   be.fill(dh, int64_t{all} * D, T(0));
   auto& wk = store[p.wk];
   auto& wv = store[p.wv];
-  for (int g = 0; g < G; ++g) {
-    const T* hg = acts.h.data() + int64_t{g} * rows * D;
-    T* dhg = dh + int64_t{g} * rows * D;
+  for (int g = 0; g < GL; ++g) {
+    const T* hg = acts.h.data() + int64_t{p.first_group() + g} * rows * D;
+    T* dhg = dh + int64_t{p.first_group() + g} * rows * D;
     const int c0 = g * cols;
     for (auto [w, dw, d] : {std::tuple{wk.value, wk.grad, static_cast<const T*>(dk_raw)},
                             std::tuple{wv.value, wv.grad, dv}}) {
@@ -62,6 +62,7 @@ void context_proj_backward(kernels::Backend<T>& be, ParamStore<T>& store,
       be.gemm(Trans::T, Trans::N, D, cols, n, T(1), hg, D, d + c0, A, T(1), dw + c0, A);
     }
   }
+  p.tp.reduce_input_grad(dh, int64_t{all} * D);  // column-parallel Wkc/Wvc (f of Megatron)
   if (p.ids >= 0) {
     T* dids = store[p.ids].grad;
     const int64_t group = int64_t{p.id_rows} * D;

@@ -3,6 +3,10 @@
 // over G groups of context rows: group g feeds attention heads [g·H/G, (g+1)·H/G) only. SH and
 // MF use one group; MH uses G = H, head h's keys and values coming from its own context Ctx_h
 // through its own columns of Wkc/Wvc.
+// Under tensor parallelism Wkc/Wvc are column-parallel (this rank's heads; for MH the groups
+// of this rank's heads): the norm runs over every group (replicated), only local groups are
+// projected, and backward all-reduces the gradient w.r.t. hc before the norm and the IDs read
+// it, so dctx and the replicated gains' gradients are whole and identical on every rank.
 #pragma once
 
 #include <vector>
@@ -17,13 +21,16 @@ struct ContextProjParams {
   int ids = -1;      // MF: ssm.ctx_ids [S_ctx, D], added after the norm (else -1)
   int id_rows = 0;
   int wk = -1, wv = -1;  // attn.wkc, attn.wvc [D, A]
-  int groups = 1;
+  int groups = 1;        // G over all heads (MH: H)
+  TensorParallel tp;
+  int local_groups() const { return groups > 1 ? groups / tp.size() : 1; }
+  int first_group() const { return groups > 1 ? tp.rank() * local_groups() : 0; }
 };
 
 template <typename T>
 struct ContextProjActs {
   std::vector<T> h, rstd;  // [G·rows, D], [G·rows]
-  std::vector<T> k, v;     // [rows, A] (k normalised per head)
+  std::vector<T> k, v;     // [rows, A] (k normalised per head; A, H: this rank's)
   std::vector<T> rnorm;    // [rows, H]
   void allocate(const ContextProjParams& p, const AttnShape& s, int64_t rows);
   int64_t bytes() const;

@@ -9,34 +9,43 @@
 namespace brt::core {
 
 template <typename T>
-BstLayer<T>::BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, int streams)
+BstLayer<T>::BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, int streams,
+                      const TensorParallel& tp)
     : store_(store),
       cfg_(cfg),
-      shape_{cfg.d_model, cfg.heads, cfg.head_dim},
-      dims_{streams, cfg.seq_len, cfg.window, cfg.heads, cfg.head_dim},
+      tp_(tp),
+      shape_{cfg.d_model, tp.local(cfg.heads, "model.heads"), cfg.head_dim},
+      dims_{streams, cfg.seq_len, cfg.window, shape_.heads, cfg.head_dim},
       prefix_("layers." + std::to_string(index) + "."),
       streams_(streams),
       mf_(cfg.bst_variant == BstVariant::kMF),
       ctx_keys_(mf_ ? cfg.ctx_states : cfg.window),
       kv_rows_(mf_ ? int64_t{streams} * cfg.blocks() * cfg.ctx_states : int64_t{streams} * cfg.seq_len),
-      ssm_(store, cfg, prefix_, streams) {
-  const int D = cfg.d_model, A = cfg.attn_width(), H = cfg.heads, N = cfg.seq_len, W = cfg.window;
+      ssm_(store, cfg, prefix_, streams, tp) {
+  // Full logical sizes for the declarations; A and H below are this rank's.
+  const int D = cfg.d_model, A_full = cfg.attn_width(), H_full = cfg.heads;
+  const int A = shape_.width(), H = shape_.heads, N = cfg.seq_len, W = cfg.window;
   const int Tb = cfg.blocks();
   const std::string ap = prefix_ + "attn.";
+  const auto column = [&](const char* name) {
+    return declare_matrix(store, ap + name, D, A_full, 1.0, tp.columns());
+  };
   proj_.norm = declare_norm(store, prefix_ + "attn_norm.scale", D);
-  proj_.weights = {declare_matrix(store, ap + "wq", D, A), declare_matrix(store, ap + "wk", D, A),
-                   declare_matrix(store, ap + "wv", D, A), declare_matrix(store, ap + "wq2", D, A)};
+  proj_.weights = {column("wq"), column("wk"), column("wv"), column("wq2")};
   proj_.normalised = {true, true, false, true};
+  proj_.tp = tp;
   cproj_.norm = declare_norm(store, ap + "ctx_norm.scale", D);
-  cproj_.wk = declare_matrix(store, ap + "wkc", D, A);
-  cproj_.wv = declare_matrix(store, ap + "wvc", D, A);
-  cproj_.groups = cfg.bst_variant == BstVariant::kMH ? H : 1;
-  wo_ = declare_matrix(store, ap + "wo", 2 * A, D);
-  scale1_ = declare_ones(store, ap + "scale", {H});
-  scale2_ = declare_ones(store, ap + "scale2", {H});
-  rel_bias_ = declare_normal(store, ap + "rel_bias", {H, kernels::kT5Buckets},
-                             1.0 / std::sqrt(double(kernels::kT5Buckets)));
-  mlp_ = declare_mlp(store, prefix_ + "mlp_norm.scale", prefix_ + "mlp.", D, cfg.d_ff);
+  cproj_.wk = column("wkc");
+  cproj_.wv = column("wvc");
+  cproj_.groups = cfg.bst_variant == BstVariant::kMH ? H_full : 1;
+  cproj_.tp = tp;
+  // Wo [2A, D] acts on concat(A_self, A_cross): this rank owns its heads' rows in both halves.
+  wo_ = declare_matrix(store, ap + "wo", 2 * A_full, D, 1.0, tp.rows(2));
+  scale1_ = declare_ones(store, ap + "scale", {H_full}, tp.heads());
+  scale2_ = declare_ones(store, ap + "scale2", {H_full}, tp.heads());
+  rel_bias_ = declare_normal(store, ap + "rel_bias", {H_full, kernels::kT5Buckets},
+                             1.0 / std::sqrt(double(kernels::kT5Buckets)), tp.heads());
+  mlp_ = declare_mlp(store, prefix_ + "mlp_norm.scale", prefix_ + "mlp.", D, cfg.d_ff, tp);
   if (mf_) {  // MODEL §7.2: E_ctx ~ N(0, 1), Ctx_init ~ N(0, 0.1)
     cproj_.ids = declare_normal(store, prefix_ + "ssm.ctx_ids", {cfg.ctx_states, D}, 1.0);
     cproj_.id_rows = cfg.ctx_states;
@@ -122,9 +131,16 @@ void BstLayer<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
                              store_[scale2_].value, a_cross_.data(), probs_cross_.data());
   // Y = X + concat(A_self, A_cross)·Wo;  Z = Y + MLP(Y)
   const T* wo = store_[wo_].value;
-  be.copy(x, int64_t(rows) * D, y_.data());
-  linear_forward(be, a_self_.data(), rows, A, wo, D, y_.data(), T(1));
-  linear_forward(be, a_cross_.data(), rows, A, wo + int64_t(A) * D, D, y_.data(), T(1));
+  if (tp_.active()) {  // row-parallel Wo: the two halves' partial products summed over TP, then x
+    linear_forward(be, a_self_.data(), rows, A, wo, D, y_.data());
+    linear_forward(be, a_cross_.data(), rows, A, wo + int64_t(A) * D, D, y_.data(), T(1));
+    tp_.reduce_output(y_.data(), int64_t(rows) * D);
+    be.add_inplace(y_.data(), x, int64_t(rows) * D);
+  } else {
+    be.copy(x, int64_t(rows) * D, y_.data());
+    linear_forward(be, a_self_.data(), rows, A, wo, D, y_.data(), T(1));
+    linear_forward(be, a_cross_.data(), rows, A, wo + int64_t(A) * D, D, y_.data(), T(1));
+  }
   be.copy(y_.data(), int64_t(rows) * D, out);
   mlp_forward(be, store_, mlp_, y_.data(), rows, mlp_acts_, out, T(1));
   // Carry, detached (§8, §7.3).
@@ -203,8 +219,9 @@ void BstLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx,
 template <typename T>
 std::vector<TensorRef<T>> BstLayer<T>::carried_state() {
   const std::vector<int64_t> cache = {streams_, cfg_.window, shape_.width()};
-  std::vector<TensorRef<T>> refs = {{prefix_ + "cache.k", cache, k_cache_.data()},
-                                    {prefix_ + "cache.v", cache, v_cache_.data()}};
+  const ShardSpec heads{2, tp_.rank(), tp_.size(), 1};  // this rank's head columns of A
+  std::vector<TensorRef<T>> refs = {{prefix_ + "cache.k", cache, k_cache_.data(), heads},
+                                    {prefix_ + "cache.v", cache, v_cache_.data(), heads}};
   for (auto& r : ssm_.carried_state()) refs.push_back(r);
   if (mf_)
     refs.push_back({prefix_ + "ssm.ctx_last", {streams_, cfg_.ctx_states, cfg_.d_model}, ctx_last_.data()});

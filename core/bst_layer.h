@@ -8,6 +8,10 @@
 // Context per block k: SH/MH the W context vectors of the block itself under a causal mask
 // (j ≤ i); MF the S_ctx vectors Ctx_c[kW − 1] (block 0: ctx_init, or the previous segment's
 // last-position context when the SSM carry continues a document), plus ctx_ids, no mask.
+// Under tensor parallelism (docs/parallelism.md, "BST under TP") a rank holds its heads of the
+// self- and cross-attention (Wq, Wk, Wv, Wq2, Wkc, Wvc by columns; scales, bias by heads; Wo
+// by the rows of both halves, its output all-reduced), the MLP's hidden units, and the SSM's
+// Ds/TP features (BstSsm); norms, ctx_ids and ctx_init are replicated.
 #pragma once
 
 #include <string>
@@ -25,12 +29,13 @@ namespace brt::core {
 template <typename T>
 class BstLayer : public Layer<T> {
  public:
-  BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, int streams);
+  BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, int streams,
+           const TensorParallel& tp = {});
 
   void forward(const StepContext<T>& ctx, const T* x, T* out) override;
   void backward(const StepContext<T>& ctx, const T* dout, T* dx,
                 BackwardScratch<T>& scratch) override;
-  // cache.k|v [B, W, A]; the SSM carry (BstSsm::carried_state); MF: ssm.ctx_last [B, S_ctx, D].
+  // cache.k|v [B, W, A] (under TP this rank's head columns); the SSM carry (BstSsm::carried_state); MF: ssm.ctx_last [B, S_ctx, D].
   std::vector<TensorRef<T>> carried_state() override;
   int64_t activation_bytes() const override;
   int64_t backward_scratch_bytes() const override;
@@ -44,7 +49,8 @@ class BstLayer : public Layer<T> {
 
   ParamStore<T>& store_;
   const ModelConfig& cfg_;
-  AttnShape shape_;
+  TensorParallel tp_;
+  AttnShape shape_;  // this rank's heads
   kernels::WindowAttnDims dims_;
   std::string prefix_;
   int streams_;

@@ -26,8 +26,8 @@ int ssm_channels(const ModelConfig& cfg) {
 
 template <typename T>
 int declare_with(ParamStore<T>& store, const std::string& name, std::vector<int64_t> shape,
-                 InitSpec init) {
-  return store.declare({name, std::move(shape), init});
+                 InitSpec init, ShardSpec shard = {}) {
+  return store.declare({name, std::move(shape), init, shard});
 }
 
 InitSpec uniform_init(double low, double high) {
@@ -47,42 +47,51 @@ InitSpec linear_default_init(int64_t fan_in) {
 
 template <typename T>
 BstSsm<T>::BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::string& prefix,
-                  int streams)
+                  int streams, const TensorParallel& tp)
     : store_(store),
       cfg_(cfg),
+      tp_(tp),
       prefix_(prefix + "ssm."),
       streams_(streams),
       channels_(ssm_channels(cfg)),
-      d_small_(cfg.d_model / 4),
+      d_full_(cfg.d_model / 4),
+      d_small_(tp.local(cfg.d_model / 4, "model.d_model / 4 (the BST SSM features Ds)")),
       modes_(cfg.ssm_state / 2),
       s4d_(cfg.ssm_kernel == SsmKernel::kS4D),
       carry_(cfg.ssm_carry) {
-  const int D = cfg.d_model, Ds = d_small_, C = channels_, N = cfg.seq_len, M = modes_;
+  // Declared with the full Ds (MODEL §9); Ds below is this rank's features.
+  const int D = cfg.d_model, Ds_full = d_full_, Ds = d_small_, C = channels_, N = cfg.seq_len;
+  const int M = modes_;
   const int64_t R = int64_t{C} * Ds;
+  const ShardSpec features{1, tp.rank(), tp.size(), 1};  // dim 1 of [C, Ds(, M)] and [H, Ds, D]
   conv_len_ = (!s4d_ && carry_) ? 2 * N : N;
   norm_ = declare_norm(store, prefix_ + "norm.scale", D);
-  w_dn_ = declare_matrix(store, prefix_ + "w_dn", D, Ds);
+  w_dn_ = declare_matrix(store, prefix_ + "w_dn", D, Ds_full, 1.0, tp.columns());
   {
     InitSpec up{InitKind::kTruncNormal};
-    up.fan_in = Ds;
-    std::vector<int64_t> shape = {Ds, D};
-    if (cfg.bst_variant == BstVariant::kMH) shape.insert(shape.begin(), cfg.heads);
-    w_up_ = declare_with(store, prefix_ + "w_up", shape, up);
+    up.fan_in = Ds_full;
+    std::vector<int64_t> shape = {Ds_full, D};
+    ShardSpec shard = tp.rows();
+    if (cfg.bst_variant == BstVariant::kMH) {
+      shape.insert(shape.begin(), cfg.heads);
+      shard = features;
+    }
+    w_up_ = declare_with(store, prefix_ + "w_up", shape, up, shard);
   }
-  dskip_ = declare_normal(store, prefix_ + "dskip", {C, Ds}, 1.0);
+  dskip_ = declare_normal(store, prefix_ + "dskip", {C, Ds_full}, 1.0, features);
   if (s4d_) {
     // MODEL §7.1 S4D-Lin: log Δ ~ U[ln 1e−3, ln 1e−1], a_n = ln 0.5, b_n = π·n, C ~ complex N(0, 1).
-    log_dt_ = declare_with(store, prefix_ + "log_dt", {C, Ds},
-                           uniform_init(std::log(1e-3), std::log(1e-1)));
+    log_dt_ = declare_with(store, prefix_ + "log_dt", {C, Ds_full},
+                           uniform_init(std::log(1e-3), std::log(1e-1)), features);
     InitSpec a_re{InitKind::kConstant};
     a_re.value = std::log(0.5);
-    a_re_ = declare_with(store, prefix_ + "a_re", {C, Ds, M}, a_re);
+    a_re_ = declare_with(store, prefix_ + "a_re", {C, Ds_full, M}, a_re, features);
     InitSpec a_im{InitKind::kArange};
     a_im.value = std::numbers::pi;
     a_im.period = M;
-    a_im_ = declare_with(store, prefix_ + "a_im", {C, Ds, M}, a_im);
-    c_re_ = declare_normal(store, prefix_ + "c_re", {C, Ds, M}, std::sqrt(0.5));
-    c_im_ = declare_normal(store, prefix_ + "c_im", {C, Ds, M}, std::sqrt(0.5));
+    a_im_ = declare_with(store, prefix_ + "a_im", {C, Ds_full, M}, a_im, features);
+    c_re_ = declare_normal(store, prefix_ + "c_re", {C, Ds_full, M}, std::sqrt(0.5), features);
+    c_im_ = declare_normal(store, prefix_ + "c_im", {C, Ds_full, M}, std::sqrt(0.5), features);
   } else {
     const int O = 64, E = ssm::ImplicitFilter<T>::kEmbed;
     const std::string f = prefix_ + "filter.";
@@ -93,8 +102,20 @@ BstSsm<T>::BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::strin
     filter_[4] = declare_with(store, f + "w2", {O, O}, linear_default_init(O));
     filter_[5] = declare_with(store, f + "b2", {O}, linear_default_init(O));
     filter_[6] = declare_ones(store, f + "freq", {O});
-    filter_[7] = declare_with(store, f + "w_out", {O, R}, linear_default_init(O));
+    // w_out's columns are the filters r = c·Ds + f: each of the C blocks of Ds columns is
+    // split, so a rank makes its own features' filters of every channel.
+    filter_[7] = declare_with(store, f + "w_out", {O, int64_t{C} * Ds_full}, linear_default_init(O),
+                              ShardSpec{1, tp.rank(), tp.size(), C});
     filter_net_ = std::make_unique<ssm::ImplicitFilter<T>>(N, static_cast<int>(R), O);
+    if (tp.size() > 1) {  // the decay rate follows the global filter index
+      std::vector<int> ids(static_cast<size_t>(R));
+      for (int c = 0; c < C; ++c)
+        for (int j = 0; j < Ds; ++j) ids[size_t(c) * Ds + j] = c * Ds_full + tp.rank() * Ds + j;
+      filter_net_->set_filter_ids(ids, C * Ds_full);
+      int64_t replicated = 0;
+      for (int i = 0; i < 7; ++i) replicated += store[filter_[i]].spec.numel();
+      filter_dgrad_.assign(size_t(replicated), T(0));
+    }
   }
   conv_ = std::make_unique<ssm::FftConv<T>>(conv_len_, C, 0, streams);
 
@@ -250,6 +271,35 @@ void BstSsm<T>::up_forward(kernels::Backend<T>& be) {
       break;
     }
   }
+  // Row-parallel W_up: each rank's features contribute a partial context.
+  tp_.reduce_output(ctx_.data(), int64_t(ctx_.size()));
+}
+
+// The filter network is replicated but each rank backpropagates only its own filters: its
+// gradient contributions are summed over TP (not the accumulated gradient, which may hold
+// earlier micro-batches' already-reduced sums).
+template <typename T>
+void BstSsm<T>::filter_backward() {
+  if (filter_dgrad_.empty()) {
+    filter_net_->backward(filter_params(), dkernel_.data(), filter_grads());
+    return;
+  }
+  std::fill(filter_dgrad_.begin(), filter_dgrad_.end(), T(0));
+  T* parts[7];
+  int64_t offset = 0;
+  for (int i = 0; i < 7; ++i) {
+    parts[i] = filter_dgrad_.data() + offset;
+    offset += store_[filter_[i]].spec.numel();
+  }
+  filter_net_->backward(filter_params(), dkernel_.data(),
+                        {parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], parts[6],
+                         store_[filter_[7]].grad});
+  tp_.all_reduce_sum(filter_dgrad_.data(), int64_t(filter_dgrad_.size()));
+  for (int i = 0; i < 7; ++i) {
+    T* g = store_[filter_[i]].grad;
+    const int64_t n = store_[filter_[i]].spec.numel();
+    for (int64_t j = 0; j < n; ++j) g[j] += parts[i][j];
+  }
 }
 
 template <typename T>
@@ -314,23 +364,26 @@ void BstSsm<T>::backward(kernels::Backend<T>& be, const T* dctx, T* dx) {
       s4d_carry_apply_backward(ssm::S4dCarryDims{B, C, Ds, modes_, N}, s4d_params(),
                                state_used_.data(), active_.data(), dy_.data(), s4d_grads());
   } else {
-    filter_net_->backward(filter_params(), dkernel_.data(), filter_grads());
+    filter_backward();
   }
   be.fill(dz_.data(), int64_t(dz_.size()), T(0));
   auto& w_dn = store_[w_dn_];
   linear_backward(be, z_.data(), rows, D, w_dn.value, Ds, du_.data(), dz_.data(), w_dn.grad);
+  tp_.reduce_input_grad(dz_.data(), int64_t(dz_.size()));  // column-parallel W_dn
   auto& g = store_[norm_];
   be.rmsnorm_backward(x_, g.value, rstd_.data(), dz_.data(), rows, D, dx, g.grad);
 }
 
 template <typename T>
 std::vector<TensorRef<T>> BstSsm<T>::carried_state() {
+  // Both hold this rank's features along dim 2 (each feature's M·2k state words contiguous).
+  const ShardSpec features{2, tp_.rank(), tp_.size(), 1};
   if (s4d_ && carry_)
     return {{prefix_ + "carry",
              {streams_, channels_, d_small_, modes_, int64_t(2 * sizeof(double) / sizeof(T))},
-             state_bits_.data()}};
+             state_bits_.data(), features}};
   if (!u_prev_.empty())
-    return {{prefix_ + "carry_u", {streams_, cfg_.seq_len, d_small_}, u_prev_.data()}};
+    return {{prefix_ + "carry_u", {streams_, cfg_.seq_len, d_small_}, u_prev_.data(), features}};
   return {};
 }
 
@@ -346,7 +399,7 @@ int64_t BstSsm<T>::activation_bytes() const {
 template <typename T>
 int64_t BstSsm<T>::backward_scratch_bytes() const {
   int64_t n = 0;
-  for (const auto* v : {&dy_, &dkernel_, &dkernel_ext_, &du_conv_, &du_, &dz_, &dy_end_})
+  for (const auto* v : {&dy_, &dkernel_, &dkernel_ext_, &du_conv_, &du_, &dz_, &dy_end_, &filter_dgrad_})
     n += int64_t(v->size());
   return n * int64_t(sizeof(T));
 }

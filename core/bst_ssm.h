@@ -16,6 +16,14 @@
 // backpropagates into Δ, A, C. unstructured keeps the previous segment's U [B, N, Ds] and
 // convolves [U_prev; U] with the N-tap kernel (an FFT convolution of length 2N). A document
 // start resets the carry; with `ssm_carry` off every segment starts from zero.
+//
+// Tensor parallelism (docs/parallelism.md, "BST under TP"): the Ds features are split, rank r
+// holding features [r·Ds/TP, (r+1)·Ds/TP) of every channel. W_dn is column-parallel (its input
+// gradient all-reduced), the per-feature S4D parameters and Dskip are split along Ds, the
+// implicit filter's w_out is split per channel (pieces = C: filters are ordered c·Ds + f) with
+// the filter network replicated (its gradient, reaching it through the local filters only, is
+// all-reduced), W_up is row-parallel along Ds with its output all-reduced, so context() is
+// whole and identical on every rank. The carry tensors are this rank's features.
 #pragma once
 
 #include <memory>
@@ -25,6 +33,7 @@
 #include "core/layer.h"
 #include "core/model_config.h"
 #include "core/param_store.h"
+#include "core/tensor_parallel.h"
 #include "kernels/ssm/fft_conv.h"
 #include "kernels/ssm/implicit_filter.h"
 #include "kernels/ssm/s4d_kernel.h"
@@ -35,7 +44,8 @@ template <typename T>
 class BstSsm {
  public:
   // prefix: "layers.{i}." (parameters go under prefix + "ssm.").
-  BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::string& prefix, int streams);
+  BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::string& prefix, int streams,
+         const TensorParallel& tp = {});
   ~BstSsm();
 
   int channels() const { return channels_; }
@@ -47,7 +57,8 @@ class BstSsm {
   void backward(kernels::Backend<T>& be, const T* dctx, T* dx);
 
   // The carry: s4d "ssm.carry" [B, C, Ds, M, 2·k] holds the double state's exact bits in T
-  // (k = sizeof(double)/sizeof(T)); unstructured "ssm.carry_u" [B, N, Ds].
+  // (k = sizeof(double)/sizeof(T)); unstructured "ssm.carry_u" [B, N, Ds]. Under TP: this
+  // rank's Ds/TP features (shard dim 2 in both).
   std::vector<TensorRef<T>> carried_state();
   int64_t activation_bytes() const;
   int64_t backward_scratch_bytes() const;
@@ -61,11 +72,16 @@ class BstSsm {
   T* y_rows(std::vector<T>& y, int b, int c) const;
   void up_forward(kernels::Backend<T>& be);
   void up_backward(kernels::Backend<T>& be, const T* dctx);
+  void filter_backward();
 
   ParamStore<T>& store_;
   const ModelConfig& cfg_;
+  TensorParallel tp_;
   std::string prefix_;
-  int streams_, channels_, d_small_, modes_;
+  int streams_, channels_;
+  int d_full_;   // Ds = D/4 (the declared shapes)
+  int d_small_;  // this rank's features, Ds / TP
+  int modes_;
   int conv_len_;  // N, or 2N for unstructured with the carry ([U_prev; U])
   bool s4d_, carry_;
   int norm_ = -1, w_dn_ = -1, w_up_ = -1, dskip_ = -1;
@@ -88,6 +104,7 @@ class BstSsm {
   std::vector<uint8_t> active_;     // [B] streams continuing a document with the carry on
   // Backward scratch.
   std::vector<T> dy_, dkernel_, dkernel_ext_, du_conv_, du_, dz_, dy_end_;
+  std::vector<T> filter_dgrad_;  // TP: the replicated filter network's gradient, before all-reduce
   // Carried (detached).
   std::vector<T> state_bits_;       // s4d: exact bits of the double state
   std::vector<double> state_work_;  // s4d: the state as double while updating

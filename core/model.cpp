@@ -17,9 +17,6 @@ Model<T>::Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backen
       xent_(tp.active() ? streams * cfg.seq_len : 0) {
   cfg_.resolve();
   vocab_ = core::vocab_range(tp_, cfg_.vocab);
-  if (cfg_.family == ModelFamily::kBST && tp_.size() > 1)
-    throw std::invalid_argument("model.variant: BST layers (" + cfg_.variant +
-                                ") do not run under tensor parallelism yet; use --tp 1");
   const int D = cfg_.d_model, V = cfg_.vocab, N = cfg_.seq_len, A = cfg_.attn_width();
   // MODEL §1: E ~ N(0, 1); §2: final RMSNorm gain.
   // Under TP, E is split by rows (vocabulary ranges).
@@ -27,7 +24,7 @@ Model<T>::Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backen
   for (int i = 0; i < cfg_.layers; ++i) {
     const int64_t begin = params_.total_numel();
     if (cfg_.is_bst_layer(i))  // MODEL §7: the other layers of a BST model are standard
-      layers_.push_back(std::make_unique<BstLayer<T>>(params_, cfg_, i, streams));
+      layers_.push_back(std::make_unique<BstLayer<T>>(params_, cfg_, i, streams, tp_));
     else if (cfg_.is_recurrent_layer(i))
       layers_.push_back(std::make_unique<RecurrentLayer<T>>(params_, cfg_, i, streams, tp_));
     else

@@ -52,6 +52,9 @@ int command_train(int argc, char** argv) {
     std::vector<parallel::SplitByTp> split = {
         {"model.heads", m.heads}, {"model.d_ff", m.d_ff}, {"model.vocab", m.vocab}};
     if (m.variant.rfind("rec", 0) == 0) split.push_back({"model.state_size", m.state_size});
+    // BST (docs/bst.md, "Tensor parallelism"): the SSM's Ds = D/4 features are split.
+    if (m.variant.rfind("bst", 0) == 0)
+      split.push_back({"model.d_model / 4 (the BST SSM features Ds)", m.d_model / 4});
     parallel::validate_layout(session.world_size(), tp, split);
     try {
       const parallel::ProcessGroups groups = parallel::make_mpi_process_groups(MPI_COMM_WORLD, tp);

@@ -43,6 +43,19 @@ ImplicitFilter<T>::ImplicitFilter(int length, int filters, int order)
   dh_chunk_.resize(static_cast<std::size_t>(filters) * kChunk);
   column_sums_.resize(order);
   freq_sums_.resize(order);
+  std::vector<int> ids(static_cast<std::size_t>(filters));
+  for (int r = 0; r < filters; ++r) ids[static_cast<std::size_t>(r)] = r;
+  set_filter_ids(ids, filters);
+}
+
+template <typename T>
+void ImplicitFilter<T>::set_filter_ids(const std::vector<int>& global_ids, int global_filters) {
+  if (static_cast<int>(global_ids.size()) != filters_)
+    throw std::runtime_error("kernels/ssm/implicit_filter: " + std::to_string(global_ids.size()) +
+                             " filter ids for " + std::to_string(filters_) + " filters");
+  delta_.resize(global_ids.size());
+  for (std::size_t r = 0; r < global_ids.size(); ++r)
+    delta_[r] = std::abs(implicit_filter_delta(global_ids[r], global_filters));
 }
 
 template <typename T>
@@ -54,7 +67,7 @@ int64_t ImplicitFilter<T>::parameter_count() const {
 template <typename T>
 T ImplicitFilter<T>::decay(int r, int l) const {
   const double t = static_cast<double>(l) / length_;
-  return static_cast<T>(std::exp(-t * std::abs(implicit_filter_delta(r, filters_))));
+  return static_cast<T>(std::exp(-t * delta_[static_cast<std::size_t>(r)]));
 }
 
 template <typename T>

@@ -65,6 +65,10 @@ class ImplicitFilter {
   // Number of learned scalars: 3·O + O + 2·(O·O + O) + O + O·R.
   int64_t parameter_count() const;
 
+  // Under tensor parallelism a rank makes only its filters: local filter r is filter
+  // global_ids[r] of `global_filters`, which fixes its decay rate (default: r of R).
+  void set_filter_ids(const std::vector<int>& global_ids, int global_filters);
+
   // K [R, L].
   void forward(const ImplicitFilterParams<T>& p, T* kernel);
   // Given dK [R, L], accumulates every parameter gradient.
@@ -77,6 +81,7 @@ class ImplicitFilter {
   T decay(int r, int l) const;
 
   int length_, filters_, order_;
+  std::vector<double> delta_;        // [R] per-filter decay rate |δ_r|
   std::vector<T> z_;                 // [L, 3]
   std::vector<T> pre_[kLayers];      // a_i [L, O]
   std::vector<T> act_[kLayers];      // s_i [L, O]

@@ -3,7 +3,9 @@
 #   ranks:  DP = 2 runs, only world rank 0 prints progress and writes the metrics file, and the
 #           loss equals the one-process run on the same 4 global streams to 1e-4;
 #   tp:     --tp 2 (DP = 1, AdamW) runs and gives the one-process loss to 1e-4; --tp 4 on 2
-#           ranks is refused once with status 2.
+#           ranks is refused once with status 2;
+#   tp_bst: the same for a BST model (bst:mf:unstructured, SSM features and heads sharded), and
+#           d_model = 36 (Ds = 9) refused at --tp 2 naming the SSM features.
 set -u
 case_name=$1 mpiexec=$2 brt=$3
 run_dir=$(mktemp -d)
@@ -60,6 +62,20 @@ case $case_name in
     status=$?
     [ $status = 2 ] || { cat bad.out; fail "expected status 2 for --tp 4 on 2 ranks, got $status"; }
     [ "$(grep -c 'does not fit' bad.out)" = 1 ] || { cat bad.out; fail "refusal not printed once"; }
+    ;;
+  tp_bst)
+    bst=(model.variant=bst:mf:unstructured model.ssm_state=8 model.ctx_states=4 optim.kind=adamw train.batch=4)
+    "${mpirun[@]}" "$brt" train small.toml --tp 2 "${bst[@]}" > tp.out 2>&1 ||
+      { cat tp.out; fail "BST TP=2 run exited non-zero"; }
+    "$brt" train small.toml "${bst[@]}" > one.out 2>&1 || { cat one.out; fail "one-process BST run failed"; }
+    [ "$(grep -c '^step ' tp.out)" = 6 ] || { cat tp.out; fail "expected 6 progress lines (rank 0 only)"; }
+    paste <(grep '^step ' tp.out | awk '{print $5}') <(grep '^step ' one.out | awk '{print $5}') |
+      awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4 * $2 + 1e-4) { print "loss differs: " $0; bad = 1 } }
+           END { exit bad }' || fail "BST TP=2 loss curve differs from one process"
+    "${mpirun[@]}" "$brt" train small.toml --tp 2 "${bst[@]}" model.d_model=36 > bad.out 2>&1
+    status=$?
+    [ $status = 2 ] || { cat bad.out; fail "expected status 2 for Ds = 9 at --tp 2, got $status"; }
+    grep -q 'BST SSM features Ds) = 9 is not divisible by 2' bad.out || { cat bad.out; fail "refusal does not name Ds"; }
     ;;
   *) fail "unknown case $case_name" ;;
 esac

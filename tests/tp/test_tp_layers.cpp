@@ -5,6 +5,10 @@
 //    and every parameter gradient (gathered over TP) after two segments (the second reading the
 //    carried caches and state of the first) agree to <= 1e-5 relative; replicated parameters'
 //    gradients are identical on every TP rank;
+//  - BST layer (bst:{sh,mh,mf}:s4d, bst:{sh,mf}:unstructured; segment 2 continues stream 0's
+//    document, so the SSM carry is active): the same, the unstructured filter network's
+//    gradient included (all-reduced over TP); every layer's carried state after segment 2,
+//    gathered over TP, against one process, and the sharded carried tensors are 1/TP per rank;
 //  - the vocabulary-parallel lookup, its backward and the vocabulary-parallel cross-entropy
 //    against the backend's whole-vocabulary kernels.
 #include <gtest/gtest.h>
@@ -14,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/bst_layer.h"
 #include "core/model.h"
 #include "core/recurrent_layer.h"
 #include "core/standard_layer.h"
@@ -69,7 +74,10 @@ TEST_P(TpInit, ShardedInitialisationIsTheSliceOfTheWhole) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, TpInit,
-                         ::testing::Values("slide", "rec:fixed:skip", "rec:lstm:dual"), test_name);
+                         ::testing::Values("slide", "rec:fixed:skip", "rec:lstm:dual", "bst:sh:s4d",
+                                           "bst:mh:s4d", "bst:mf:s4d", "bst:sh:unstructured",
+                                           "bst:mf:unstructured"),
+                         test_name);
 
 // One layer, two segments: returns out, dx of segment 2 and the gathered gradients.
 struct LayerRun {
@@ -77,7 +85,23 @@ struct LayerRun {
   std::vector<std::vector<float>> grads;
   std::vector<std::string> names;
   std::vector<std::vector<float>> replicated_grads;  // local copies of unsharded parameters
+  std::vector<core::TensorRef<float>> carried_refs;   // this rank's (data not kept)
+  std::vector<std::vector<float>> carried;            // gathered over TP into full tensors
 };
+
+// The carried tensors of `layer`, each gathered over tp into its full shape.
+std::vector<std::vector<float>> gather_carried(core::Layer<float>& layer, const TensorParallel& tp) {
+  std::vector<std::vector<float>> out;
+  std::vector<float> staging;
+  for (const auto& ref : layer.carried_state()) {
+    core::ParamSpec spec{ref.name, ref.shape, {}, ref.shard};
+    if (ref.shard.sharded()) spec.shape[size_t(ref.shard.dim)] *= ref.shard.size;
+    std::vector<float> full(size_t(spec.global_numel()));
+    core::gather_shards(tp, spec, ref.data, full.data(), staging);
+    out.push_back(std::move(full));
+  }
+  return out;
+}
 
 LayerRun run_layer(const core::ModelConfig& cfg, const TensorParallel& tp) {
   constexpr int B = 2;
@@ -85,8 +109,11 @@ LayerRun run_layer(const core::ModelConfig& cfg, const TensorParallel& tp) {
   auto backend = kernels::make_cpu_backend<float>();
   core::ParamStore<float> store;
   std::unique_ptr<core::Layer<float>> layer;
-  // Layer 1: recurrent in the recurrent variants (tp_run's recurrent_layers = [1]).
-  if (cfg.is_recurrent_layer(1))
+  // Layer 1: recurrent in the recurrent variants (tp_run's recurrent_layers = [1]); BST
+  // variants: the BST layer 0.
+  if (cfg.is_bst_layer(0))
+    layer = std::make_unique<core::BstLayer<float>>(store, cfg, 0, B, tp);
+  else if (cfg.is_recurrent_layer(1))
     layer = std::make_unique<core::RecurrentLayer<float>>(store, cfg, 1, B, tp);
   else
     layer = std::make_unique<core::StandardLayer<float>>(store, cfg, 1, B, tp);
@@ -111,6 +138,8 @@ LayerRun run_layer(const core::ModelConfig& cfg, const TensorParallel& tp) {
   for (const auto& p : store.params()) r.names.push_back(p.spec.name);
   for (const auto& p : store.params())
     if (!p.spec.shard.sharded()) r.replicated_grads.emplace_back(p.grad, p.grad + p.numel());
+  r.carried_refs = layer->carried_state();
+  r.carried = gather_carried(*layer, tp);
   return r;
 }
 
@@ -135,10 +164,34 @@ TEST_P(TpLayer, OutputAndEveryGradientMatchOneProcess) {
     groups.tp().broadcast(std::span<float>(rank0), 0);
     EXPECT_TRUE(bit_identical(rank0, grad));
   }
+  // The carried state after segment 2, gathered: the same tensors as one process holds. The
+  // S4D carry holds doubles' bits in floats: compared as the doubles.
+  ASSERT_EQ(got.carried.size(), ref.carried.size());
+  for (size_t i = 0; i < ref.carried.size(); ++i) {
+    const auto& name = ref.carried_refs[i].name;
+    ASSERT_EQ(got.carried[i].size(), ref.carried[i].size()) << name;
+    const bool bits = name.size() >= 9 && name.compare(name.size() - 9, 9, "ssm.carry") == 0;
+    const int64_t n = int64_t(ref.carried[i].size());
+    const double rel =
+        bits ? relative_error(reinterpret_cast<const double*>(got.carried[i].data()),
+                              reinterpret_cast<const double*>(ref.carried[i].data()), n / 2)
+             : relative_error(got.carried[i].data(), ref.carried[i].data(), n);
+    EXPECT_LE(rel, 1e-5) << GetParam() << " carried " << name;
+    // Sharded carried tensors (caches by heads, SSM carry by features) are 1/TP per rank.
+    if (got.carried_refs[i].shard.sharded()) {
+      int64_t local = 1;
+      for (auto d : got.carried_refs[i].shape) local *= d;
+      EXPECT_EQ(local * world_size(), n) << name;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Layers, TpLayer,
                          ::testing::Values("slide", "rec:fixed:skip", "rec:lstm:dual"), test_name);
+INSTANTIATE_TEST_SUITE_P(Bst, TpLayer,
+                         ::testing::Values("bst:sh:s4d", "bst:mh:s4d", "bst:mf:s4d",
+                                           "bst:sh:unstructured", "bst:mf:unstructured"),
+                         test_name);
 
 TEST(TpVocab, EmbeddingAndCrossEntropyMatchTheWholeVocabulary) {
   const auto groups = parallel::make_mpi_process_groups(MPI_COMM_WORLD, world_size());

@@ -1,13 +1,15 @@
 // The whole model under (DP, TP) layouts against one process on the same global batch of
 // kGlobalStreams streams (fp32):
 //  - loss and every gradient (gathered over TP) over two segments, for slide, xl, rec:fixed:skip,
-//    rec:lstm:dual at (DP, TP) = (2,1), (1,2) with 2 ranks and (2,2), (1,4) with 4 (<= 1e-5);
-//  - 20 training steps through the trainer at (DP, TP) = (1, world), and (2, 2) with ZeRO-1 on
-//    4 ranks (AdamW, clipping active so the global norm over TP shards matters), track the
+//    rec:lstm:dual, bst:sh:s4d, bst:mf:unstructured at (DP, TP) = (2,1), (1,2) with 2 ranks
+//    and (2,2), (1,4) with 4 (<= 1e-5);
+//  - 20 training steps (rec:fixed:skip, rec:lstm:dual, bst:mh:s4d) through the trainer at
+//    (DP, TP) = (1, world), and (2, 2) with ZeRO-1 on 4 ranks (AdamW, clipping active so the global norm over TP shards matters), track the
 //    single-process loss curve (<= 1e-4);
 //  - per-rank memory: sharded parameters and the carried state (caches and Σ) fall as 1/TP;
 //  - a checkpoint saved under TP holds the full tensors: one process loads it and continues on
-//    the same curve as the uninterrupted TP run.
+//    the same curve as the uninterrupted TP run (rec:lstm:dual; BST with the S4D carry and
+//    with the unstructured carry, both sharded by SSM features).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -110,7 +112,8 @@ TEST_P(TpModel, LossAndEveryGradientMatchOneProcess) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, TpModel,
-                         ::testing::Values("slide", "xl", "rec:fixed:skip", "rec:lstm:dual"),
+                         ::testing::Values("slide", "xl", "rec:fixed:skip", "rec:lstm:dual",
+                                           "bst:sh:s4d", "bst:mf:unstructured"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n) if (c == ':') c = '_';
@@ -137,7 +140,7 @@ TEST(TpTraining, TwentyStepsTrackTheSingleProcessLossCurve) {
   };
   std::vector<Layout> layouts = {{world_size(), false}};
   if (world_size() == 4) layouts.push_back({2, true});
-  for (const std::string variant : {"rec:fixed:skip", "rec:lstm:dual"}) {
+  for (const std::string variant : {"rec:fixed:skip", "rec:lstm:dual", "bst:mh:s4d"}) {
     const auto ref = train(tp_run(variant, kGlobalStreams, 20, kTrainKeys), nullptr);
     for (const Layout& layout : layouts) {
       const auto groups = parallel::make_mpi_process_groups(MPI_COMM_WORLD, layout.tp);
@@ -193,11 +196,13 @@ TEST(TpMemory, ShardedParametersAndCarriedStateFallAsOneOverTp) {
   EXPECT_EQ(sm.carried_state * tp_size, wm.carried_state);
 }
 
-TEST(TpCheckpoint, SavedUnderTpResumesInOneProcessOnTheSameCurve) {
+class TpCheckpoint : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TpCheckpoint, SavedUnderTpResumesInOneProcessOnTheSameCurve) {
   const std::string dir = shared_temp_dir("ckpt");
   const int tp = world_size();
   const auto groups = parallel::make_mpi_process_groups(MPI_COMM_WORLD, tp);
-  auto whole_run = tp_run("rec:lstm:dual", kGlobalStreams, 12, kTrainKeys);
+  auto whole_run = tp_run(GetParam(), kGlobalStreams, 12, kTrainKeys);
   const auto uninterrupted = train(whole_run, &groups);
   auto first = whole_run;
   first.train.steps = 6;
@@ -212,10 +217,18 @@ TEST(TpCheckpoint, SavedUnderTpResumesInOneProcessOnTheSameCurve) {
     ASSERT_EQ(resumed.losses.size(), 6u);
     for (size_t i = 0; i < 6; ++i)
       EXPECT_NEAR(resumed.losses[i], uninterrupted.losses[6 + i], 1e-5 * uninterrupted.losses[6 + i])
-          << "step " << 6 + i;
+          << GetParam() << " step " << 6 + i;
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
+
+INSTANTIATE_TEST_SUITE_P(Variants, TpCheckpoint,
+                         ::testing::Values("rec:lstm:dual", "bst:sh:s4d", "bst:mf:unstructured"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n) if (c == ':') c = '_';
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace brt::testing

@@ -14,10 +14,13 @@
 
 namespace brt::testing {
 
-// L 2, D 32, H 4 x 8, F 64, V 64, N 32, W 8, S 8: every split quantity divides by 4.
+// L 2, D 32, H 4 x 8, F 64, V 64, N 32, W 8, S 8: every split quantity divides by 4 (BST:
+// Ds = D/4 = 8 features, N_s 8 (4 modes), S_ctx 4, the BST layer is layer 0).
 inline launch::RunConfig tp_run(const std::string& variant, int streams, int64_t steps,
                                 std::vector<std::string> extra = {}) {
   extra.insert(extra.begin(), {"model.heads=4", "model.head_dim=8"});
+  if (variant.rfind("bst", 0) == 0)
+    extra.insert(extra.begin(), {"model.ssm_state=8", "model.ctx_states=4"});
   return small_run(variant, streams, steps, extra);
 }
 
