@@ -15,23 +15,67 @@ using Shapes = std::vector<std::vector<int64_t>>;
 
 constexpr int64_t kT5Buckets = 32;  // MODEL §9: attn.rel_bias [H, 32]
 
-// core/gate.cpp declare_gate: fixed -> bias [D]; lstm -> wf, wi [in, D], bf, bi [D].
-void add_gate(Shapes& s, core::GateKind kind, int64_t in, int64_t D) {
+// MODEL §9 shapes in declaration order, each with its tensor-parallel split axis (-1:
+// replicated), as docs/parallelism.md "Shapes on every rank" lists them.
+struct Declared {
+  Shapes shapes;
+  std::vector<int> split;
+  void add(std::vector<int64_t> shape, int dim) {
+    shapes.push_back(std::move(shape));
+    split.push_back(dim);
+  }
+};
+
+// core/gate.cpp declare_gate: fixed -> bias [D]; lstm -> wf, wi [in, D] (rows split), bf, bi [D].
+void add_gate(Declared& s, core::GateKind kind, int64_t in, int64_t D) {
   if (kind == core::GateKind::kFixed) {
-    s.push_back({D});
+    s.add({D}, -1);
     return;
   }
-  s.push_back({in, D});
-  s.push_back({in, D});
-  s.push_back({D});
-  s.push_back({D});
+  s.add({in, D}, 0);
+  s.add({in, D}, 0);
+  s.add({D}, -1);
+  s.add({D}, -1);
 }
 
-// core/blocks.cpp declare_mlp: norm [D], w1 [D, F], w2 [F, D].
-void add_mlp(Shapes& s, int64_t D, int64_t F) {
-  s.push_back({D});
-  s.push_back({D, F});
-  s.push_back({F, D});
+// core/blocks.cpp declare_mlp: norm [D], w1 [D, F] (columns), w2 [F, D] (rows).
+void add_mlp(Declared& s, int64_t D, int64_t F) {
+  s.add({D}, -1);
+  s.add({D, F}, 1);
+  s.add({F, D}, 0);
+}
+
+Declared declared_params(const core::ModelConfig& c) {
+  const int64_t D = c.d_model, A = c.attn_width(), H = c.heads, F = c.d_ff, V = c.vocab,
+                S = c.state_size;
+  Declared s;
+  s.add({V, D}, 0);  // embed: vocabulary rows
+  for (int i = 0; i < c.layers; ++i) {
+    const bool rec = c.is_recurrent_layer(i);
+    if (rec) {  // RecurrentStateSide is a member built before the token side's body runs.
+      s.add({D}, -1);     // state.norm.scale
+      s.add({S, D}, -1);  // state.ids (replicated)
+      for (int k = 0; k < 4; ++k) s.add({D, A}, 1);  // state.wq, wk, wv, wq2: heads
+      s.add({H}, 0);      // state.scale
+      s.add({H}, 0);      // state.scale2
+      s.add({2 * A, D}, 0);  // state.wo
+      add_gate(s, c.gate, 2 * A, D);
+      if (c.rec_config == core::RecurrentConfig::kDual) {
+        add_mlp(s, D, F);  // state.norm2.scale, state.w1, state.w2
+        add_gate(s, c.gate, F, D);
+      }
+    }
+    s.add({D}, -1);  // attn_norm.scale
+    for (int k = 0; k < (rec ? 4 : 3); ++k) s.add({D, A}, 1);
+    s.add({rec ? 2 * A : A, D}, 0);  // attn.wo
+    s.add({H}, 0);                   // attn.scale
+    if (rec) s.add({H}, 0);          // attn.scale2
+    s.add({H, kT5Buckets}, 0);       // attn.rel_bias
+    add_mlp(s, D, F);
+    if (rec) s.add({S, D}, 0);  // state.init: state rows
+  }
+  s.add({D}, -1);  // final_norm.scale
+  return s;
 }
 
 int64_t numel(const std::vector<int64_t>& shape) {
@@ -41,91 +85,74 @@ int64_t numel(const std::vector<int64_t>& shape) {
 }
 
 // Elements of ProjectionActs::allocate (core/blocks.cpp): h [R, D], rstd [R], out [R, A] per
-// projection, rnorm [R, H] per normalised projection.
+// projection, rnorm [R, H] per normalised projection (A, H: this TP rank's).
 int64_t projection_acts(int64_t R, int64_t D, int64_t A, int64_t H, int projections, int normalised) {
   return R * D + R + projections * R * A + normalised * R * H;
 }
 
-// MlpActs::allocate: h [R, D], rstd [R], m [R, F].
-int64_t mlp_acts(int64_t R, int64_t D, int64_t F) { return R * D + R + R * F; }
+// MlpActs::allocate: h [R, D], rstd [R], m [R, F] (F: this rank's), and under TP the
+// row-parallel output's partial sum u [R, D].
+int64_t mlp_acts(int64_t R, int64_t D, int64_t F, bool tp) { return R * D + R + R * F + (tp ? R * D : 0); }
 
 struct LayerElems {
   int64_t reported = 0, scratch = 0, carried = 0;
 };
 
+// One TP rank's sizes (docs/parallelism.md, "Shapes on every rank"): heads, attention width and
+// hidden units are this rank's; the state side runs its projections on every state row and
+// keeps Σ, gates and their gradients for its own rows (sequence parallelism).
+struct RankDims {
+  int64_t D, A, H, F, V, N, W, S, S_local, Tb;
+  bool tp;
+  RankDims(const core::ModelConfig& c, int P)
+      : D(c.d_model), A(c.attn_width() / P), H(c.heads / P), F(c.d_ff / P), V(c.vocab / P),
+        N(c.seq_len), W(c.window), S(c.state_size), S_local(c.state_size / P), Tb(c.blocks()),
+        tp(P > 1) {}
+};
+
 // core/standard_layer.cpp constructor.
-LayerElems standard_layer_elems(const core::ModelConfig& c, int64_t B) {
-  const int64_t D = c.d_model, A = c.attn_width(), H = c.heads, F = c.d_ff, N = c.seq_len,
-                W = c.window, rows = B * N, cache = B * W * A;
+LayerElems standard_layer_elems(const RankDims& d, int64_t B) {
+  const int64_t rows = B * d.N, cache = B * d.W * d.A;
   LayerElems e;
-  e.reported = projection_acts(rows, D, A, H, 3, 2) + 2 * cache /*k,v_cache_used*/ +
-               rows * A /*attn_out*/ + rows * H * 2 * W /*probs*/ + rows * D /*y*/ +
-               mlp_acts(rows, D, F);
+  e.reported = projection_acts(rows, d.D, d.A, d.H, 3, 2) + 2 * cache /*k,v_cache_used*/ +
+               rows * d.A /*attn_out*/ + rows * d.H * 2 * d.W /*probs*/ + rows * d.D /*y*/ +
+               mlp_acts(rows, d.D, d.F, d.tp);
   e.carried = 2 * cache;  // k_cache, v_cache
   return e;
 }
 
 // core/recurrent_layer.cpp + core/recurrent_state.cpp constructors.
-LayerElems recurrent_layer_elems(const core::ModelConfig& c, int64_t B) {
-  const int64_t D = c.d_model, A = c.attn_width(), H = c.heads, F = c.d_ff, N = c.seq_len,
-                W = c.window, S = c.state_size, Tb = c.blocks(), rows = B * N;
-  const int64_t cache = B * W * A, ext = B * (W + N) * A, sd = B * S * D;
+LayerElems recurrent_layer_elems(const RankDims& d, const core::ModelConfig& c, int64_t B) {
+  const int64_t D = d.D, A = d.A, H = d.H, F = d.F, W = d.W, S = d.S, Tb = d.Tb, rows = B * d.N;
+  const int64_t cache = B * W * A, ext = B * (W + d.N) * A, sd = B * d.S_local * D;
   const bool lstm = c.gate == core::GateKind::kLSTM, dual = c.rec_config == core::RecurrentConfig::kDual;
   LayerElems e;
   // Token side (reported by RecurrentLayer::activation_bytes).
   e.reported = projection_acts(rows, D, A, H, 4, 3) + 2 * cache + 2 * ext /*k,v_ext*/ +
                sd /*sigma0*/ + 2 * rows * A /*a_ee, a_es*/ + rows * H * 2 * W /*probs_ee*/ +
-               Tb * B * H * W * S /*probs_es*/ + rows * D /*y*/ + mlp_acts(rows, D, F);
+               Tb * B * H * W * S /*probs_es*/ + rows * D /*y*/ + mlp_acts(rows, D, F, d.tp);
   e.scratch = 2 * ext /*dk_ext, dv_ext*/ + sd /*d_sigma0*/ + 2 * Tb * B * S * A /*dk_s, dv_s*/;
   e.carried = 2 * cache + sd;  // k_cache, v_cache, sigma
-  // State side, R = B·S rows per block.
-  const int64_t R = B * S, rd = R * D, ra = R * A;
-  const int64_t gate_acts = lstm ? 2 * rd : 0;
-  e.reported += (Tb + 1) * rd /*sigma_*/ +
+  // State side: R = B·S rows per block for the projections, RL = this rank's rows.
+  const int64_t R = B * S, rd = R * D, ra = R * A, ld = B * d.S_local * D;
+  const int64_t gate_acts = lstm ? 2 * ld : 0;
+  e.reported += (Tb + 1) * ld /*sigma_*/ +
                 Tb * (projection_acts(R, D, A, H, 4, 3) + gate_acts + B * H * S * S /*probs_ss*/ +
-                      B * H * S * 2 * W /*probs_se*/ + 2 * ra /*a_ss, a_se*/ + rd /*u1*/);
+                      B * H * S * 2 * W /*probs_se*/ + 2 * ra /*a_ss, a_se*/ + ld /*u1*/);
   if (dual) {
-    e.reported += Tb * (2 * rd /*gated, u2*/ + mlp_acts(R, D, F) + gate_acts);
-    e.scratch += 2 * rd /*d_gated, du2*/ + 2 * R * F /*scratch_f*/ + R * F /*dm*/;
+    e.reported += Tb * (2 * ld /*gated, u2*/ + mlp_acts(R, D, F, d.tp) + gate_acts);
+    e.scratch += 2 * ld /*d_gated, du2*/ + 2 * R * F /*scratch_f*/ + R * F /*dm*/;
   }
-  e.scratch += 8 * rd + 7 * ra;  // d_next .. zi, d_ass .. scratch_a
+  e.scratch += 7 * ld /*d_next .. zi*/ + rd /*scratch_d*/ + 7 * ra /*d_ass .. scratch_a*/;
+  if (d.tp) e.scratch += 5 * rd;  // sig_full, full_a, full_b; sequence-parallel full + staging
   return e;
 }
 
 }  // namespace
 
-Shapes model_param_shapes(const core::ModelConfig& c) {
-  const int64_t D = c.d_model, A = c.attn_width(), H = c.heads, F = c.d_ff, V = c.vocab,
-                S = c.state_size;
-  Shapes s;
-  s.push_back({V, D});  // embed
-  for (int i = 0; i < c.layers; ++i) {
-    const bool rec = c.is_recurrent_layer(i);
-    if (rec) {  // RecurrentStateSide is a member built before the token side's body runs.
-      s.push_back({D});     // state.norm.scale
-      s.push_back({S, D});  // state.ids
-      for (int k = 0; k < 4; ++k) s.push_back({D, A});  // state.wq, wk, wv, wq2
-      s.push_back({H});     // state.scale
-      s.push_back({H});     // state.scale2
-      s.push_back({2 * A, D});  // state.wo
-      add_gate(s, c.gate, 2 * A, D);
-      if (c.rec_config == core::RecurrentConfig::kDual) {
-        add_mlp(s, D, F);  // state.norm2.scale, state.w1, state.w2
-        add_gate(s, c.gate, F, D);
-      }
-    }
-    s.push_back({D});  // attn_norm.scale
-    for (int k = 0; k < (rec ? 4 : 3); ++k) s.push_back({D, A});
-    s.push_back({rec ? 2 * A : A, D});  // attn.wo
-    s.push_back({H});                   // attn.scale
-    if (rec) s.push_back({H});          // attn.scale2
-    s.push_back({H, kT5Buckets});       // attn.rel_bias
-    add_mlp(s, D, F);
-    if (rec) s.push_back({S, D});  // state.init
-  }
-  s.push_back({D});  // final_norm.scale
-  return s;
-}
+Shapes model_param_shapes(const core::ModelConfig& c) { return declared_params(c).shapes; }
+
+std::vector<int> model_param_split_dims(const core::ModelConfig& c) { return declared_params(c).split; }
 
 core::ModelConfig tp_shard_config(const core::ModelConfig& cfg, int tp) {
   if (tp < 1) throw std::invalid_argument("tp must be >= 1");
@@ -139,16 +166,21 @@ core::ModelConfig tp_shard_config(const core::ModelConfig& cfg, int tp) {
   c.heads = split(cfg.heads, "model.heads");
   c.d_ff = split(cfg.d_ff, "model.d_ff");
   c.vocab = split(cfg.vocab, "model.vocab");
+  bool recurrent = false;
+  for (int i = 0; i < cfg.layers; ++i) recurrent |= cfg.is_recurrent_layer(i);
+  if (recurrent) c.state_size = split(cfg.state_size, "model.state_size");  // state rows
   return c;
 }
 
 int64_t optimizer_state_elems(const core::OptimConfig& optim, const Shapes& shapes,
-                              const std::vector<bool>& owned) {
+                              const std::vector<bool>& owned, const Shapes& local_shapes) {
   const core::OptimConfig& o = optim;  // kind and min_dim_to_factor need no resolve()
   int64_t total = 0;
   for (size_t p = 0; p < shapes.size(); ++p) {
     if (!owned.empty() && !owned[p]) continue;
-    const int64_t n = numel(shapes[p]);
+    // Under TP the whole shape decides the factoring, the rank's slice the sizes (MODEL §10c).
+    const std::vector<int64_t>& local = local_shapes.empty() ? shapes[p] : local_shapes[p];
+    const int64_t n = numel(local);
     if (o.kind == core::OptimKind::kAdamW) {
       total += 2 * n;  // m, v
       continue;
@@ -158,37 +190,46 @@ int64_t optimizer_state_elems(const core::OptimConfig& optim, const Shapes& shap
     if (!axes)
       total += n;  // full v
     else  // R drops the largest axis, C the second-largest (length r + c for a matrix)
-      total += n / shapes[p][size_t(axes->largest)] + n / shapes[p][size_t(axes->normalized)];
+      total += n / local[size_t(axes->largest)] + n / local[size_t(axes->normalized)];
   }
   return total;
 }
 
 MemoryPrediction predict_rank_memory(const core::ModelConfig& cfg_in, const core::OptimConfig& optim,
-                                     int streams, int dp, bool zero, int dp_rank, int elem_bytes) {
-  core::ModelConfig c = cfg_in;
-  c.resolve();
-  const Shapes shapes = model_param_shapes(c);
+                                     int streams, int dp, bool zero, int dp_rank, int elem_bytes,
+                                     int tp) {
+  core::ModelConfig full = cfg_in;
+  full.resolve();
+  if (tp > 1) (void)tp_shard_config(full, tp);  // throws naming a key that does not divide
+  // Parameters: the rank's slices (docs/parallelism.md "Shapes on every rank").
+  const Declared declared = declared_params(full);
+  Shapes local = declared.shapes;
+  for (size_t p = 0; p < local.size(); ++p)
+    if (tp > 1 && declared.split[p] >= 0) local[p][size_t(declared.split[p])] /= tp;
   int64_t params = 0;
   std::vector<int64_t> numels;
-  for (const auto& s : shapes) {
+  for (const auto& s : local) {
     numels.push_back(numel(s));
     params += numels.back();
   }
   std::vector<bool> owned;
   if (zero && dp > 1) {
     const ParamPartition part = partition_parameters(numels, dp);
-    owned.assign(shapes.size(), false);
-    for (size_t p = 0; p < shapes.size(); ++p) owned[p] = part.owner[p] == dp_rank;
+    owned.assign(local.size(), false);
+    for (size_t p = 0; p < local.size(); ++p) owned[p] = part.owner[p] == dp_rank;
   }
-  const int64_t B = streams, D = c.d_model, A = c.attn_width(), F = c.d_ff, V = c.vocab,
-                rows = B * c.seq_len;
-  // core/model.cpp: resid [L+1][rows, D], final_h, final_rstd, logits [rows, V], row_loss,
-  // scratch d_model, d_norm [rows, D], d_ff [2, rows, F], d_attn 6×[rows, A], d_resid_a, _b.
-  int64_t reported = (c.layers + 1) * rows * D + rows * D + rows + rows * V + rows + 2 * rows * D +
-                     2 * rows * F + 6 * rows * A + 2 * rows * D;
+  const RankDims d(full, tp);
+  const int64_t B = streams, D = d.D, rows = B * d.N;
+  // core/model.cpp: resid [L+1][rows, D], final_h, final_rstd, logits [rows, V/TP], row_loss,
+  // scratch d_model, d_norm [rows, D], d_ff [2, rows, F/TP], d_attn 6×[rows, A/TP], d_resid_a,
+  // _b; under TP the vocabulary-parallel cross-entropy's max, sum and target (double) per row.
+  int64_t reported = (full.layers + 1) * rows * D + rows * D + rows + rows * d.V + rows + 2 * rows * D +
+                     2 * rows * d.F + 6 * rows * d.A + 2 * rows * D;
+  const int64_t xent_bytes = d.tp ? rows * 3 * 8 : 0;
   int64_t scratch = 0, carried = 0;
-  for (int i = 0; i < c.layers; ++i) {
-    const LayerElems e = c.is_recurrent_layer(i) ? recurrent_layer_elems(c, B) : standard_layer_elems(c, B);
+  for (int i = 0; i < full.layers; ++i) {
+    const LayerElems e = full.is_recurrent_layer(i) ? recurrent_layer_elems(d, full, B)
+                                                    : standard_layer_elems(d, B);
     reported += e.reported;
     scratch += e.scratch;
     carried += e.carried;
@@ -196,8 +237,8 @@ MemoryPrediction predict_rank_memory(const core::ModelConfig& cfg_in, const core
   MemoryPrediction m;
   m.parameters = params * elem_bytes;
   m.gradients = params * elem_bytes;
-  m.optimizer = optimizer_state_elems(optim, shapes, owned) * elem_bytes;
-  m.activations = reported * elem_bytes;
+  m.optimizer = optimizer_state_elems(optim, declared.shapes, owned, local) * elem_bytes;
+  m.activations = reported * elem_bytes + xent_bytes;
   m.backward_scratch = scratch * elem_bytes + B;  // + doc_start_ (uint8 per stream)
   m.carried_state = carried * elem_bytes;
   return m;
