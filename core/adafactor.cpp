@@ -47,10 +47,13 @@ void Adafactor<T>::plan_tensors() {
   int64_t v_total = 0, f1_total = 0, f2_total = 0, mean_total = 0;
   for (int p = 0; p < n_params; ++p) {
     Plan& plan = plans_[p];
-    // A tensor-parallel shard is factored over its own (local) shape.
-    const std::vector<int64_t> shape = store[p].spec.local_shape();
+    // A tensor-parallel shard is factored as the whole tensor is (its logical shape decides),
+    // over its own local lengths.
+    const ParamSpec& spec = store[p].spec;
+    const std::vector<int64_t> shape = spec.local_shape();
     plan.numel = store[p].numel();
-    const auto axes = adafactor_factor_axes(shape, this->config_.min_dim_to_factor);
+    plan.rms_count = spec.global_numel();
+    const auto axes = adafactor_factor_axes(spec.shape, this->config_.min_dim_to_factor);
     const bool owned = this->owns(p);
     if (!axes) {
       if (owned) v_total += plan.numel;
@@ -64,6 +67,10 @@ void Adafactor<T>::plan_tensors() {
     plan.p1 = product(shape, first + 1, second);
     plan.n2 = shape[second];
     plan.p2 = product(shape, second + 1, shape.size());
+    plan.n1_total = spec.shape[size_t(first)];
+    plan.n2_total = spec.shape[size_t(second)];
+    plan.r_dropped = axes->largest;
+    plan.c_dropped = axes->normalized;
     plan.rows = plan.p0 * plan.n1;
     plan.cols = plan.p1 * plan.n2 * plan.p2;
     plan.r_is_f1 = axes->normalized == first;
@@ -80,9 +87,12 @@ void Adafactor<T>::plan_tensors() {
     f1_total += plan.f1_size;
     f2_total += plan.f2_size;
     mean_total += plan.n_means;
-    row_blocks_.push_back({p, plan.f1_off, plan.f1_size});
-    col_blocks_.push_back({p, plan.f2_off, plan.f2_size});
-    mean_blocks_.push_back({p, plan.mean_off, plan.n_means});
+    // F1 sums along the second axis, F2 along the first, the means along R's normalised axis:
+    // only a sum along the TP split axis is partial on this rank (MODEL §10c).
+    const int split = spec.shard.sharded() ? spec.shard.dim : -1;
+    row_blocks_.push_back({p, plan.f1_off, plan.f1_size, split == second});
+    col_blocks_.push_back({p, plan.f2_off, plan.f2_size, split == first});
+    mean_blocks_.push_back({p, plan.mean_off, plan.n_means, split == axes->normalized});
   }
   // Value-initialised arenas: all pages are touched here, none in step().
   m_.assign(static_cast<size_t>(this->owned_numel_), T(0));
@@ -165,9 +175,9 @@ void Adafactor<T>::update_factors(const Plan& plan, double rho) {
   const double* s1 = row_sums_.data() + plan.f1_off;
   const double* s2 = col_sums_.data() + plan.f2_off;
   for (int64_t k = 0; k < plan.f1_size; ++k)
-    plan.f1[k] = static_cast<T>((1.0 - rho) * plan.f1[k] + rho * (s1[k] / static_cast<double>(plan.n2)));
+    plan.f1[k] = static_cast<T>((1.0 - rho) * plan.f1[k] + rho * (s1[k] / static_cast<double>(plan.n2_total)));
   for (int64_t k = 0; k < plan.f2_size; ++k)
-    plan.f2[k] = static_cast<T>((1.0 - rho) * plan.f2[k] + rho * (s2[k] / static_cast<double>(plan.n1)));
+    plan.f2[k] = static_cast<T>((1.0 - rho) * plan.f2[k] + rho * (s2[k] / static_cast<double>(plan.n1_total)));
   // Partial sums of R along its normalised axis, one per combination of the other axes.
   double* means = mean_sums_.data() + plan.mean_off;
   std::fill(means, means + plan.n_means, 0.0);
@@ -193,7 +203,7 @@ void Adafactor<T>::compute_factors(const Plan& plan) {
   T* c_fac = plan.r_is_f1 ? plan.fac2 : plan.fac1;
   const int64_t c_size = plan.r_is_f1 ? plan.f2_size : plan.f1_size;
   for (int64_t k = 0; k < c_size; ++k) c_fac[k] = static_cast<T>(1.0 / std::sqrt(static_cast<double>(c[k])));
-  const double n_norm = static_cast<double>(plan.r_is_f1 ? plan.n1 : plan.n2);
+  const double n_norm = static_cast<double>(plan.r_is_f1 ? plan.n1_total : plan.n2_total);
   for (int64_t q0 = 0; q0 < plan.p0; ++q0)
     for (int64_t q1 = 0; q1 < plan.p1; ++q1)
       for (int64_t q2 = 0; q2 < plan.p2; ++q2) {
@@ -323,7 +333,7 @@ void Adafactor<T>::update(double lr, double grad_scale) {
   for (int64_t ci = 0; ci < n_chunks; ++ci) {
     const ParamChunk& ch = chunks[ci];
     const Plan& plan = plans_[ch.param];
-    const double n = static_cast<double>(plan.numel);
+    const double n = static_cast<double>(plan.rms_count);  // RMS over the whole tensor
     const double param_scale = std::max(std::sqrt(psq_[ch.param] / n), c.min_param_scale);
     const double clip_denom = std::max(1.0, std::sqrt(ysq_[ch.param] / n) / c.update_clip);
     const T coef = static_cast<T>(lr * param_scale / clip_denom);
@@ -350,8 +360,8 @@ void Adafactor<T>::collect_state(std::vector<NamedState<T>>& out) {
     const ParamSpec& spec = store[p].spec;
     out.push_back({spec.name + ".adafactor.m", spec.local_shape(), plan.m, p});
     if (plan.factored) {
-      out.push_back({spec.name + ".adafactor.r", plan.r_shape, plan.r_is_f1 ? plan.f1 : plan.f2, p});
-      out.push_back({spec.name + ".adafactor.c", plan.c_shape, plan.r_is_f1 ? plan.f2 : plan.f1, p});
+      out.push_back({spec.name + ".adafactor.r", plan.r_shape, plan.r_is_f1 ? plan.f1 : plan.f2, p, plan.r_dropped});
+      out.push_back({spec.name + ".adafactor.c", plan.c_shape, plan.r_is_f1 ? plan.f2 : plan.f1, p, plan.c_dropped});
     } else {
       out.push_back({spec.name + ".adafactor.v", spec.local_shape(), plan.v, p});
     }

@@ -12,6 +12,9 @@
 // in exact arithmetic (mean(R) == mean(C)) and is what we do too. Tensors of rank > 2 pick the
 // two largest axes (ties: the later axis counts as larger), the other axes index separate
 // factors, exactly as the reference does.
+// Tensor parallelism: whether and how a shard is factored follows the whole tensor's shape;
+// the sums along the split axis (and RMS sums) go through the StatReducer, so each rank's
+// update is its slice of the unsplit update (docs/parallelism.md, "Tensor parallelism").
 #pragma once
 
 #include <cstdint>
@@ -51,6 +54,10 @@ class Adafactor final : public Optimizer<T> {
     bool factored = false;
     int64_t numel = 0;
     int64_t p0 = 1, n1 = 1, p1 = 1, n2 = 1, p2 = 1, rows = 0, cols = 0;
+    // Under tensor parallelism n1/n2 are this rank's lengths; the means divide by the whole
+    // tensor's (n1_total, n2_total) and the RMS by its element count (rms_count).
+    int64_t n1_total = 1, n2_total = 1, rms_count = 0;
+    int r_dropped = -1, c_dropped = -1;   // the parameter axis R / C has summed away
     bool r_is_f1 = true;                  // R indexes the first of the two axes
     std::vector<int64_t> r_shape, c_shape;
     T* m = nullptr;

@@ -34,6 +34,10 @@ struct StatBlock {
   int param = 0;
   int64_t offset = 0;
   int64_t count = 0;
+  // Whether these sums run along the parameter's tensor-parallel split axis, so each rank holds
+  // a partial sum of the whole's (true for the per-parameter kinds). A factored statistic summed
+  // along an unsplit axis is already complete for the slice this rank holds (MODEL §10c).
+  bool spans_shard = true;
 };
 
 class StatReducer {

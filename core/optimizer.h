@@ -25,6 +25,9 @@ struct NamedState {
   std::vector<int64_t> shape;  // logical shape of the state tensor
   T* data = nullptr;           // valid for the optimizer's lifetime; null: not owned (ZeRO-1)
   int param = -1;              // index of the parameter in the ParamStore
+  // -1: the state has the parameter's (local) shape. Otherwise the parameter axis this state
+  // has summed away (Adafactor's R and C), which says how it is split under TP.
+  int dropped_axis = -1;
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t s : shape) n *= s;

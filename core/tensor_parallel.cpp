@@ -76,23 +76,18 @@ template <typename T>
 void TensorParallelStatReducer<T>::reduce(StatKind kind, std::span<double> sums,
                                           std::span<const StatBlock> blocks) {
   if (tp_.active()) {
-    const bool per_param = kind == StatKind::kGradSquares || kind == StatKind::kParamSquares ||
-                           kind == StatKind::kUpdateSquares;
-    // Gather the sharded parameters' entries, sum them over TP in one message, put them back.
+    const auto partial = [&](const StatBlock& b) {
+      return b.spans_shard && store_[b.param].spec.shard.sharded();
+    };
+    // Gather the partial entries, sum them over TP in one message, put them back.
     staging_.clear();
-    for (const auto& b : blocks) {
-      const ParamSpec& spec = store_[b.param].spec;
-      if (!spec.shard.sharded()) continue;
-      if (!per_param)
-        throw std::invalid_argument("Adafactor's factored statistics are not supported for the "
-                                    "tensor-parallel shard of " + spec.name +
-                                    " (use optim.kind = \"adamw\" with --tp > 1)");
-      staging_.insert(staging_.end(), sums.begin() + b.offset, sums.begin() + b.offset + b.count);
-    }
+    for (const auto& b : blocks)
+      if (partial(b))
+        staging_.insert(staging_.end(), sums.begin() + b.offset, sums.begin() + b.offset + b.count);
     tp_.all_reduce_sum(staging_.data(), int64_t(staging_.size()));
     size_t k = 0;
     for (const auto& b : blocks) {
-      if (!store_[b.param].spec.shard.sharded()) continue;
+      if (!partial(b)) continue;
       std::copy(staging_.begin() + int64_t(k), staging_.begin() + int64_t(k) + b.count,
                 sums.begin() + b.offset);
       k += size_t(b.count);

@@ -1,5 +1,7 @@
 // `brt-dist ckpt inspect|verify|diff` (issue 4).
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <stdexcept>
 #include <string>
@@ -12,10 +14,28 @@ namespace brt::launch {
 
 namespace {
 
-// Compares every tensor of two checkpoints bit for bit; prints each difference.
-int diff_checkpoints(const std::string& a_path, const std::string& b_path) {
+// ||x - y|| / ||y|| over two float tensors' bytes (||x - y|| when y is zero), in double.
+template <typename F>
+double relative_difference(const std::vector<uint8_t>& x, const std::vector<uint8_t>& y) {
+  const size_t n = x.size() / sizeof(F);
+  double diff = 0, ref = 0;
+  for (size_t i = 0; i < n; ++i) {
+    F a, b;
+    std::memcpy(&a, x.data() + i * sizeof(F), sizeof(F));
+    std::memcpy(&b, y.data() + i * sizeof(F), sizeof(F));
+    diff += (double(a) - double(b)) * (double(a) - double(b));
+    ref += double(b) * double(b);
+  }
+  return ref == 0 ? std::sqrt(diff) : std::sqrt(diff / ref);
+}
+
+// Compares every tensor of two checkpoints bit for bit; prints each difference. With rtol >= 0
+// (a checkpoint re-saved under another parallel layout, whose fp32 sums ran in another order),
+// float tensors within relative difference rtol count as equal and every tensor's status is
+// printed: "identical", "close (rel ...)" or "differs (rel ...)"; integer tensors stay exact.
+int diff_checkpoints(const std::string& a_path, const std::string& b_path, double rtol) {
   checkpoint::CheckpointReader a(a_path), b(b_path);
-  int differences = 0;
+  int differences = 0, identical = 0, close = 0;
   for (const auto& info : a.tensors()) {
     if (!b.has(info.path)) {
       std::printf("only in %s: %s\n", a_path.c_str(), info.path.c_str());
@@ -43,16 +63,29 @@ int diff_checkpoints(const std::string& a_path, const std::string& b_path) {
     };
     read(a, x);
     read(b, y);
-    if (x != y) {
+    if (x == y) {
+      ++identical;
+      if (rtol >= 0) std::printf("identical: %s\n", info.path.c_str());
+      continue;
+    }
+    const bool is_float = info.dtype == checkpoint::DType::kF32 || info.dtype == checkpoint::DType::kF64;
+    if (rtol < 0 || !is_float) {
       std::printf("differs: %s\n", info.path.c_str());
       ++differences;
+      continue;
     }
+    const double rel = info.dtype == checkpoint::DType::kF32 ? relative_difference<float>(x, y)
+                                                            : relative_difference<double>(x, y);
+    std::printf("%s: %s (rel %.3g)\n", rel <= rtol ? "close" : "differs", info.path.c_str(), rel);
+    ++(rel <= rtol ? close : differences);
   }
   for (const auto& info : b.tensors())
     if (!a.has(info.path)) {
       std::printf("only in %s: %s\n", b_path.c_str(), info.path.c_str());
       ++differences;
     }
+  if (rtol >= 0)
+    std::printf("%d identical, %d within rtol %g, ", identical, close, rtol);
   std::printf("%d of %zu tensors differ\n", differences, a.tensors().size());
   return differences == 0 ? 0 : 1;
 }
@@ -61,7 +94,8 @@ int diff_checkpoints(const std::string& a_path, const std::string& b_path) {
 
 int command_ckpt(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: brt-dist ckpt inspect FILE | verify FILE | diff FILE_A FILE_B\n");
+    std::fprintf(stderr, "usage: brt-dist ckpt inspect FILE | verify FILE | diff FILE_A FILE_B "
+                         "[--rtol R]\n");
     return 2;
   }
   const std::string verb = argv[2], file = argv[3];
@@ -74,7 +108,12 @@ int command_ckpt(int argc, char** argv) {
                 (long long)r.bytes);
     return r.ok ? 0 : 1;
   }
-  if (verb == "diff" && argc >= 5) return diff_checkpoints(file, argv[4]);
+  if (verb == "diff" && argc == 5) return diff_checkpoints(file, argv[4], -1.0);
+  if (verb == "diff" && argc == 7 && std::string(argv[5]) == "--rtol") {
+    const double rtol = std::stod(argv[6]);
+    if (!(rtol >= 0)) throw std::invalid_argument("brt-dist ckpt diff: --rtol must be >= 0");
+    return diff_checkpoints(file, argv[4], rtol);
+  }
   std::fprintf(stderr, "brt-dist ckpt: unknown verb '%s' (inspect, verify, diff)\n", verb.c_str());
   return 2;
 }

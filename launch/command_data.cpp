@@ -13,7 +13,9 @@
 #include "launch/evaluator.h"
 #include "launch/generator.h"
 #include "launch/training_checkpoint.h"
+#include "parallel/layout.h"
 #include "parallel/mpi_session.h"
+#include "parallel/process_groups.h"
 
 namespace brt::launch {
 
@@ -79,26 +81,44 @@ int command_prepare(int argc, char** argv) {
   return 0;
 }
 
+namespace {
+
+// The process groups of `--tp` over the world, after the layout check names any model key that
+// does not split (docs/parallelism.md, "Tensor parallelism").
+parallel::ProcessGroups tensor_parallel_groups(const core::ModelConfig& m, int world, int tp) {
+  std::vector<parallel::SplitByTp> split = {
+      {"model.heads", m.heads}, {"model.d_ff", m.d_ff}, {"model.vocab", m.vocab}};
+  if (m.variant.rfind("rec", 0) == 0) split.push_back({"model.state_size", m.state_size});
+  parallel::validate_layout(world, tp, split);
+  return parallel::make_mpi_process_groups(MPI_COMM_WORLD, tp);
+}
+
+}  // namespace
+
 int command_eval(int argc, char** argv) {
-  const CommandLine cl = parse_command_line(argc, argv, {{"data", "data.path"}, {"batch", "train.batch"}}, {"quiet"});
+  const CommandLine cl = parse_command_line(
+      argc, argv, {{"data", "data.path"}, {"batch", "train.batch"}, {"tp", "train.tp"}}, {"quiet"});
   reject_unknown_flags(cl, {"checkpoint", "split", "json", "quiet"});
   parallel::MpiSession mpi(&argc, &argv);
   const std::string ckpt = flag_or(cl, "checkpoint", cl.positional.empty() ? "" : cl.positional[0]);
   if (ckpt.empty()) throw std::invalid_argument("eval: --checkpoint FILE is required");
   RunConfig cfg = config_of_checkpoint(ckpt);
+  cfg.train.tp = 1;  // the layout is this command's (--tp), not the saving run's
   for (const auto& o : cl.overrides) apply_override(cfg, o);
   cfg.data.source = "shards";
   resolve(cfg);
   const std::string split = flag_or(cl, "split", cfg.data.eval_split);
+  // --tp T: T consecutive ranks share each model (vocabulary-parallel cross-entropy: every
+  // rank of a TP group gets the whole rows' losses); DP = ranks / T.
+  const parallel::ProcessGroups groups = tensor_parallel_groups(cfg.model, mpi.world_size(), cfg.train.tp);
   auto backend = kernels::make_cpu_backend<float>();
-  core::Model<float> model(cfg.model, cfg.train.batch, *backend);
+  core::Model<float> model(cfg.model, cfg.train.batch, *backend, core::TensorParallel(groups.tp()));
   load_model_parameters(ckpt, model);
-  // Documents are dealt to the streams of all ranks; totals are summed over ranks.
-  const SumReducer sum_over_ranks = [](std::vector<double>& v) {
-    MPI_Allreduce(MPI_IN_PLACE, v.data(), int(v.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  };
+  // Documents are dealt to the streams of all DP ranks; totals are summed over the dp group.
+  parallel::Communicator& dp = groups.dp();
+  const SumReducer sum_over_ranks = [&dp](std::vector<double>& v) { dp.all_reduce(v); };
   const bool root = mpi.world_rank() == 0;
-  const EvalReport r = evaluate_split(model, cfg, split, mpi.world_rank(), mpi.world_size(),
+  const EvalReport r = evaluate_split(model, cfg, split, groups.dp_rank(), dp.size(),
                                       sum_over_ranks, root && !cl.flags.count("quiet"));
   if (!root) return 0;
   std::printf("%s", r.text().c_str());
@@ -111,12 +131,14 @@ int command_eval(int argc, char** argv) {
 }
 
 int command_generate(int argc, char** argv) {
-  const CommandLine cl = parse_command_line(argc, argv, {}, {"quiet"});
+  const CommandLine cl = parse_command_line(argc, argv, {{"tp", "train.tp"}}, {"quiet"});
   reject_unknown_flags(cl, {"checkpoint", "prompt", "tokenizer", "max-tokens", "temperature",
                             "top-k", "top-p", "seed", "quiet"});
+  parallel::MpiSession mpi(&argc, &argv);
   const std::string ckpt = flag_or(cl, "checkpoint", cl.positional.empty() ? "" : cl.positional[0]);
   if (ckpt.empty()) throw std::invalid_argument("generate: --checkpoint FILE is required");
   RunConfig cfg = config_of_checkpoint(ckpt);
+  cfg.train.tp = 1;  // the layout is this command's (--tp), not the saving run's
   for (const auto& o : cl.overrides) apply_override(cfg, o);
   // One block per segment: the carried state is the whole context before the current block.
   cfg.model.seq_len = cfg.model.window;
@@ -127,8 +149,15 @@ int command_generate(int argc, char** argv) {
     throw std::invalid_argument("generate: the checkpoint's run had no tokenizer (synthetic data); "
                                 "give --tokenizer FILE.model");
   const data::Tokenizer tokenizer = data::Tokenizer::load(tokenizer_path);
+  // --tp T under mpirun -np T: the ranks share one model; logits are gathered over the
+  // vocabulary slices, every rank draws the same tokens, world rank 0 prints.
+  if (mpi.world_size() != cfg.train.tp)
+    throw std::invalid_argument("generate: runs on exactly --tp ranks (" + std::to_string(cfg.train.tp) +
+                                "), not " + std::to_string(mpi.world_size()));
+  const parallel::ProcessGroups groups = tensor_parallel_groups(cfg.model, mpi.world_size(), cfg.train.tp);
+  const bool root = mpi.world_rank() == 0;
   auto backend = kernels::make_cpu_backend<float>();
-  core::Model<float> model(cfg.model, 1, *backend);
+  core::Model<float> model(cfg.model, 1, *backend, core::TensorParallel(groups.tp()));
   load_model_parameters(ckpt, model);
   SamplingOptions opt;
   opt.max_tokens = std::stoi(flag_or(cl, "max-tokens", "200"));
@@ -137,13 +166,14 @@ int command_generate(int argc, char** argv) {
   opt.top_p = std::stod(flag_or(cl, "top-p", "0.95"));
   opt.seed = std::stoull(flag_or(cl, "seed", "1"));
   const std::string prompt = flag_or(cl, "prompt", "");
-  if (!cl.flags.count("quiet")) std::printf("%s", prompt.c_str());
+  if (root && !cl.flags.count("quiet")) std::printf("%s", prompt.c_str());
   Generator gen(model);
-  generate_text(gen, tokenizer, prompt, opt, [](const std::string& piece) {
+  generate_text(gen, tokenizer, prompt, opt, [root](const std::string& piece) {
+    if (!root) return;
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
   });
-  std::printf("\n");
+  if (root) std::printf("\n");
   return 0;
 }
 

@@ -60,8 +60,9 @@ int64_t expected_optimizer_state_elems(const core::OptimConfig& config,
     const auto axes = core::adafactor_factor_axes(specs[p].shape, c.min_dim_to_factor);
     if (!axes) {
       total += n;  // full second moment v
-    } else {  // R drops the largest axis, C the second-largest
-      total += n / specs[p].shape[size_t(axes->largest)] + n / specs[p].shape[size_t(axes->normalized)];
+    } else {  // R drops the largest axis, C the second-largest (of this rank's TP slice)
+      const std::vector<int64_t> local = specs[p].local_shape();
+      total += n / local[size_t(axes->largest)] + n / local[size_t(axes->normalized)];
     }
   }
   return total;

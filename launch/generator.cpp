@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <span>
 #include <stdexcept>
 
 namespace brt::launch {
@@ -54,8 +55,21 @@ const float* Generator::peek_logits() {
   const uint8_t doc_start = first_block_ ? 1 : 0;
   const auto saved = model_.snapshot_carried_state();
   const float* logits = model_.forward_logits({inputs.data(), nullptr, nullptr, &doc_start});
+  const float* row = whole_row(logits, int(block_.size()) - 1, peek_row_);
   model_.restore_carried_state(saved);  // the block is not complete yet: do not commit it
-  return logits + size_t(block_.size() - 1) * model_.config().vocab;
+  return row;
+}
+
+const float* Generator::whole_row(const float* logits, int row, std::vector<float>& buf) const {
+  const core::TensorParallel& tp = model_.tensor_parallel();
+  const int V = model_.config().vocab;
+  if (!tp.active()) return logits + size_t(row) * size_t(V);
+  // The embedding's vocabulary rows are split in rank order, so the gathered row is in order.
+  const int local = V / tp.size();
+  buf.resize(size_t(V));
+  tp.group()->all_gather(std::span<const float>(logits + size_t(row) * size_t(local), size_t(local)),
+                         std::span<float>(buf));
+  return buf.data();
 }
 
 void Generator::push(int32_t token) {
@@ -65,7 +79,7 @@ void Generator::push(int32_t token) {
   // Run the full block once more and keep its carried state: it becomes context. Its last
   // row's logits predict the token after it.
   const float* logits = model_.forward_logits({block_.data(), nullptr, nullptr, &doc_start});
-  committed_logits_ = logits + size_t(window_ - 1) * model_.config().vocab;
+  committed_logits_ = whole_row(logits, window_ - 1, committed_row_);
   first_block_ = false;
   block_.clear();
 }

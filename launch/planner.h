@@ -9,9 +9,9 @@
 // partition of launch/data_parallel.h. Step time: MODEL §10 FLOPs ÷ (peak × efficiency) plus an
 // α-β model of the collectives the trainer issues (docs/parallelism.md). Pure functions.
 //
-// Tensor parallelism is not implemented in brt-dist yet: TP > 1 layouts are predicted with the
-// intended sharding (heads, F and vocab divided by TP; docs/parallelism.md) and marked not
-// runnable.
+// Tensor parallelism (docs/parallelism.md, "Tensor parallelism"): parameters are the rank's
+// slices of MODEL §9's shapes, activations those of heads, F, vocabulary and state rows divided
+// by TP; the TP all-reduces per layer are the ones the layers issue, costed with the α-β model.
 #pragma once
 
 #include <cstdint>
@@ -44,9 +44,12 @@ ClusterSpec load_cluster(const std::string& path);
 // MODEL §9 logical shapes in the order the model declares them (embed, layers 0..L-1 — a
 // recurrent layer's state side first —, final_norm). `cfg` must be resolve()d.
 std::vector<std::vector<int64_t>> model_param_shapes(const core::ModelConfig& cfg);
+// The tensor-parallel split axis of each of those parameters (-1: replicated), same order.
+std::vector<int> model_param_split_dims(const core::ModelConfig& cfg);
 
-// The model config one TP rank would hold: heads, d_ff and vocab divided by tp. Throws
-// std::invalid_argument naming the key that does not divide.
+// The model config one TP rank's activations follow: heads, d_ff, vocab and (recurrent
+// variants) state_size divided by tp. Throws std::invalid_argument naming the key that does
+// not divide.
 core::ModelConfig tp_shard_config(const core::ModelConfig& cfg, int tp);
 
 // Bytes per device. `activations` is what Model::memory_report() counts; `backward_scratch`
@@ -59,17 +62,20 @@ struct MemoryPrediction {
   }
 };
 
-// Optimizer-state elements for the parameters in `owned` (empty = all), MODEL §10c.
+// Optimizer-state elements for the parameters in `owned` (empty = all), MODEL §10c. Under TP,
+// `shapes` are the whole tensors' (they decide the factoring) and `local_shapes` the rank's
+// slices (empty: the same as shapes).
 int64_t optimizer_state_elems(const core::OptimConfig& optim,
                               const std::vector<std::vector<int64_t>>& shapes,
-                              const std::vector<bool>& owned);
+                              const std::vector<bool>& owned,
+                              const std::vector<std::vector<int64_t>>& local_shapes = {});
 
 // One rank's memory for `streams` streams (B) with elements of `elem_bytes` bytes. With
-// `zero` and dp > 1 the optimizer state is that of `dp_rank`'s ZeRO-1 run. `cfg` is the
-// (TP-sharded) config the rank holds.
+// `zero` and dp > 1 the optimizer state is that of `dp_rank`'s ZeRO-1 run (over this TP rank's
+// slices). `cfg` is the whole model's config; `tp` ranks share each layer.
 MemoryPrediction predict_rank_memory(const core::ModelConfig& cfg, const core::OptimConfig& optim,
                                      int streams, int dp, bool zero, int dp_rank,
-                                     int elem_bytes = 4);
+                                     int elem_bytes = 4, int tp = 1);
 
 struct Layout {
   int dp = 1, tp = 1;
@@ -77,11 +83,30 @@ struct Layout {
   int micro_batch = 1;  // B: streams per DP rank (= global batch / DP)
 };
 
+// One kind of collective the TP group issues in a training step's forward and backward
+// (docs/parallelism.md, "Collectives per layer and step").
+struct TpCollective {
+  char kind = 'r';      // 'r' all-reduce, 'g' all-gather, 's' reduce-scatter
+  int64_t bytes = 0;    // all-reduce: the buffer; all-gather / reduce-scatter: the whole tensor
+  int64_t count = 0;    // calls per step
+  std::string where;    // e.g. "MLP forward (row-parallel W2)"
+};
+
+// The collectives of one step for `streams` streams per rank at TP = tp (empty for tp = 1),
+// as the layers issue them (tests/plan checks the list against a recorded TP = 2 step). The
+// optimizer's statistics all-reduces (a few small messages per step) are not listed.
+std::vector<TpCollective> tp_collectives_per_step(const core::ModelConfig& cfg, int streams, int tp,
+                                                  int elem_bytes = 4);
+// α-β time of that list over `tp` ranks: ring all-reduce as ring_all_reduce_seconds (one
+// message each), all-gather and reduce-scatter α + (p−1)/p·bytes/bw.
+double tp_step_seconds(const core::ModelConfig& cfg, int streams, int tp, double bytes_per_s,
+                       double alpha_s);
+
 struct StepTimePrediction {
   double compute_s = 0;    // MODEL §10 training FLOPs of one rank ÷ (peak × efficiency)
   double dp_grad_s = 0;    // bucketed ring all-reduce of the gradient arena
   double zero_bcast_s = 0; // ZeRO-1: every run broadcast from its owner
-  double tp_s = 0;         // TP activations all-reduces (4 per layer per step, intended design)
+  double tp_s = 0;         // TP collectives of a step (tp_collectives_per_step)
   double total() const { return compute_s + dp_grad_s + zero_bcast_s + tp_s; }
 };
 
@@ -91,7 +116,7 @@ struct LayoutPlan {
   StepTimePrediction time;
   double tokens_per_s = 0;
   bool fits = true;         // memory.total() <= device memory
-  bool runnable = true;     // false for TP > 1 (not implemented)
+  bool runnable = true;     // every layout the planner lists can be run (brt-dist train --tp)
   std::string note;         // why it does not fit / is not runnable
 };
 

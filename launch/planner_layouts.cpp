@@ -101,6 +101,51 @@ double ring_all_reduce_seconds(double bytes, int p, double bytes_per_s, double a
   return buckets * alpha_s + 2.0 * (p - 1) / p * bytes / bytes_per_s;
 }
 
+std::vector<TpCollective> tp_collectives_per_step(const core::ModelConfig& cfg_in, int streams, int tp,
+                                                  int elem_bytes) {
+  if (tp <= 1) return {};
+  core::ModelConfig c = cfg_in;
+  c.resolve();
+  const int64_t e = elem_bytes, B = streams, D = c.d_model, rows = B * c.seq_len;
+  const int64_t R = B * c.state_size, Tb = c.blocks(), L = c.layers;
+  int64_t recurrent = 0;
+  for (int i = 0; i < c.layers; ++i) recurrent += c.is_recurrent_layer(i) ? 1 : 0;
+  const bool lstm = c.gate == core::GateKind::kLSTM, dual = c.rec_config == core::RecurrentConfig::kDual;
+  const int64_t x = rows * D * e;  // the replicated residual stream [B·N, D]
+  std::vector<TpCollective> out;
+  const auto add = [&out](char kind, int64_t bytes, int64_t count, const char* where) {
+    if (count > 0) out.push_back({kind, bytes, count, where});
+  };
+  add('r', x, 1, "embedding forward (vocabulary-parallel lookup)");
+  add('r', x, 2 * L, "attention forward (row-parallel Wo) and backward (dh of the column projections)");
+  add('r', x, 2 * L, "MLP forward (row-parallel W2) and backward (dh of W1)");
+  add('r', rows * 8, 3, "vocabulary-parallel cross-entropy: max, sum of exp, target logit (double)");
+  add('r', x, 1, "output backward (dh before the final norm)");
+  // State side of each recurrent layer, per block: Σ rows split over TP (sequence parallelism).
+  const int64_t s = R * D * e, blocks = recurrent * Tb;
+  add('g', s, blocks, "state forward: all-gather Σ_t");
+  add('s', s, blocks, "state forward: reduce-scatter c·Wo_s");
+  if (lstm) add('s', s, 2 * blocks * (dual ? 2 : 1), "state forward: LSTM gate pre-activations");
+  if (dual) {
+    add('g', s, blocks, "state forward: all-gather U");
+    add('r', s, blocks, "state forward: dual MLP output (row-parallel W2)");
+  }
+  add('g', s, 2 * blocks, "state backward: all-gather du and Σ_t");
+  if (lstm) add('g', s, 2 * blocks * (dual ? 2 : 1), "state backward: all-gather dz_f, dz_i");
+  if (dual) add('g', s, 2 * blocks, "state backward: all-gather du2 and U");
+  add('r', s, blocks * (dual ? 2 : 1), "state backward: dh of the projections (and the MLP)");
+  if (!lstm) add('r', D * e, blocks * (dual ? 2 : 1), "state backward: fixed gate bias gradient, per block");
+  return out;
+}
+
+double tp_step_seconds(const core::ModelConfig& cfg, int streams, int tp, double bytes_per_s, double alpha_s) {
+  double seconds = 0;
+  for (const TpCollective& c : tp_collectives_per_step(cfg, streams, tp))
+    seconds += double(c.count) * (c.kind == 'r' ? ring_all_reduce_seconds(double(c.bytes), tp, bytes_per_s, alpha_s, 1)
+                                                : alpha_s + (tp - 1.0) / tp * double(c.bytes) / bytes_per_s);
+  return seconds;
+}
+
 std::vector<LayoutPlan> plan_layouts(const core::ModelConfig& cfg_in, const core::OptimConfig& optim,
                                      const ClusterSpec& cluster, int global_batch,
                                      const PlanOptions& options) {
@@ -116,11 +161,10 @@ std::vector<LayoutPlan> plan_layouts(const core::ModelConfig& cfg_in, const core
   std::string no_dp_reason;
   for (int tp = 1; tp <= world; ++tp) {
     if (world % tp != 0) continue;
-    core::ModelConfig shard;
     try {
-      shard = tp_shard_config(cfg, tp);
+      (void)tp_shard_config(cfg, tp);
     } catch (const std::invalid_argument&) {
-      continue;  // heads, d_ff or vocab do not split
+      continue;  // heads, d_ff, vocab or state_size do not split
     }
     const int dp = world / tp;
     if (global_batch % dp != 0) {
@@ -132,7 +176,7 @@ std::vector<LayoutPlan> plan_layouts(const core::ModelConfig& cfg_in, const core
       LayoutPlan plan;
       plan.layout = {dp, tp, zero == 1, B};
       for (int r = 0; r < (zero ? dp : 1); ++r) {  // ZeRO-1 runs differ: take the largest
-        const MemoryPrediction m = predict_rank_memory(shard, optim, B, dp, zero == 1, r);
+        const MemoryPrediction m = predict_rank_memory(cfg, optim, B, dp, zero == 1, r, 4, tp);
         if (m.total() > plan.memory.total()) plan.memory = m;
       }
       // Compute: one rank's share of the step's tokens (TP splits each token's FLOPs).
@@ -146,12 +190,9 @@ std::vector<LayoutPlan> plan_layouts(const core::ModelConfig& cfg_in, const core
       plan.time.dp_grad_s = ring_all_reduce_seconds(grad_bytes, dp, dp_bw, alpha, buckets);
       // ZeRO-1: each owner broadcasts its run (≈ 1/DP of the weights) linearly to the others.
       if (zero) plan.time.zero_bcast_s = dp * (dp - 1) * alpha + (dp - 1.0) / dp * grad_bytes / dp_bw;
-      if (tp > 1) {  // intended TP: 2 all-reduces of [B·N, D] forward and 2 backward per layer
+      if (tp > 1) {  // the TP group is consecutive ranks: within a node if tp fits in one
         const double tp_bw = tp <= cluster.gpus_per_node ? intra : inter;
-        const double act_bytes = tokens_per_rank * cfg.d_model * 4.0;
-        plan.time.tp_s = 4.0 * cfg.layers * ring_all_reduce_seconds(act_bytes, tp, tp_bw, alpha, 1);
-        plan.runnable = false;
-        plan.note = "not runnable yet (tensor parallelism not implemented)";
+        plan.time.tp_s = tp_step_seconds(cfg, B, tp, tp_bw, alpha);
       }
       plan.tokens_per_s = double(global_batch) * cfg.seq_len / plan.time.total();
       if (double(plan.memory.total()) > capacity) {
@@ -199,7 +240,8 @@ std::string format_plans(const std::vector<LayoutPlan>& plans, const ClusterSpec
                 "\nmemory: fp32 buffers as allocated (MB = 1e6 bytes; device %.1f GB). step = compute + "
                 "communication, no overlap assumed (an upper bound);\ncompute = MODEL §10 training FLOPs ÷ "
                 "(%.0f GFLOP/s × efficiency %.2f); communication: α-β, α = %.1f µs, ring all-reduce "
-                "2(p−1)/p·bytes/bw + α per train.bucket_mb bucket.\n",
+                "2(p−1)/p·bytes/bw + α per train.bucket_mb bucket;\ntp-ar = the TP group's collectives of a step "
+                "as the layers issue them (all-reduce as above, all-gather / reduce-scatter (p−1)/p·bytes/bw + α).\n",
                 cluster.gpu_memory_gb, cluster.peak_gflops, cluster.efficiency, cluster.alpha_us);
   out += line;
   return out;

@@ -15,23 +15,109 @@ using Shapes = std::vector<std::vector<int64_t>>;
 
 constexpr int64_t kT5Buckets = 32;  // MODEL §9: attn.rel_bias [H, 32]
 
-// core/gate.cpp declare_gate: fixed -> bias [D]; lstm -> wf, wi [in, D], bf, bi [D].
-void add_gate(Shapes& s, core::GateKind kind, int64_t in, int64_t D) {
+// MODEL §9 shapes in declaration order, each with its tensor-parallel split axis (-1:
+// replicated), as docs/parallelism.md "Shapes on every rank" lists them.
+struct Declared {
+  Shapes shapes;
+  std::vector<int> split;
+  void add(std::vector<int64_t> shape, int dim) {
+    shapes.push_back(std::move(shape));
+    split.push_back(dim);
+  }
+};
+
+// core/gate.cpp declare_gate: fixed -> bias [D]; lstm -> wf, wi [in, D] (rows split), bf, bi [D].
+void add_gate(Declared& s, core::GateKind kind, int64_t in, int64_t D) {
   if (kind == core::GateKind::kFixed) {
-    s.push_back({D});
+    s.add({D}, -1);
     return;
   }
-  s.push_back({in, D});
-  s.push_back({in, D});
-  s.push_back({D});
-  s.push_back({D});
+  s.add({in, D}, 0);
+  s.add({in, D}, 0);
+  s.add({D}, -1);
+  s.add({D}, -1);
 }
 
-// core/blocks.cpp declare_mlp: norm [D], w1 [D, F], w2 [F, D].
-void add_mlp(Shapes& s, int64_t D, int64_t F) {
-  s.push_back({D});
-  s.push_back({D, F});
-  s.push_back({F, D});
+// core/blocks.cpp declare_mlp: norm [D], w1 [D, F] (columns), w2 [F, D] (rows).
+void add_mlp(Declared& s, int64_t D, int64_t F) {
+  s.add({D}, -1);
+  s.add({D, F}, 1);
+  s.add({F, D}, 0);
+}
+
+// core/bst_layer.cpp declaration order (MODEL §7, §9): the SSM sublayer (a member built first),
+// then the attention, the MLP, and MF's context IDs and initial context. Under TP the SSM
+// features Ds and the heads are split (docs/parallelism.md, BST rows).
+void add_bst_layer(Declared& s, const core::ModelConfig& c) {
+  const int64_t D = c.d_model, A = c.attn_width(), H = c.heads, F = c.d_ff, Ds = D / 4;
+  const bool mf = c.bst_variant == core::BstVariant::kMF, mh = c.bst_variant == core::BstVariant::kMH;
+  const int64_t C = mf ? c.ctx_states : mh ? H : 1, M = c.ssm_state / 2, O = 64;
+  s.add({D}, -1);                                 // ssm.norm.scale
+  s.add({D, Ds}, 1);                              // ssm.w_dn: features
+  if (mh)
+    s.add({H, Ds, D}, 1);                         // ssm.w_up (MH): features
+  else
+    s.add({Ds, D}, 0);                            // ssm.w_up: features
+  s.add({C, Ds}, 1);                              // ssm.dskip
+  if (c.ssm_kernel == core::SsmKernel::kS4D) {
+    s.add({C, Ds}, 1);                            // ssm.log_dt
+    for (int k = 0; k < 4; ++k) s.add({C, Ds, M}, 1);  // a_re, a_im, c_re, c_im
+  } else {  // ssm.filter.w0 b0 w1 b1 w2 b2 freq (replicated), w_out (this rank's filters)
+    for (const auto& shape : {std::vector<int64_t>{3, O}, {O}, {O, O}, {O}, {O, O}, {O}, {O}})
+      s.add(shape, -1);
+    s.add({O, C * Ds}, 1);
+  }
+  s.add({D}, -1);                                 // attn_norm.scale
+  for (int k = 0; k < 4; ++k) s.add({D, A}, 1);   // wq, wk, wv, wq2: heads
+  s.add({D}, -1);                                 // attn.ctx_norm.scale
+  s.add({D, A}, 1);                               // attn.wkc
+  s.add({D, A}, 1);                               // attn.wvc
+  s.add({2 * A, D}, 0);                           // attn.wo
+  s.add({H}, 0);                                  // attn.scale
+  s.add({H}, 0);                                  // attn.scale2
+  s.add({H, kT5Buckets}, 0);                      // attn.rel_bias
+  add_mlp(s, D, F);
+  if (mf) {
+    s.add({c.ctx_states, D}, -1);  // ssm.ctx_ids
+    s.add({c.ctx_states, D}, -1);  // ssm.ctx_init
+  }
+}
+
+Declared declared_params(const core::ModelConfig& c) {
+  const int64_t D = c.d_model, A = c.attn_width(), H = c.heads, F = c.d_ff, V = c.vocab,
+                S = c.state_size;
+  Declared s;
+  s.add({V, D}, 0);  // embed: vocabulary rows
+  for (int i = 0; i < c.layers; ++i) {
+    if (c.is_bst_layer(i)) {
+      add_bst_layer(s, c);
+      continue;
+    }
+    const bool rec = c.is_recurrent_layer(i);
+    if (rec) {  // RecurrentStateSide is a member built before the token side's body runs.
+      s.add({D}, -1);     // state.norm.scale
+      s.add({S, D}, -1);  // state.ids (replicated)
+      for (int k = 0; k < 4; ++k) s.add({D, A}, 1);  // state.wq, wk, wv, wq2: heads
+      s.add({H}, 0);      // state.scale
+      s.add({H}, 0);      // state.scale2
+      s.add({2 * A, D}, 0);  // state.wo
+      add_gate(s, c.gate, 2 * A, D);
+      if (c.rec_config == core::RecurrentConfig::kDual) {
+        add_mlp(s, D, F);  // state.norm2.scale, state.w1, state.w2
+        add_gate(s, c.gate, F, D);
+      }
+    }
+    s.add({D}, -1);  // attn_norm.scale
+    for (int k = 0; k < (rec ? 4 : 3); ++k) s.add({D, A}, 1);
+    s.add({rec ? 2 * A : A, D}, 0);  // attn.wo
+    s.add({H}, 0);                   // attn.scale
+    if (rec) s.add({H}, 0);          // attn.scale2
+    s.add({H, kT5Buckets}, 0);       // attn.rel_bias
+    add_mlp(s, D, F);
+    if (rec) s.add({S, D}, 0);  // state.init: state rows
+  }
+  s.add({D}, -1);  // final_norm.scale
+  return s;
 }
 
 int64_t numel(const std::vector<int64_t>& shape) {
@@ -41,65 +127,80 @@ int64_t numel(const std::vector<int64_t>& shape) {
 }
 
 // Elements of ProjectionActs::allocate (core/blocks.cpp): h [R, D], rstd [R], out [R, A] per
-// projection, rnorm [R, H] per normalised projection.
+// projection, rnorm [R, H] per normalised projection (A, H: this TP rank's).
 int64_t projection_acts(int64_t R, int64_t D, int64_t A, int64_t H, int projections, int normalised) {
   return R * D + R + projections * R * A + normalised * R * H;
 }
 
-// MlpActs::allocate: h [R, D], rstd [R], m [R, F].
-int64_t mlp_acts(int64_t R, int64_t D, int64_t F) { return R * D + R + R * F; }
+// MlpActs::allocate: h [R, D], rstd [R], m [R, F] (F: this rank's), and under TP the
+// row-parallel output's partial sum u [R, D].
+int64_t mlp_acts(int64_t R, int64_t D, int64_t F, bool tp) { return R * D + R + R * F + (tp ? R * D : 0); }
 
 struct LayerElems {
   int64_t reported = 0, scratch = 0, carried = 0;
   int64_t reported_bytes = 0;  // buffers whose element type is not T (double S4D state, flags)
 };
 
+// One TP rank's sizes (docs/parallelism.md, "Shapes on every rank"): heads, attention width and
+// hidden units are this rank's; the state side runs its projections on every state row and
+// keeps Σ, gates and their gradients for its own rows (sequence parallelism).
+struct RankDims {
+  int64_t D, A, H, F, V, N, W, S, S_local, Tb;
+  bool tp;
+  RankDims(const core::ModelConfig& c, int P)
+      : D(c.d_model), A(c.attn_width() / P), H(c.heads / P), F(c.d_ff / P), V(c.vocab / P),
+        N(c.seq_len), W(c.window), S(c.state_size), S_local(c.state_size / P), Tb(c.blocks()),
+        tp(P > 1) {}
+};
+
 // core/standard_layer.cpp constructor.
-LayerElems standard_layer_elems(const core::ModelConfig& c, int64_t B) {
-  const int64_t D = c.d_model, A = c.attn_width(), H = c.heads, F = c.d_ff, N = c.seq_len,
-                W = c.window, rows = B * N, cache = B * W * A;
+LayerElems standard_layer_elems(const RankDims& d, int64_t B) {
+  const int64_t rows = B * d.N, cache = B * d.W * d.A;
   LayerElems e;
-  e.reported = projection_acts(rows, D, A, H, 3, 2) + 2 * cache /*k,v_cache_used*/ +
-               rows * A /*attn_out*/ + rows * H * 2 * W /*probs*/ + rows * D /*y*/ +
-               mlp_acts(rows, D, F);
+  e.reported = projection_acts(rows, d.D, d.A, d.H, 3, 2) + 2 * cache /*k,v_cache_used*/ +
+               rows * d.A /*attn_out*/ + rows * d.H * 2 * d.W /*probs*/ + rows * d.D /*y*/ +
+               mlp_acts(rows, d.D, d.F, d.tp);
   e.carried = 2 * cache;  // k_cache, v_cache
   return e;
 }
 
 // core/recurrent_layer.cpp + core/recurrent_state.cpp constructors.
-LayerElems recurrent_layer_elems(const core::ModelConfig& c, int64_t B) {
-  const int64_t D = c.d_model, A = c.attn_width(), H = c.heads, F = c.d_ff, N = c.seq_len,
-                W = c.window, S = c.state_size, Tb = c.blocks(), rows = B * N;
-  const int64_t cache = B * W * A, ext = B * (W + N) * A, sd = B * S * D;
+LayerElems recurrent_layer_elems(const RankDims& d, const core::ModelConfig& c, int64_t B) {
+  const int64_t D = d.D, A = d.A, H = d.H, F = d.F, W = d.W, S = d.S, Tb = d.Tb, rows = B * d.N;
+  const int64_t cache = B * W * A, ext = B * (W + d.N) * A, sd = B * d.S_local * D;
   const bool lstm = c.gate == core::GateKind::kLSTM, dual = c.rec_config == core::RecurrentConfig::kDual;
   LayerElems e;
   // Token side (reported by RecurrentLayer::activation_bytes).
   e.reported = projection_acts(rows, D, A, H, 4, 3) + 2 * cache + 2 * ext /*k,v_ext*/ +
                sd /*sigma0*/ + 2 * rows * A /*a_ee, a_es*/ + rows * H * 2 * W /*probs_ee*/ +
-               Tb * B * H * W * S /*probs_es*/ + rows * D /*y*/ + mlp_acts(rows, D, F);
+               Tb * B * H * W * S /*probs_es*/ + rows * D /*y*/ + mlp_acts(rows, D, F, d.tp);
   e.scratch = 2 * ext /*dk_ext, dv_ext*/ + sd /*d_sigma0*/ + 2 * Tb * B * S * A /*dk_s, dv_s*/;
   e.carried = 2 * cache + sd;  // k_cache, v_cache, sigma
-  // State side, R = B·S rows per block.
-  const int64_t R = B * S, rd = R * D, ra = R * A;
-  const int64_t gate_acts = lstm ? 2 * rd : 0;
-  e.reported += (Tb + 1) * rd /*sigma_*/ +
+  // State side: R = B·S rows per block for the projections, RL = this rank's rows.
+  const int64_t R = B * S, rd = R * D, ra = R * A, ld = B * d.S_local * D;
+  const int64_t gate_acts = lstm ? 2 * ld : 0;
+  e.reported += (Tb + 1) * ld /*sigma_*/ +
                 Tb * (projection_acts(R, D, A, H, 4, 3) + gate_acts + B * H * S * S /*probs_ss*/ +
-                      B * H * S * 2 * W /*probs_se*/ + 2 * ra /*a_ss, a_se*/ + rd /*u1*/);
+                      B * H * S * 2 * W /*probs_se*/ + 2 * ra /*a_ss, a_se*/ + ld /*u1*/);
   if (dual) {
-    e.reported += Tb * (2 * rd /*gated, u2*/ + mlp_acts(R, D, F) + gate_acts);
-    e.scratch += 2 * rd /*d_gated, du2*/ + 2 * R * F /*scratch_f*/ + R * F /*dm*/;
+    e.reported += Tb * (2 * ld /*gated, u2*/ + mlp_acts(R, D, F, d.tp) + gate_acts);
+    e.scratch += 2 * ld /*d_gated, du2*/ + 2 * R * F /*scratch_f*/ + R * F /*dm*/;
   }
-  e.scratch += 8 * rd + 7 * ra;  // d_next .. zi, d_ass .. scratch_a
+  e.scratch += 7 * ld /*d_next .. zi*/ + rd /*scratch_d*/ + 7 * ra /*d_ass .. scratch_a*/;
+  if (d.tp) e.scratch += 5 * rd;  // sig_full, full_a, full_b; sequence-parallel full + staging
   return e;
 }
 
 // core/bst_ssm.cpp + core/bst_context.cpp + core/bst_layer.cpp constructors (MODEL §7).
-LayerElems bst_layer_elems(const core::ModelConfig& c, int64_t B, int elem_bytes) {
-  const int64_t D = c.d_model, A = c.attn_width(), H = c.heads, F = c.d_ff, N = c.seq_len,
-                W = c.window, Tb = c.blocks(), rows = B * N, cache = B * W * A, Ds = D / 4;
+// Exact at TP = 1; under TP the rank's features, heads and hidden units are used, without the
+// TP layers' extra staging buffers (an estimate, not tested against the allocation).
+LayerElems bst_layer_elems(const RankDims& d, const core::ModelConfig& c, int64_t B, int tp,
+                           int elem_bytes) {
+  const int64_t D = d.D, A = d.A, H = d.H, F = d.F, N = d.N, W = d.W, Tb = d.Tb, rows = B * N,
+                cache = B * W * A, Ds = D / 4 / tp;
   const bool mf = c.bst_variant == core::BstVariant::kMF, mh = c.bst_variant == core::BstVariant::kMH;
   const bool s4d = c.ssm_kernel == core::SsmKernel::kS4D;
-  const int64_t C = mf ? c.ctx_states : mh ? H : 1, R = C * Ds, M = c.ssm_state / 2;
+  const int64_t C = mf ? c.ctx_states : mh ? c.heads : 1, R = C * Ds, M = c.ssm_state / 2;
   const bool ext = !s4d && c.ssm_carry;  // unstructured carry convolves [U_prev; U]
   const int64_t Lc = ext ? 2 * N : N, y = B * C * Lc * Ds, y_end = mf ? B * Tb * C * Ds : 0;
   const int64_t ctx_rows = mf ? B * Tb * C : mh ? H * rows : rows;
@@ -116,84 +217,18 @@ LayerElems bst_layer_elems(const core::ModelConfig& c, int64_t B, int elem_bytes
   // BstLayer: projections (q k v q2), context projection, caches, attention, MLP.
   e.reported += projection_acts(rows, D, A, H, 4, 3) + G * kv_rows * D + G * kv_rows /*h, rstd*/ +
                 2 * kv_rows * A + kv_rows * H /*k, v, rnorm*/ + 2 * cache + 2 * rows * A +
-                rows * H * 2 * W + B * Tb * H * W * keys + blocks + rows * D + mlp_acts(rows, D, F);
+                rows * H * 2 * W + B * Tb * H * W * keys + blocks + rows * D + mlp_acts(rows, D, F, d.tp);
   e.scratch += 3 * kv_rows * A + G * kv_rows * D + ctx_rows * D + blocks;
   e.carried = 2 * cache + (state ? state * 8 / elem_bytes : 0) + (ext ? B * N * Ds : 0) +
               (mf ? B * c.ctx_states * D : 0);
   return e;
 }
 
-// core/bst_layer.cpp declaration order: the SSM sublayer (a member built first), then the
-// attention, the MLP, and MF's context IDs and initial context.
-void add_bst_layer(Shapes& s, const core::ModelConfig& c) {
-  const int64_t D = c.d_model, A = c.attn_width(), H = c.heads, F = c.d_ff, Ds = D / 4;
-  const bool mf = c.bst_variant == core::BstVariant::kMF, mh = c.bst_variant == core::BstVariant::kMH;
-  const int64_t C = mf ? c.ctx_states : mh ? H : 1, M = c.ssm_state / 2, O = 64;
-  s.push_back({D});                                               // ssm.norm.scale
-  s.push_back({D, Ds});                                           // ssm.w_dn
-  s.push_back(mh ? std::vector<int64_t>{H, Ds, D} : std::vector<int64_t>{Ds, D});  // ssm.w_up
-  s.push_back({C, Ds});                                           // ssm.dskip
-  if (c.ssm_kernel == core::SsmKernel::kS4D) {
-    s.push_back({C, Ds});                                         // ssm.log_dt
-    for (int k = 0; k < 4; ++k) s.push_back({C, Ds, M});          // a_re, a_im, c_re, c_im
-  } else {  // ssm.filter.w0 b0 w1 b1 w2 b2 freq w_out
-    const std::initializer_list<std::vector<int64_t>> filter = {{3, O}, {O}, {O, O}, {O}, {O, O}, {O}, {O}, {O, C * Ds}};
-    s.insert(s.end(), filter);
-  }
-  s.push_back({D});                                  // attn_norm.scale
-  for (int k = 0; k < 4; ++k) s.push_back({D, A});   // wq, wk, wv, wq2
-  s.push_back({D});                                  // attn.ctx_norm.scale
-  s.push_back({D, A});                               // attn.wkc
-  s.push_back({D, A});                               // attn.wvc
-  s.push_back({2 * A, D});                           // attn.wo
-  s.push_back({H});                                  // attn.scale
-  s.push_back({H});                                  // attn.scale2
-  s.push_back({H, kT5Buckets});                      // attn.rel_bias
-  add_mlp(s, D, F);
-  if (mf) {
-    s.push_back({c.ctx_states, D});  // ssm.ctx_ids
-    s.push_back({c.ctx_states, D});  // ssm.ctx_init
-  }
-}
-
 }  // namespace
 
-Shapes model_param_shapes(const core::ModelConfig& c) {
-  const int64_t D = c.d_model, A = c.attn_width(), H = c.heads, F = c.d_ff, V = c.vocab,
-                S = c.state_size;
-  Shapes s;
-  s.push_back({V, D});  // embed
-  for (int i = 0; i < c.layers; ++i) {
-    if (c.is_bst_layer(i)) {
-      add_bst_layer(s, c);
-      continue;
-    }
-    const bool rec = c.is_recurrent_layer(i);
-    if (rec) {  // RecurrentStateSide is a member built before the token side's body runs.
-      s.push_back({D});     // state.norm.scale
-      s.push_back({S, D});  // state.ids
-      for (int k = 0; k < 4; ++k) s.push_back({D, A});  // state.wq, wk, wv, wq2
-      s.push_back({H});     // state.scale
-      s.push_back({H});     // state.scale2
-      s.push_back({2 * A, D});  // state.wo
-      add_gate(s, c.gate, 2 * A, D);
-      if (c.rec_config == core::RecurrentConfig::kDual) {
-        add_mlp(s, D, F);  // state.norm2.scale, state.w1, state.w2
-        add_gate(s, c.gate, F, D);
-      }
-    }
-    s.push_back({D});  // attn_norm.scale
-    for (int k = 0; k < (rec ? 4 : 3); ++k) s.push_back({D, A});
-    s.push_back({rec ? 2 * A : A, D});  // attn.wo
-    s.push_back({H});                   // attn.scale
-    if (rec) s.push_back({H});          // attn.scale2
-    s.push_back({H, kT5Buckets});       // attn.rel_bias
-    add_mlp(s, D, F);
-    if (rec) s.push_back({S, D});  // state.init
-  }
-  s.push_back({D});  // final_norm.scale
-  return s;
-}
+Shapes model_param_shapes(const core::ModelConfig& c) { return declared_params(c).shapes; }
+
+std::vector<int> model_param_split_dims(const core::ModelConfig& c) { return declared_params(c).split; }
 
 core::ModelConfig tp_shard_config(const core::ModelConfig& cfg, int tp) {
   if (tp < 1) throw std::invalid_argument("tp must be >= 1");
@@ -207,16 +242,22 @@ core::ModelConfig tp_shard_config(const core::ModelConfig& cfg, int tp) {
   c.heads = split(cfg.heads, "model.heads");
   c.d_ff = split(cfg.d_ff, "model.d_ff");
   c.vocab = split(cfg.vocab, "model.vocab");
+  bool recurrent = false;
+  for (int i = 0; i < cfg.layers; ++i) recurrent |= cfg.is_recurrent_layer(i);
+  if (recurrent) c.state_size = split(cfg.state_size, "model.state_size");  // state rows
+  if (cfg.family == core::ModelFamily::kBST) (void)split(cfg.d_model / 4, "model.d_model / 4 (BST SSM features)");
   return c;
 }
 
 int64_t optimizer_state_elems(const core::OptimConfig& optim, const Shapes& shapes,
-                              const std::vector<bool>& owned) {
+                              const std::vector<bool>& owned, const Shapes& local_shapes) {
   const core::OptimConfig& o = optim;  // kind and min_dim_to_factor need no resolve()
   int64_t total = 0;
   for (size_t p = 0; p < shapes.size(); ++p) {
     if (!owned.empty() && !owned[p]) continue;
-    const int64_t n = numel(shapes[p]);
+    // Under TP the whole shape decides the factoring, the rank's slice the sizes (MODEL §10c).
+    const std::vector<int64_t>& local = local_shapes.empty() ? shapes[p] : local_shapes[p];
+    const int64_t n = numel(local);
     if (o.kind == core::OptimKind::kAdamW) {
       total += 2 * n;  // m, v
       continue;
@@ -226,39 +267,47 @@ int64_t optimizer_state_elems(const core::OptimConfig& optim, const Shapes& shap
     if (!axes)
       total += n;  // full v
     else  // R drops the largest axis, C the second-largest (length r + c for a matrix)
-      total += n / shapes[p][size_t(axes->largest)] + n / shapes[p][size_t(axes->normalized)];
+      total += n / local[size_t(axes->largest)] + n / local[size_t(axes->normalized)];
   }
   return total;
 }
 
 MemoryPrediction predict_rank_memory(const core::ModelConfig& cfg_in, const core::OptimConfig& optim,
-                                     int streams, int dp, bool zero, int dp_rank, int elem_bytes) {
-  core::ModelConfig c = cfg_in;
-  c.resolve();
-  const Shapes shapes = model_param_shapes(c);
+                                     int streams, int dp, bool zero, int dp_rank, int elem_bytes,
+                                     int tp) {
+  core::ModelConfig full = cfg_in;
+  full.resolve();
+  if (tp > 1) (void)tp_shard_config(full, tp);  // throws naming a key that does not divide
+  // Parameters: the rank's slices (docs/parallelism.md "Shapes on every rank").
+  const Declared declared = declared_params(full);
+  Shapes local = declared.shapes;
+  for (size_t p = 0; p < local.size(); ++p)
+    if (tp > 1 && declared.split[p] >= 0) local[p][size_t(declared.split[p])] /= tp;
   int64_t params = 0;
   std::vector<int64_t> numels;
-  for (const auto& s : shapes) {
+  for (const auto& s : local) {
     numels.push_back(numel(s));
     params += numels.back();
   }
   std::vector<bool> owned;
   if (zero && dp > 1) {
     const ParamPartition part = partition_parameters(numels, dp);
-    owned.assign(shapes.size(), false);
-    for (size_t p = 0; p < shapes.size(); ++p) owned[p] = part.owner[p] == dp_rank;
+    owned.assign(local.size(), false);
+    for (size_t p = 0; p < local.size(); ++p) owned[p] = part.owner[p] == dp_rank;
   }
-  const int64_t B = streams, D = c.d_model, A = c.attn_width(), F = c.d_ff, V = c.vocab,
-                rows = B * c.seq_len;
-  // core/model.cpp: resid [L+1][rows, D], final_h, final_rstd, logits [rows, V], row_loss,
-  // scratch d_model, d_norm [rows, D], d_ff [2, rows, F], d_attn 6×[rows, A], d_resid_a, _b.
-  int64_t reported = (c.layers + 1) * rows * D + rows * D + rows + rows * V + rows + 2 * rows * D +
-                     2 * rows * F + 6 * rows * A + 2 * rows * D;
+  const RankDims d(full, tp);
+  const int64_t B = streams, D = d.D, rows = B * d.N;
+  // core/model.cpp: resid [L+1][rows, D], final_h, final_rstd, logits [rows, V/TP], row_loss,
+  // scratch d_model, d_norm [rows, D], d_ff [2, rows, F/TP], d_attn 6×[rows, A/TP], d_resid_a,
+  // _b; under TP the vocabulary-parallel cross-entropy's max, sum and target (double) per row.
+  int64_t reported = (full.layers + 1) * rows * D + rows * D + rows + rows * d.V + rows + 2 * rows * D +
+                     2 * rows * d.F + 6 * rows * d.A + 2 * rows * D;
+  const int64_t xent_bytes = d.tp ? rows * 3 * 8 : 0;
   int64_t scratch = 0, carried = 0, reported_bytes = 0;
-  for (int i = 0; i < c.layers; ++i) {
-    const LayerElems e = c.is_bst_layer(i)         ? bst_layer_elems(c, B, elem_bytes)
-                         : c.is_recurrent_layer(i) ? recurrent_layer_elems(c, B)
-                                                   : standard_layer_elems(c, B);
+  for (int i = 0; i < full.layers; ++i) {
+    const LayerElems e = full.is_bst_layer(i)         ? bst_layer_elems(d, full, B, tp, elem_bytes)
+                         : full.is_recurrent_layer(i) ? recurrent_layer_elems(d, full, B)
+                                                      : standard_layer_elems(d, B);
     reported += e.reported;
     reported_bytes += e.reported_bytes;
     scratch += e.scratch;
@@ -267,8 +316,8 @@ MemoryPrediction predict_rank_memory(const core::ModelConfig& cfg_in, const core
   MemoryPrediction m;
   m.parameters = params * elem_bytes;
   m.gradients = params * elem_bytes;
-  m.optimizer = optimizer_state_elems(optim, shapes, owned) * elem_bytes;
-  m.activations = reported * elem_bytes + reported_bytes;
+  m.optimizer = optimizer_state_elems(optim, declared.shapes, owned, local) * elem_bytes;
+  m.activations = reported * elem_bytes + reported_bytes + xent_bytes;
   m.backward_scratch = scratch * elem_bytes + B;  // + doc_start_ (uint8 per stream)
   m.carried_state = carried * elem_bytes;
   return m;

@@ -126,10 +126,6 @@ TrainResult train_with(const TrainOptions& options) {
   // vocabulary; every rank of a TP group reads the same streams (its DP rank's).
   const core::TensorParallel tp =
       options.groups ? core::TensorParallel(options.groups->tp()) : core::TensorParallel();
-  if (tp.active() && cfg.optim.kind != core::OptimKind::kAdamW)
-    throw std::invalid_argument(std::string("optim.kind = \"") + core::to_string(cfg.optim.kind) +
-                                "\" is not supported with --tp > 1 (its factored statistics of a "
-                                "shard differ from the whole's); use optim.kind = \"adamw\"");
   core::Model<T> model(cfg.model, cfg.train.batch, *backend, tp);
   model.params().initialize(uint64_t(cfg.train.seed));
   const core::ModelConfig& mc = model.config();
@@ -155,8 +151,9 @@ TrainResult train_with(const TrainOptions& options) {
   }
   const int dp_size = dp ? dp->size() : 1, dp_rank = dp ? dp->rank() : 0;
   auto optimizer = core::make_optimizer(cfg.optim, model.params(), dp ? dp->owned_mask() : std::vector<bool>{});
-  // The global gradient norm for clipping: sharded parameters' squares summed over TP (each
-  // shard once), replicated ones counted once (MODEL §10c).
+  // The global gradient norm for clipping, Adafactor's RMS and its factored sums along a split
+  // axis: sharded parameters' partial sums summed over TP (each shard once), replicated ones
+  // counted once (MODEL §10c).
   core::TensorParallelStatReducer<T> tp_reducer(model.params(), tp);
   if (tp.active()) optimizer->set_reducer(&tp_reducer);
   const DpMemoryReport mem = rank_memory_report(model, *optimizer, dp ? dp->owned_mask() : std::vector<bool>{});

@@ -47,15 +47,23 @@ core::ParamSpec full_spec_of(const std::string& name, std::vector<int64_t> local
   return {name, std::move(local_shape), {}, shard};
 }
 
-// The spec of optimizer state `s`: its parameter's when it has the parameter's shape (AdamW);
-// other state of a sharded parameter has no layout-independent form.
+// The spec of optimizer state `s` against its full shape: its parameter's when it has the
+// parameter's shape (AdamW, Adafactor m and v). Adafactor's R / C drop one parameter axis: a
+// split along that axis was summed over TP (the state is whole on every rank), a split along
+// another axis carries over to the state's matching axis (MODEL §10c).
 template <typename T>
 core::ParamSpec optimizer_state_spec(const core::NamedState<T>& s, const core::ParamSpec& param) {
   if (!param.shard.sharded()) return {s.name, s.shape, {}, {}};
-  if (s.shape != param.local_shape())
-    throw std::invalid_argument("checkpoint: optimizer state " + s.name + " of the tensor-parallel "
-                                "shard " + param.name + " has no layout-independent form");
-  return {s.name, param.shape, {}, param.shard};
+  if (s.dropped_axis < 0) {
+    if (s.shape != param.local_shape())
+      throw std::invalid_argument("checkpoint: optimizer state " + s.name + " of the tensor-parallel "
+                                  "shard " + param.name + " has no layout-independent form");
+    return {s.name, param.shape, {}, param.shard};
+  }
+  if (param.shard.dim == s.dropped_axis) return {s.name, s.shape, {}, {}};
+  core::ShardSpec shard = param.shard;
+  if (shard.dim > s.dropped_axis) --shard.dim;
+  return full_spec_of(s.name, s.shape, shard);
 }
 
 // Every DP rank's data cursor, in rank order, on every rank (they may differ in length).
@@ -230,9 +238,18 @@ template <typename T>
 void load_model_parameters(const std::filesystem::path& file, core::Model<T>& model) {
   ck::CheckpointReader reader(file);
   ck::require_tensors(reader, expected_parameters(model));
-  for (auto& p : model.params().params())
-    reader.read<T>(ck::join_path(ck::kModelGroup, p.spec.name), ck::Slice::whole(p.spec.shape),
-                   std::span<T>(p.value, size_t(p.numel())));
+  std::vector<T> full;
+  for (auto& p : model.params().params()) {
+    const std::string path = ck::join_path(ck::kModelGroup, p.spec.name);
+    if (!p.spec.shard.sharded()) {
+      reader.read<T>(path, ck::Slice::whole(p.spec.shape), std::span<T>(p.value, size_t(p.numel())));
+      continue;
+    }
+    // A tensor-parallel rank keeps its slice of the whole tensor (layout-independent files).
+    full.resize(size_t(p.spec.global_numel()));
+    reader.read<T>(path, ck::Slice::whole(p.spec.shape), std::span<T>(full));
+    core::extract_shard(p.spec, full.data(), p.value);
+  }
 }
 
 RunConfig config_of_checkpoint(const std::filesystem::path& file) {

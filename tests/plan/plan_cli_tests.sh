@@ -56,7 +56,8 @@ case $case_name in
     run "$brt" plan 150m --cluster "$tmp/cluster.toml" --global-batch 32 train.bucket_mb=25
     expect_status 0
     expect_in out "^16 *1 *1 *2 .* ok$"
-    expect_in out "not runnable yet (tensor parallelism not implemented)"
+    # Tensor-parallel layouts are runnable (brt-dist train --tp), with their TP traffic costed.
+    expect_in out "^8 *2 *0 *4 .* ok$"
     # Best first: the first layout line is runnable and fits.
     sed -n 5p "$tmp/out" | grep -q " ok$" || fail "first layout is not the best runnable one"
     ;;

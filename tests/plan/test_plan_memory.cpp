@@ -1,9 +1,11 @@
 // The planner's memory prediction (launch/planner.h, issue 8 item 4) against what a real run
-// allocates, for 3 configs × 2 layouts (DP = 1; DP = 2 with ZeRO-1, each rank's optimizer
-// built in-process with that rank's ownership mask, as launch/data_parallel.cpp does):
+// allocates, for 4 configs × 4 layouts ((TP, DP) = (1, 1), (1, 2) and (2, 1), (2, 2); DP = 2 with
+// ZeRO-1, each rank's optimizer built in-process with that rank's ownership mask, as
+// launch/data_parallel.cpp does; TP = 2: TP rank 0's sharded model built in-process over a
+// group that must not communicate):
 //  - the shapes the planner derives from MODEL §9 equal the ParamStore's, in order;
-//  - each category equals Model::memory_report() / the optimizer's allocated state exactly,
-//    and the total is within 5% (the issue's bound);
+//  - each category equals Model::memory_report() / the optimizer's allocated state exactly
+//    (TP = 2 included), and the total is within 5% (the issue's bound);
 //  - Model::memory_report() plus the optimizer state is checked against the bytes the heap
 //    actually handed out while the model and optimizer were built (a counting operator new),
 //    so the report itself is not taken on trust.
@@ -17,11 +19,13 @@
 #include <new>
 
 #include "core/model.h"
+#include "core/tensor_parallel.h"
 #include "core/optimizer.h"
 #include "kernels/backend.h"
 #include "launch/config.h"
 #include "launch/data_parallel.h"
 #include "launch/planner.h"
+#include "parallel/communicator.h"
 
 namespace {
 std::atomic<long long> g_live_bytes{0};
@@ -55,6 +59,35 @@ void operator delete[](void* q, std::size_t) noexcept { operator delete(q); }
 namespace brt::launch {
 namespace {
 
+// A tensor-parallel group seen from one rank, for building a TP rank's model in-process:
+// building a model and its optimizer must not communicate, so every collective is an error.
+class SilentGroup final : public parallel::Communicator {
+ public:
+  SilentGroup(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+  int world_rank_of(int group_rank) const override { return group_rank; }
+  uint64_t sequence() const override { return 0; }
+
+ protected:
+  parallel::Request start_all_reduce(const void*, void*, int64_t, parallel::DataType, parallel::ReduceOp,
+                                     parallel::Stream) override { return fail(); }
+  parallel::Request start_reduce_scatter(const void*, void*, int64_t, parallel::DataType,
+                                         parallel::ReduceOp, parallel::Stream) override { return fail(); }
+  parallel::Request start_all_gather(const void*, void*, int64_t, parallel::DataType,
+                                     parallel::Stream) override { return fail(); }
+  parallel::Request start_broadcast(void*, int64_t, parallel::DataType, int, parallel::Stream) override {
+    return fail();
+  }
+  parallel::Request start_barrier(parallel::Stream) override { return fail(); }
+
+ private:
+  static parallel::Request fail() { throw std::logic_error("SilentGroup: a collective while building"); }
+  int rank_, size_;
+  std::string name_ = "tp (silent)";
+};
+
 struct Case {
   const char* name;
   const char* config;
@@ -71,18 +104,22 @@ void expect_within_5_percent(double predicted, double measured, const std::strin
       << what << ": predicted " << predicted << " bytes, measured " << measured;
 }
 
-TEST_P(PlanMemory, PredictionMatchesAllocationForDp1AndZero1Dp2) {
+TEST_P(PlanMemory, PredictionMatchesAllocationForDpTpAndZero1) {
   const RunConfig rc = load_run_config(GetParam().config, GetParam().overrides);
   core::ModelConfig cfg = rc.model;
   cfg.resolve();
   const int B = rc.train.batch;
   auto backend = kernels::make_cpu_backend<float>();
 
-  for (int dp : {1, 2}) {
+  // (TP, DP): TP = 2 layouts build TP rank 0's slices in-process (rank 1's are the same size).
+  const std::vector<std::pair<int, int>> layouts = {{1, 1}, {1, 2}, {2, 1}, {2, 2}};
+  for (const auto& [tp, dp] : layouts) {
+    SilentGroup group(0, tp);
+    const core::TensorParallel tpx = tp > 1 ? core::TensorParallel(group) : core::TensorParallel();
     for (int rank = 0; rank < dp; ++rank) {
-      SCOPED_TRACE("dp " + std::to_string(dp) + " rank " + std::to_string(rank));
+      SCOPED_TRACE("tp " + std::to_string(tp) + " dp " + std::to_string(dp) + " rank " + std::to_string(rank));
       const long long before = g_live_bytes.load();
-      core::Model<float> model(cfg, B, *backend);
+      core::Model<float> model(cfg, B, *backend, tpx);
       std::vector<bool> owned;
       if (dp > 1) {
         std::vector<int64_t> numels;
@@ -94,13 +131,20 @@ TEST_P(PlanMemory, PredictionMatchesAllocationForDp1AndZero1Dp2) {
       auto optimizer = core::make_optimizer(rc.optim, model.params(), owned);
       const double heap = double(g_live_bytes.load() - before);
 
-      // Shapes: the planner's MODEL §9 list is the store's, in declaration order.
+      // Shapes: the planner's MODEL §9 list is the store's, in declaration order, and so are
+      // the TP split axes.
       const auto shapes = model_param_shapes(cfg);
+      const auto split = model_param_split_dims(cfg);
       ASSERT_EQ(shapes.size(), size_t(model.params().size()));
-      for (size_t p = 0; p < shapes.size(); ++p)
-        ASSERT_EQ(shapes[p], model.params()[int(p)].spec.shape) << model.params()[int(p)].spec.name;
+      for (size_t p = 0; p < shapes.size(); ++p) {
+        const core::ParamSpec& spec = model.params()[int(p)].spec;
+        ASSERT_EQ(shapes[p], spec.shape) << spec.name;
+        if (tp > 1) {
+          EXPECT_EQ(split[p], spec.shard.sharded() ? spec.shard.dim : -1) << spec.name;
+        }
+      }
 
-      const MemoryPrediction pred = predict_rank_memory(cfg, rc.optim, B, dp, dp > 1, rank);
+      const MemoryPrediction pred = predict_rank_memory(cfg, rc.optim, B, dp, dp > 1, rank, 4, tp);
       const DpMemoryReport measured = rank_memory_report(model, *optimizer, owned);
       EXPECT_EQ(pred.parameters, measured.parameters);
       EXPECT_EQ(pred.gradients, measured.gradients);
@@ -113,13 +157,17 @@ TEST_P(PlanMemory, PredictionMatchesAllocationForDp1AndZero1Dp2) {
       // The heap saw every buffer the constructors allocated: the report's buffers, the
       // recurrent backward scratch it does not list, the optimizer's step scratch and small
       // bookkeeping (names, vectors of pointers).
-      std::printf("%s dp %d rank %d: planner %lld B, memory_report+optimizer %lld B, heap %.0f B (%+.2f%%)\n",
-                  GetParam().name, dp, rank, static_cast<long long>(pred.total()),
-                  static_cast<long long>(measured.total()), heap, 100.0 * (double(pred.total()) / heap - 1.0));
+      std::printf("%s tp %d dp %d rank %d: planner %lld B (act %lld scratch %lld), memory_report+optimizer "
+                  "%lld B (act %lld scratch %lld), heap %.0f B (%+.2f%%)\n",
+                  GetParam().name, tp, dp, rank, static_cast<long long>(pred.total()),
+                  static_cast<long long>(pred.activations), static_cast<long long>(pred.backward_scratch),
+                  static_cast<long long>(measured.total()), static_cast<long long>(measured.activations),
+                  static_cast<long long>(measured.backward_scratch), heap,
+                  100.0 * (double(pred.total()) / heap - 1.0));
       expect_within_5_percent(double(pred.total()), heap, "planner vs heap");
       expect_within_5_percent(double(measured.total()), heap, "memory_report vs heap");
       if (dp > 1) {
-        EXPECT_LT(pred.optimizer, predict_rank_memory(cfg, rc.optim, B, 1, false, 0).optimizer);
+        EXPECT_LT(pred.optimizer, predict_rank_memory(cfg, rc.optim, B, 1, false, 0, 4, tp).optimizer);
       }
     }
   }

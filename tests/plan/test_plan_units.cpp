@@ -72,7 +72,7 @@ TEST(PlanShapes, ParameterCountMatchesModel12) {
   }
 }
 
-TEST(PlanLayouts, EnumeratesSortsAndMarksTensorParallel) {
+TEST(PlanLayouts, EnumeratesSortsAndCostsTensorParallel) {
   core::ModelConfig cfg = load_run_config("configs/150m.toml").model;
   const RunConfig rc = load_run_config("configs/150m.toml");
   const ClusterSpec cluster = parse_cluster(kCluster, "c.toml");
@@ -81,14 +81,21 @@ TEST(PlanLayouts, EnumeratesSortsAndMarksTensorParallel) {
   ASSERT_EQ(plans.size(), 8u);
   EXPECT_TRUE(plans.front().runnable);
   EXPECT_TRUE(plans.front().fits);
-  EXPECT_EQ(plans.front().layout.tp, 1);
+  core::ModelConfig resolved = cfg;
+  resolved.resolve();
   for (size_t i = 0; i < plans.size(); ++i) {
     const auto& p = plans[i];
     EXPECT_EQ(p.layout.dp * p.layout.tp, 16);
     EXPECT_EQ(p.layout.micro_batch * p.layout.dp, 16);
-    EXPECT_EQ(p.runnable, p.layout.tp == 1);
+    EXPECT_TRUE(p.runnable);  // tensor parallelism runs (brt-dist train --tp)
+    // TP traffic: the step's TP collectives over the node's links (TP <= 8 = one node).
+    const double tp_s = tp_step_seconds(resolved, p.layout.micro_batch, p.layout.tp,
+                                        cluster.intra_node_gbps * 1e9, cluster.alpha_us * 1e-6);
+    EXPECT_DOUBLE_EQ(p.time.tp_s, tp_s);
     if (p.layout.tp > 1) {
-      EXPECT_NE(p.note.find("tensor parallelism not implemented"), std::string::npos);
+      EXPECT_GT(p.time.tp_s, 0.0);
+    } else {
+      EXPECT_EQ(p.time.tp_s, 0.0);
     }
     if (i > 0 && plans[i - 1].runnable == p.runnable && plans[i - 1].fits == p.fits) {
       EXPECT_LE(plans[i - 1].time.total(), p.time.total());

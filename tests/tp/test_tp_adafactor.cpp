@@ -1,0 +1,178 @@
+// Adafactor under tensor parallelism (MODEL §10c; docs/parallelism.md, "Tensor parallelism"):
+// every rank's update must be its slice of the single-process update. With
+// optim.min_dim_to_factor = 8 every matrix of the small model is factored, so shards split along
+// R's axis, C's axis and a pieces-split axis (the recurrent Wo) are all exercised, together with
+// RMS(param) / RMS(update) of sharded and replicated tensors.
+//  - 1 and 10 optimizer steps at (DP, TP) = (1, world), and with 4 ranks (2, 2) with ZeRO-1:
+//    the gathered weights equal the one-process weights (relative <= 1e-5) and so do the weight
+//    changes (relative <= 1e-4, a non-trivial update);
+//  - the trainer runs Adafactor at --tp > 1 (the refusal is gone) on the one-process loss curve,
+//    and an Adafactor checkpoint saved under TP (R / C split or whole per axis) resumes in one
+//    process on the same curve.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "core/optimizer.h"
+#include "data/batch.h"
+#include "kernels/backend.h"
+#include "launch/batch_source.h"
+#include "launch/data_parallel.h"
+#include "launch/trainer.h"
+#include "parallel/process_groups.h"
+#include "tests/tp/tp_test_util.h"
+
+namespace brt::testing {
+
+std::string shared_temp_dir(const std::string& tag);
+
+namespace {
+
+using core::Model;
+using core::TensorParallel;
+
+constexpr uint64_t kDataSeed = 5;
+const std::vector<std::string> kAdafactorKeys = {"optim.kind=adafactor", "optim.min_dim_to_factor=8",
+                                                 "optim.lr=0.05"};
+
+struct Snapshots {
+  std::vector<std::vector<float>> initial, after_one, after_ten;  // full tensors, store order
+};
+
+// Ten Adafactor steps on kGlobalStreams global streams, one process or this rank's part of a
+// (DP, TP) layout (ZeRO-1 optional); weights gathered over TP.
+Snapshots run_adafactor(const std::string& variant, const parallel::ProcessGroups* groups, bool zero) {
+  const int dp_size = groups ? groups->dp().size() : 1, dp_rank = groups ? groups->dp_rank() : 0;
+  const int B = kGlobalStreams / dp_size;
+  const launch::RunConfig cfg = tp_run(variant, B, 10, kAdafactorKeys);
+  const TensorParallel tp = groups ? TensorParallel(groups->tp()) : TensorParallel();
+  auto backend = kernels::make_cpu_backend<float>();
+  Model<float> model(cfg.model, B, *backend, tp);
+  model.params().initialize(uint64_t(cfg.train.seed));
+  launch::SyntheticMarkovSource source(cfg.model.vocab, B, cfg.model.seq_len, kDataSeed, dp_rank * B);
+  std::unique_ptr<launch::DataParallel<float>> dpx;
+  if (groups)
+    dpx = std::make_unique<launch::DataParallel<float>>(groups->dp(), model,
+                                                        launch::DpSettings{false, 4.0, zero});
+  auto optimizer = core::make_optimizer(cfg.optim, model.params(),
+                                        dpx ? dpx->owned_mask() : std::vector<bool>{});
+  core::TensorParallelStatReducer<float> reducer(model.params(), tp);
+  if (tp.active()) optimizer->set_reducer(&reducer);
+  Snapshots out;
+  out.initial = gather_all(model.params(), tp, false);
+  data::Batch batch;
+  for (int step = 1; step <= 10; ++step) {
+    source.next(batch);
+    int64_t count = 0;
+    for (uint8_t m : batch.mask) count += m;
+    if (dpx) count = dpx->global_count(count);
+    model.params().zero_grads();
+    model.forward({batch.inputs.data(), batch.targets.data(), batch.mask.data(), batch.doc_start.data()},
+                  1.0f / float(count));
+    if (dpx) dpx->begin_backward();
+    model.backward();
+    if (dpx) dpx->end_backward();
+    optimizer->step();
+    if (dpx) dpx->after_update();
+    if (step == 1) out.after_one = gather_all(model.params(), tp, false);
+  }
+  out.after_ten = gather_all(model.params(), tp, false);
+  return out;
+}
+
+std::vector<float> minus(const std::vector<float>& a, const std::vector<float>& b) {
+  std::vector<float> d(a.size());
+  for (size_t i = 0; i < a.size(); ++i) d[i] = a[i] - b[i];
+  return d;
+}
+
+TEST(TpAdafactor, EveryRanksUpdateIsTheSliceOfTheSingleProcessUpdate) {
+  struct Layout {
+    int tp;
+    bool zero;
+  };
+  std::vector<Layout> layouts = {{world_size(), false}};
+  if (world_size() == 4) layouts.push_back({2, true});
+  for (const std::string variant : {"slide", "rec:lstm:dual"}) {
+    const Snapshots ref = run_adafactor(variant, nullptr, false);
+    auto backend = kernels::make_cpu_backend<float>();
+    Model<float> names(tp_run(variant, 1, 1).model, 1, *backend);
+    for (const Layout& layout : layouts) {
+      const auto groups = parallel::make_mpi_process_groups(MPI_COMM_WORLD, layout.tp);
+      const Snapshots got = run_adafactor(variant, &groups, layout.zero);
+      double worst_w = 0, worst_d = 0;
+      for (size_t p = 0; p < ref.initial.size(); ++p) {
+        const std::string where = variant + " (DP, TP) = (" + std::to_string(world_size() / layout.tp) +
+                                  ", " + std::to_string(layout.tp) + ") zero " +
+                                  std::to_string(layout.zero) + ": " + names.params()[int(p)].spec.name;
+        const int64_t n = int64_t(ref.initial[p].size());
+        ASSERT_EQ(got.initial[p], ref.initial[p]) << where;
+        for (const auto* pair : {&got.after_one, &got.after_ten}) {
+          const auto& want = pair == &got.after_one ? ref.after_one[p] : ref.after_ten[p];
+          const double rel_w = relative_error((*pair)[p].data(), want.data(), n);
+          const auto want_d = minus(want, ref.initial[p]), got_d = minus((*pair)[p], ref.initial[p]);
+          const double rel_d = relative_error(got_d.data(), want_d.data(), n);
+          worst_w = std::max(worst_w, rel_w);
+          worst_d = std::max(worst_d, rel_d);
+          const char* when = pair == &got.after_one ? " after 1 step" : " after 10 steps";
+          EXPECT_LE(rel_w, 1e-5) << where << when;
+          EXPECT_LE(rel_d, 1e-4) << where << when << " (weight change)";
+        }
+        if (n > 1) {  // the update is not trivial
+          const auto d = minus(ref.after_ten[p], ref.initial[p]);
+          EXPECT_GT(std::abs(*std::max_element(d.begin(), d.end(), [](float a, float b) {
+            return std::abs(a) < std::abs(b); })), 0.0f) << where;
+        }
+      }
+      if (world_rank() == 0)
+        std::printf("  adafactor %s (DP, TP) = (%d, %d)%s: worst weight rel. error %.2e, worst "
+                    "weight-change rel. error %.2e\n", variant.c_str(), world_size() / layout.tp,
+                    layout.tp, layout.zero ? " ZeRO-1" : "", worst_w, worst_d);
+    }
+  }
+}
+
+launch::TrainResult train(const launch::RunConfig& cfg, const parallel::ProcessGroups* groups) {
+  launch::TrainOptions o;
+  o.config = cfg;
+  o.quiet = true;
+  o.groups = groups;
+  return launch::run_training(o);
+}
+
+TEST(TpAdafactor, TrainerRunsItAndItsCheckpointResumesInOneProcess) {
+  const std::string dir = shared_temp_dir("adafactor");
+  const int tp = world_size();
+  const auto groups = parallel::make_mpi_process_groups(MPI_COMM_WORLD, tp);
+  const auto whole_run = tp_run("rec:lstm:dual", kGlobalStreams, 10, kAdafactorKeys);
+  const auto ref = train(whole_run, nullptr);
+  const auto uninterrupted = train(whole_run, &groups);
+  ASSERT_EQ(uninterrupted.losses.size(), 10u);
+  for (size_t i = 0; i < 10; ++i)
+    EXPECT_NEAR(uninterrupted.losses[i], ref.losses[i], 1e-5 * ref.losses[i]) << "step " << i;
+  auto first = whole_run;
+  first.train.steps = 5;
+  first.checkpoint.dir = dir + "/tp";
+  train(first, &groups);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) {  // R and C are stored whole: TP = 1 continues the run
+    auto rest = whole_run;
+    rest.checkpoint.dir = dir + "/tp";
+    rest.checkpoint.resume = true;
+    const auto resumed = train(rest, nullptr);
+    ASSERT_EQ(resumed.losses.size(), 5u);
+    for (size_t i = 0; i < 5; ++i)
+      EXPECT_NEAR(resumed.losses[i], uninterrupted.losses[5 + i], 1e-5 * uninterrupted.losses[5 + i])
+          << "step " << 5 + i;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+}  // namespace
+}  // namespace brt::testing
