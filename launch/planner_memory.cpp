@@ -192,8 +192,8 @@ LayerElems recurrent_layer_elems(const RankDims& d, const core::ModelConfig& c, 
 }
 
 // core/bst_ssm.cpp + core/bst_context.cpp + core/bst_layer.cpp constructors (MODEL §7).
-// Exact at TP = 1; under TP the rank's features, heads and hidden units are used, without the
-// TP layers' extra staging buffers (an estimate, not tested against the allocation).
+// Under TP: this rank's features Ds/P, heads and hidden units (tests/plan checks every
+// category against the allocation at TP 1 and 2).
 LayerElems bst_layer_elems(const RankDims& d, const core::ModelConfig& c, int64_t B, int tp,
                            int elem_bytes) {
   const int64_t D = d.D, A = d.A, H = d.H, F = d.F, N = d.N, W = d.W, Tb = d.Tb, rows = B * N,
@@ -203,8 +203,10 @@ LayerElems bst_layer_elems(const RankDims& d, const core::ModelConfig& c, int64_
   const int64_t C = mf ? c.ctx_states : mh ? c.heads : 1, R = C * Ds, M = c.ssm_state / 2;
   const bool ext = !s4d && c.ssm_carry;  // unstructured carry convolves [U_prev; U]
   const int64_t Lc = ext ? 2 * N : N, y = B * C * Lc * Ds, y_end = mf ? B * Tb * C * Ds : 0;
-  const int64_t ctx_rows = mf ? B * Tb * C : mh ? H * rows : rows;
-  const int64_t kv_rows = mf ? B * Tb * C : rows, G = mh ? H : 1, keys = mf ? c.ctx_states : W;
+  // MH keeps every head's context (the row-parallel W_up output is all-reduced whole) and
+  // normalises every group; only this rank's heads are projected.
+  const int64_t ctx_rows = mf ? B * Tb * C : mh ? c.heads * rows : rows;
+  const int64_t kv_rows = mf ? B * Tb * C : rows, G = mh ? c.heads : 1, keys = mf ? c.ctx_states : W;
   const int64_t blocks = mf ? B * Tb * C * D : 0;
   LayerElems e;
   // BstSsm: z, rstd, u, conv_u, kernel, kernel_ext, y, y_end, ctx; double state_used, state_work.
@@ -212,7 +214,9 @@ LayerElems bst_layer_elems(const RankDims& d, const core::ModelConfig& c, int64_
                y + y_end + ctx_rows * D;
   const int64_t state = s4d && c.ssm_carry ? B * R * M * 2 : 0;  // doubles
   e.reported_bytes = 2 * state * 8 + B /*active_*/ + (mf ? B : 0) /*mf_continues_*/;
-  e.scratch = y /*dy*/ + R * N /*dkernel*/ + (ext ? R * Lc + B * Lc * Ds : 0) + rows * Ds /*du*/ +
+  // Under TP the replicated filter network's gradient is summed over TP in its own buffer.
+  const int64_t filter_dgrad = (!s4d && tp > 1) ? 3 * 64 + 4 * 64 + 2 * 64 * 64 : 0;
+  e.scratch = filter_dgrad + y /*dy*/ + R * N /*dkernel*/ + (ext ? R * Lc + B * Lc * Ds : 0) + rows * Ds /*du*/ +
               rows * D /*dz*/ + y_end;
   // BstLayer: projections (q k v q2), context projection, caches, attention, MLP.
   e.reported += projection_acts(rows, D, A, H, 4, 3) + G * kv_rows * D + G * kv_rows /*h, rstd*/ +

@@ -24,6 +24,7 @@
 #include "core/optimizer.h"
 #include "data/batch.h"
 #include "kernels/backend.h"
+#include "kernels/blas_env.h"
 #include "launch/batch_source.h"
 #include "launch/config.h"
 #include "launch/data_parallel.h"
@@ -99,6 +100,7 @@ ModeResult run_mode(const launch::RunConfig& cfg, parallel::Communicator& dp, bo
 }  // namespace
 
 int main(int argc, char** argv) {
+  kernels::ensure_blas_core_type(argc, argv);  // OpenBLAS's kernels for this CPU (as brt-dist does)
   return parallel::run_mpi_main(argc, argv, [&](parallel::MpiSession& session) {
     if (argc < 2) {
       if (session.world_rank() == 0)
