@@ -19,6 +19,7 @@
 #include "kernels/gemm_peak.h"
 #include "launch/cli.h"
 #include "launch/commands.h"
+#include "launch/gpu_binding.h"
 #include "parallel/comm_benchmark.h"
 #include "parallel/launch_env.h"
 #include "parallel/mpi_session.h"
@@ -94,10 +95,17 @@ int run_doctor(parallel::MpiSession& session, const DoctorOptions& opt) {
   std::vector<int> local_ranks(static_cast<size_t>(size), 0);
   MPI_Gather(host, kHostChars, MPI_CHAR, hosts.data(), kHostChars, MPI_CHAR, 0, MPI_COMM_WORLD);
   MPI_Gather(&info.local_rank, 1, MPI_INT, local_ranks.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  // Each rank binds its GPU by local rank (as train does) and reports what it got.
+  const GpuBinding gpu = bind_gpu_for_local_rank(info.local_rank);
+  char device[kHostChars] = {};
+  std::snprintf(device, sizeof device, "%s%s", gpu.device >= 0 ? ("GPU " + std::to_string(gpu.device) + ": ").c_str() : "",
+                gpu.description.c_str());
+  std::vector<char> devices(size_t(size) * kHostChars);
+  MPI_Gather(device, kHostChars, MPI_CHAR, devices.data(), kHostChars, MPI_CHAR, 0, MPI_COMM_WORLD);
   say("brt-dist doctor: " + std::to_string(size) + " rank(s), launcher " + info.launcher);
   for (int r = 0; r < size && rank == 0; ++r)
-    std::printf("  rank %d -> host %s (local rank %d) -> device: none (no CUDA devices; this build is CPU-only)\n",
-                r, &hosts[size_t(r) * kHostChars], local_ranks[size_t(r)]);
+    std::printf("  rank %d -> host %s (local rank %d) -> device: %s\n", r, &hosts[size_t(r) * kHostChars],
+                local_ranks[size_t(r)], &devices[size_t(r) * kHostChars]);
 
   char mpi_version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int len = 0;
@@ -105,7 +113,7 @@ int run_doctor(parallel::MpiSession& session, const DoctorOptions& opt) {
   std::string mpi_line(mpi_version, size_t(len));
   if (const auto nl = mpi_line.find('\n'); nl != std::string::npos) mpi_line.resize(nl);
   say("MPI: " + mpi_line + " (MPI " + std::to_string(MPI_VERSION) + "." + std::to_string(MPI_SUBVERSION) + ")");
-  say("NCCL: not built (this build communicates over MPI only)");
+  say("NCCL: " + nccl_version_description());
   say("BLAS: " + kernels::cpu::blas_description());
 
   // Communication: correctness first (a wrong sum is a problem), then bandwidth per group.

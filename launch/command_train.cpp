@@ -6,9 +6,11 @@
 #include "launch/cli.h"
 #include "launch/commands.h"
 #include "launch/config.h"
+#include "launch/gpu_binding.h"
 #include "launch/stop_signal.h"
 #include "launch/trainer.h"
 #include "parallel/layout.h"
+#include "parallel/launch_env.h"
 #include "parallel/mpi_session.h"
 #include "parallel/process_groups.h"
 
@@ -60,6 +62,13 @@ int command_train(int argc, char** argv) {
       const parallel::ProcessGroups groups = parallel::make_mpi_process_groups(MPI_COMM_WORLD, tp);
       options.groups = &groups;
       if (groups.world_rank() == 0) std::printf("config: %s\n", config_path.c_str());
+      // One GPU per rank by local rank (docs/gpu.md). The model still trains on the CPU
+      // backend: its buffers live in host memory until the device-memory work lands.
+      const parallel::LaunchInfo where = parallel::query_launch_info(MPI_COMM_WORLD, parallel::process_env());
+      const GpuBinding gpu = bind_gpu_for_local_rank(where.local_rank);
+      if (gpu.device >= 0)
+        std::printf("rank %d (local rank %d): bound to GPU %d, %s\n", groups.world_rank(), where.local_rank,
+                    gpu.device, gpu.description.c_str());
       const TrainResult result = run_training(options);
       // A run stopped by a signal before its last step exits with EX_TEMPFAIL (75), so batch
       // scripts requeue only unfinished runs; a finished run exits 0.

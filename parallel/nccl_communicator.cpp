@@ -140,6 +140,14 @@ class NcclPendingOp final : public PendingOp {
 
 }  // namespace
 
+std::string nccl_version_string() {
+  int code = 0;
+  if (ncclGetVersion(&code) != ncclSuccess) return "unknown (ncclGetVersion failed)";
+  // NCCL >= 2.9 encodes major*10000 + minor*100 + patch.
+  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." +
+         std::to_string(code % 100);
+}
+
 int select_gpu_for_local_rank(int local_rank) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {

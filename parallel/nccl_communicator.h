@@ -34,6 +34,9 @@ struct NcclGroup;  // shared between a communicator and its in-flight ops
 // local rank when the process sees no GPU. Call before creating any NcclCommunicator.
 int select_gpu_for_local_rank(int local_rank);
 
+// The linked NCCL library's version, e.g. "2.27.7" (ncclGetVersion).
+std::string nccl_version_string();
+
 class NcclCommunicator final : public Communicator {
  public:
   // Collective over `comm` (every member calls it, each with its GPU already selected).

@@ -1,11 +1,12 @@
-// main() of the MPI data-parallel tests: MPI around GoogleTest; ranks other than 0 print only
-// their failures; the exit status is non-zero if any rank failed.
+// main() of the MPI test executables (data and tensor parallel): MPI around GoogleTest; ranks
+// other than 0 print only their failures; the exit status is non-zero if any rank failed.
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <stdexcept>
 
 #include "parallel/mpi_session.h"
 #include "tests/dp/dp_test_util.h"
@@ -15,7 +16,7 @@ namespace brt::testing {
 std::string shared_temp_dir(const std::string& tag) {
   char name[256] = {};
   if (world_rank() == 0) {
-    const auto base = std::filesystem::temp_directory_path() / ("brt_dp_" + tag + "_XXXXXX");
+    const auto base = std::filesystem::temp_directory_path() / ("brt_mpi_" + tag + "_XXXXXX");
     std::snprintf(name, sizeof name, "%s", base.c_str());
     if (mkdtemp(name) == nullptr) name[0] = '\0';
   }

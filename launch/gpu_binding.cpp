@@ -1,0 +1,42 @@
+#include "launch/gpu_binding.h"
+
+#ifdef BRT_WITH_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
+#ifdef BRT_WITH_NCCL
+#include "parallel/nccl_communicator.h"
+#endif
+
+namespace brt::launch {
+
+int gpu_for_local_rank(int local_rank, int devices) {
+  if (devices <= 0 || local_rank < 0) return -1;
+  return local_rank % devices;
+}
+
+GpuBinding bind_gpu_for_local_rank(int local_rank) {
+  GpuBinding b;
+#ifdef BRT_WITH_CUDA
+  b.devices_on_node = kernels::cuda::cuda_device_count();
+  if (b.devices_on_node == 0) {
+    b.description = "none (no CUDA device visible)";
+    return b;
+  }
+  b.device = kernels::cuda::select_device_for_local_rank(local_rank);
+  b.description = kernels::cuda::cuda_device_description(b.device);
+#else
+  (void)local_rank;
+  b.description = "none (this build has no CUDA backend)";
+#endif
+  return b;
+}
+
+std::string nccl_version_description() {
+#ifdef BRT_WITH_NCCL
+  return parallel::nccl_version_string();
+#else
+  return "not built (this build communicates over MPI only)";
+#endif
+}
+
+}  // namespace brt::launch
