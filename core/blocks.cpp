@@ -173,6 +173,41 @@ void mlp_backward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, cons
   be.rmsnorm_backward(y, g.value, acts.rstd.data(), dh, rows, D, dy, g.grad);
 }
 
+template <typename T>
+void dual_output_forward(Backend<T>& be, ParamStore<T>& store, const TensorParallel& tp, int wo,
+                         const MlpParams& mlp, MlpActs<T>& mlp_acts, const T* x, const T* a0,
+                         const T* a1, int rows, int A, T* y, T* out) {
+  const int D = mlp.d_model;
+  const int64_t nd = int64_t(rows) * D;
+  const T* w = store[wo].value;
+  linear_forward(be, a0, rows, A, w, D, y);
+  linear_forward(be, a1, rows, A, w + int64_t(A) * D, D, y, T(1));
+  tp.reduce_output(y, nd);  // row-parallel Wo (a no-op at TP = 1)
+  be.add_inplace(y, x, nd);
+  be.copy(y, nd, out);
+  mlp_forward(be, store, mlp, y, rows, mlp_acts, out, T(1));
+}
+
+template <typename T>
+void dual_output_backward(Backend<T>& be, ParamStore<T>& store, int wo, const MlpParams& mlp,
+                          const MlpActs<T>& mlp_acts, const T* y, const T* a0, const T* a1,
+                          int rows, int A, const T* dout, T* dx, BackwardScratch<T>& scratch,
+                          T* da0, T* da1) {
+  const int D = mlp.d_model;
+  const int64_t nd = int64_t(rows) * D, na = int64_t(rows) * A;
+  // out = y + MLP(y): dy = dout + MLP'(y)ᵀ·dout; y = x + ...: dx += dy.
+  T* dy = scratch.d_model.data();
+  be.copy(dout, nd, dy);
+  mlp_backward(be, store, mlp, y, rows, mlp_acts, dout, dy, scratch.d_ff.data(),
+               scratch.d_norm.data());
+  be.add_inplace(dx, dy, nd);
+  be.fill(da0, na, T(0));
+  be.fill(da1, na, T(0));
+  auto& w = store[wo];
+  linear_backward(be, a0, rows, A, w.value, D, dy, da0, w.grad);
+  linear_backward(be, a1, rows, A, w.value + int64_t(A) * D, D, dy, da1, w.grad + int64_t(A) * D);
+}
+
 #define BRT_INSTANTIATE_BLOCKS(T)                                                              \
   template int declare_norm<T>(ParamStore<T>&, const std::string&, int);                       \
   template int declare_matrix<T>(ParamStore<T>&, const std::string&, int, int, double,        \
@@ -194,7 +229,13 @@ void mlp_backward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, cons
   template void mlp_forward<T>(Backend<T>&, ParamStore<T>&, const MlpParams&, const T*, int,   \
                                MlpActs<T>&, T*, T);                                            \
   template void mlp_backward<T>(Backend<T>&, ParamStore<T>&, const MlpParams&, const T*, int,  \
-                                const MlpActs<T>&, const T*, T*, T*, T*, const T*);
+                                const MlpActs<T>&, const T*, T*, T*, T*, const T*);            \
+  template void dual_output_forward<T>(Backend<T>&, ParamStore<T>&, const TensorParallel&, int, \
+                                       const MlpParams&, MlpActs<T>&, const T*, const T*,      \
+                                       const T*, int, int, T*, T*);                            \
+  template void dual_output_backward<T>(Backend<T>&, ParamStore<T>&, int, const MlpParams&,    \
+                                        const MlpActs<T>&, const T*, const T*, const T*, int,  \
+                                        int, const T*, T*, BackwardScratch<T>&, T*, T*);
 
 BRT_INSTANTIATE_BLOCKS(float)
 BRT_INSTANTIATE_BLOCKS(double)

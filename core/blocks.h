@@ -110,4 +110,20 @@ void mlp_backward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, cons
                   int rows, const MlpActs<T>& acts, const T* du, T* dy, T* scratch_f,
                   T* scratch_d, const T* dm_extra = nullptr);
 
+// The output of a layer whose attention reads two sources (recurrent §5.2: window + state;
+// BST §7.2: window + context): y = x + concat(a0, a1)·Wo with Wo [2A, D] — under TP this
+// rank's rows of both halves, so the partial products are summed over TP before x is added —
+// then out = y + MLP(y) (§4).
+template <typename T>
+void dual_output_forward(Backend<T>& be, ParamStore<T>& store, const TensorParallel& tp, int wo,
+                         const MlpParams& mlp, MlpActs<T>& mlp_acts, const T* x, const T* a0,
+                         const T* a1, int rows, int A, T* y, T* out);
+// Its backward: accumulates dx and the Wo and MLP gradients, OVERWRITES da0, da1 [rows, A]
+// (which must not be scratch.d_model, d_ff or d_norm: those it uses).
+template <typename T>
+void dual_output_backward(Backend<T>& be, ParamStore<T>& store, int wo, const MlpParams& mlp,
+                          const MlpActs<T>& mlp_acts, const T* y, const T* a0, const T* a1,
+                          int rows, int A, const T* dout, T* dx, BackwardScratch<T>& scratch,
+                          T* da0, T* da1);
+
 }  // namespace brt::core

@@ -130,19 +130,8 @@ void BstLayer<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
   be.cross_attention_forward(cross_dims(), q2, cproj_acts_.k.data(), cproj_acts_.v.data(),
                              store_[scale2_].value, a_cross_.data(), probs_cross_.data());
   // Y = X + concat(A_self, A_cross)·Wo;  Z = Y + MLP(Y)
-  const T* wo = store_[wo_].value;
-  if (tp_.active()) {  // row-parallel Wo: the two halves' partial products summed over TP, then x
-    linear_forward(be, a_self_.data(), rows, A, wo, D, y_.data());
-    linear_forward(be, a_cross_.data(), rows, A, wo + int64_t(A) * D, D, y_.data(), T(1));
-    tp_.reduce_output(y_.data(), int64_t(rows) * D);
-    be.add_inplace(y_.data(), x, int64_t(rows) * D);
-  } else {
-    be.copy(x, int64_t(rows) * D, y_.data());
-    linear_forward(be, a_self_.data(), rows, A, wo, D, y_.data(), T(1));
-    linear_forward(be, a_cross_.data(), rows, A, wo + int64_t(A) * D, D, y_.data(), T(1));
-  }
-  be.copy(y_.data(), int64_t(rows) * D, out);
-  mlp_forward(be, store_, mlp_, y_.data(), rows, mlp_acts_, out, T(1));
+  dual_output_forward(be, store_, tp_, wo_, mlp_, mlp_acts_, x, a_self_.data(), a_cross_.data(),
+                      rows, A, y_.data(), out);
   // Carry, detached (§8, §7.3).
   carry_last_block(be, B, N, W, A, k, k_cache_.data());
   carry_last_block(be, B, N, W, A, v, v_cache_.data());
@@ -160,20 +149,11 @@ void BstLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx,
   auto& be = ctx.backend;
   const int D = shape_.d_model, A = shape_.width(), N = cfg_.seq_len, B = streams_;
   const int rows = B * N;
-  const int64_t nd = int64_t(rows) * D, na = int64_t(rows) * A;
-  T* dy = scratch.d_model.data();
-  be.copy(dout, nd, dy);
-  mlp_backward(be, store_, mlp_, y_.data(), rows, mlp_acts_, dout, dy, scratch.d_ff.data(),
-               scratch.d_norm.data());
-  be.add_inplace(dx, dy, nd);
+  const int64_t na = int64_t(rows) * A;
   T* da_self = scratch.d_attn[0].data();
   T* da_cross = scratch.d_attn[1].data();
-  be.fill(da_self, na, T(0));
-  be.fill(da_cross, na, T(0));
-  auto& wo = store_[wo_];
-  linear_backward(be, a_self_.data(), rows, A, wo.value, D, dy, da_self, wo.grad);
-  linear_backward(be, a_cross_.data(), rows, A, wo.value + int64_t(A) * D, D, dy, da_cross,
-                  wo.grad + int64_t(A) * D);
+  dual_output_backward(be, store_, wo_, mlp_, mlp_acts_, y_.data(), a_self_.data(),
+                       a_cross_.data(), rows, A, dout, dx, scratch, da_self, da_cross);
   T* dq = scratch.d_attn[2].data();
   T* dk = scratch.d_attn[3].data();
   T* dv = scratch.d_attn[4].data();

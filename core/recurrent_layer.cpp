@@ -118,14 +118,8 @@ void RecurrentLayer<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
                                store_[scale2_].value, a_es_.data() + t * block,
                                probs_es_.data() + int64_t(t) * B * H * W * S);
   // Y = X + concat(A_ee, A_es)·Wo_e;  Z = Y + MLP(Y)
-  // Row-parallel Wo: the two halves' partial products are summed over TP, then x is added.
-  const T* wo = store_[wo_].value;
-  linear_forward(be, a_ee_.data(), rows, A, wo, D, y_.data());
-  linear_forward(be, a_es_.data(), rows, A, wo + int64_t(A) * D, D, y_.data(), T(1));
-  tp_.reduce_output(y_.data(), int64_t(rows) * D);
-  be.add_inplace(y_.data(), x, int64_t(rows) * D);
-  be.copy(y_.data(), int64_t(rows) * D, out);
-  mlp_forward(be, store_, mlp_, y_.data(), rows, mlp_acts_, out, T(1));
+  dual_output_forward(be, store_, tp_, wo_, mlp_, mlp_acts_, x, a_ee_.data(), a_es_.data(), rows,
+                      A, y_.data(), out);
   // Carry the last block's keys/values and Σ_T to the next segment, detached (§8).
   carry_last_block(be, B, N, W, A, k, k_cache_.data());
   carry_last_block(be, B, N, W, A, v, v_cache_.data());
@@ -139,20 +133,11 @@ void RecurrentLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx
   const int D = shape_.d_model, A = shape_.width(), H = shape_.heads, dh = shape_.head_dim;
   const int S = cfg_.state_size, W = cfg_.window, N = cfg_.seq_len, B = streams_;
   const int rows = B * N;
-  const int64_t nd = int64_t(rows) * D, na = int64_t(rows) * A, block = int64_t(W) * A;
-  T* dy = scratch.d_model.data();
-  be.copy(dout, nd, dy);
-  mlp_backward(be, store_, mlp_, y_.data(), rows, mlp_acts_, dout, dy, scratch.d_ff.data(),
-               scratch.d_norm.data());
-  be.add_inplace(dx, dy, nd);
+  const int64_t na = int64_t(rows) * A, block = int64_t(W) * A;
   T* da_ee = scratch.d_attn[0].data();
   T* da_es = scratch.d_attn[1].data();
-  be.fill(da_ee, na, T(0));
-  be.fill(da_es, na, T(0));
-  auto& wo = store_[wo_];
-  linear_backward(be, a_ee_.data(), rows, A, wo.value, D, dy, da_ee, wo.grad);
-  linear_backward(be, a_es_.data(), rows, A, wo.value + int64_t(A) * D, D, dy, da_es,
-                  wo.grad + int64_t(A) * D);
+  dual_output_backward(be, store_, wo_, mlp_, mlp_acts_, y_.data(), a_ee_.data(), a_es_.data(),
+                       rows, A, dout, dx, scratch, da_ee, da_es);
   T* dq = scratch.d_attn[2].data();
   T* dk = scratch.d_attn[3].data();
   T* dv = scratch.d_attn[4].data();
