@@ -93,10 +93,10 @@ int ParamStore<T>::declare(ParamSpec spec) {
 }
 
 template <typename T>
-void ParamStore<T>::finalize() {
-  // std::vector value-initialises, which writes (and so faults in) every page now.
-  values_.assign(static_cast<size_t>(total_), T(0));
-  grads_.assign(static_cast<size_t>(total_), T(0));
+void ParamStore<T>::finalize(kernels::Memory& memory) {
+  memory_ = &memory;
+  values_.allocate(memory, static_cast<size_t>(total_), "parameter values");
+  grads_.allocate(memory, static_cast<size_t>(total_), "parameter gradients");
   for (auto& p : params_) {
     p.value = values_.data() + p.offset;
     p.grad = grads_.data() + p.offset;
@@ -107,17 +107,42 @@ void ParamStore<T>::finalize() {
 template <typename T>
 void ParamStore<T>::initialize(uint64_t seed) {
   if (!finalized_) throw std::logic_error("ParamStore::initialize before finalize");
+  // Computed on the host (the counter-based values are cheap), then copied into the arena.
+  std::vector<T> host(static_cast<size_t>(total_));
   for (auto& p : params_) {
     const int64_t n = p.numel();
+    T* dst = host.data() + p.offset;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i)
-      p.value[i] = static_cast<T>(initial_value(p.spec, seed, p.spec.global_index(i)));
+      dst[i] = static_cast<T>(initial_value(p.spec, seed, p.spec.global_index(i)));
   }
+  values_.from_host(host);
 }
 
 template <typename T>
 void ParamStore<T>::zero_grads() {
-  std::fill(grads_.begin(), grads_.end(), T(0));
+  if (!grads_.empty()) memory_->fill_zero(grads_.data(), size_t(grads_.bytes()));
+}
+
+template <typename T>
+std::vector<T> ParamStore<T>::value_to_host(int i) const {
+  const Param<T>& p = params_[size_t(i)];
+  return kernels::copy_to_host(*memory_, static_cast<const T*>(p.value), size_t(p.numel()));
+}
+
+template <typename T>
+std::vector<T> ParamStore<T>::grad_to_host(int i) const {
+  const Param<T>& p = params_[size_t(i)];
+  return kernels::copy_to_host(*memory_, static_cast<const T*>(p.grad), size_t(p.numel()));
+}
+
+template <typename T>
+void ParamStore<T>::value_from_host(int i, std::span<const T> values) {
+  const Param<T>& p = params_[size_t(i)];
+  if (int64_t(values.size()) != p.numel())
+    throw std::runtime_error("parameter " + p.spec.name + ": " + std::to_string(values.size()) +
+                             " values for " + std::to_string(p.numel()) + " elements");
+  memory_->from_host(p.value, values.data(), values.size() * sizeof(T));
 }
 
 template <typename T>

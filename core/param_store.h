@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <string>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
 #include "core/param.h"
+#include "kernels/memory.h"
 
 namespace brt::core {
 
@@ -21,9 +23,9 @@ class ParamStore {
 
   // Declares a parameter; returns its index. Names must be unique.
   int declare(ParamSpec spec);
-  // Allocates the value and gradient arenas (touching every page now, not in the step loop)
-  // and points every Param at its slice.
-  void finalize();
+  // Allocates the value and gradient arenas in `memory` (the backend's: host or device;
+  // touching every page now, not in the step loop) and points every Param at its slice.
+  void finalize(kernels::Memory& memory = kernels::host_memory());
   bool finalized() const { return finalized_; }
 
   // Counter-based initialisation keyed by (seed, name, flat logical index): the same model
@@ -31,6 +33,13 @@ class ParamStore {
   void initialize(uint64_t seed);
 
   void zero_grads();
+  // The memory the arenas live in (host_memory() before finalize).
+  kernels::Memory& memory() const { return *memory_; }
+  // Host copies of one parameter's value / gradient, and writing a value from the host
+  // (checkpoints, tests, tensor-parallel gathers): the arenas may be device memory.
+  std::vector<T> value_to_host(int i) const;
+  std::vector<T> grad_to_host(int i) const;
+  void value_from_host(int i, std::span<const T> values);
 
   int size() const { return static_cast<int>(params_.size()); }
   Param<T>& operator[](int i) { return params_[i]; }
@@ -41,6 +50,7 @@ class ParamStore {
   int find(const std::string& name) const;
 
   int64_t total_numel() const { return total_; }
+  // Pointers into the arenas (device memory under the CUDA backend: pass to kernels only).
   T* values() { return values_.data(); }
   T* grads() { return grads_.data(); }
   const T* values() const { return values_.data(); }
@@ -49,8 +59,9 @@ class ParamStore {
  private:
   std::vector<Param<T>> params_;
   std::unordered_map<std::string, int> index_;
-  std::vector<T> values_;
-  std::vector<T> grads_;
+  kernels::Memory* memory_ = &kernels::host_memory();
+  kernels::Buffer<T> values_;
+  kernels::Buffer<T> grads_;
   int64_t total_ = 0;
   bool finalized_ = false;
 };

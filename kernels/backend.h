@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "kernels/memory.h"
+
 namespace brt::kernels {
 
 enum class Trans { N, T };
@@ -57,6 +59,10 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
+  // Where this backend's buffers live (kernels/memory.h): every pointer passed to a kernel
+  // points into memory allocated here (host memory for the CPU backend, device memory for
+  // CUDA). Host-side int32/uint8 inputs (tokens, targets, masks) must be copied there too.
+  virtual Memory& memory() = 0;
 
   // C[M,N] = alpha * op(A) * op(B) + beta * C. lda/ldb/ldc are row strides of the stored
   // (untransposed) matrices.

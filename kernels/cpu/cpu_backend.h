@@ -20,6 +20,7 @@ class CpuBackend final : public Backend<T> {
  public:
   explicit CpuBackend(CpuOptions options = {}) : options_(options) {}
   const char* name() const override { return "cpu"; }
+  Memory& memory() override { return host_memory(); }
 
   void gemm(Trans ta, Trans tb, int M, int N, int K, T alpha, const T* A, int lda, const T* B,
             int ldb, T beta, T* C, int ldc) override;

@@ -75,6 +75,7 @@ CudaBackend::CudaBackend(const CudaOptions& options) : options_(options) {
       BRT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
       owns_stream_ = true;
     }
+    memory_ = std::make_unique<DeviceMemory>(options.device, stream_);
     scratch_ = DeviceArena(options.workspace_bytes, "CudaBackend scratch");
     cublas_workspace_ = DeviceArena(kCublasWorkspaceBytes, "cuBLAS workspace");
     BRT_CUBLAS_CHECK(cublasCreate(&cublas_));

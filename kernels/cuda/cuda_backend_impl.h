@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/device_arena.h"
+#include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/launchers.h"
 
 namespace brt::kernels::cuda {
@@ -24,6 +25,7 @@ class CudaBackend final : public Backend<float> {
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   const char* name() const override { return "cuda"; }
+  Memory& memory() override { return *memory_; }
   cudaStream_t stream() const { return stream_; }
   const CudaOptions& options() const { return options_; }
   void synchronize();
@@ -146,6 +148,7 @@ class CudaBackend final : public Backend<float> {
   cublasHandle_t cublas_ = nullptr;
   DeviceArena cublas_workspace_;
   DeviceArena scratch_;
+  std::unique_ptr<DeviceMemory> memory_;  // on stream_
 };
 
 }  // namespace brt::kernels::cuda
