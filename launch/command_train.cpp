@@ -25,8 +25,8 @@ int command_train(int argc, char** argv) {
       argc, argv, {{"steps", "train.steps"}, {"peak-gflops", "train.peak_gflops"},
                    {"seed", "train.seed"}, {"threads", "train.threads"},
                    {"precision", "train.precision"}, {"checkpoint-dir", "checkpoint.dir"},
-                   {"tp", "train.tp"}},
-      {"no-overlap"});
+                   {"tp", "train.tp"}, {"device", "train.device"}},
+      {"no-overlap", "deterministic"});
   std::string config_path = "configs/tiny.toml";
   if (auto it = cl.flags.find("config"); it != cl.flags.end()) config_path = it->second;
   if (!cl.positional.empty()) config_path = cl.positional[0];
@@ -40,8 +40,9 @@ int command_train(int argc, char** argv) {
   }
   // --no-overlap: reduce gradients only after backward (the data-parallel benchmark's reference).
   if (cl.flags.count("no-overlap")) overrides.push_back("train.overlap=false");
+  if (cl.flags.count("deterministic")) overrides.push_back("train.deterministic=true");
   for (const auto& [flag, value] : cl.flags)
-    if (flag != "config" && flag != "resume" && flag != "no-overlap")
+    if (flag != "config" && flag != "resume" && flag != "no-overlap" && flag != "deterministic")
       throw std::invalid_argument("command line: unknown flag --" + flag);
   TrainOptions options;
   options.config = load_run_config(config_path, overrides);
@@ -62,10 +63,10 @@ int command_train(int argc, char** argv) {
       const parallel::ProcessGroups groups = parallel::make_mpi_process_groups(MPI_COMM_WORLD, tp);
       options.groups = &groups;
       if (groups.world_rank() == 0) std::printf("config: %s\n", config_path.c_str());
-      // One GPU per rank by local rank (docs/gpu.md). The model still trains on the CPU
-      // backend: its buffers live in host memory until the device-memory work lands.
+      // One GPU per rank by local rank (docs/gpu.md); train.device = "cuda" trains on it.
       const parallel::LaunchInfo where = parallel::query_launch_info(MPI_COMM_WORLD, parallel::process_env());
       const GpuBinding gpu = bind_gpu_for_local_rank(where.local_rank);
+      options.gpu_device = gpu.device;
       if (gpu.device >= 0)
         std::printf("rank %d (local rank %d): bound to GPU %d, %s\n", groups.world_rank(), where.local_rank,
                     gpu.device, gpu.description.c_str());

@@ -25,7 +25,11 @@ struct TrainConfig {
   int64_t seed = 1;                 // initialisation (MODEL §10b) and data order
   int batch = 1;                    // B: streams per rank (MODEL §8)
   int64_t steps = 1000;             // optimizer steps in the run
-  std::string precision = "fp32";   // "fp32" | "fp64" (fp64: the reference/gradient-check build)
+  std::string precision = "fp32";   // "fp32" | "fp64" (CPU: the reference build) | "bf16" (cuda)
+  std::string device = "cpu";       // "cpu" | "cuda" (docs/gpu.md): where the model lives and runs
+  // cuda: reruns bit-identical (the kernels always are; this also pins NCCL's algorithm and
+  // protocol so its sums cannot change between runs).
+  bool deterministic = false;
   int threads = 0;                  // OpenMP threads; 0 = the runtime's default
   double peak_gflops = 0.0;         // MFU denominator; 0 = measure the sgemm peak at start
   int64_t eval_every = 0;           // steps between evaluations; 0 = none

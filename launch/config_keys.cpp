@@ -166,7 +166,12 @@ std::vector<KeySpec> build_keys() {
   k.push_back(int_key("train.seed", train(&TrainConfig::seed), 0, kI64Max, "initialisation and data seed"));
   k.push_back(int_key("train.batch", train(&TrainConfig::batch), 1, kIntMax, "B, streams per rank"));
   k.push_back(int_key("train.steps", train(&TrainConfig::steps), 0, kI64Max, "optimizer steps"));
-  k.push_back(string_key("train.precision", train(&TrainConfig::precision), {"fp32", "fp64"}, "fp32 | fp64"));
+  k.push_back(string_key("train.precision", train(&TrainConfig::precision), {"fp32", "fp64", "bf16"},
+                         "fp32 | fp64 (cpu) | bf16 (cuda: bf16 matrix products, fp32 master weights)"));
+  k.push_back(string_key("train.device", train(&TrainConfig::device), {"cpu", "cuda"},
+                         "cpu | cuda (--device); docs/gpu.md"));
+  k.push_back(bool_key("train.deterministic", train(&TrainConfig::deterministic),
+                       "cuda: bit-identical reruns (pins NCCL_ALGO/NCCL_PROTO)"));
   k.push_back(int_key("train.threads", train(&TrainConfig::threads), 0, kIntMax, "OpenMP threads; 0 = default"));
   k.push_back(float_key("train.peak_gflops", train(&TrainConfig::peak_gflops), 0.0,
                         "MFU denominator; 0 = measure sgemm peak"));

@@ -69,8 +69,13 @@ int64_t expected_optimizer_state_elems(const core::OptimConfig& config,
 }
 
 template <typename T>
-DataParallel<T>::DataParallel(parallel::Communicator& dp, core::Model<T>& model, const DpSettings& settings)
-    : dp_(dp), model_(model), settings_(settings) {
+DataParallel<T>::DataParallel(parallel::Communicator& dp, core::Model<T>& model, const DpSettings& settings,
+                              parallel::Communicator* device_dp, parallel::Stream stream)
+    : dp_(dp), arena_comm_(device_dp ? *device_dp : dp), stream_(stream), model_(model), settings_(settings) {
+  if (device_dp != nullptr && device_dp->size() != dp.size())
+    throw std::logic_error("DataParallel: device group '" + device_dp->name() + "' has " +
+                           std::to_string(device_dp->size()) + " ranks, the dp group " +
+                           std::to_string(dp.size()));
   auto& store = model.params();
   std::vector<int64_t> numels;
   for (const auto& p : store.params()) numels.push_back(p.numel());
@@ -87,8 +92,8 @@ DataParallel<T>::DataParallel(parallel::Communicator& dp, core::Model<T>& model,
     std::vector<std::pair<int64_t, int64_t>> ranges;
     for (int i = 0; i < model.num_layers(); ++i) ranges.push_back(model.layer_grad_range(i));
     buckets_ = std::make_unique<parallel::GradBuckets<T>>(
-        dp, store.grads(), parallel::plan_grad_buckets(store.total_numel(), ranges, bucket_elems),
-        settings.overlap);
+        arena_comm_, store.grads(), parallel::plan_grad_buckets(store.total_numel(), ranges, bucket_elems),
+        settings.overlap, stream_);
     model.set_backward_hook([this](int layer) { buckets_->mark_ready(layer); });
   }
 }
@@ -135,7 +140,7 @@ void DataParallel<T>::after_update() {
   std::vector<parallel::Request> pending;
   for (int r = 0; r < dp_.size(); ++r) {
     const auto [b, e] = partition_.rank_ranges[size_t(r)];
-    if (e > b) pending.push_back(dp_.broadcast_async(std::span<T>(values + b, size_t(e - b)), r));
+    if (e > b) pending.push_back(arena_comm_.broadcast_async(std::span<T>(values + b, size_t(e - b)), r, stream_));
   }
   parallel::wait_all(pending);
   times_.other += seconds_since(t0);

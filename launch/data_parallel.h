@@ -74,7 +74,11 @@ template <typename T>
 class DataParallel {
  public:
   // Installs the backward hook on `model`. With dp.size() == 1 nothing is communicated.
-  DataParallel(parallel::Communicator& dp, core::Model<T>& model, const DpSettings& settings);
+  // `device_dp` (optional): the same group on the device's communicator (NCCL) for the
+  // gradient arena and ZeRO-1 parameter broadcasts when the model lives in device memory,
+  // ordered after the backend's `stream`; `dp` (MPI) then carries only host scalars.
+  DataParallel(parallel::Communicator& dp, core::Model<T>& model, const DpSettings& settings,
+               parallel::Communicator* device_dp = nullptr, parallel::Stream stream = {});
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
@@ -103,6 +107,8 @@ class DataParallel {
 
  private:
   parallel::Communicator& dp_;
+  parallel::Communicator& arena_comm_;  // gradients and parameters: dp_ or the device group
+  parallel::Stream stream_;
   core::Model<T>& model_;
   DpSettings settings_;
   ParamPartition partition_;

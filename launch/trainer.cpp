@@ -17,6 +17,7 @@
 #include "kernels/gemm_peak.h"
 #include "launch/batch_source.h"
 #include "launch/data_parallel.h"
+#include "launch/device_backend.h"
 #include "launch/evaluator.h"
 #include "launch/metrics_log.h"
 #include "launch/stop_signal.h"
@@ -121,7 +122,11 @@ TrainResult train_with(const TrainOptions& options) {
   const RunConfig& cfg = options.config;
   const bool print = !options.quiet && (!options.groups || options.groups->world_rank() == 0);
   if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);
-  auto backend = kernels::make_cpu_backend<T>();
+  const int world_rank = options.groups ? options.groups->world_rank() : 0;
+  validate_device_settings(cfg.train, options.gpu_device, world_rank);
+  // The backend decides where every buffer lives (host or device memory, docs/gpu.md).
+  auto backend = make_run_backend<T>(cfg.train, options.gpu_device);
+  const bool on_gpu = cfg.train.device == "cuda";
   // Tensor parallelism (docs/parallelism.md): the tp group splits heads, hidden units and the
   // vocabulary; every rank of a TP group reads the same streams (its DP rank's).
   const core::TensorParallel tp =
@@ -141,11 +146,17 @@ TrainResult train_with(const TrainOptions& options) {
   // ---- data parallelism (launch/data_parallel.h): DP = the dp group; null = one process ----
   std::unique_ptr<DataParallel<T>> dp;
   CheckpointRanks ck_ranks;
+  std::unique_ptr<parallel::Communicator> device_dp;  // NCCL over the dp group (cuda, DP > 1)
   if (options.groups) {
-    dp = std::make_unique<DataParallel<T>>(
-        options.groups->dp(), model, DpSettings{cfg.train.overlap, cfg.train.bucket_mb, cfg.train.zero == 1});
     const auto* mpi_dp = dynamic_cast<const parallel::MpiCommunicator*>(&options.groups->dp());
     if (mpi_dp == nullptr) throw std::logic_error("checkpoints need the MPI backend's dp group");
+    if (on_gpu && options.groups->dp().size() > 1) device_dp = make_device_group(mpi_dp->mpi_comm(), "dp");
+    // Gradient buckets run on NCCL's stream after the backend's kernels that produced them.
+    parallel::Stream grads_stream = backend_stream(*backend);
+    grads_stream.overlap = true;
+    dp = std::make_unique<DataParallel<T>>(
+        options.groups->dp(), model, DpSettings{cfg.train.overlap, cfg.train.bucket_mb, cfg.train.zero == 1},
+        device_dp.get(), device_dp ? grads_stream : parallel::Stream{});
     ck_ranks = {mpi_dp->mpi_comm(), dp->rank(), dp->size(), options.groups->layout().world,
                 options.groups->layout().tp, dp->partition().owner, tp};
   }
@@ -162,7 +173,11 @@ TrainResult train_with(const TrainOptions& options) {
 
   double peak = cfg.train.peak_gflops;
   std::string peak_source = "train.peak_gflops";
-  if (peak <= 0) {
+  if (peak <= 0 && on_gpu) {
+    // MFU against the bf16 dense matrix peak measured now on this GPU (issue 6).
+    peak = measure_gpu_bf16_peak_gflops();
+    peak_source = "measured: cuBLAS 8192^3 bf16 GEMM, fp32 accumulation";
+  } else if (peak <= 0) {
     const kernels::GemmPeak p = kernels::measure_sgemm_peak(2048, 5);
     peak = p.gflops;
     peak_source = "measured: median of " + std::to_string(p.calls) + " 2048^3 sgemm, " +
@@ -201,6 +216,9 @@ TrainResult train_with(const TrainOptions& options) {
                 cfg.train.batch, mc.seq_len, cfg.data.source.c_str(),
                 (long long)cfg.train.steps, core::to_string(cfg.optim.kind),
                 cfg.train.precision.c_str());
+    std::printf("device: %s (%s backend, memory %s)%s\n", cfg.train.device.c_str(), backend->name(),
+                backend->memory().name().c_str(),
+                cfg.train.deterministic ? "; deterministic: NCCL_ALGO/NCCL_PROTO pinned" : "");
     std::fflush(stdout);
   }
 
@@ -254,6 +272,7 @@ TrainResult train_with(const TrainOptions& options) {
       dp->after_update();  // ZeRO-1: parameters from their owners
       sums = {dp->global_nats(sums.nats), count};
     }
+    backend->memory().synchronize();  // a GPU step's time includes its queued kernels
     const double dt = seconds_since(t0);
     const double loss = count ? sums.nats / double(count) : 0.0;
     if (!std::isfinite(loss))
@@ -321,10 +340,9 @@ TrainResult train_with(const TrainOptions& options) {
 }  // namespace
 
 TrainResult run_training(const TrainOptions& options) {
+  // fp64 is the CPU reference build; fp32 and bf16 (cuda: bf16 matrix products) train in float
+  // with fp32 master weights. validate_device_settings rejects the other combinations.
   if (options.config.train.precision == "fp64") return train_with<double>(options);
-  if (options.config.train.precision != "fp32")
-    throw std::invalid_argument("train.precision: '" + options.config.train.precision +
-                                "' is not available on the CPU backend (use fp32 or fp64)");
   return train_with<float>(options);
 }
 

@@ -16,6 +16,9 @@ struct TrainOptions {
   // The run's process groups (launch/data_parallel.h); null = one process, no MPI needed.
   // Only world rank 0 prints and writes the metrics file.
   const parallel::ProcessGroups* groups = nullptr;
+  // The CUDA device this rank is bound to (launch/gpu_binding.h); -1: none. Used when
+  // train.device = "cuda" (launch/device_backend.h).
+  int gpu_device = -1;
 };
 
 struct TrainResult {

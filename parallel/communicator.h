@@ -41,8 +41,12 @@ constexpr DataType dtype_of() {
 // only accepts that. A device backend (NCCL) stores a cudaStream_t here; its collectives are
 // then ordered on that stream, and work enqueued later on the same stream sees the result
 // without a host-side wait().
+// With `overlap`, the collective is ordered after the work already enqueued on `handle` but
+// runs on the communicator's own stream, so the caller's later kernels overlap it; its result
+// may then be used only after the request's wait() (DataParallel's gradient buckets).
 struct Stream {
   void* handle = nullptr;
+  bool overlap = false;
   bool is_host() const { return handle == nullptr; }
 };
 

@@ -55,7 +55,10 @@ class GradBuckets {
   // `grads` is the gradient arena (total elements); it must stay valid. The all-reduce is a
   // sum; callers scale the loss gradient by 1 / (global target count) so the sum is the
   // gradient of the global mean (MODEL §10b).
-  GradBuckets(Communicator& dp, T* grads, std::vector<GradBucket> buckets, bool overlap);
+  // `stream`: where the gradients are produced (a device backend's stream with overlap set,
+  // for NCCL; the host Stream for MPI).
+  GradBuckets(Communicator& dp, T* grads, std::vector<GradBucket> buckets, bool overlap,
+              Stream stream = {});
   GradBuckets(const GradBuckets&) = delete;
   GradBuckets& operator=(const GradBuckets&) = delete;
 
@@ -78,6 +81,7 @@ class GradBuckets {
   T* grads_;
   std::vector<GradBucket> buckets_;
   bool overlap_;
+  Stream stream_;
   std::vector<Request> requests_;  // one per bucket
   size_t next_ = 0;                // first bucket not started yet
   BucketTimes times_;

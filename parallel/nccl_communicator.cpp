@@ -22,6 +22,7 @@ struct NcclGroup {
   std::vector<std::string> hosts;
   ncclComm_t comm = nullptr;
   cudaStream_t own_stream = nullptr;  // for collectives issued on a host Stream
+  cudaEvent_t order_event = nullptr;  // orders own_stream after a caller's stream (Stream::overlap)
   int* barrier_word = nullptr;        // device int for barrier()'s one-element all-reduce
   bool aborted = false;
 
@@ -36,6 +37,7 @@ struct NcclGroup {
       else ncclCommDestroy(comm);
     }
     if (barrier_word != nullptr) cudaFree(barrier_word);
+    if (order_event != nullptr) cudaEventDestroy(order_event);
     if (own_stream != nullptr) cudaStreamDestroy(own_stream);
   }
 };
@@ -202,6 +204,8 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::string name, CommOptions 
               g.where() + ": " + ncclGetErrorString(init));
   const cudaError_t s1 = cudaStreamCreateWithFlags(&g.own_stream, cudaStreamNonBlocking);
   check_setup(s1 == cudaSuccess, "cudaStreamCreate", g.name, cudaGetErrorString(s1));
+  const cudaError_t s4 = cudaEventCreateWithFlags(&g.order_event, cudaEventDisableTiming);
+  check_setup(s4 == cudaSuccess, "cudaEventCreate", g.name, cudaGetErrorString(s4));
   const cudaError_t s2 = cudaMalloc(&g.barrier_word, sizeof(int));
   check_setup(s2 == cudaSuccess, "cudaMalloc", g.name, cudaGetErrorString(s2));
   const cudaError_t s3 = cudaMemset(g.barrier_word, 0, sizeof(int));
@@ -237,6 +241,16 @@ Request issue(const std::shared_ptr<NcclGroup>& group, uint64_t& sequence, const
                     ": the NCCL communicator was aborted by an earlier error or timeout");
   }
   cudaStream_t s = stream.is_host() ? group->own_stream : static_cast<cudaStream_t>(stream.handle);
+  if (!stream.is_host() && stream.overlap) {
+    // After everything already enqueued on the caller's stream (the kernels that produced the
+    // buffer), but on our own stream, so the caller's later kernels overlap the collective.
+    const cudaError_t e1 = cudaEventRecord(group->order_event, s);
+    const cudaError_t e2 = e1 == cudaSuccess ? cudaStreamWaitEvent(group->own_stream, group->order_event, 0) : e1;
+    if (e2 != cudaSuccess)
+      throw CommError(describe(info) + " on " + group->where() + ": ordering after the caller's stream failed: " +
+                      cudaGetErrorString(e2));
+    s = group->own_stream;
+  }
   const ncclResult_t rc = call(s);
   if (rc != ncclSuccess && rc != ncclInProgress) {
     throw CommError(describe(info) + " failed on " + group->where() + ": " +

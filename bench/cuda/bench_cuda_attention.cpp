@@ -3,7 +3,6 @@
 // TFLOP/s and as ratios to those peaks (MODEL §10 counts: forward 4·W·A per token, the
 // unmasked half of the W×2W tile; backward counted as 2× forward). Timed with CUDA events
 // after warm-up, median of repeats, on random (never zero) inputs (METHOD.md).
-#include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -29,34 +28,9 @@ void check(cudaError_t status, const char* what) {
                              cudaGetErrorString(status));
   }
 }
-void check(cublasStatus_t status, const char* what) {
-  if (status != CUBLAS_STATUS_SUCCESS) {
-    throw std::runtime_error(std::string("bench_cuda_attention: ") + what + ": " +
-                             cublasGetStatusName(status));
-  }
-}
 
-// Median milliseconds of `repeats` timed runs of `body` on `stream`, after `warmup` runs.
 double median_ms(cudaStream_t stream, int warmup, int repeats, const std::function<void()>& body) {
-  for (int i = 0; i < warmup; ++i) body();
-  check(cudaStreamSynchronize(stream), "warm-up");
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "event");
-  check(cudaEventCreate(&stop), "event");
-  std::vector<double> times;
-  for (int i = 0; i < repeats; ++i) {
-    check(cudaEventRecord(start, stream), "record");
-    body();
-    check(cudaEventRecord(stop, stream), "record");
-    check(cudaEventSynchronize(stop), "sync");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
-    times.push_back(ms);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return brt::kernels::cuda::median_event_ms(stream, warmup, repeats, body);
 }
 
 void fill_random(float* dev, std::size_t n, float sd, std::mt19937& gen) {
@@ -64,54 +38,6 @@ void fill_random(float* dev, std::size_t n, float sd, std::mt19937& gen) {
   std::vector<float> host(n);
   for (float& x : host) x = dist(gen);
   check(cudaMemcpy(dev, host.data(), n * sizeof(float), cudaMemcpyHostToDevice), "upload");
-}
-
-// TFLOP/s of a square cuBLAS product: bf16 in / fp32 accumulate (tensor cores), or fp32.
-double gemm_peak_tflops(bool bf16, int n, std::mt19937& gen) {
-  const std::size_t elems = std::size_t(n) * n;
-  DeviceArena arena(elems * (bf16 ? 2 * 2 + 4 : 3 * 4) + (std::size_t{64} << 20), "gemm peak");
-  cudaStream_t stream;
-  check(cudaStreamCreate(&stream), "stream");
-  cublasHandle_t handle;
-  check(cublasCreate(&handle), "cublasCreate");
-  check(cublasSetStream(handle, stream), "cublasSetStream");
-  check(cublasSetMathMode(handle, bf16 ? CUBLAS_DEFAULT_MATH : CUBLAS_PEDANTIC_MATH), "math");
-  float* c = arena.allocate_array<float>(elems, "C");
-  void *a, *b;
-  {
-    std::vector<float> host(elems);
-    std::normal_distribution<float> dist(0.0f, 1.0f);
-    if (bf16) {
-      std::vector<__nv_bfloat16> h16(elems);
-      a = arena.allocate(elems * 2, "A");
-      b = arena.allocate(elems * 2, "B");
-      for (auto& x : h16) x = __float2bfloat16(dist(gen));
-      check(cudaMemcpy(a, h16.data(), elems * 2, cudaMemcpyHostToDevice), "upload");
-      for (auto& x : h16) x = __float2bfloat16(dist(gen));
-      check(cudaMemcpy(b, h16.data(), elems * 2, cudaMemcpyHostToDevice), "upload");
-    } else {
-      a = arena.allocate(elems * 4, "A");
-      b = arena.allocate(elems * 4, "B");
-      fill_random(static_cast<float*>(a), elems, 1.0f, gen);
-      fill_random(static_cast<float*>(b), elems, 1.0f, gen);
-    }
-  }
-  const float alpha = 1.0f, beta = 0.0f;
-  const double ms = median_ms(stream, 3, 10, [&] {
-    if (bf16) {
-      check(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a, CUDA_R_16BF, n, b,
-                         CUDA_R_16BF, n, &beta, c, CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
-                         CUBLAS_GEMM_DEFAULT),
-            "GemmEx");
-    } else {
-      check(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha,
-                        static_cast<float*>(a), n, static_cast<float*>(b), n, &beta, c, n),
-            "Sgemm");
-    }
-  });
-  cublasDestroy(handle);
-  cudaStreamDestroy(stream);
-  return 2.0 * n * double(n) * n / (ms * 1e-3) / 1e12;
 }
 
 }  // namespace
@@ -125,8 +51,8 @@ int main() {
   try {
     std::mt19937 gen(12345);
     std::printf("device: %s\n", kc::cuda_device_description(0).c_str());
-    const double bf16_peak = gemm_peak_tflops(true, 8192, gen);
-    const double fp32_peak = gemm_peak_tflops(false, 8192, gen);
+    const double bf16_peak = kc::measure_gemm_peak_tflops(kc::Precision::kBf16, 8192);
+    const double fp32_peak = kc::measure_gemm_peak_tflops(kc::Precision::kFp32, 8192);
     std::printf("cuBLAS 8192^3 bf16 (fp32 accumulate): %.1f TFLOP/s (measured peak)\n", bf16_peak);
     std::printf("cuBLAS 8192^3 fp32 (no TF32):         %.1f TFLOP/s\n", fp32_peak);
 

@@ -169,6 +169,15 @@ void synchronize(Backend<float>& backend) {
   cuda_backend->synchronize();
 }
 
+CUstream_st* stream_handle(Backend<float>& backend) {
+  auto* cuda_backend = dynamic_cast<CudaBackend*>(&backend);
+  if (cuda_backend == nullptr) {
+    throw std::invalid_argument(std::string("kernels/cuda stream_handle: backend '") +
+                                backend.name() + "' is not the CUDA backend");
+  }
+  return cuda_backend->stream();
+}
+
 std::unique_ptr<Backend<float>> make_cuda_backend(const CudaOptions& options) {
   return std::make_unique<CudaBackend>(options);
 }

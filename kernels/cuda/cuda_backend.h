@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -54,5 +55,17 @@ int select_device_for_local_rank(int local_rank);
 void synchronize(Backend<float>& backend);
 
 std::unique_ptr<Backend<float>> make_cuda_backend(const CudaOptions& options = {});
+
+// The stream a CUDA backend enqueues on (a cudaStream_t), so collectives (NCCL) and timers can
+// be ordered after its kernels. Throws std::invalid_argument for another backend.
+CUstream_st* stream_handle(Backend<float>& backend);
+
+// TFLOP/s of an n×n×n cuBLAS product on the current device: bf16 operands with fp32
+// accumulation on the tensor cores (the bf16 dense peak, MFU's denominator), or plain fp32
+// (no TF32). Warm-up, then the median of timed repeats on random operands.
+double measure_gemm_peak_tflops(Precision precision, int n = 8192, unsigned seed = 12345);
+// Median milliseconds (CUDA events on `stream`) of `repeats` runs of body after `warmup`.
+double median_event_ms(CUstream_st* stream, int warmup, int repeats,
+                       const std::function<void()>& body);
 
 }  // namespace brt::kernels::cuda

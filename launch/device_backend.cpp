@@ -1,0 +1,101 @@
+#include "launch/device_backend.h"
+
+#include <cstdlib>
+#include <stdexcept>
+
+#ifdef BRT_WITH_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
+#ifdef BRT_WITH_NCCL
+#include "parallel/nccl_communicator.h"
+#endif
+
+namespace brt::launch {
+
+bool cuda_backend_built() {
+#ifdef BRT_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+void validate_device_settings(const TrainConfig& train, int gpu_device, int world_rank) {
+  const std::string where = " (rank " + std::to_string(world_rank) + ")";
+  if (train.device == "cpu") {
+    if (train.precision != "fp32" && train.precision != "fp64")
+      throw std::invalid_argument("train.precision = '" + train.precision +
+                                  "' needs train.device = \"cuda\"; the CPU backend computes in "
+                                  "fp32 or fp64" + where);
+    return;
+  }
+  if (train.device != "cuda")
+    throw std::invalid_argument("train.device: '" + train.device + "' is not cpu or cuda" + where);
+  if (!cuda_backend_built())
+    throw std::invalid_argument("train.device = \"cuda\": this brt-dist was built without the CUDA "
+                                "backend (configure with -DBRT_CUDA=ON on a machine with the CUDA "
+                                "toolkit)" + where);
+  if (gpu_device < 0)
+    throw std::invalid_argument("train.device = \"cuda\": no CUDA device is visible to this process" +
+                                where + "; run on a GPU node or use --device cpu");
+  if (train.precision != "fp32" && train.precision != "bf16")
+    throw std::invalid_argument("train.precision = '" + train.precision +
+                                "' is not available on the CUDA backend (use fp32 or bf16)" + where);
+  if (train.tp > 1)
+    throw std::invalid_argument("train.tp = " + std::to_string(train.tp) +
+                                ": tensor parallelism is not supported on the CUDA backend yet "
+                                "(docs/gpu.md); use --tp 1 (data parallelism over GPUs works)" + where);
+  if (train.deterministic) {
+    // NCCL chooses its algorithm and protocol by message size and topology; pinning them
+    // keeps its reduction order fixed between runs (the kernels are deterministic anyway).
+    setenv("NCCL_ALGO", "Ring", 0);
+    setenv("NCCL_PROTO", "Simple", 0);
+  }
+}
+
+template <typename T>
+std::unique_ptr<kernels::Backend<T>> make_run_backend(const TrainConfig& train, int gpu_device) {
+  if (train.device != "cuda") return kernels::make_cpu_backend<T>();
+#ifdef BRT_WITH_CUDA
+  if constexpr (std::is_same_v<T, float>) {
+    kernels::cuda::CudaOptions options;
+    options.device = gpu_device;
+    options.precision = kernels::cuda::parse_precision(train.precision);
+    return kernels::cuda::make_cuda_backend(options);
+  }
+#endif
+  (void)gpu_device;
+  throw std::invalid_argument("train.device = \"cuda\" runs in fp32 or bf16 only, in a CUDA build");
+}
+
+parallel::Stream backend_stream(kernels::Backend<float>& backend) {
+#ifdef BRT_WITH_CUDA
+  if (std::string(backend.name()) == "cuda") return {kernels::cuda::stream_handle(backend)};
+#else
+  (void)backend;
+#endif
+  return {};
+}
+
+std::unique_ptr<parallel::Communicator> make_device_group(MPI_Comm group, const std::string& name) {
+#ifdef BRT_WITH_NCCL
+  return std::make_unique<parallel::NcclCommunicator>(group, name + "-nccl");
+#else
+  (void)group;
+  throw std::invalid_argument("data parallelism on the CUDA backend needs NCCL, and this build has "
+                              "none (group " + name + ")");
+#endif
+}
+
+double measure_gpu_bf16_peak_gflops() {
+#ifdef BRT_WITH_CUDA
+  return kernels::cuda::measure_gemm_peak_tflops(kernels::cuda::Precision::kBf16, 8192) * 1e3;
+#else
+  throw std::logic_error("measure_gpu_bf16_peak_gflops: built without CUDA");
+#endif
+}
+
+template std::unique_ptr<kernels::Backend<float>> make_run_backend(const TrainConfig&, int);
+template std::unique_ptr<kernels::Backend<double>> make_run_backend(const TrainConfig&, int);
+
+}  // namespace brt::launch

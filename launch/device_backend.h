@@ -1,0 +1,44 @@
+// Which backend a run computes on (train.device, train.precision; docs/gpu.md): the CPU
+// backend in fp32/fp64, or the CUDA backend in fp32 or bf16 on the GPU this rank is bound to.
+// The model, optimizer and checkpoints only see kernels::Backend<T> and its Memory, so this is
+// the one place in launch/ that names CUDA.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <mpi.h>
+
+#include "kernels/backend.h"
+#include "launch/config.h"
+#include "parallel/communicator.h"
+
+namespace brt::launch {
+
+// True when this binary was built with the CUDA backend (BRT_CUDA found a toolkit).
+bool cuda_backend_built();
+
+// Checks train.device / train.precision before any work: cuda needs a CUDA build and a bound
+// GPU (gpu_device >= 0) and takes fp32 or bf16; cpu takes fp32 or fp64. Throws
+// std::invalid_argument naming the key, value and (world) rank.
+void validate_device_settings(const TrainConfig& train, int gpu_device, int world_rank);
+
+// The backend for train.device: CPU (any T) or CUDA on `gpu_device` (T = float only).
+template <typename T>
+std::unique_ptr<kernels::Backend<T>> make_run_backend(const TrainConfig& train, int gpu_device);
+
+// The backend's stream as a communicator Stream (NCCL orders collectives after the kernels
+// that produced their buffers); the host Stream for the CPU backend.
+parallel::Stream backend_stream(kernels::Backend<float>& backend);
+template <typename T>
+parallel::Stream backend_stream(kernels::Backend<T>&) { return {}; }
+
+// The device communicator (NCCL) over the same ranks as `group` (an MPI communicator): the
+// data-parallel gradient reductions of a model in GPU memory. Collective over `group`.
+std::unique_ptr<parallel::Communicator> make_device_group(MPI_Comm group, const std::string& name);
+
+// MFU denominator for the CUDA backend: the bf16 dense matrix peak, GFLOP/s, measured now
+// with a large cuBLAS bf16 GEMM on the current GPU (docs/gpu.md). Throws without CUDA.
+double measure_gpu_bf16_peak_gflops();
+
+}  // namespace brt::launch
