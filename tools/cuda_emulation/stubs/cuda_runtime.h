@@ -27,7 +27,7 @@ struct dim3 { unsigned x = 1, y = 1, z = 1; dim3(unsigned a = 1, unsigned b = 1,
 inline thread_local dim3 threadIdx, blockIdx;
 inline dim3 blockDim, gridDim;
 enum cudaError_t { cudaSuccess = 0, cudaErrorNotReady = 600 };
-enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost };
+enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
 struct CUstream_st;
 using cudaStream_t = CUstream_st*;
 inline const char* cudaGetErrorName(cudaError_t) { return "err"; }
@@ -86,3 +86,6 @@ inline void __syncthreads() { emu::block->bar->arrive_and_wait(); }
 inline int atomicMin(int* p, int v) { std::lock_guard<std::mutex> l(emu::atomic_mutex); int o = *p; *p = std::min(o, v); return o; }
 struct float2 { float x, y; };
 inline float2 make_float2(float a, float b) { return {a, b}; }
+// The runtime calls of the backend class itself (cuda_backend.cpp, device_memory.cpp), for
+// tools/cuda_emulation/training.cpp: one emulated device; streams are in-order = immediate.
+#include "emu_backend_runtime.h"

@@ -1,0 +1,28 @@
+// Host emulation of the CUDA runtime calls the CudaBackend class and DeviceMemory make
+// (included by the emulated cuda_runtime.h). Work runs when it is enqueued, so every stream
+// is trivially in order and synchronisation is a no-op. One device.
+#pragma once
+#include <cstring>
+enum cudaStreamFlags { cudaStreamDefault = 0, cudaStreamNonBlocking = 1 };
+struct cudaDeviceProp {
+  char name[256];
+  int major, minor, multiProcessorCount;
+  size_t totalGlobalMem;
+};
+inline cudaError_t cudaGetDeviceCount(int* n) { *n = 1; return cudaSuccess; }
+inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) {
+  std::strcpy(p->name, "host CUDA emulator");
+  p->major = 9; p->minor = 0; p->multiProcessorCount = 1; p->totalGlobalMem = size_t(1) << 34;
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
+  static char token;
+  *s = reinterpret_cast<cudaStream_t>(&token);
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t) { std::memset(p, v, n); return cudaSuccess; }
+inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) { std::memmove(d, s, n); return cudaSuccess; }
+inline cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) { *free_bytes = *total = size_t(1) << 34; return cudaSuccess; }
