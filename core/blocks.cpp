@@ -35,13 +35,19 @@ int declare_ones(ParamStore<T>& store, const std::string& name, std::vector<int6
 }
 
 template <typename T>
-void ProjectionActs<T>::allocate(const ProjectionParams& p, const AttnShape& s, int rows) {
-  h.assign(static_cast<size_t>(rows) * s.d_model, T(0));
-  rstd.assign(rows, T(0));
-  out.assign(p.weights.size(), std::vector<T>(static_cast<size_t>(rows) * s.width(), T(0)));
-  rnorm.assign(p.weights.size(), std::vector<T>());
-  for (size_t j = 0; j < p.weights.size(); ++j)
-    if (p.normalised[j]) rnorm[j].assign(static_cast<size_t>(rows) * s.heads, T(0));
+void ProjectionActs<T>::allocate(kernels::Memory& memory, const ProjectionParams& p,
+                                 const AttnShape& s, int rows) {
+  h.allocate(memory, static_cast<size_t>(rows) * s.d_model, "projection input h");
+  rstd.allocate(memory, size_t(rows), "projection rstd");
+  out.clear();
+  rnorm.clear();
+  out.resize(p.weights.size());
+  rnorm.resize(p.weights.size());
+  for (size_t j = 0; j < p.weights.size(); ++j) {
+    out[j].allocate(memory, static_cast<size_t>(rows) * s.width(), "projection output");
+    if (p.normalised[j])
+      rnorm[j].allocate(memory, static_cast<size_t>(rows) * s.heads, "projection rnorm");
+  }
 }
 
 template <typename T>
@@ -99,11 +105,11 @@ void projections_backward(Backend<T>& be, ParamStore<T>& store, const Projection
 }
 
 template <typename T>
-void MlpActs<T>::allocate(const MlpParams& p, int rows) {
-  h.assign(static_cast<size_t>(rows) * p.d_model, T(0));
-  rstd.assign(rows, T(0));
-  m.assign(static_cast<size_t>(rows) * p.d_ff, T(0));
-  if (p.tp.active()) u.assign(static_cast<size_t>(rows) * p.d_model, T(0));
+void MlpActs<T>::allocate(kernels::Memory& memory, const MlpParams& p, int rows) {
+  h.allocate(memory, static_cast<size_t>(rows) * p.d_model, "mlp input h");
+  rstd.allocate(memory, size_t(rows), "mlp rstd");
+  m.allocate(memory, static_cast<size_t>(rows) * p.d_ff, "mlp hidden m");
+  if (p.tp.active()) u.allocate(memory, static_cast<size_t>(rows) * p.d_model, "mlp partial u");
 }
 
 template <typename T>

@@ -53,13 +53,14 @@ struct ProjectionParams {
   TensorParallel tp;
 };
 
+// Activation buffers live in the backend's memory (`memory` below): kernels only.
 template <typename T>
 struct ProjectionActs {
-  std::vector<T> h;                   // [rows, D]
-  std::vector<T> rstd;                // [rows]
-  std::vector<std::vector<T>> out;    // [rows, A] per projection (normalised where asked)
-  std::vector<std::vector<T>> rnorm;  // [rows, H] per normalised projection
-  void allocate(const ProjectionParams& p, const AttnShape& s, int rows);
+  kernels::Buffer<T> h;                   // [rows, D]
+  kernels::Buffer<T> rstd;                // [rows]
+  std::vector<kernels::Buffer<T>> out;    // [rows, A] per projection (normalised where asked)
+  std::vector<kernels::Buffer<T>> rnorm;  // [rows, H] per normalised projection (else empty)
+  void allocate(kernels::Memory& memory, const ProjectionParams& p, const AttnShape& s, int rows);
   int64_t bytes() const;
 };
 
@@ -86,11 +87,11 @@ struct MlpParams {
 
 template <typename T>
 struct MlpActs {
-  std::vector<T> h;     // [rows, D]
-  std::vector<T> rstd;  // [rows]
-  std::vector<T> m;     // [rows, F] after ReLU (F / TP under TP)
-  std::vector<T> u;     // [rows, D] the row-parallel partial sum (TP > 1 only)
-  void allocate(const MlpParams& p, int rows);
+  kernels::Buffer<T> h;     // [rows, D]
+  kernels::Buffer<T> rstd;  // [rows]
+  kernels::Buffer<T> m;     // [rows, F] after ReLU (F / TP under TP)
+  kernels::Buffer<T> u;     // [rows, D] the row-parallel partial sum (TP > 1 only)
+  void allocate(kernels::Memory& memory, const MlpParams& p, int rows);
   int64_t bytes() const;
 };
 

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cmath>
+#include <stdexcept>
 
 #include "core/linear.h"
 #include "core/standard_layer.h"
@@ -10,7 +11,7 @@ namespace brt::core {
 
 template <typename T>
 BstLayer<T>::BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, int streams,
-                      const TensorParallel& tp)
+                      kernels::Memory& memory, const TensorParallel& tp)
     : store_(store),
       cfg_(cfg),
       tp_(tp),
@@ -22,6 +23,10 @@ BstLayer<T>::BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, i
       ctx_keys_(mf_ ? cfg.ctx_states : cfg.window),
       kv_rows_(mf_ ? int64_t{streams} * cfg.blocks() * cfg.ctx_states : int64_t{streams} * cfg.seq_len),
       ssm_(store, cfg, prefix_, streams, tp) {
+  if (!memory.host_accessible())
+    throw std::runtime_error("BST layer " + prefix_ + ": BST (its SSM runs host FFTs) is not "
+                             "supported on " + memory.name() + " memory yet; use a slide, xl or "
+                             "rec:* variant there");
   // Full logical sizes for the declarations; A and H below are this rank's.
   const int D = cfg.d_model, A_full = cfg.attn_width(), H_full = cfg.heads;
   const int A = shape_.width(), H = shape_.heads, N = cfg.seq_len, W = cfg.window;
@@ -53,7 +58,7 @@ BstLayer<T>::BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, i
   }
 
   const size_t rows = size_t(streams) * N, na = rows * A, cache = size_t(streams) * W * A;
-  proj_acts_.allocate(proj_, shape_, int(rows));
+  proj_acts_.allocate(memory, proj_, shape_, int(rows));
   const int64_t cproj_rows = mf_ ? kv_rows_ : int64_t(rows);  // rows per group
   cproj_acts_.allocate(cproj_, shape_, cproj_rows);
   for (auto* v : {&k_cache_used_, &v_cache_used_, &k_cache_, &v_cache_}) v->assign(cache, T(0));
@@ -62,7 +67,7 @@ BstLayer<T>::BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, i
   probs_self_.assign(rows * H * 2 * W, T(0));
   probs_cross_.assign(size_t(streams) * Tb * H * W * ctx_keys_, T(0));
   y_.assign(rows * D, T(0));
-  mlp_acts_.allocate(mlp_, int(rows));
+  mlp_acts_.allocate(memory, mlp_, int(rows));
   for (auto* v : {&dkc_, &dvc_, &dscratch_a_}) v->assign(size_t(kv_rows_) * A, T(0));
   dscratch_h_.assign(size_t(cproj_rows) * cproj_.groups * D, T(0));
   dctx_.assign(size_t(ssm_.context_rows()) * D, T(0));

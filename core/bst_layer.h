@@ -29,8 +29,10 @@ namespace brt::core {
 template <typename T>
 class BstLayer : public Layer<T> {
  public:
+  // `memory` must be host-accessible: the SSM (host FFTs, S4D kernel generation) and the MF
+  // context assembly run on the host, so BST's buffers are host vectors (throws otherwise).
   BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, int streams,
-           const TensorParallel& tp = {});
+           kernels::Memory& memory, const TensorParallel& tp = {});
 
   void forward(const StepContext<T>& ctx, const T* x, T* out) override;
   void backward(const StepContext<T>& ctx, const T* dout, T* dx,

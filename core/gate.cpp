@@ -26,10 +26,10 @@ GateParams declare_gate(ParamStore<T>& store, const std::string& prefix, GateKin
 }
 
 template <typename T>
-void GateActs<T>::allocate(const GateParams& p, int rows) {
+void GateActs<T>::allocate(kernels::Memory& memory, const GateParams& p, int rows) {
   if (p.kind != GateKind::kLSTM) return;
-  f.assign(static_cast<size_t>(rows) * p.d_model, T(0));
-  i.assign(static_cast<size_t>(rows) * p.d_model, T(0));
+  f.allocate(memory, static_cast<size_t>(rows) * p.d_model, "lstm forget gate f");
+  i.allocate(memory, static_cast<size_t>(rows) * p.d_model, "lstm input gate i");
 }
 
 namespace {

@@ -45,8 +45,8 @@ using GateInput = std::type_identity_t<std::span<const std::pair<const T*, int>>
 
 template <typename T>
 struct GateActs {
-  std::vector<T> f, i;  // [rows, D] (lstm only)
-  void allocate(const GateParams& p, int rows);
+  kernels::Buffer<T> f, i;  // [rows, D] (lstm only), in the backend's memory
+  void allocate(kernels::Memory& memory, const GateParams& p, int rows);
   int64_t bytes() const { return static_cast<int64_t>(f.size() + i.size()) * sizeof(T); }
 };
 

@@ -17,10 +17,14 @@ struct StepContext {
   kernels::Backend<T>& backend;
   int streams;               // B
   int seq;                   // N
-  const uint8_t* doc_start;  // [B]: 1 where this segment starts a document (MODEL §8)
+  // [B], HOST memory: 1 where this segment starts a document (MODEL §8). It only decides
+  // which streams' caches/states are reset (by kernels on backend memory), so it stays host.
+  const uint8_t* doc_start;
 };
 
-// A named view of a tensor the model owns (carried state, for checkpoints and tests).
+// A named view of a tensor the model owns (carried state, for checkpoints and tests). `data`
+// points into the backend's memory (device memory under CUDA): read and write it through
+// that Memory's to_host / from_host / fill_zero, never directly.
 // `shape` is what this process holds; under tensor parallelism `shard` says which dimension
 // is this rank's part of a larger tensor (e.g. the caches' head columns).
 template <typename T>
@@ -32,13 +36,25 @@ struct TensorRef {
 };
 
 // Gradient buffers shared by all layers during backward: sized once by the model for the
-// largest layer, so backward allocates nothing.
+// largest layer (in the backend's memory), so backward allocates nothing.
 template <typename T>
 struct BackwardScratch {
-  std::vector<T> d_model;    // [B*N, D]: gradient w.r.t. a layer's mid-residual y
-  std::vector<T> d_ff;       // [2, B*N, F]: MLP hidden gradients
-  std::vector<T> d_attn[6];  // [B*N, A] each: attention outputs, q, k, v, ...
-  std::vector<T> d_norm;     // [B*N, D]: gradient w.r.t. a normalised input
+  kernels::Buffer<T> d_model;    // [B*N, D]: gradient w.r.t. a layer's mid-residual y
+  kernels::Buffer<T> d_ff;       // [2, B*N, F]: MLP hidden gradients
+  kernels::Buffer<T> d_attn[6];  // [B*N, A] each: attention outputs, q, k, v, ...
+  kernels::Buffer<T> d_norm;     // [B*N, D]: gradient w.r.t. a normalised input
+  // rows = B*N; D, F and A as this rank holds them (F/TP, A/TP under tensor parallelism).
+  void allocate(kernels::Memory& memory, int64_t rows, int64_t D, int64_t F, int64_t A) {
+    d_model.allocate(memory, size_t(rows * D), "backward scratch d_model");
+    d_norm.allocate(memory, size_t(rows * D), "backward scratch d_norm");
+    d_ff.allocate(memory, size_t(2 * rows * F), "backward scratch d_ff");
+    for (auto& b : d_attn) b.allocate(memory, size_t(rows * A), "backward scratch d_attn");
+  }
+  int64_t elems() const {
+    int64_t n = int64_t(d_model.size() + d_norm.size() + d_ff.size());
+    for (const auto& b : d_attn) n += int64_t(b.size());
+    return n;
+  }
 };
 
 template <typename T>

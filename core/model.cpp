@@ -1,7 +1,9 @@
 #include "core/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 #include "core/blocks.h"
 #include "core/bst_layer.h"
@@ -10,12 +12,35 @@
 
 namespace brt::core {
 
+namespace {
+
+// Model code only hands buffers to kernels, so it runs on any backend memory; the few parts
+// that still loop over buffers on the host are refused up front on other memory.
+void require_host_paths_supported(const ModelConfig& cfg, const char* backend,
+                                  const kernels::Memory& memory, const TensorParallel& tp) {
+  if (memory.host_accessible()) return;
+  if (tp.size() > 1)
+    throw std::runtime_error("model: tensor parallelism (--tp " + std::to_string(tp.size()) +
+                             ") is not supported on the " + backend + " backend (" +
+                             memory.name() + " memory) yet; use --tp 1");
+  for (int i = 0; i < cfg.layers; ++i)
+    if (cfg.is_bst_layer(i))
+      throw std::runtime_error(std::string("model: BST variants (layer ") + std::to_string(i) +
+                               " is a BST layer; its SSM runs host FFTs) are not supported on "
+                               "the " + backend + " backend (" + memory.name() +
+                               " memory) yet; use a slide, xl or rec:* variant");
+}
+
+}  // namespace
+
 template <typename T>
 Model<T>::Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backend,
                 const TensorParallel& tp)
     : cfg_(cfg), streams_(streams), be_(backend), tp_(tp),
       xent_(tp.active() ? streams * cfg.seq_len : 0) {
   cfg_.resolve();
+  kernels::Memory& memory = be_.memory();
+  require_host_paths_supported(cfg_, be_.name(), memory, tp_);
   vocab_ = core::vocab_range(tp_, cfg_.vocab);
   const int D = cfg_.d_model, V = cfg_.vocab, N = cfg_.seq_len, A = cfg_.attn_width();
   // MODEL §1: E ~ N(0, 1); §2: final RMSNorm gain.
@@ -24,48 +49,57 @@ Model<T>::Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backen
   for (int i = 0; i < cfg_.layers; ++i) {
     const int64_t begin = params_.total_numel();
     if (cfg_.is_bst_layer(i))  // MODEL §7: the other layers of a BST model are standard
-      layers_.push_back(std::make_unique<BstLayer<T>>(params_, cfg_, i, streams, tp_));
+      layers_.push_back(std::make_unique<BstLayer<T>>(params_, cfg_, i, streams, memory, tp_));
     else if (cfg_.is_recurrent_layer(i))
-      layers_.push_back(std::make_unique<RecurrentLayer<T>>(params_, cfg_, i, streams, tp_));
+      layers_.push_back(
+          std::make_unique<RecurrentLayer<T>>(params_, cfg_, i, streams, memory, tp_));
     else
-      layers_.push_back(std::make_unique<StandardLayer<T>>(params_, cfg_, i, streams, tp_));
+      layers_.push_back(std::make_unique<StandardLayer<T>>(params_, cfg_, i, streams, memory, tp_));
     layer_ranges_.emplace_back(begin, params_.total_numel());
   }
   final_norm_ = declare_norm(params_, "final_norm.scale", D);
-  params_.finalize();
+  params_.finalize(memory);
 
   const size_t rows = size_t(streams) * N;
-  resid_.assign(cfg_.layers + 1, std::vector<T>(rows * D, T(0)));
-  final_h_.assign(rows * D, T(0));
-  final_rstd_.assign(rows, T(0));
-  logits_.assign(rows * size_t(vocab_.size()), T(0));
-  row_loss_.assign(rows, T(0));
-  doc_start_.assign(streams, 0);
-  scratch_.d_model.assign(rows * D, T(0));
-  scratch_.d_norm.assign(rows * D, T(0));
+  inputs_.allocate(memory, rows, "input tokens");
+  targets_.allocate(memory, rows, "target tokens");
+  mask_.allocate(memory, rows, "target mask");
+  doc_start_.assign(size_t(streams), 0);
+  resid_.resize(size_t(cfg_.layers) + 1);
+  for (auto& r : resid_) r.allocate(memory, rows * D, "residual stream");
+  final_h_.allocate(memory, rows * D, "final norm output");
+  final_rstd_.allocate(memory, rows, "final norm rstd");
+  logits_.allocate(memory, rows * size_t(vocab_.size()), "logits");
+  row_loss_.allocate(memory, rows, "row losses");
   // Per-rank widths under TP: F / TP hidden units, A / TP attention columns.
-  scratch_.d_ff.assign(2 * rows * size_t(cfg_.d_ff / tp_.size()), T(0));
-  for (auto& v : scratch_.d_attn) v.assign(rows * size_t(A / tp_.size()), T(0));
-  d_resid_a_.assign(rows * D, T(0));
-  d_resid_b_.assign(rows * D, T(0));
+  scratch_.allocate(memory, int64_t(rows), D, cfg_.d_ff / tp_.size(), A / tp_.size());
+  d_resid_a_.allocate(memory, rows * D, "residual gradient");
+  d_resid_b_.allocate(memory, rows * D, "residual gradient");
 }
 
 template <typename T>
-const T* Model<T>::forward_logits(const ModelInput& in) {
-  const int D = cfg_.d_model, V = cfg_.vocab, rows = streams_ * cfg_.seq_len;
-  saved_input_ = in;
-  input_ = &saved_input_;
-  const StepContext<T> ctx{be_, streams_, cfg_.seq_len, in.doc_start};
+void Model<T>::stage_input(const ModelInput& in) {
+  const int V = cfg_.vocab, rows = streams_ * cfg_.seq_len;
   for (int i = 0; i < rows; ++i)
     if (in.inputs[i] < 0 || in.inputs[i] >= V ||
         (in.mask != nullptr && in.mask[i] && (in.targets[i] < 0 || in.targets[i] >= V)))
       throw std::out_of_range("token id out of range [0, model.vocab=" + std::to_string(V) +
                               ") at position " + std::to_string(i));
-  if (tp_.active())
-    vocab_parallel_embedding_forward(be_, tp_, vocab_, in.inputs, rows, params_[embed_].value, D,
-                                     resid_[0].data());
+  inputs_.from_host(in.inputs, size_t(rows));
+  std::copy(in.doc_start, in.doc_start + streams_, doc_start_.begin());
+}
+
+template <typename T>
+const T* Model<T>::forward_logits(const ModelInput& in) {
+  stage_input(in);
+  const int D = cfg_.d_model, V = cfg_.vocab, rows = streams_ * cfg_.seq_len;
+  have_forward_ = true;
+  const StepContext<T> ctx{be_, streams_, cfg_.seq_len, doc_start_.data()};
+  if (tp_.active())  // host memory (checked at construction)
+    vocab_parallel_embedding_forward(be_, tp_, vocab_, inputs_.data(), rows,
+                                     params_[embed_].value, D, resid_[0].data());
   else
-    be_.embedding_forward(in.inputs, rows, params_[embed_].value, D, resid_[0].data());
+    be_.embedding_forward(inputs_.data(), rows, params_[embed_].value, D, resid_[0].data());
   for (size_t l = 0; l < layers_.size(); ++l)
     layers_[l]->forward(ctx, resid_[l].data(), resid_[l + 1].data());
   be_.rmsnorm_forward(resid_.back().data(), params_[final_norm_].value, rows, D, final_h_.data(),
@@ -81,24 +115,29 @@ const T* Model<T>::forward_logits(const ModelInput& in) {
 template <typename T>
 LossSums Model<T>::forward(const ModelInput& in, T grad_scale) {
   const int V = cfg_.vocab, rows = streams_ * cfg_.seq_len;
+  if (in.targets == nullptr || in.mask == nullptr)
+    throw std::invalid_argument("Model::forward needs targets and mask (forward_logits does not)");
   forward_logits(in);
+  targets_.from_host(in.targets, size_t(rows));
+  mask_.from_host(in.mask, size_t(rows));
   LossSums sums;
-  if (tp_.active())
-    sums.nats = xent_.forward_backward(tp_, vocab_, logits_.data(), in.targets, in.mask, rows,
-                                       grad_scale, logits_.data(), row_loss_.data());
+  if (tp_.active())  // host memory (checked at construction)
+    sums.nats = xent_.forward_backward(tp_, vocab_, logits_.data(), targets_.data(), mask_.data(),
+                                       rows, grad_scale, logits_.data(), row_loss_.data());
   else
-    sums.nats = be_.softmax_xent_forward_backward(logits_.data(), in.targets, in.mask, rows, V,
-                                                  grad_scale, logits_.data(), row_loss_.data());
-  for (int i = 0; i < rows; ++i) sums.count += in.mask[i] != 0;
+    sums.nats = be_.softmax_xent_forward_backward(logits_.data(), targets_.data(), mask_.data(),
+                                                  rows, V, grad_scale, logits_.data(),
+                                                  row_loss_.data());
+  for (int i = 0; i < rows; ++i) sums.count += in.mask[i] != 0;  // the host's copy
   return sums;
 }
 
 template <typename T>
 void Model<T>::backward() {
-  if (input_ == nullptr) throw std::logic_error("Model::backward without forward");
+  if (!have_forward_) throw std::logic_error("Model::backward without forward");
   const int D = cfg_.d_model, V = cfg_.vocab, rows = streams_ * cfg_.seq_len;
   const int64_t nd = int64_t(rows) * D;
-  const StepContext<T> ctx{be_, streams_, cfg_.seq_len, input_->doc_start};
+  const StepContext<T> ctx{be_, streams_, cfg_.seq_len, doc_start_.data()};
   const T inv_sqrt_v = T(1) / std::sqrt(T(V));
   auto& embed = params_[embed_];
   T* dh = scratch_.d_norm.data();
@@ -121,10 +160,10 @@ void Model<T>::backward() {
     if (hook_) hook_(int(l));
   }
   if (tp_.active())
-    vocab_parallel_embedding_backward(be_, vocab_, input_->inputs, rows, d_resid_a_.data(), D,
+    vocab_parallel_embedding_backward(be_, vocab_, inputs_.data(), rows, d_resid_a_.data(), D,
                                       embed.grad);
   else
-    be_.embedding_backward(input_->inputs, rows, d_resid_a_.data(), D, embed.grad);
+    be_.embedding_backward(inputs_.data(), rows, d_resid_a_.data(), D, embed.grad);
   if (hook_) hook_(-1);
 }
 
@@ -136,14 +175,22 @@ std::vector<TensorRef<T>> Model<T>::carried_state() {
   return all;
 }
 
+namespace {
+
+template <typename T>
+size_t numel_of(const TensorRef<T>& ref) {
+  int64_t n = 1;
+  for (auto s : ref.shape) n *= s;
+  return size_t(n);
+}
+
+}  // namespace
+
 template <typename T>
 std::vector<std::vector<T>> Model<T>::snapshot_carried_state() {
   std::vector<std::vector<T>> out;
-  for (const auto& ref : carried_state()) {
-    int64_t n = 1;
-    for (auto s : ref.shape) n *= s;
-    out.emplace_back(ref.data, ref.data + n);
-  }
+  for (const auto& ref : carried_state())
+    out.push_back(kernels::copy_to_host(memory(), static_cast<const T*>(ref.data), numel_of(ref)));
   return out;
 }
 
@@ -152,8 +199,13 @@ void Model<T>::restore_carried_state(const std::vector<std::vector<T>>& snapshot
   auto refs = carried_state();
   if (refs.size() != snapshot.size())
     throw std::logic_error("restore_carried_state: snapshot of another model");
-  for (size_t i = 0; i < refs.size(); ++i)
-    std::copy(snapshot[i].begin(), snapshot[i].end(), refs[i].data);
+  for (size_t i = 0; i < refs.size(); ++i) {
+    if (snapshot[i].size() != numel_of(refs[i]))
+      throw std::logic_error("restore_carried_state: " + refs[i].name + " has " +
+                             std::to_string(numel_of(refs[i])) + " elements, the snapshot " +
+                             std::to_string(snapshot[i].size()));
+    memory().from_host(refs[i].data, snapshot[i].data(), snapshot[i].size() * sizeof(T));
+  }
 }
 
 template <typename T>
@@ -166,21 +218,15 @@ MemoryReport Model<T>::memory_report() const {
   for (const auto& v : resid_) act += int64_t(v.size());
   act += int64_t(final_h_.size() + final_rstd_.size() + logits_.size() + row_loss_.size());
   act += xent_.bytes() / elem;
-  act += int64_t(scratch_.d_model.size() + scratch_.d_norm.size() + scratch_.d_ff.size() +
-                 d_resid_a_.size() + d_resid_b_.size());
-  for (const auto& v : scratch_.d_attn) act += int64_t(v.size());
-  r.activations = act * elem;
+  act += scratch_.elems() + int64_t(d_resid_a_.size() + d_resid_b_.size());
+  r.activations = act * elem + inputs_.bytes() + targets_.bytes() + mask_.bytes();
   for (const auto& layer : layers_) {
     r.activations += layer->activation_bytes();
     r.backward_scratch += layer->backward_scratch_bytes();
   }
   r.backward_scratch += int64_t(doc_start_.size());
   auto* self = const_cast<Model<T>*>(this);
-  for (const auto& ref : self->carried_state()) {
-    int64_t n = 1;
-    for (auto s : ref.shape) n *= s;
-    r.carried_state += n * elem;
-  }
+  for (const auto& ref : self->carried_state()) r.carried_state += int64_t(numel_of(ref)) * elem;
   return r;
 }
 

@@ -1,6 +1,9 @@
 // The whole language model (MODEL.md §1, §4–§6, §8): embedding, the layer stack, final
 // RMSNorm and the tied output with 1/√V, trained with masked cross-entropy. Memory for
 // parameters, gradients and activations is planned at construction; a step allocates nothing.
+// Every buffer (parameters, gradients, activations, scratch, carried state, logits, the step's
+// tokens) lives in the backend's memory (kernels/memory.h; device memory under CUDA) and is
+// only handed to kernels; the host reads it through the explicit copies below.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +21,8 @@
 
 namespace brt::core {
 
-// One step's input for the B streams (all [B, N] row-major except doc_start [B]).
+// One step's input for the B streams (all [B, N] row-major except doc_start [B]), in HOST
+// memory: the model copies inputs, targets and mask into its own backend buffers each step.
 struct ModelInput {
   const int32_t* inputs;
   const int32_t* targets;
@@ -42,10 +46,14 @@ class Model {
   // tp: the tensor-parallel group this replica is split over (default TP = 1). Every rank of
   // the group runs the same streams; each holds its slice of the heads, hidden units and
   // vocabulary (docs/parallelism.md, "Tensor parallelism").
+  // Throws std::runtime_error when the backend's memory is not host-accessible and the model
+  // needs host loops over its buffers: TP > 1 or a BST variant (not ported to the GPU yet).
   Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backend,
         const TensorParallel& tp = {});
 
   ParamStore<T>& params() { return params_; }
+  // The memory every model buffer lives in (the backend's).
+  kernels::Memory& memory() { return be_.memory(); }
   const ModelConfig& config() const { return cfg_; }
   const TensorParallel& tensor_parallel() const { return tp_; }
   const VocabRange& vocab_range() const { return vocab_; }
@@ -58,6 +66,8 @@ class Model {
   // The forward pass up to the logits ([B*N, V], valid until the next forward; targets and
   // mask are not read). Under TP > 1 these are this rank's columns [B*N, V/TP] of the
   // vocabulary range vocab_range(). Updates the carried state like forward(). For generation and scoring.
+  // The pointer is into backend memory (device memory under CUDA): copy rows out with
+  // kernels::copy_to_host(memory(), ...), never dereference it on the host.
   const T* forward_logits(const ModelInput& in);
   // Accumulates parameter gradients for the last forward (call params().zero_grads() first
   // unless accumulating).
@@ -73,13 +83,14 @@ class Model {
   std::pair<int64_t, int64_t> layer_grad_range(int i) const { return layer_ranges_[i]; }
   int num_layers() const { return int(layers_.size()); }
 
-  // Per-position losses in nats of the last forward ([B, N], 0 where masked).
-  const std::vector<T>& row_losses() const { return row_loss_; }
+  // Per-position losses in nats of the last forward ([B, N], 0 where masked): a host copy.
+  std::vector<T> row_losses() const { return row_loss_.to_host(); }
   // Every stream's carried state: layers.{i}.cache.k|v, recurrent layers.{i}.state.sigma, and for
   // BST layers ssm.carry (s4d, the double state's bytes), ssm.carry_u (unstructured) and
-  // ssm.ctx_last (MF) — docs/bst.md.
+  // ssm.ctx_last (MF) — docs/bst.md. The refs point into backend memory (memory()): read and
+  // write them with its to_host / from_host / fill_zero.
   std::vector<TensorRef<T>> carried_state();
-  // A copy of every stream's carried state, so something else (an evaluation) can run in
+  // A host copy of every stream's carried state, so something else (an evaluation) can run in
   // between and training then continues exactly where it was.
   std::vector<std::vector<T>> snapshot_carried_state();
   void restore_carried_state(const std::vector<std::vector<T>>& snapshot);
@@ -97,16 +108,23 @@ class Model {
   std::vector<std::pair<int64_t, int64_t>> layer_ranges_;
   std::function<void(int)> hook_;
 
-  const ModelInput* input_ = nullptr;
-  ModelInput saved_input_{};
-  std::vector<std::vector<T>> resid_;  // [L+1][B*N, D]
-  std::vector<T> final_h_, final_rstd_;
-  std::vector<T> logits_;    // [B*N, V]; holds dlogits after forward
-  std::vector<T> row_loss_;  // [B*N]
-  VocabParallelCrossEntropy<T> xent_;
-  std::vector<uint8_t> doc_start_;
+  // Checks the token ids and copies the step's input tokens into inputs_ (backend memory)
+  // and doc_start into doc_start_ (host); forward() copies targets and mask.
+  void stage_input(const ModelInput& in);
+
+  bool have_forward_ = false;  // backward() needs a forward() first
+  // The step's input in backend memory ([B*N] each); doc_start_ stays on the host (it only
+  // selects which streams' carried state is reset).
+  kernels::Buffer<int32_t> inputs_, targets_;
+  kernels::Buffer<uint8_t> mask_;
+  std::vector<uint8_t> doc_start_;  // [B]
+  std::vector<kernels::Buffer<T>> resid_;  // [L+1][B*N, D]
+  kernels::Buffer<T> final_h_, final_rstd_;
+  kernels::Buffer<T> logits_;    // [B*N, V]; holds dlogits after forward
+  kernels::Buffer<T> row_loss_;  // [B*N]
+  VocabParallelCrossEntropy<T> xent_;  // TP > 1 only (host memory)
   BackwardScratch<T> scratch_;
-  std::vector<T> d_resid_a_, d_resid_b_;
+  kernels::Buffer<T> d_resid_a_, d_resid_b_;
 };
 
 }  // namespace brt::core

@@ -35,7 +35,8 @@ void add_segment_part(kernels::Backend<T>& be, int streams, int seq, int window,
 
 template <typename T>
 RecurrentLayer<T>::RecurrentLayer(ParamStore<T>& store, const ModelConfig& cfg, int index,
-                                  int streams, const TensorParallel& tp)
+                                  int streams, kernels::Memory& memory,
+                                  const TensorParallel& tp)
     : store_(store),
       cfg_(cfg),
       tp_(tp),
@@ -43,7 +44,7 @@ RecurrentLayer<T>::RecurrentLayer(ParamStore<T>& store, const ModelConfig& cfg, 
       dims_{streams, cfg.seq_len, cfg.window, shape_.heads, cfg.head_dim},
       prefix_("layers." + std::to_string(index) + "."),
       streams_(streams),
-      state_(store, cfg, prefix_, streams, tp) {
+      state_(store, cfg, prefix_, streams, memory, tp) {
   // Full logical sizes for the declarations; A and H below are this rank's.
   const int D = cfg.d_model, A_full = cfg.attn_width(), H_full = cfg.heads, S = cfg.state_size;
   const int A = shape_.width(), H = shape_.heads;
@@ -69,18 +70,20 @@ RecurrentLayer<T>::RecurrentLayer(ParamStore<T>& store, const ModelConfig& cfg, 
   const int rows = streams * N;
   const size_t na = size_t(rows) * A, cache = size_t(streams) * W * A;
   const size_t ext = size_t(streams) * (W + N) * A, sd = size_t(streams) * S_local * D;
-  proj_acts_.allocate(proj_, shape_, rows);
-  for (auto* v : {&k_cache_used_, &v_cache_used_, &k_cache_, &v_cache_}) v->assign(cache, T(0));
-  for (auto* v : {&k_ext_, &v_ext_, &dk_ext_, &dv_ext_}) v->assign(ext, T(0));
-  for (auto* v : {&sigma0_, &d_sigma0_, &sigma_}) v->assign(sd, T(0));
-  a_ee_.assign(na, T(0));
-  a_es_.assign(na, T(0));
-  probs_ee_.assign(size_t(rows) * H * 2 * W, T(0));
-  probs_es_.assign(size_t(T_) * streams * H * W * S, T(0));
-  y_.assign(size_t(rows) * D, T(0));
-  mlp_acts_.allocate(mlp_, rows);
-  dk_s_.assign(size_t(T_) * streams * S * A, T(0));
-  dv_s_.assign(size_t(T_) * streams * S * A, T(0));
+  proj_acts_.allocate(memory, proj_, shape_, rows);
+  for (auto* v : {&k_cache_used_, &v_cache_used_, &k_cache_, &v_cache_})
+    v->allocate(memory, cache, "recurrent layer cache");
+  for (auto* v : {&k_ext_, &v_ext_, &dk_ext_, &dv_ext_})
+    v->allocate(memory, ext, "recurrent layer extended k/v");
+  for (auto* v : {&sigma0_, &d_sigma0_, &sigma_}) v->allocate(memory, sd, "recurrent state");
+  a_ee_.allocate(memory, na, "attention output a_ee");
+  a_es_.allocate(memory, na, "attention output a_es");
+  probs_ee_.allocate(memory, size_t(rows) * H * 2 * W, "attention probs ee");
+  probs_es_.allocate(memory, size_t(T_) * streams * H * W * S, "attention probs es");
+  y_.allocate(memory, size_t(rows) * D, "attention residual y");
+  mlp_acts_.allocate(memory, mlp_, rows);
+  dk_s_.allocate(memory, size_t(T_) * streams * S * A, "state key gradients");
+  dv_s_.allocate(memory, size_t(T_) * streams * S * A, "state value gradients");
 }
 
 template <typename T>

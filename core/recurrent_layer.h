@@ -21,8 +21,9 @@ class RecurrentLayer : public Layer<T> {
  public:
   // Under tensor parallelism (tp) this rank holds heads [r·H/TP, (r+1)·H/TP) of the token
   // side and of the state side, and F/TP hidden units of each MLP (docs/parallelism.md).
+  // Activations, scratch and carried state are allocated in `memory` (the backend's).
   RecurrentLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, int streams,
-                 const TensorParallel& tp = {});
+                 kernels::Memory& memory, const TensorParallel& tp = {});
 
   void forward(const StepContext<T>& ctx, const T* x, T* out) override;
   void backward(const StepContext<T>& ctx, const T* dout, T* dx,
@@ -44,24 +45,24 @@ class RecurrentLayer : public Layer<T> {
   MlpParams mlp_;
   RecurrentStateSide<T> state_;
 
-  // Saved activations.
+  // Saved activations (backend memory, like everything below).
   const T* x_ = nullptr;
   ProjectionActs<T> proj_acts_;
-  std::vector<T> k_cache_used_, v_cache_used_;  // [B, W, A]
-  std::vector<T> k_ext_, v_ext_;                // [B, W+N, A]: cache block then the segment
-  std::vector<T> sigma0_;                       // [B, S, D] the state block 0 read
-  std::vector<T> a_ee_, a_es_;                  // [B*N, A]
-  std::vector<T> probs_ee_;                     // [B, T, H, W, 2W]
-  std::vector<T> probs_es_;                     // [T][B, H, W, S]
-  std::vector<T> y_;                            // [B*N, D]
+  kernels::Buffer<T> k_cache_used_, v_cache_used_;  // [B, W, A]
+  kernels::Buffer<T> k_ext_, v_ext_;                // [B, W+N, A]: cache block then the segment
+  kernels::Buffer<T> sigma0_;                       // [B, S, D] the state block 0 read
+  kernels::Buffer<T> a_ee_, a_es_;                  // [B*N, A]
+  kernels::Buffer<T> probs_ee_;                     // [B, T, H, W, 2W]
+  kernels::Buffer<T> probs_es_;                     // [T][B, H, W, S]
+  kernels::Buffer<T> y_;                            // [B*N, D]
   MlpActs<T> mlp_acts_;
   // Backward scratch.
-  std::vector<T> dk_s_, dv_s_;      // [T, B*S, A]
-  std::vector<T> dk_ext_, dv_ext_;  // [B, W+N, A]
-  std::vector<T> d_sigma0_;         // [B, S, D]
+  kernels::Buffer<T> dk_s_, dv_s_;      // [T, B*S, A]
+  kernels::Buffer<T> dk_ext_, dv_ext_;  // [B, W+N, A]
+  kernels::Buffer<T> d_sigma0_;         // [B, S, D]
   // Carried between segments (MODEL §8).
-  std::vector<T> k_cache_, v_cache_;  // [B, W, A]
-  std::vector<T> sigma_;              // [B, S, D]
+  kernels::Buffer<T> k_cache_, v_cache_;  // [B, W, A]
+  kernels::Buffer<T> sigma_;              // [B, S, D]
 };
 
 }  // namespace brt::core

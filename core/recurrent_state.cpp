@@ -6,10 +6,23 @@
 
 namespace brt::core {
 
+namespace {
+
+// `count` buffers of n elements each in `memory`.
+template <typename T>
+std::vector<kernels::Buffer<T>> buffers(kernels::Memory& memory, int count, size_t n,
+                                        const char* what) {
+  std::vector<kernels::Buffer<T>> out(static_cast<size_t>(count));
+  for (auto& b : out) b.allocate(memory, n, what);
+  return out;
+}
+
+}  // namespace
+
 template <typename T>
 RecurrentStateSide<T>::RecurrentStateSide(ParamStore<T>& store, const ModelConfig& cfg,
                                           const std::string& prefix, int streams,
-                                          const TensorParallel& tp)
+                                          kernels::Memory& memory, const TensorParallel& tp)
     : store_(store),
       cfg_(cfg),
       tp_(tp),
@@ -48,43 +61,49 @@ RecurrentStateSide<T>::RecurrentStateSide(ParamStore<T>& store, const ModelConfi
   // rd: every row (projections, attentions, MLP); ld: this rank's rows (Σ, gates).
   const size_t rd = static_cast<size_t>(R) * D, ra = static_cast<size_t>(R) * A;
   const size_t ld = static_cast<size_t>(RL) * D;
-  sigma_.assign(blocks + 1, std::vector<T>(ld, T(0)));
+  sigma_ = buffers<T>(memory, blocks + 1, ld, "recurrent state sigma");
   proj_acts_.resize(blocks);
   gate1_acts_.resize(blocks);
   for (int t = 0; t < blocks; ++t) {
-    proj_acts_[t].allocate(proj_, shape_, R);
-    gate1_acts_[t].allocate(gate1_, RL);
+    proj_acts_[t].allocate(memory, proj_, shape_, R);
+    gate1_acts_[t].allocate(memory, gate1_, RL);
   }
-  probs_ss_.assign(blocks, std::vector<T>(static_cast<size_t>(streams) * H * S * S, T(0)));
-  probs_se_.assign(blocks, std::vector<T>(static_cast<size_t>(streams) * H * S * 2 * W, T(0)));
-  a_ss_.assign(blocks, std::vector<T>(ra, T(0)));
-  a_se_.assign(blocks, std::vector<T>(ra, T(0)));
-  u1_.assign(blocks, std::vector<T>(ld, T(0)));
+  probs_ss_ = buffers<T>(memory, blocks, static_cast<size_t>(streams) * H * S * S,
+                         "state self-attention probs");
+  probs_se_ = buffers<T>(memory, blocks, static_cast<size_t>(streams) * H * S * 2 * W,
+                         "state window-attention probs");
+  a_ss_ = buffers<T>(memory, blocks, ra, "state self-attention output");
+  a_se_ = buffers<T>(memory, blocks, ra, "state window-attention output");
+  u1_ = buffers<T>(memory, blocks, ld, "state gate input u1");
   if (dual_) {
-    gated_.assign(blocks, std::vector<T>(ld, T(0)));
-    u2_.assign(blocks, std::vector<T>(ld, T(0)));
+    gated_ = buffers<T>(memory, blocks, ld, "state gated U");
+    u2_ = buffers<T>(memory, blocks, ld, "state gate input u2");
     mlp_acts_.resize(blocks);
     gate2_acts_.resize(blocks);
     for (int t = 0; t < blocks; ++t) {
-      mlp_acts_[t].allocate(mlp_, R);
-      gate2_acts_[t].allocate(gate2_, RL);
+      mlp_acts_[t].allocate(memory, mlp_, R);
+      gate2_acts_[t].allocate(memory, gate2_, RL);
     }
-    d_gated_.assign(ld, T(0));
-    du2_.assign(ld, T(0));
-    scratch_f_.assign(2 * static_cast<size_t>(R) * F, T(0));
-    dm_.assign(static_cast<size_t>(R) * F, T(0));
+    d_gated_.allocate(memory, ld, "state backward scratch");
+    du2_.allocate(memory, ld, "state backward scratch");
+    scratch_f_.allocate(memory, 2 * static_cast<size_t>(R) * F, "state backward scratch");
+    dm_.allocate(memory, static_cast<size_t>(R) * F, "state backward scratch");
   }
-  for (auto* v : {&d_next_, &d_cur_, &du1_, &dzf_, &dzi_, &zf_, &zi_}) v->assign(ld, T(0));
-  scratch_d_.assign(rd, T(0));
-  for (auto* v : {&d_ass_, &d_ase_, &dq_, &dk_, &dv_, &dq2_, &scratch_a_}) v->assign(ra, T(0));
+  for (auto* v : {&d_next_, &d_cur_, &du1_, &dzf_, &dzi_, &zf_, &zi_})
+    v->allocate(memory, ld, "state scratch");
+  scratch_d_.allocate(memory, rd, "state backward scratch");
+  for (auto* v : {&d_ass_, &d_ase_, &dq_, &dk_, &dv_, &dq2_, &scratch_a_})
+    v->allocate(memory, ra, "state backward scratch");
   if (seq_.active()) {
-    for (auto* v : {&sig_full_, &full_a_, &full_b_}) v->assign(rd, T(0));
+    // The row collectives reorder rows with host loops (core/sequence_parallel.cpp).
+    require_host_memory(tp, memory, "sequence parallelism of the recurrent state");
+    for (auto* v : {&sig_full_, &full_a_, &full_b_}) v->allocate(memory, rd, "state gathered rows");
     seq_scratch_.allocate(int64_t(rd));
   }
 }
 
 template <typename T>
-const T* RecurrentStateSide<T>::all_rows(const T* local, std::vector<T>& buf) {
+const T* RecurrentStateSide<T>::all_rows(const T* local, kernels::Buffer<T>& buf) {
   if (!seq_.active()) return local;
   seq_.all_gather(local, buf.data(), shape_.d_model, seq_scratch_.staging);
   return buf.data();
@@ -221,7 +240,7 @@ void RecurrentStateSide<T>::backward(kernels::Backend<T>& be, const T* k_ext, co
 template <typename T>
 int64_t RecurrentStateSide<T>::activation_bytes() const {
   int64_t n = 0;
-  auto add = [&n](const std::vector<std::vector<T>>& vs) {
+  auto add = [&n](const Buffers& vs) {
     for (const auto& v : vs) n += static_cast<int64_t>(v.size()) * sizeof(T);
   };
   add(sigma_);

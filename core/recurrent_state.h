@@ -22,8 +22,9 @@ class RecurrentStateSide {
   // rows are split like the token side's, and Σ's S rows are split over TP (sequence
   // parallelism): sigma0, Σ_t and d_sigma0 below are this rank's [B, S/TP, D] rows, while keys
   // and values cover all S rows for this rank's heads (docs/parallelism.md).
+  // Every buffer below is allocated in `memory` (the backend's) at construction.
   RecurrentStateSide(ParamStore<T>& store, const ModelConfig& cfg, const std::string& prefix,
-                     int streams, const TensorParallel& tp = {});
+                     int streams, kernels::Memory& memory, const TensorParallel& tp = {});
 
   // sigma0: [B, S, D] the state block 0 reads. k_ext, v_ext: [B, W+N, A] the token keys
   // (normalised) and values with the previous segment's last block in front, so block t's
@@ -57,24 +58,26 @@ class RecurrentStateSide {
   MlpParams mlp_;  // dual only
   bool dual_;
 
-  // Per block t: saved activations.
-  std::vector<std::vector<T>> sigma_;           // [T+1][B*S*D]
+  using Buffers = std::vector<kernels::Buffer<T>>;
+  // Per block t: saved activations (backend memory, like every buffer below).
+  Buffers sigma_;                               // [T+1][B*S*D]
   std::vector<ProjectionActs<T>> proj_acts_;    // [T]
-  std::vector<std::vector<T>> probs_ss_, probs_se_, a_ss_, a_se_, u1_;
+  Buffers probs_ss_, probs_se_, a_ss_, a_se_, u1_;
   std::vector<GateActs<T>> gate1_acts_, gate2_acts_;
-  std::vector<std::vector<T>> gated_;           // dual: U_t = Gate1(Σ_t, ...)
+  Buffers gated_;                               // dual: U_t = Gate1(Σ_t, ...)
   std::vector<MlpActs<T>> mlp_acts_;            // dual
-  std::vector<std::vector<T>> u2_;              // dual
+  Buffers u2_;                                  // dual
   // Backward scratch (planned once).
-  std::vector<T> d_next_, d_cur_, du1_, d_gated_, du2_, dzf_, dzi_, d_ass_, d_ase_, dq_, dk_,
-      dv_, dq2_, scratch_a_, scratch_d_, scratch_f_, dm_;
-  std::vector<T> zf_, zi_;  // forward scratch (lstm)
-  // Sequence parallelism only (empty at TP = 1): gathered rows [B*S, D] and collective staging.
-  std::vector<T> sig_full_, full_a_, full_b_;
+  kernels::Buffer<T> d_next_, d_cur_, du1_, d_gated_, du2_, dzf_, dzi_, d_ass_, d_ase_, dq_,
+      dk_, dv_, dq2_, scratch_a_, scratch_d_, scratch_f_, dm_;
+  kernels::Buffer<T> zf_, zi_;  // forward scratch (lstm)
+  // Sequence parallelism only (empty at TP = 1, which is host memory only: the collectives'
+  // reordering runs on the host): gathered rows [B*S, D] and collective staging.
+  kernels::Buffer<T> sig_full_, full_a_, full_b_;
   RowSplitScratch<T> seq_scratch_;
   RowSplitScratch<T>* seq_scratch() { return seq_.active() ? &seq_scratch_ : nullptr; }
   // Every row of a [B*S/TP, D] local tensor (gathered into buf under TP; local itself otherwise).
-  const T* all_rows(const T* local, std::vector<T>& buf);
+  const T* all_rows(const T* local, kernels::Buffer<T>& buf);
 };
 
 }  // namespace brt::core

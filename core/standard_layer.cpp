@@ -43,7 +43,7 @@ void add_row_parallel(kernels::Backend<T>& be, const TensorParallel& tp, const T
 
 template <typename T>
 StandardLayer<T>::StandardLayer(ParamStore<T>& store, const ModelConfig& cfg, int index,
-                                int streams, const TensorParallel& tp)
+                                int streams, kernels::Memory& memory, const TensorParallel& tp)
     : store_(store),
       tp_(tp),
       shape_{cfg.d_model, tp.local(cfg.heads, "model.heads"), cfg.head_dim},
@@ -66,15 +66,15 @@ StandardLayer<T>::StandardLayer(ParamStore<T>& store, const ModelConfig& cfg, in
 
   const int rows = streams * cfg.seq_len;
   const int64_t cache = static_cast<int64_t>(streams) * cfg.window * A;
-  proj_acts_.allocate(proj_, shape_, rows);
-  k_cache_used_.assign(cache, T(0));
-  v_cache_used_.assign(cache, T(0));
-  attn_out_.assign(static_cast<size_t>(rows) * A, T(0));
-  probs_.assign(static_cast<size_t>(rows) * H * 2 * cfg.window, T(0));
-  y_.assign(static_cast<size_t>(rows) * D, T(0));
-  mlp_acts_.allocate(mlp_, rows);
-  k_cache_.assign(cache, T(0));
-  v_cache_.assign(cache, T(0));
+  proj_acts_.allocate(memory, proj_, shape_, rows);
+  k_cache_used_.allocate(memory, size_t(cache), "k cache used");
+  v_cache_used_.allocate(memory, size_t(cache), "v cache used");
+  attn_out_.allocate(memory, static_cast<size_t>(rows) * A, "attention output");
+  probs_.allocate(memory, static_cast<size_t>(rows) * H * 2 * cfg.window, "attention probs");
+  y_.allocate(memory, static_cast<size_t>(rows) * D, "attention residual y");
+  mlp_acts_.allocate(memory, mlp_, rows);
+  k_cache_.allocate(memory, size_t(cache), "carried k cache");
+  v_cache_.allocate(memory, size_t(cache), "carried v cache");
 }
 
 template <typename T>

@@ -15,11 +15,12 @@ namespace brt::core {
 template <typename T>
 class StandardLayer : public Layer<T> {
  public:
-  // Declares this layer's parameters as layers.{index}.* and plans its activations for
-  // `streams` streams of `cfg.seq_len` tokens. Under tensor parallelism (tp) this rank holds
-  // heads [r·H/TP, (r+1)·H/TP) and hidden units [r·F/TP, (r+1)·F/TP) (docs/parallelism.md).
+  // Declares this layer's parameters as layers.{index}.* and allocates its activations and
+  // carried cache for `streams` streams of `cfg.seq_len` tokens in `memory` (the backend's).
+  // Under tensor parallelism (tp) this rank holds heads [r·H/TP, (r+1)·H/TP) and hidden
+  // units [r·F/TP, (r+1)·F/TP) (docs/parallelism.md).
   StandardLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, int streams,
-                const TensorParallel& tp = {});
+                kernels::Memory& memory, const TensorParallel& tp = {});
 
   void forward(const StepContext<T>& ctx, const T* x, T* out) override;
   void backward(const StepContext<T>& ctx, const T* dout, T* dx,
@@ -37,20 +38,21 @@ class StandardLayer : public Layer<T> {
   int wo_, scale_, rel_bias_;
   MlpParams mlp_;
 
-  // Saved activations.
+  // Saved activations (backend memory, like everything below).
   const T* x_ = nullptr;  // the layer's input (owned by the model)
   ProjectionActs<T> proj_acts_;
-  std::vector<T> k_cache_used_, v_cache_used_;  // [B, W, A] the cache block 0 attended to
-  std::vector<T> attn_out_;                     // [B*N, A]
-  std::vector<T> probs_;                        // [B, T, H, W, 2W]
-  std::vector<T> y_;                            // [B*N, D] after the attention residual
+  kernels::Buffer<T> k_cache_used_, v_cache_used_;  // [B, W, A] the cache block 0 attended to
+  kernels::Buffer<T> attn_out_;                     // [B*N, A]
+  kernels::Buffer<T> probs_;                        // [B, T, H, W, 2W]
+  kernels::Buffer<T> y_;                            // [B*N, D] after the attention residual
   MlpActs<T> mlp_acts_;
   // Carried between segments (MODEL §8): last block's normalised keys and raw values.
-  std::vector<T> k_cache_, v_cache_;  // [B, W, A]
+  kernels::Buffer<T> k_cache_, v_cache_;  // [B, W, A]
 };
 
 // Builds the [B, W, A] cache a segment's block 0 attends to: zeros for streams that start a
 // document, else the carried block (MODEL §3.2, §8). Shared by every layer with a cache.
+// doc_start is host memory; carried and used are backend memory.
 template <typename T>
 void prepare_cache(kernels::Backend<T>& be, const uint8_t* doc_start, int streams,
                    int64_t block_elems, const T* carried, T* used);

@@ -14,6 +14,14 @@ int TensorParallel::local(int n, const std::string& what) const {
   return n / size_;
 }
 
+void require_host_memory(const TensorParallel& tp, const kernels::Memory& memory,
+                         const std::string& what) {
+  if (!tp.active() || memory.host_accessible()) return;
+  throw std::runtime_error(what + ": tensor parallelism (--tp " + std::to_string(tp.size()) +
+                           ") is not supported on " + memory.name() +
+                           " memory yet (its collectives reorder rows on the host); use --tp 1");
+}
+
 template <typename T>
 void TensorParallel::all_reduce_sum(T* data, int64_t n) const {
   if (comm_ == nullptr || n == 0) return;

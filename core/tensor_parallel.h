@@ -22,6 +22,7 @@
 #include "core/optim_stats.h"
 #include "core/param.h"
 #include "core/param_store.h"
+#include "kernels/memory.h"
 #include "parallel/communicator.h"
 
 namespace brt::core {
@@ -63,10 +64,18 @@ class TensorParallel {
   int rank_ = 0, size_ = 1;
 };
 
+// Tensor parallelism's reorderings (sequence parallelism's row blocks, the vocabulary-parallel
+// embedding and cross-entropy, gather_shards / extract_shard) are host loops over the
+// layers' buffers, so TP > 1 needs host-accessible memory. Throws std::runtime_error naming
+// `what`, the memory and the TP size when tp is active and `memory` is not host-accessible.
+void require_host_memory(const TensorParallel& tp, const kernels::Memory& memory,
+                         const std::string& what);
+
 // Layout-independent views of sharded tensors (checkpoints, tests): `spec` describes this
 // rank's slice (spec.shard) of the full spec.shape.
 // full[spec.global_numel()] on every rank of tp = the ranks' slices put in place (all-gather).
-// Replicated tensors are copied. `staging` is resized as needed.
+// Replicated tensors are copied. `staging` is resized as needed. Host pointers only: stage
+// backend memory through Memory::to_host first.
 template <typename T>
 void gather_shards(const TensorParallel& tp, const ParamSpec& spec, const T* local, T* full,
                    std::vector<T>& staging);

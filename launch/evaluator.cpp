@@ -93,7 +93,7 @@ EvalReport evaluate_split(core::Model<T>& model, const RunConfig& cfg, const std
   for (auto& ref : model.carried_state()) {  // start clean; documents reset it anyway
     int64_t n = 1;
     for (auto s : ref.shape) n *= s;
-    std::fill(ref.data, ref.data + n, T(0));
+    model.memory().fill_zero(ref.data, size_t(n) * sizeof(T));  // backend memory
   }
   // Totals are kept per document (and position bucket) and summed in document order at the
   // end, so every layout — however documents fall on ranks and streams — adds the same
@@ -107,7 +107,7 @@ EvalReport evaluate_split(core::Model<T>& model, const RunConfig& cfg, const std
   while (streams.next(batch)) {
     model.forward({batch.inputs.data(), batch.targets.data(), batch.mask.data(),
                    batch.doc_start.data()}, T(0));
-    const auto& losses = model.row_losses();
+    const std::vector<T> losses = model.row_losses();  // a host copy
     for (size_t i = 0; i < batch.mask.size(); ++i) {
       if (!batch.mask[i]) continue;
       const size_t stream = i / size_t(batch.seq);

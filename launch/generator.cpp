@@ -63,8 +63,12 @@ const float* Generator::peek_logits() {
 const float* Generator::whole_row(const float* logits, int row, std::vector<float>& buf) const {
   const core::TensorParallel& tp = model_.tensor_parallel();
   const int V = model_.config().vocab;
-  if (!tp.active()) return logits + size_t(row) * size_t(V);
+  if (!tp.active()) {  // the logits are in backend memory (device memory under CUDA)
+    buf = kernels::copy_to_host(model_.memory(), logits + size_t(row) * size_t(V), size_t(V));
+    return buf.data();
+  }
   // The embedding's vocabulary rows are split in rank order, so the gathered row is in order.
+  // (TP > 1 runs on host memory only: the model refuses it elsewhere.)
   const int local = V / tp.size();
   buf.resize(size_t(V));
   tp.group()->all_gather(std::span<const float>(logits + size_t(row) * size_t(local), size_t(local)),

@@ -41,9 +41,9 @@ class Generator {
   // Appends a token; when the block is full it is run once more and committed (its keys,
   // values and state become the carried context).
   void push(int32_t token);
-  // Row `row` of forward_logits' output over the whole vocabulary. Under tensor parallelism
-  // each rank holds its vocabulary slice (column-parallel output): the row is all-gathered over
-  // the TP group into `buf`, so every rank samples the same token.
+  // Row `row` of forward_logits' output over the whole vocabulary, copied to the host into
+  // `buf`. Under tensor parallelism each rank holds its vocabulary slice (column-parallel
+  // output): the row is all-gathered over the TP group, so every rank samples the same token.
   const float* whole_row(const float* logits, int row, std::vector<float>& buf) const;
 
   core::Model<float>& model_;
@@ -51,7 +51,7 @@ class Generator {
   std::vector<int32_t> block_;  // the current block's tokens (< W of them)
   bool first_block_ = true;
   const float* committed_logits_ = nullptr;  // last row of the last committed block
-  std::vector<float> peek_row_, committed_row_;  // whole-vocabulary rows under TP
+  std::vector<float> peek_row_, committed_row_;  // whole-vocabulary rows, on the host
 };
 
 // Text in, text out: BOS + the encoded prompt, then streams each newly decodable piece of the

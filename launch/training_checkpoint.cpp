@@ -96,11 +96,12 @@ template <typename T>
 void save_tp_shards_only(core::Model<T>& model, core::Optimizer<T>& optimizer,
                          const BatchSource& data, const CheckpointRanks& ranks) {
   const core::TensorParallel& tp = ranks.tensor_parallel;
-  std::vector<T> full, staging;
+  std::vector<T> host, full, staging;
   const auto gather = [&](const core::ParamSpec& spec, const T* local) {
     if (!spec.shard.sharded()) return;
+    host = kernels::copy_to_host(model.memory(), local, size_t(spec.numel()));  // backend memory
     full.resize(size_t(spec.global_numel()));
-    core::gather_shards(tp, spec, local, full.data(), staging);
+    core::gather_shards(tp, spec, host.data(), full.data(), staging);
   };
   const auto& params = model.params().params();
   for (size_t p = 0; p < params.size(); ++p)
@@ -128,11 +129,14 @@ ck::SaveResult save_training_checkpoint(const RunConfig& config, core::Model<T>&
     return {};
   }
   ck::CheckpointWriter writer(config.checkpoint.dir, pos.step, ranks.comm, options);
-  std::vector<T> full, staging;
+  // Parameters, optimizer state and carried state live in backend memory (device memory under
+  // CUDA; the optimizer's state in the parameter store's memory): staged through `host`.
+  std::vector<T> host, full, staging;
   const auto whole = [&](const core::ParamSpec& spec, const T* local) {
-    if (!spec.shard.sharded()) return std::span<const T>(local, size_t(spec.numel()));
+    host = kernels::copy_to_host(model.memory(), local, size_t(spec.numel()));
+    if (!spec.shard.sharded()) return std::span<const T>(host);
     full.resize(size_t(spec.global_numel()));
-    core::gather_shards(tp, spec, local, full.data(), staging);
+    core::gather_shards(tp, spec, host.data(), full.data(), staging);
     return std::span<const T>(full);
   };
   ck::Metadata meta;
@@ -184,16 +188,19 @@ RunPosition load_training_checkpoint(const std::filesystem::path& file, const Ru
   if (!tokenizer_hash.empty() || !meta.tokenizer_hash.empty())
     ck::require_attr_equals(reader, "tokenizer_hash", tokenizer_hash);
   // Sharded tensors: read the whole (or this rank's streams of it) and keep this rank's slice.
-  std::vector<T> full;
+  // `local` is backend memory (device memory under CUDA): staged through `host`.
+  std::vector<T> full, host;
   const auto read_into = [&](const std::string& path, const ck::Slice& slice, const core::ParamSpec& spec,
                              T* local) {
+    host.resize(size_t(spec.numel()));
     if (!spec.shard.sharded()) {
-      reader.read<T>(path, slice, std::span<T>(local, size_t(spec.numel())));
-      return;
+      reader.read<T>(path, slice, std::span<T>(host));
+    } else {
+      full.resize(size_t(slice.numel()));
+      reader.read<T>(path, slice, std::span<T>(full));
+      core::extract_shard(spec, full.data(), host.data());
     }
-    full.resize(size_t(slice.numel()));
-    reader.read<T>(path, slice, std::span<T>(full));
-    core::extract_shard(spec, full.data(), local);
+    model.memory().from_host(local, host.data(), host.size() * sizeof(T));
   };
   const auto& params = model.params().params();
   for (auto& p : model.params().params())
@@ -238,17 +245,21 @@ template <typename T>
 void load_model_parameters(const std::filesystem::path& file, core::Model<T>& model) {
   ck::CheckpointReader reader(file);
   ck::require_tensors(reader, expected_parameters(model));
-  std::vector<T> full;
-  for (auto& p : model.params().params()) {
+  std::vector<T> full, host;
+  core::ParamStore<T>& store = model.params();
+  for (int i = 0; i < store.size(); ++i) {
+    const core::Param<T>& p = store[i];
     const std::string path = ck::join_path(ck::kModelGroup, p.spec.name);
+    host.resize(size_t(p.numel()));
     if (!p.spec.shard.sharded()) {
-      reader.read<T>(path, ck::Slice::whole(p.spec.shape), std::span<T>(p.value, size_t(p.numel())));
-      continue;
+      reader.read<T>(path, ck::Slice::whole(p.spec.shape), std::span<T>(host));
+    } else {
+      // A tensor-parallel rank keeps its slice of the whole tensor (layout-independent files).
+      full.resize(size_t(p.spec.global_numel()));
+      reader.read<T>(path, ck::Slice::whole(p.spec.shape), std::span<T>(full));
+      core::extract_shard(p.spec, full.data(), host.data());
     }
-    // A tensor-parallel rank keeps its slice of the whole tensor (layout-independent files).
-    full.resize(size_t(p.spec.global_numel()));
-    reader.read<T>(path, ck::Slice::whole(p.spec.shape), std::span<T>(full));
-    core::extract_shard(p.spec, full.data(), p.value);
+    store.value_from_host(i, host);  // backend memory
   }
 }
 

@@ -71,18 +71,15 @@ class LayerBench {
     cfg_.resolve();
     backend_ = kernels::make_cpu_backend<float>();
     if (cfg_.family == core::ModelFamily::kBST)
-      layer_ = std::make_unique<core::BstLayer<float>>(store_, cfg_, 0, 1);
+      layer_ = std::make_unique<core::BstLayer<float>>(store_, cfg_, 0, 1, backend_->memory());
     else if (cfg_.family == core::ModelFamily::kRecurrent)
-      layer_ = std::make_unique<core::RecurrentLayer<float>>(store_, cfg_, 0, 1);
+      layer_ = std::make_unique<core::RecurrentLayer<float>>(store_, cfg_, 0, 1, backend_->memory());
     else
-      layer_ = std::make_unique<core::StandardLayer<float>>(store_, cfg_, 0, 1);
+      layer_ = std::make_unique<core::StandardLayer<float>>(store_, cfg_, 0, 1, backend_->memory());
     store_.finalize();
     store_.initialize(1);
-    const size_t nd = size_t(seq) * cfg_.d_model, na = size_t(seq) * cfg_.attn_width();
-    scratch_.d_model.assign(nd, 0.f);
-    scratch_.d_norm.assign(nd, 0.f);
-    scratch_.d_ff.assign(2 * size_t(seq) * cfg_.d_ff, 0.f);
-    for (auto& v : scratch_.d_attn) v.assign(na, 0.f);
+    const size_t nd = size_t(seq) * cfg_.d_model;
+    scratch_.allocate(backend_->memory(), seq, cfg_.d_model, cfg_.d_ff, cfg_.attn_width());
     std::mt19937 rng(3);
     std::normal_distribution<float> normal(0.f, 1.f);
     x_.resize(nd);

@@ -33,14 +33,11 @@ struct LayerRig {
   int streams;
 
   LayerRig(const core::ModelConfig& c, int B, uint64_t seed = 99) : cfg(c), streams(B) {
-    layer = std::make_unique<core::BstLayer<T>>(store, cfg, 0, B);
+    layer = std::make_unique<core::BstLayer<T>>(store, cfg, 0, B, kernels::host_memory());
     store.finalize();
     store.initialize(seed);
-    const size_t rows = size_t(B) * cfg.seq_len;
-    scratch.d_model.assign(rows * cfg.d_model, 0);
-    scratch.d_norm.assign(rows * cfg.d_model, 0);
-    scratch.d_ff.assign(2 * rows * cfg.d_ff, 0);
-    for (auto& v : scratch.d_attn) v.assign(rows * cfg.attn_width(), 0);
+    const int64_t rows = int64_t(B) * cfg.seq_len;
+    scratch.allocate(kernels::host_memory(), rows, cfg.d_model, cfg.d_ff, cfg.attn_width());
   }
   std::vector<std::vector<T>> snapshot() {
     std::vector<std::vector<T>> out;

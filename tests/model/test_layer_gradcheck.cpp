@@ -27,16 +27,13 @@ TEST_P(LayerGradCheck, InputAndParameterGradientsMatchFiniteDifferences) {
   core::ParamStore<double> store;
   std::unique_ptr<core::Layer<double>> layer;
   if (cfg.family == core::ModelFamily::kRecurrent)
-    layer = std::make_unique<core::RecurrentLayer<double>>(store, cfg, 0, B);
+    layer = std::make_unique<core::RecurrentLayer<double>>(store, cfg, 0, B, backend->memory());
   else
-    layer = std::make_unique<core::StandardLayer<double>>(store, cfg, 0, B);
+    layer = std::make_unique<core::StandardLayer<double>>(store, cfg, 0, B, backend->memory());
   store.finalize();
   store.initialize(99);
   core::BackwardScratch<double> scratch;
-  scratch.d_model.assign(rows * D, 0);
-  scratch.d_norm.assign(rows * D, 0);
-  scratch.d_ff.assign(2 * rows * cfg.d_ff, 0);
-  for (auto& v : scratch.d_attn) v.assign(rows * cfg.attn_width(), 0);
+  scratch.allocate(backend->memory(), rows, D, cfg.d_ff, cfg.attn_width());
 
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));

@@ -6,9 +6,10 @@
 //  - the shapes the planner derives from MODEL §9 equal the ParamStore's, in order;
 //  - each category equals Model::memory_report() / the optimizer's allocated state exactly
 //    (TP = 2 included), and the total is within 5% (the bound);
-//  - Model::memory_report() plus the optimizer state is checked against the bytes the heap
-//    actually handed out while the model and optimizer were built (a counting operator new),
-//    so the report itself is not taken on trust.
+//  - Model::memory_report() plus the optimizer state is checked against the bytes actually
+//    handed out while the model and optimizer were built (a counting operator new plus the
+//    backend memory's allocations, counted by a CountingMemory), so the report itself is not
+//    taken on trust.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -26,6 +27,7 @@
 #include "launch/data_parallel.h"
 #include "launch/planner.h"
 #include "parallel/communicator.h"
+#include "tests/common/guarded_backend.h"
 
 namespace {
 std::atomic<long long> g_live_bytes{0};
@@ -109,7 +111,9 @@ TEST_P(PlanMemory, PredictionMatchesAllocationForDpTpAndZero1) {
   core::ModelConfig cfg = rc.model;
   cfg.resolve();
   const int B = rc.train.batch;
-  auto backend = kernels::make_cpu_backend<float>();
+  auto cpu = kernels::make_cpu_backend<float>();
+  brt::testing::CountingMemory backend_memory;  // the model's buffers are allocated here
+  brt::testing::ForwardingBackend<float> backend(*cpu, backend_memory);
 
   // (TP, DP): TP = 2 layouts build TP rank 0's slices in-process (rank 1's are the same size).
   const std::vector<std::pair<int, int>> layouts = {{1, 1}, {1, 2}, {2, 1}, {2, 2}};
@@ -118,8 +122,8 @@ TEST_P(PlanMemory, PredictionMatchesAllocationForDpTpAndZero1) {
     const core::TensorParallel tpx = tp > 1 ? core::TensorParallel(group) : core::TensorParallel();
     for (int rank = 0; rank < dp; ++rank) {
       SCOPED_TRACE("tp " + std::to_string(tp) + " dp " + std::to_string(dp) + " rank " + std::to_string(rank));
-      const long long before = g_live_bytes.load();
-      core::Model<float> model(cfg, B, *backend, tpx);
+      const long long before = g_live_bytes.load() + backend_memory.live_bytes();
+      core::Model<float> model(cfg, B, backend, tpx);
       std::vector<bool> owned;
       if (dp > 1) {
         std::vector<int64_t> numels;
@@ -129,7 +133,7 @@ TEST_P(PlanMemory, PredictionMatchesAllocationForDpTpAndZero1) {
         for (size_t p = 0; p < numels.size(); ++p) owned[p] = part.owner[p] == rank;
       }
       auto optimizer = core::make_optimizer(rc.optim, model.params(), owned);
-      const double heap = double(g_live_bytes.load() - before);
+      const double heap = double(g_live_bytes.load() + backend_memory.live_bytes() - before);
 
       // Shapes: the planner's MODEL §9 list is the store's, in declaration order, and so are
       // the TP split axes.

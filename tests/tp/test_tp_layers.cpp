@@ -112,18 +112,15 @@ LayerRun run_layer(const core::ModelConfig& cfg, const TensorParallel& tp) {
   // Layer 1: recurrent in the recurrent variants (tp_run's recurrent_layers = [1]); BST
   // variants: the BST layer 0.
   if (cfg.is_bst_layer(0))
-    layer = std::make_unique<core::BstLayer<float>>(store, cfg, 0, B, tp);
+    layer = std::make_unique<core::BstLayer<float>>(store, cfg, 0, B, backend->memory(), tp);
   else if (cfg.is_recurrent_layer(1))
-    layer = std::make_unique<core::RecurrentLayer<float>>(store, cfg, 1, B, tp);
+    layer = std::make_unique<core::RecurrentLayer<float>>(store, cfg, 1, B, backend->memory(), tp);
   else
-    layer = std::make_unique<core::StandardLayer<float>>(store, cfg, 1, B, tp);
+    layer = std::make_unique<core::StandardLayer<float>>(store, cfg, 1, B, backend->memory(), tp);
   store.finalize();
   store.initialize(11);
-  core::BackwardScratch<float> scratch;
-  scratch.d_model.assign(size_t(rows) * D, 0.f);
-  scratch.d_norm.assign(size_t(rows) * D, 0.f);
-  scratch.d_ff.assign(2 * size_t(rows) * cfg.d_ff, 0.f);
-  for (auto& v : scratch.d_attn) v.assign(size_t(rows) * cfg.attn_width(), 0.f);
+  core::BackwardScratch<float> scratch;  // the local widths F/TP and A/TP would do; full is safe
+  scratch.allocate(backend->memory(), rows, D, cfg.d_ff, cfg.attn_width());
   const std::vector<uint8_t> first = {1, 1}, second = {0, 1};  // stream 0 carries over
   LayerRun r;
   r.out.assign(size_t(rows) * D, 0.f);

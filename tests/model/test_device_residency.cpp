@@ -1,0 +1,191 @@
+// Device residency of the model (docs/gpu.md, "Device residency"; issue 6): every buffer of
+// Model lives in the backend's memory and the host only touches it through the Memory's
+// copies. Run on the GuardedBackend (CPU kernels over memory the host cannot access outside a
+// kernel call: a stray host dereference is a SIGSEGV), a few training steps — with a carried
+// state snapshot/restore, row losses and logits copied out — must give results bit-identical
+// to the plain CPU backend's from the same initialisation. The host-only paths (tensor
+// parallelism, BST) must be refused up front on such memory with a clear message.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "kernels/backend.h"
+#include "model_test_util.h"
+#include "parallel/communicator.h"
+#include "tests/common/guarded_backend.h"
+
+namespace brt::testing {
+namespace {
+
+// Everything a short run exposes to the host.
+struct RunResult {
+  std::vector<double> nats;
+  std::vector<int64_t> counts;
+  std::vector<std::vector<float>> row_losses;       // per step
+  std::vector<float> logits;                        // forward_logits of a side batch
+  std::vector<std::vector<float>> carried_mid;      // snapshot after step 2
+  std::vector<std::vector<float>> carried_end;      // after the last step
+  std::vector<std::vector<float>> grads;            // per parameter, after the last backward
+  std::vector<std::vector<float>> values;           // per parameter (unchanged: no optimizer)
+};
+
+RunResult run(kernels::Backend<float>& backend, const std::string& variant) {
+  constexpr int B = 2;
+  const core::ModelConfig cfg = tiny_config(variant);
+  core::Model<float> model(cfg, B, backend);
+  model.params().initialize(17);
+  std::mt19937_64 rng(23);
+  const int N = model.config().seq_len, V = model.config().vocab;
+  const std::vector<RandomBatch> batches = {random_batch(B, N, V, rng, {1, 1}),
+                                            random_batch(B, N, V, rng, {0, 1}),
+                                            random_batch(B, N, V, rng, {0, 0})};
+  const RandomBatch side = random_batch(B, N, V, rng, {0, 1});
+  RunResult r;
+  for (size_t step = 0; step < batches.size(); ++step) {
+    if (step == 2) {
+      // An evaluation-like detour: snapshot, run something else, restore, continue.
+      r.carried_mid = model.snapshot_carried_state();
+      const float* logits = model.forward_logits(side.view());
+      r.logits = kernels::copy_to_host(model.memory(), logits, size_t(B) * N * V);
+      model.restore_carried_state(r.carried_mid);
+    }
+    model.params().zero_grads();
+    const core::LossSums sums = model.forward(batches[step].view(), 1.0f / float(B * N));
+    model.backward();
+    r.nats.push_back(sums.nats);
+    r.counts.push_back(sums.count);
+    r.row_losses.push_back(model.row_losses());
+  }
+  r.carried_end = model.snapshot_carried_state();
+  for (int i = 0; i < model.params().size(); ++i) {
+    r.grads.push_back(model.params().grad_to_host(i));
+    r.values.push_back(model.params().value_to_host(i));
+  }
+  return r;
+}
+
+void expect_bit_identical(const std::vector<std::vector<float>>& a,
+                          const std::vector<std::vector<float>>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].size(), b[i].size()) << what << " " << i;
+    EXPECT_EQ(0, std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)))
+        << what << " " << i << " differs";
+  }
+}
+
+class DeviceResidency : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DeviceResidency, GuardedMemoryRunIsBitIdenticalToTheCpuBackend) {
+  auto cpu = kernels::make_cpu_backend<float>();
+  GuardedBackend<float> guarded;
+  const RunResult want = run(*cpu, GetParam());
+  const RunResult got = run(guarded, GetParam());
+  ASSERT_EQ(want.nats.size(), got.nats.size());
+  for (size_t s = 0; s < want.nats.size(); ++s) {
+    EXPECT_EQ(0, std::memcmp(&want.nats[s], &got.nats[s], sizeof(double))) << "loss of step " << s;
+    EXPECT_EQ(want.counts[s], got.counts[s]);
+    EXPECT_GT(want.nats[s], 0.0);
+  }
+  expect_bit_identical(want.row_losses, got.row_losses, "row losses of step");
+  expect_bit_identical({want.logits}, {got.logits}, "forward_logits");
+  expect_bit_identical(want.carried_mid, got.carried_mid, "carried state snapshot");
+  expect_bit_identical(want.carried_end, got.carried_end, "final carried state");
+  expect_bit_identical(want.grads, got.grads, "gradient of parameter");
+  expect_bit_identical(want.values, got.values, "value of parameter");
+  // The run did something: some carried state and gradients are non-zero.
+  double g = 0, c = 0;
+  for (const auto& v : got.grads)
+    for (float x : v) g += double(x) * x;
+  for (const auto& v : got.carried_end)
+    for (float x : v) c += double(x) * x;
+  EXPECT_GT(g, 0.0);
+  EXPECT_GT(c, 0.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, DeviceResidency,
+                         ::testing::Values("slide", "xl", "rec:fixed:skip", "rec:lstm:dual"),
+                         variant_name);
+
+// The guard itself: touching guarded memory from the host outside a kernel faults, and a
+// kernel given a host pointer (invalid on a GPU) is an error.
+TEST(GuardedMemoryDeathTest, HostAccessOutsideAKernelFaults) {
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  GuardedBackend<float> guarded;
+  kernels::Buffer<float> buffer(guarded.memory(), 16, "probe");
+  guarded.fill(buffer.data(), 16, 2.0f);  // a kernel may write it
+  EXPECT_EQ(buffer.to_host()[3], 2.0f);   // and a copy may read it
+  std::vector<float> host(16);
+  EXPECT_THROW(guarded.copy(buffer.data(), 16, host.data()), std::logic_error);  // host pointer
+  EXPECT_DEATH(
+      {
+        volatile float* p = buffer.data();
+        p[0] = 1.0f;
+      },
+      "");
+}
+
+// A tensor-parallel group seen from one rank that never communicates (the model constructor
+// must refuse before any collective).
+class SilentGroup final : public parallel::Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  const std::string& name() const override { return name_; }
+  int world_rank_of(int group_rank) const override { return group_rank; }
+  uint64_t sequence() const override { return 0; }
+
+ protected:
+  parallel::Request start_all_reduce(const void*, void*, int64_t, parallel::DataType,
+                                     parallel::ReduceOp, parallel::Stream) override {
+    return fail();
+  }
+  parallel::Request start_reduce_scatter(const void*, void*, int64_t, parallel::DataType,
+                                         parallel::ReduceOp, parallel::Stream) override {
+    return fail();
+  }
+  parallel::Request start_all_gather(const void*, void*, int64_t, parallel::DataType,
+                                     parallel::Stream) override {
+    return fail();
+  }
+  parallel::Request start_broadcast(void*, int64_t, parallel::DataType, int,
+                                    parallel::Stream) override {
+    return fail();
+  }
+  parallel::Request start_barrier(parallel::Stream) override { return fail(); }
+
+ private:
+  static parallel::Request fail() { throw std::logic_error("SilentGroup: a collective"); }
+  std::string name_ = "tp (silent)";
+};
+
+void expect_refused(const core::ModelConfig& cfg, const core::TensorParallel& tp,
+                    const std::string& needle) {
+  GuardedBackend<float> guarded;
+  try {
+    core::Model<float> model(cfg, 2, guarded, tp);
+    ADD_FAILURE() << "the model was built on non-host memory; expected a refusal naming " << needle;
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("guarded-cpu"), std::string::npos) << e.what();
+  }
+}
+
+TEST(DeviceResidencyRefusal, TensorParallelismAndBstNeedHostMemory) {
+  SilentGroup group;
+  expect_refused(tiny_config("rec:fixed:skip"), core::TensorParallel(group), "--tp 2");
+  core::ModelConfig bst = tiny_config("bst:sh:s4d");
+  bst.bst_layers = {0};
+  expect_refused(bst, core::TensorParallel(), "BST");
+  // The same configurations build on host memory.
+  auto cpu = kernels::make_cpu_backend<float>();
+  EXPECT_NO_THROW(core::Model<float>(bst, 2, *cpu));
+}
+
+}  // namespace
+}  // namespace brt::testing
