@@ -37,7 +37,8 @@ std::optional<FactorAxes> adafactor_factor_axes(const std::vector<int64_t>& shap
 template <typename T>
 class Adafactor final : public Optimizer<T> {
  public:
-  Adafactor(const OptimConfig& config, ParamStore<T>& store, const std::vector<bool>& owned = {});
+  Adafactor(const OptimConfig& config, ParamStore<T>& store, const std::vector<bool>& owned = {},
+            kernels::OptimizerKernels<T>* kernels = nullptr);
   bool is_factored(int param) const { return plans_[param].factored; }
 
   int64_t state_elems_allocated() const override { return int64_t(m_.size() + v_.size() + factors_.size()); }
@@ -47,42 +48,35 @@ class Adafactor final : public Optimizer<T> {
   void collect_state(std::vector<NamedState<T>>& out) override;
 
  private:
-  // A factored tensor seen as a row-major [P0, n1, P1, n2, P2] array whose two factored axes
-  // are n1 and n2; in memory that is a matrix [rows = P0*n1, cols = P1*n2*P2].
-  // F1 = accumulator over "all axes but n2" (size rows*P1*P2), F2 = "all but n1" (P0*cols).
+  // Host-side view of one parameter: the kernels' tensor description (layout and pointers into
+  // the state arenas, kernels/optimizer_kernels.h) plus what the host needs around it.
   struct Plan {
     bool factored = false;
-    int64_t numel = 0;
-    int64_t p0 = 1, n1 = 1, p1 = 1, n2 = 1, p2 = 1, rows = 0, cols = 0;
-    // Under tensor parallelism n1/n2 are this rank's lengths; the means divide by the whole
-    // tensor's (n1_total, n2_total) and the RMS by its element count (rms_count).
-    int64_t n1_total = 1, n2_total = 1, rms_count = 0;
+    int64_t rms_count = 0;                // the whole tensor's elements (RMS under TP)
     int r_dropped = -1, c_dropped = -1;   // the parameter axis R / C has summed away
-    bool r_is_f1 = true;                  // R indexes the first of the two axes
     std::vector<int64_t> r_shape, c_shape;
-    T* m = nullptr;
-    T* v = nullptr;                       // not factored
-    T* f1 = nullptr;                      // factored state (R or C, see r_is_f1)
-    T* f2 = nullptr;
-    T* fac1 = nullptr;                    // per-step scratch: the rsqrt factors
-    T* fac2 = nullptr;
-    int64_t f1_off = 0, f2_off = 0, mean_off = 0;  // into the double scratch buffers
-    int64_t f1_size = 0, f2_size = 0, n_means = 0;
+    int64_t f1_off = 0, f2_off = 0, mean_off = 0;  // into the double stat buffers
+    kernels::OptimTensor<T> tensor;
   };
 
   void plan_tensors();
-  void sum_factored_gradients(const Plan& plan, const T* g, T gs);
-  void update_factors(const Plan& plan, double rho);
-  void compute_factors(const Plan& plan);
-  double factored_update_squares(const Plan& plan, int64_t begin, int64_t end, const T* g, T gs) const;
-  template <typename F>
-  void for_each_factored_y(const Plan& plan, int64_t begin, int64_t end, const T* g, T gs, F&& f) const;
+  // Copies a stat array to the host, hands it to the reducer and copies it back (only with a
+  // reducer: one process needs neither the copies nor the reduction).
+  void reduce_stats(StatKind kind, kernels::Buffer<double>& dev, std::vector<double>& host,
+                    const std::vector<StatBlock>& blocks);
 
   std::vector<Plan> plans_;
-  std::vector<int> factored_;                  // indices of factored parameters
-  std::vector<T> m_, v_, factors_, scratch_;   // state arenas and the factor scratch
+  std::vector<int> factored_;  // indices of factored parameters (this rank owns)
+  // State arenas and the factor scratch, in the store's memory.
+  kernels::Buffer<T> m_, v_, factors_, scratch_;
+  kernels::Buffer<kernels::OptimTensor<T>> tensors_;
+  kernels::Buffer<T> coef_dev_;  // per parameter: lr * param scale / clip denominator
+  std::vector<T> coef_;
+  // Sums along the factored axes and of R, in the store's memory and (for the reducer) here.
+  kernels::Buffer<double> row_sums_dev_, col_sums_dev_, mean_sums_dev_;
   std::vector<double> row_sums_, col_sums_, mean_sums_;
   std::vector<StatBlock> row_blocks_, col_blocks_, mean_blocks_;
+  kernels::Buffer<double> psq_partial_dev_, ysq_partial_dev_;
   std::vector<double> psq_partial_, ysq_partial_, psq_, ysq_;
 };
 

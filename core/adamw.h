@@ -3,7 +3,8 @@
 //   m <- b1*m + (1-b1)*g;  v <- b2*v + (1-b2)*g^2
 //   p <- p - lr*( (m/(1-b1^(t+1))) / (sqrt(v/(1-b2^(t+1))) + eps) + wd*p )   (wd = 0 off matrices)
 // (the decay is scaled by the scheduled lr, as optax.adamw and torch.optim.AdamW do).
-// State: "<param>.adamw.m" and "<param>.adamw.v", each of the parameter's shape.
+// State: "<param>.adamw.m" and "<param>.adamw.v", each of the parameter's shape, in the store's
+// memory; one fused kernel (OptimizerKernels::adamw_update) applies the whole update.
 #pragma once
 
 #include <vector>
@@ -15,7 +16,8 @@ namespace brt::core {
 template <typename T>
 class AdamW final : public Optimizer<T> {
  public:
-  AdamW(const OptimConfig& config, ParamStore<T>& store, const std::vector<bool>& owned = {});
+  AdamW(const OptimConfig& config, ParamStore<T>& store, const std::vector<bool>& owned = {},
+        kernels::OptimizerKernels<T>* kernels = nullptr);
 
   int64_t state_elems_allocated() const override { return int64_t(m_.size() + v_.size()); }
 
@@ -24,8 +26,9 @@ class AdamW final : public Optimizer<T> {
   void collect_state(std::vector<NamedState<T>>& out) override;
 
  private:
-  std::vector<T> m_;  // owned parameters, compact (state_offset_)
-  std::vector<T> v_;
+  kernels::Buffer<T> m_;  // owned parameters, compact (state_offset_)
+  kernels::Buffer<T> v_;
+  kernels::Buffer<kernels::OptimTensor<T>> tensors_;  // per parameter: value, grad, m, v, decay
 };
 
 }  // namespace brt::core

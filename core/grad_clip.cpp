@@ -1,6 +1,7 @@
 #include "core/grad_clip.h"
 
 #include <cmath>
+#include <stdexcept>
 
 namespace brt::core {
 
@@ -10,20 +11,24 @@ double clip_scale(double norm, double clip_norm) {
 }
 
 template <typename T>
-GradNorm<T>::GradNorm(const ParamStore<T>& store, StatReducer* reducer)
-    : table_(store), partial_(static_cast<size_t>(table_.size())),
-      per_param_(static_cast<size_t>(store.size())), reducer_(reducer) {}
+GradNorm<T>::GradNorm(const ParamStore<T>& store, StatReducer* reducer, kernels::OptimizerKernels<T>* kernels)
+    : store_(&store), kernels_(&resolve_optimizer_kernels(kernels, store, owned_kernels_, "GradNorm")),
+      table_(store), partial_(static_cast<size_t>(table_.size())), per_param_(static_cast<size_t>(store.size())),
+      reducer_(reducer) {
+  kernels::Memory& memory = store.memory();
+  chunks_ = upload_chunks(table_, memory);
+  std::vector<kernels::OptimTensor<T>> tensors(static_cast<size_t>(store.size()));
+  for (int p = 0; p < store.size(); ++p) tensors[size_t(p)].grad = const_cast<T*>(store[p].grad);
+  tensors_.allocate(memory, tensors.size(), "gradient norm tensor table");
+  tensors_.from_host(tensors);
+  partial_dev_.allocate(memory, partial_.size(), "gradient norm partial sums");
+}
 
 template <typename T>
 double GradNorm<T>::compute(const ParamStore<T>& store) {
-  const auto& chunks = table_.chunks();
-  const int64_t n_chunks = table_.size();
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < n_chunks; ++c) {
-    const ParamChunk& ch = chunks[c];
-    const T* g = store[ch.param].grad;
-    partial_[c] = lane_sum(ch.begin, ch.end, [g](int64_t i) { return static_cast<double>(g[i]) * g[i]; });
-  }
+  if (&store != store_) throw std::invalid_argument("GradNorm::compute: not the ParamStore it was planned for");
+  kernels_->sum_squares(kernels::OptimField::kGrad, chunks_.data(), table_.size(), tensors_.data(), partial_dev_.data());
+  stats_to_host(store.memory(), partial_dev_, partial_);
   table_.sum_per_param(partial_, per_param_);
   if (reducer_) reducer_->reduce(StatKind::kGradSquares, per_param_, table_.per_param_blocks());
   double total = 0.0;
@@ -35,13 +40,7 @@ template <typename T>
 double clip_gradients(ParamStore<T>& store, GradNorm<T>& norm, double clip_norm) {
   const double n = norm.compute(store);
   const double scale = clip_scale(n, clip_norm);
-  if (scale != 1.0) {
-    T* g = store.grads();
-    const int64_t total = store.total_numel();
-    const T s = static_cast<T>(scale);
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < total; ++i) g[i] *= s;
-  }
+  if (scale != 1.0) norm.kernels().scale(store.grads(), store.total_numel(), static_cast<T>(scale));
   return n;
 }
 

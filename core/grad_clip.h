@@ -1,12 +1,15 @@
 // Global L2-norm gradient clipping (MODEL §10c): the norm over all parameters' gradients,
 // computed in double in a fixed order (see optim_stats.h), and the factor that brings it down
-// to `clip_norm`.
+// to `clip_norm`. The squares are summed by the optimizer kernels where the gradients live
+// (host or device memory); only the per-chunk partials come to the host.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "core/optim_stats.h"
 #include "core/param_store.h"
+#include "kernels/optimizer_kernels.h"
 
 namespace brt::core {
 
@@ -18,14 +21,24 @@ template <typename T>
 class GradNorm {
  public:
   // Plans the chunks and the partial-sum buffers for `store` now; compute() allocates nothing.
-  explicit GradNorm(const ParamStore<T>& store, StatReducer* reducer = nullptr);
+  // `kernels` (null: the CPU kernels, which need a store in host memory) must outlive this.
+  explicit GradNorm(const ParamStore<T>& store, StatReducer* reducer = nullptr,
+                    kernels::OptimizerKernels<T>* kernels = nullptr);
   // sqrt(sum over all parameters of g^2). With a reducer the per-parameter sums are reduced
-  // (kGradSquares) before they are added, in parameter order.
+  // (kGradSquares) before they are added, in parameter order. `store` must be the one given
+  // at construction.
   double compute(const ParamStore<T>& store);
   void set_reducer(StatReducer* reducer) { reducer_ = reducer; }
+  kernels::OptimizerKernels<T>& kernels() { return *kernels_; }
 
  private:
+  const ParamStore<T>* store_;
+  std::unique_ptr<kernels::OptimizerKernels<T>> owned_kernels_;
+  kernels::OptimizerKernels<T>* kernels_;
   ChunkTable table_;
+  kernels::Buffer<kernels::OptimChunk> chunks_;      // table_ in the kernels' memory
+  kernels::Buffer<kernels::OptimTensor<T>> tensors_;  // every parameter's gradient
+  kernels::Buffer<double> partial_dev_;
   std::vector<double> partial_;
   std::vector<double> per_param_;
   StatReducer* reducer_ = nullptr;

@@ -30,6 +30,53 @@ void ChunkTable::sum_per_param(std::span<const double> partial, std::span<double
   }
 }
 
+kernels::Buffer<kernels::OptimChunk> upload_chunks(const ChunkTable& table, kernels::Memory& memory) {
+  std::vector<kernels::OptimChunk> host;
+  host.reserve(table.chunks().size());
+  for (const ParamChunk& c : table.chunks()) host.push_back({c.begin, c.end, c.param, 0});
+  kernels::Buffer<kernels::OptimChunk> out(memory, host.size(), "optimizer chunk list");
+  out.from_host(host);
+  return out;
+}
+
+template <typename T>
+kernels::OptimizerKernels<T>& resolve_optimizer_kernels(kernels::OptimizerKernels<T>* given,
+                                                        const ParamStore<T>& store,
+                                                        std::unique_ptr<kernels::OptimizerKernels<T>>& owned,
+                                                        const char* who) {
+  if (given != nullptr) {
+    // Device kernels run on their backend's stream and memory: a store elsewhere (another
+    // device, or host memory) would be read out of order or not at all.
+    if (!given->memory().host_accessible() && &given->memory() != &store.memory())
+      throw std::runtime_error(std::string(who) + ": the " + given->name() + " optimizer kernels work on " +
+                               given->memory().name() + " memory but the parameters live in " +
+                               store.memory().name() + " memory");
+    return *given;
+  }
+  if (!store.memory().host_accessible())
+    throw std::runtime_error(std::string(who) + ": the parameters live in " + store.memory().name() +
+                             " memory, which the host cannot read; pass that backend's optimizer "
+                             "kernels (e.g. kernels::cuda::make_cuda_optimizer_kernels)");
+  owned = kernels::make_cpu_optimizer_kernels<T>();
+  return *owned;
+}
+
+void stats_to_host(kernels::Memory& memory, const kernels::Buffer<double>& src, std::vector<double>& dst) {
+  if (dst.size() != src.size()) throw std::logic_error("stats_to_host: size mismatch");
+  if (!dst.empty()) memory.to_host(dst.data(), src.data(), dst.size() * sizeof(double));
+}
+
+void stats_from_host(kernels::Memory& memory, const std::vector<double>& src, kernels::Buffer<double>& dst) {
+  if (dst.size() != src.size()) throw std::logic_error("stats_from_host: size mismatch");
+  if (!src.empty()) memory.from_host(dst.data(), src.data(), src.size() * sizeof(double));
+}
+
+template kernels::OptimizerKernels<float>& resolve_optimizer_kernels(
+    kernels::OptimizerKernels<float>*, const ParamStore<float>&, std::unique_ptr<kernels::OptimizerKernels<float>>&,
+    const char*);
+template kernels::OptimizerKernels<double>& resolve_optimizer_kernels(
+    kernels::OptimizerKernels<double>*, const ParamStore<double>&,
+    std::unique_ptr<kernels::OptimizerKernels<double>>&, const char*);
 template ChunkTable::ChunkTable(const ParamStore<float>&, int64_t, const std::vector<bool>&);
 template ChunkTable::ChunkTable(const ParamStore<double>&, int64_t, const std::vector<bool>&);
 

@@ -13,10 +13,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "core/param_store.h"
+#include "kernels/optimizer_kernels.h"
 
 namespace brt::core {
 
@@ -81,19 +83,24 @@ class ChunkTable {
   std::vector<StatBlock> per_param_blocks_;
 };
 
-// Sum of f(i) over [begin, end) in double, kept in 8 interleaved partial sums: a serial
-// double accumulator is latency-bound (one add per ~4 cycles) and cannot be vectorised, this
-// can. The grouping depends only on begin/end, so results stay independent of thread count.
-template <typename F>
-inline double lane_sum(int64_t begin, int64_t end, F&& f) {
-  constexpr int kLanes = 8;
-  double acc[kLanes] = {};
-  int64_t i = begin;
-  for (; i + kLanes <= end; i += kLanes)
-    for (int k = 0; k < kLanes; ++k) acc[k] += f(i + k);
-  double tail = 0.0;
-  for (; i < end; ++i) tail += f(i);
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
-}
+// (kernels/optimizer_kernels.h: the per-chunk sum every host sweep uses.)
+using kernels::lane_sum;
+
+// The chunk list of `table` for the optimizer kernels (tensor = parameter index), in `memory`.
+kernels::Buffer<kernels::OptimChunk> upload_chunks(const ChunkTable& table, kernels::Memory& memory);
+
+// The optimizer kernels to run on: `given` when not null (it must outlive the user; device
+// kernels must work on the store's own memory), otherwise CPU kernels created into `owned`,
+// which need a store in host memory. Throws std::runtime_error naming `who` on a mismatch.
+template <typename T>
+kernels::OptimizerKernels<T>& resolve_optimizer_kernels(kernels::OptimizerKernels<T>* given,
+                                                        const ParamStore<T>& store,
+                                                        std::unique_ptr<kernels::OptimizerKernels<T>>& owned,
+                                                        const char* who);
+
+// Copies n doubles between backend memory and a host array (the StatReducer's side): the
+// arrays are one entry per chunk, parameter or factor entry, so the copies are small.
+void stats_to_host(kernels::Memory& memory, const kernels::Buffer<double>& src, std::vector<double>& dst);
+void stats_from_host(kernels::Memory& memory, const std::vector<double>& src, kernels::Buffer<double>& dst);
 
 }  // namespace brt::core

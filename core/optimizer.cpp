@@ -17,10 +17,13 @@ OptimConfig resolved(OptimConfig c) {
 }  // namespace
 
 template <typename T>
-Optimizer<T>::Optimizer(const OptimConfig& config, ParamStore<T>& store, const std::vector<bool>& owned)
-    : store_(store), config_(resolved(config)), table_(store, ChunkTable::kDefaultChunk, owned),
-      owned_(owned), grad_norm_(store) {
+Optimizer<T>::Optimizer(const OptimConfig& config, ParamStore<T>& store, const std::vector<bool>& owned,
+                        kernels::OptimizerKernels<T>* kernels)
+    : store_(store), config_(resolved(config)),
+      kernels_(resolve_optimizer_kernels(kernels, store, owned_kernels_, "Optimizer")),
+      table_(store, ChunkTable::kDefaultChunk, owned), owned_(owned), grad_norm_(store, nullptr, &kernels_) {
   if (!store.finalized()) throw std::logic_error("Optimizer: the ParamStore is not finalized");
+  chunks_ = upload_chunks(table_, store.memory());
   state_offset_.assign(size_t(store.size()), -1);
   for (int p = 0; p < store.size(); ++p) {
     if (!owns(p)) continue;
@@ -62,16 +65,19 @@ void Optimizer<T>::set_reducer(StatReducer* reducer) {
 
 template <typename T>
 std::unique_ptr<Optimizer<T>> make_optimizer(const OptimConfig& config, ParamStore<T>& store,
-                                             const std::vector<bool>& owned) {
-  if (config.kind == OptimKind::kAdamW) return std::make_unique<AdamW<T>>(config, store, owned);
-  return std::make_unique<Adafactor<T>>(config, store, owned);
+                                             const std::vector<bool>& owned,
+                                             kernels::OptimizerKernels<T>* kernels) {
+  if (config.kind == OptimKind::kAdamW) return std::make_unique<AdamW<T>>(config, store, owned, kernels);
+  return std::make_unique<Adafactor<T>>(config, store, owned, kernels);
 }
 
 template class Optimizer<float>;
 template class Optimizer<double>;
 template std::unique_ptr<Optimizer<float>> make_optimizer(const OptimConfig&, ParamStore<float>&,
-                                                          const std::vector<bool>&);
+                                                          const std::vector<bool>&,
+                                                          kernels::OptimizerKernels<float>*);
 template std::unique_ptr<Optimizer<double>> make_optimizer(const OptimConfig&, ParamStore<double>&,
-                                                           const std::vector<bool>&);
+                                                           const std::vector<bool>&,
+                                                           kernels::OptimizerKernels<double>*);
 
 }  // namespace brt::core

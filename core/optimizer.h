@@ -5,6 +5,14 @@
 // State is exposed as named tensors so a checkpoint can save and restore it exactly: the
 // names are "<param>.<optimizer>.<slot>" (e.g. "layers.9.state.wq.adafactor.r"), plus the step
 // counter (step_count / set_step_count).
+//
+// Where it runs: every loop over elements is a call of kernels::OptimizerKernels (kernels/
+// optimizer_kernels.h) on the memory the ParamStore lives in, and all state (moments, factors,
+// scratch, the chunk and tensor tables) is allocated there too. Without kernels given the CPU
+// implementation runs (the store must be in host memory); for a store in device memory pass the
+// backend's optimizer kernels (kernels/cuda/cuda_optimizer_kernels.h). Only small per-chunk /
+// per-parameter / per-factor-entry double arrays come to the host (for the StatReducer and the
+// per-parameter scalars).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +24,7 @@
 #include "core/optim_config.h"
 #include "core/optim_stats.h"
 #include "core/param_store.h"
+#include "kernels/optimizer_kernels.h"
 
 namespace brt::core {
 
@@ -23,7 +32,10 @@ template <typename T>
 struct NamedState {
   std::string name;            // "<param>.adafactor.m", "<param>.adamw.v", ...
   std::vector<int64_t> shape;  // logical shape of the state tensor
-  T* data = nullptr;           // valid for the optimizer's lifetime; null: not owned (ZeRO-1)
+  // Valid for the optimizer's lifetime; null: not owned (ZeRO-1). Points into the store's
+  // memory(), which may be device memory: read and write it through that Memory's
+  // to_host / from_host unless memory().host_accessible().
+  T* data = nullptr;
   int param = -1;              // index of the parameter in the ParamStore
   // -1: the state has the parameter's (local) shape. Otherwise the parameter axis this state
   // has summed away (Adafactor's R and C), which says how it is split under TP.
@@ -49,7 +61,10 @@ class Optimizer {
   // all) marks the parameters this rank updates and keeps state for (ZeRO-1: optimizer state
   // sharded over data-parallel ranks by whole parameters). The global gradient norm is still
   // taken over every parameter of the store, so the clip scale is that of the whole model.
-  Optimizer(const OptimConfig& config, ParamStore<T>& store, const std::vector<bool>& owned = {});
+  // `kernels` (must outlive the optimizer; null: the CPU implementation, which needs the store
+  // in host memory) runs every element loop on the store's memory.
+  Optimizer(const OptimConfig& config, ParamStore<T>& store, const std::vector<bool>& owned = {},
+            kernels::OptimizerKernels<T>* kernels = nullptr);
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
@@ -71,6 +86,7 @@ class Optimizer {
   virtual int64_t state_elems_allocated() const = 0;
   const OptimConfig& config() const { return config_; }
   ParamStore<T>& store() { return store_; }
+  kernels::OptimizerKernels<T>& kernels() { return kernels_; }
 
   // Installs the reduction hook for sharded training (optim_stats.h); null means one process.
   void set_reducer(StatReducer* reducer);
@@ -80,10 +96,14 @@ class Optimizer {
   // t_ is the number of updates done before this one.
   virtual void update(double lr, double grad_scale) = 0;
   virtual void collect_state(std::vector<NamedState<T>>& out) = 0;
+  kernels::Memory& memory() { return store_.memory(); }
 
   ParamStore<T>& store_;
   OptimConfig config_;
+  std::unique_ptr<kernels::OptimizerKernels<T>> owned_kernels_;  // the CPU default
+  kernels::OptimizerKernels<T>& kernels_;
   ChunkTable table_;  // chunks of the owned parameters only
+  kernels::Buffer<kernels::OptimChunk> chunks_;  // table_ in the store's memory
   std::vector<bool> owned_;            // empty: every parameter
   std::vector<int64_t> state_offset_;  // per parameter: offset into a compact arena of owned params (-1: not owned)
   int64_t owned_numel_ = 0;
@@ -94,9 +114,10 @@ class Optimizer {
   GradNorm<T> grad_norm_;
 };
 
-// Adafactor or AdamW per config.kind.
+// Adafactor or AdamW per config.kind, on `kernels` (see the Optimizer constructor).
 template <typename T>
 std::unique_ptr<Optimizer<T>> make_optimizer(const OptimConfig& config, ParamStore<T>& store,
-                                             const std::vector<bool>& owned = {});
+                                             const std::vector<bool>& owned = {},
+                                             kernels::OptimizerKernels<T>* kernels = nullptr);
 
 }  // namespace brt::core

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs kernels/cuda's kernel code on the CPU through a small CUDA emulator (no GPU needed) and
 # compares it with the CPU backend: a development check of indexing and arithmetic before a
-# GPU is available (docs/gpu.md). Not part of CI (about 2 minutes: each emulated block starts
-# hundreds of threads). Usage: tools/cuda_emulation/run.sh <build dir with libbrt_kernels.a>
+# GPU is available (docs/gpu.md). Not part of CI (a few minutes: each emulated block starts
+# hundreds of threads). Usage: tools/cuda_emulation/run.sh <build dir with libbrt_kernels.a and
+# libbrt_core.a> (the optimizer check runs core's optimizers on the emulated kernels).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -18,5 +19,8 @@ g++ "${flags[@]}" "$here/kernels.cpp" \
   "$k/device_arena.cpp" "${libs[@]}" -o "$work/kernels"
 g++ "${flags[@]}" "$here/fft_conv.cpp" "$k"/{fft_conv,fft_conv_kernels}.cpp "$k/device_arena.cpp" \
   "${libs[@]}" -o "$work/fft_conv"
+g++ "${flags[@]}" "$here/optimizer.cpp" "$k/optimizer.cpp" "$build/core/libbrt_core.a" \
+  "$build/parallel/libbrt_parallel.a" "${libs[@]}" -o "$work/optimizer"
 "$work/kernels"
 "$work/fft_conv"
+"$work/optimizer"

@@ -1,0 +1,72 @@
+// CudaOptimizerKernels: kernels::OptimizerKernels<float> on a CudaBackend's stream and memory
+// (the launchers are in optimizer.cu).
+#include "kernels/cuda/cuda_optimizer_kernels.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/cuda_backend_impl.h"
+#include "kernels/cuda/optimizer_launchers.h"
+
+namespace brt::kernels::cuda {
+namespace {
+
+class CudaOptimizerKernels final : public OptimizerKernels<float> {
+ public:
+  explicit CudaOptimizerKernels(CudaBackend& backend) : memory_(backend.memory()), stream_(backend.stream()) {}
+
+  const char* name() const override { return "cuda"; }
+  Memory& memory() override { return memory_; }
+
+  void sum_squares(OptimField field, const OptimChunk* chunks, int64_t n_chunks,
+                   const OptimTensor<float>* tensors, double* partial) override {
+    launch_optim_sum_squares(field, chunks, n_chunks, tensors, partial, stream_);
+  }
+  void scale(float* x, int64_t n, float s) override { launch_optim_scale(x, n, s, stream_); }
+  void adamw_update(const AdamWStep<float>& step, const OptimChunk* chunks, int64_t n_chunks,
+                    const OptimTensor<float>* tensors) override {
+    launch_adamw_update(step, chunks, n_chunks, tensors, stream_);
+  }
+  void adafactor_second_moment(const OptimChunk* chunks, int64_t n_chunks, const OptimTensor<float>* tensors,
+                               float grad_scale, float eps, float keep, float rho, double* param_squares,
+                               double* update_squares) override {
+    launch_adafactor_second_moment(chunks, n_chunks, tensors, grad_scale, eps, keep, rho, param_squares,
+                                   update_squares, stream_);
+  }
+  void adafactor_gradient_sums(const OptimTensor<float>& tensor, float grad_scale, float eps, double* row_sums,
+                               double* col_sums) override {
+    launch_adafactor_gradient_sums(tensor, grad_scale, eps, row_sums, col_sums, stream_);
+  }
+  void adafactor_update_factors(const OptimTensor<float>& tensor, double rho, const double* row_sums,
+                                const double* col_sums, double* mean_sums) override {
+    launch_adafactor_update_factors(tensor, rho, row_sums, col_sums, mean_sums, stream_);
+  }
+  void adafactor_compute_factors(const OptimTensor<float>& tensor, const double* mean_sums) override {
+    launch_adafactor_compute_factors(tensor, mean_sums, stream_);
+  }
+  void adafactor_factored_update_squares(const OptimChunk* chunks, int64_t n_chunks,
+                                         const OptimTensor<float>* tensors, float grad_scale,
+                                         double* update_squares) override {
+    launch_adafactor_factored_update_squares(chunks, n_chunks, tensors, grad_scale, update_squares, stream_);
+  }
+  void adafactor_apply(const OptimChunk* chunks, int64_t n_chunks, const OptimTensor<float>* tensors,
+                       const float* coef, float grad_scale, float beta1, float one_minus_beta1) override {
+    launch_adafactor_apply(chunks, n_chunks, tensors, coef, grad_scale, beta1, one_minus_beta1, stream_);
+  }
+
+ private:
+  Memory& memory_;
+  cudaStream_t stream_;
+};
+
+}  // namespace
+
+std::unique_ptr<OptimizerKernels<float>> make_cuda_optimizer_kernels(Backend<float>& backend) {
+  auto* cuda = dynamic_cast<CudaBackend*>(&backend);
+  if (cuda == nullptr)
+    throw std::runtime_error(std::string("make_cuda_optimizer_kernels: backend \"") + backend.name() +
+                             "\" is not a CUDA backend");
+  return std::make_unique<CudaOptimizerKernels>(*cuda);
+}
+
+}  // namespace brt::kernels::cuda

@@ -1,0 +1,334 @@
+// The optimizer kernels (MODEL §10c) on the GPU: AdamW, the gradient sum of squares, and
+// Adafactor's second moments, factors, update squares and update (kernels/optimizer_kernels.h).
+//
+// Determinism: no atomics. A chunk-list kernel runs one block per chunk and sums it with the
+// fixed block tree of device_common.cuh in double; the factored sums and the means give one
+// thread per output entry, which adds its inputs serially in index order (the means and the
+// factors are then bit-identical to the CPU's; the chunk partials agree to rounding).
+// fp32 element math with double accumulations, as on the CPU (nvcc may contract a*b+c to an
+// FMA, hence rounding-level differences from the CPU).
+#include "kernels/cuda/device_common.cuh"
+#include "kernels/cuda/optimizer_launchers.h"
+
+namespace brt::kernels::cuda {
+
+namespace {
+
+constexpr int kOptimThreads = 256;
+
+inline int chunk_blocks(int64_t n_chunks) { return static_cast<int>(n_chunks); }
+
+__global__ void optim_sum_squares_kernel(int use_grad, const OptimChunk* chunks,
+                                         const OptimTensor<float>* tensors, double* partial) {
+  __shared__ double shared[kWarp];
+  const OptimChunk ch = chunks[blockIdx.x];
+  const OptimTensor<float>& t = tensors[ch.tensor];
+  const float* x = use_grad ? t.grad : t.value;
+  double acc = 0.0;
+  for (int64_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
+    const double xi = x[i];
+    acc += xi * xi;
+  }
+  acc = block_sum(acc, shared);
+  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+__global__ void optim_scale_kernel(float* x, int64_t n, float s) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    x[i] *= s;
+  }
+}
+
+__global__ void adamw_kernel(AdamWStep<float> s, const OptimChunk* chunks,
+                             const OptimTensor<float>* tensors) {
+  const OptimChunk ch = chunks[blockIdx.x];
+  const OptimTensor<float>& t = tensors[ch.tensor];
+  const float wd = t.decay ? s.weight_decay : 0.0f;
+  float* w = t.value;
+  const float* g = t.grad;
+  float* m = t.m;
+  float* v = t.v;
+  for (int64_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
+    const float gi = g[i] * s.grad_scale;
+    const float mi = s.beta1 * m[i] + s.one_minus_beta1 * gi;
+    const float vi = s.beta2 * v[i] + s.one_minus_beta2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    const float step_dir =
+        (mi * s.inv_bias_correction1) / (sqrtf(vi * s.inv_bias_correction2) + s.eps) + wd * w[i];
+    w[i] -= s.lr * step_dir;
+  }
+}
+
+__global__ void adafactor_second_moment_kernel(const OptimChunk* chunks,
+                                               const OptimTensor<float>* tensors, float gs,
+                                               float eps, float keep, float rho,
+                                               double* param_squares, double* update_squares) {
+  __shared__ double shared[kWarp];
+  const OptimChunk ch = chunks[blockIdx.x];
+  const OptimTensor<float>& t = tensors[ch.tensor];
+  double psq = 0.0;
+  for (int64_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
+    const double wi = t.value[i];
+    psq += wi * wi;
+  }
+  psq = block_sum(psq, shared);
+  if (threadIdx.x == 0) param_squares[blockIdx.x] = psq;
+  if (t.factored) return;  // the whole block: factored chunks' y is another kernel's
+  const float* g = t.grad;
+  float* v = t.v;
+  double acc = 0.0;
+  for (int64_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
+    const float gi = g[i] * gs;
+    const float vi = keep * v[i] + rho * (gi * gi + eps);
+    v[i] = vi;
+    const float y = gi / sqrtf(vi);
+    acc += static_cast<double>(y) * y;
+  }
+  acc = block_sum(acc, shared);
+  if (threadIdx.x == 0) update_squares[blockIdx.x] = acc;
+}
+
+// One block per row of a factored tensor whose F1 has one entry per row (P1 = P2 = 1).
+__global__ void adafactor_row_sums_kernel(const float* g, int64_t cols, float gs, float eps,
+                                          double* row_sums) {
+  __shared__ double shared[kWarp];
+  const float* grow = g + blockIdx.x * cols;
+  double acc = 0.0;
+  for (int64_t col = threadIdx.x; col < cols; col += blockDim.x) {
+    const float gi = grow[col] * gs;
+    acc += static_cast<double>(gi * gi + eps);
+  }
+  acc = block_sum(acc, shared);
+  if (threadIdx.x == 0) row_sums[blockIdx.x] = acc;
+}
+
+// General F1 entries (row, j = q1*P2 + q2): one thread each, a serial sum over n2.
+__global__ void adafactor_inner_row_sums_kernel(OptimTensor<float> t, float gs, float eps,
+                                                double* row_sums) {
+  const int64_t inner = t.p1 * t.p2, cols = t.p1 * t.n2 * t.p2, n2p2 = t.n2 * t.p2;
+  const int64_t total = t.p0 * t.n1 * inner;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t row = e / inner, j = e % inner;
+    const float* base = t.grad + row * cols + (j / t.p2) * n2p2 + j % t.p2;
+    double acc = 0.0;
+    for (int64_t i2 = 0; i2 < t.n2; ++i2) {
+      const float gi = base[i2 * t.p2] * gs;
+      acc += static_cast<double>(gi * gi + eps);
+    }
+    row_sums[e] = acc;
+  }
+}
+
+// F2 entries (group q0, column): one thread each walks the n1 rows (coalesced across threads).
+__global__ void adafactor_col_sums_kernel(OptimTensor<float> t, float gs, float eps,
+                                          double* col_sums) {
+  const int64_t cols = t.p1 * t.n2 * t.p2;
+  const int64_t total = t.p0 * cols;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t group = e / cols, col = e % cols;
+    const float* base = t.grad + group * t.n1 * cols + col;
+    double acc = 0.0;
+    for (int64_t i1 = 0; i1 < t.n1; ++i1) {
+      const float gi = base[i1 * cols] * gs;
+      acc += static_cast<double>(gi * gi + eps);
+    }
+    col_sums[e] = acc;
+  }
+}
+
+__global__ void adafactor_accumulators_kernel(OptimTensor<float> t, double rho,
+                                              const double* s1, const double* s2) {
+  const int64_t f1_size = t.p0 * t.n1 * t.p1 * t.p2;
+  const int64_t f2_size = t.p0 * t.p1 * t.n2 * t.p2;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < f1_size + f2_size;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    if (e < f1_size) {
+      t.f1[e] = static_cast<float>((1.0 - rho) * t.f1[e] +
+                                   rho * (s1[e] / static_cast<double>(t.n2_total)));
+    } else {
+      const int64_t k = e - f1_size;
+      t.f2[k] = static_cast<float>((1.0 - rho) * t.f2[k] +
+                                   rho * (s2[k] / static_cast<double>(t.n1_total)));
+    }
+  }
+}
+
+// Sums of R along its normalised axis: one thread per (q0, q1, q2), serial in index order.
+__global__ void adafactor_mean_sums_kernel(OptimTensor<float> t, double* means) {
+  const int64_t n_means = t.p0 * t.p1 * t.p2;
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < n_means;
+       o += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t q2 = o % t.p2, q1 = (o / t.p2) % t.p1, q0 = o / (t.p2 * t.p1);
+    double s = 0.0;
+    if (t.r_is_f1) {
+      for (int64_t i1 = 0; i1 < t.n1; ++i1) s += t.f1[((q0 * t.n1 + i1) * t.p1 + q1) * t.p2 + q2];
+    } else {
+      for (int64_t i2 = 0; i2 < t.n2; ++i2) s += t.f2[((q0 * t.p1 + q1) * t.n2 + i2) * t.p2 + q2];
+    }
+    means[o] = s;
+  }
+}
+
+// C^-1/2 over C's array, then (R / mean(R))^-1/2 over R's (MODEL §10c; the reference's
+// row_factor / col_factor).
+__global__ void adafactor_factors_kernel(OptimTensor<float> t, const double* means) {
+  const int64_t f1_size = t.p0 * t.n1 * t.p1 * t.p2;
+  const int64_t f2_size = t.p0 * t.p1 * t.n2 * t.p2;
+  const float* c = t.r_is_f1 ? t.f2 : t.f1;
+  float* c_fac = t.r_is_f1 ? t.fac2 : t.fac1;
+  const float* r = t.r_is_f1 ? t.f1 : t.f2;
+  float* r_fac = t.r_is_f1 ? t.fac1 : t.fac2;
+  const int64_t c_size = t.r_is_f1 ? f2_size : f1_size;
+  const int64_t r_size = t.r_is_f1 ? f1_size : f2_size;
+  const double n_norm = static_cast<double>(t.r_is_f1 ? t.n1_total : t.n2_total);
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < c_size + r_size;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    if (e < c_size) {
+      c_fac[e] = static_cast<float>(1.0 / sqrt(static_cast<double>(c[e])));
+      continue;
+    }
+    const int64_t k = e - c_size;
+    const int64_t q2 = k % t.p2;
+    int64_t q1, q0;
+    if (t.r_is_f1) {  // k = ((q0*n1 + i1)*p1 + q1)*p2 + q2
+      q1 = (k / t.p2) % t.p1;
+      q0 = k / (t.p2 * t.p1 * t.n1);
+    } else {  // k = ((q0*p1 + q1)*n2 + i2)*p2 + q2
+      q1 = (k / (t.p2 * t.n2)) % t.p1;
+      q0 = k / (t.p2 * t.n2 * t.p1);
+    }
+    const double mean = means[(q0 * t.p1 + q1) * t.p2 + q2] / n_norm;
+    r_fac[k] = static_cast<float>(1.0 / sqrt(r[k] / mean));
+  }
+}
+
+// y = g * grad_scale * fac1 * fac2 at element i of a factored tensor.
+__device__ __forceinline__ float factored_y(const OptimTensor<float>& t, int64_t i, float gs) {
+  const int64_t cols = t.p1 * t.n2 * t.p2;
+  const int64_t row = i / cols, col = i - row * cols;
+  const int64_t inner = t.p1 * t.p2;
+  const float f1 = inner == 1 ? t.fac1[row]
+                              : t.fac1[row * inner + (col / (t.n2 * t.p2)) * t.p2 + col % t.p2];
+  const float f2 = t.fac2[(row / t.n1) * cols + col];
+  return t.grad[i] * gs * f1 * f2;
+}
+
+__global__ void adafactor_factored_squares_kernel(const OptimChunk* chunks,
+                                                  const OptimTensor<float>* tensors, float gs,
+                                                  double* update_squares) {
+  __shared__ double shared[kWarp];
+  const OptimChunk ch = chunks[blockIdx.x];
+  const OptimTensor<float>& t = tensors[ch.tensor];
+  if (!t.factored) return;  // the whole block
+  double acc = 0.0;
+  for (int64_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
+    const float y = factored_y(t, i, gs);
+    acc += static_cast<double>(y) * y;
+  }
+  acc = block_sum(acc, shared);
+  if (threadIdx.x == 0) update_squares[blockIdx.x] = acc;
+}
+
+__global__ void adafactor_apply_kernel(const OptimChunk* chunks, const OptimTensor<float>* tensors,
+                                       const float* coefs, float gs, float beta1,
+                                       float one_minus_beta1) {
+  const OptimChunk ch = chunks[blockIdx.x];
+  const OptimTensor<float>& t = tensors[ch.tensor];
+  const float coef = coefs[ch.tensor];
+  for (int64_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
+    const float y = t.factored ? factored_y(t, i, gs) : (t.grad[i] * gs) / sqrtf(t.v[i]);
+    const float mi = beta1 * t.m[i] + one_minus_beta1 * (coef * y);
+    t.m[i] = mi;
+    t.value[i] -= mi;
+  }
+}
+
+}  // namespace
+
+void launch_optim_sum_squares(OptimField field, const OptimChunk* chunks, int64_t n_chunks,
+                              const OptimTensor<float>* tensors, double* partial,
+                              cudaStream_t stream) {
+  if (n_chunks <= 0) return;
+  const int use_grad = field == OptimField::kGrad ? 1 : 0;
+  optim_sum_squares_kernel<<<chunk_blocks(n_chunks), kOptimThreads, 0, stream>>>(use_grad, chunks, tensors, partial);
+  BRT_CUDA_CHECK_LAUNCH("optim_sum_squares");
+}
+
+void launch_optim_scale(float* x, int64_t n, float s, cudaStream_t stream) {
+  if (n <= 0) return;
+  optim_scale_kernel<<<elementwise_blocks(n), kOptimThreads, 0, stream>>>(x, n, s);
+  BRT_CUDA_CHECK_LAUNCH("optim_scale");
+}
+
+void launch_adamw_update(const AdamWStep<float>& step, const OptimChunk* chunks, int64_t n_chunks,
+                         const OptimTensor<float>* tensors, cudaStream_t stream) {
+  if (n_chunks <= 0) return;
+  adamw_kernel<<<chunk_blocks(n_chunks), kOptimThreads, 0, stream>>>(step, chunks, tensors);
+  BRT_CUDA_CHECK_LAUNCH("adamw_update");
+}
+
+void launch_adafactor_second_moment(const OptimChunk* chunks, int64_t n_chunks,
+                                    const OptimTensor<float>* tensors, float grad_scale, float eps,
+                                    float keep, float rho, double* param_squares,
+                                    double* update_squares, cudaStream_t stream) {
+  if (n_chunks <= 0) return;
+  adafactor_second_moment_kernel<<<chunk_blocks(n_chunks), kOptimThreads, 0, stream>>>(chunks, tensors, grad_scale, eps, keep, rho, param_squares, update_squares);
+  BRT_CUDA_CHECK_LAUNCH("adafactor_second_moment");
+}
+
+void launch_adafactor_gradient_sums(const OptimTensor<float>& t, float grad_scale, float eps,
+                                    double* row_sums, double* col_sums, cudaStream_t stream) {
+  const int64_t rows = t.p0 * t.n1, cols = t.p1 * t.n2 * t.p2, inner = t.p1 * t.p2;
+  if (rows <= 0 || cols <= 0) return;
+  if (inner == 1) {
+    adafactor_row_sums_kernel<<<static_cast<int>(rows), kOptimThreads, 0, stream>>>(t.grad, cols, grad_scale, eps, row_sums);
+  } else {
+    adafactor_inner_row_sums_kernel<<<elementwise_blocks(rows * inner), kOptimThreads, 0, stream>>>(t, grad_scale, eps, row_sums);
+  }
+  BRT_CUDA_CHECK_LAUNCH("adafactor_gradient_sums (rows)");
+  adafactor_col_sums_kernel<<<elementwise_blocks(t.p0 * cols), kOptimThreads, 0, stream>>>(t, grad_scale, eps, col_sums);
+  BRT_CUDA_CHECK_LAUNCH("adafactor_gradient_sums (columns)");
+}
+
+void launch_adafactor_update_factors(const OptimTensor<float>& t, double rho,
+                                     const double* row_sums, const double* col_sums,
+                                     double* mean_sums, cudaStream_t stream) {
+  const int64_t total = t.p0 * t.n1 * t.p1 * t.p2 + t.p0 * t.p1 * t.n2 * t.p2;
+  if (total <= 0) return;
+  adafactor_accumulators_kernel<<<elementwise_blocks(total), kOptimThreads, 0, stream>>>(t, rho, row_sums, col_sums);
+  BRT_CUDA_CHECK_LAUNCH("adafactor_update_factors (accumulators)");
+  adafactor_mean_sums_kernel<<<elementwise_blocks(t.p0 * t.p1 * t.p2), kOptimThreads, 0, stream>>>(t, mean_sums);
+  BRT_CUDA_CHECK_LAUNCH("adafactor_update_factors (means)");
+}
+
+void launch_adafactor_compute_factors(const OptimTensor<float>& t, const double* mean_sums,
+                                      cudaStream_t stream) {
+  const int64_t total = t.p0 * t.n1 * t.p1 * t.p2 + t.p0 * t.p1 * t.n2 * t.p2;
+  if (total <= 0) return;
+  adafactor_factors_kernel<<<elementwise_blocks(total), kOptimThreads, 0, stream>>>(t, mean_sums);
+  BRT_CUDA_CHECK_LAUNCH("adafactor_compute_factors");
+}
+
+void launch_adafactor_factored_update_squares(const OptimChunk* chunks, int64_t n_chunks,
+                                              const OptimTensor<float>* tensors,
+                                              float grad_scale, double* update_squares,
+                                              cudaStream_t stream) {
+  if (n_chunks <= 0) return;
+  adafactor_factored_squares_kernel<<<chunk_blocks(n_chunks), kOptimThreads, 0, stream>>>(chunks, tensors, grad_scale, update_squares);
+  BRT_CUDA_CHECK_LAUNCH("adafactor_factored_update_squares");
+}
+
+void launch_adafactor_apply(const OptimChunk* chunks, int64_t n_chunks,
+                            const OptimTensor<float>* tensors, const float* coef,
+                            float grad_scale, float beta1, float one_minus_beta1,
+                            cudaStream_t stream) {
+  if (n_chunks <= 0) return;
+  adafactor_apply_kernel<<<chunk_blocks(n_chunks), kOptimThreads, 0, stream>>>(chunks, tensors, coef, grad_scale, beta1, one_minus_beta1);
+  BRT_CUDA_CHECK_LAUNCH("adafactor_apply");
+}
+
+}  // namespace brt::kernels::cuda

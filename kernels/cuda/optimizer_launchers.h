@@ -1,0 +1,40 @@
+// Host-side entry points of the optimizer kernels (kernels/cuda/optimizer.cu; internal to
+// kernels/cuda): each enqueues its kernels on `stream` and checks the launch. Semantics and
+// pointer conventions are kernels/optimizer_kernels.h's (all pointers in device memory).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/optimizer_kernels.h"
+
+namespace brt::kernels::cuda {
+
+void launch_optim_sum_squares(OptimField field, const OptimChunk* chunks, int64_t n_chunks,
+                              const OptimTensor<float>* tensors, double* partial,
+                              cudaStream_t stream);
+void launch_optim_scale(float* x, int64_t n, float s, cudaStream_t stream);
+void launch_adamw_update(const AdamWStep<float>& step, const OptimChunk* chunks, int64_t n_chunks,
+                         const OptimTensor<float>* tensors, cudaStream_t stream);
+void launch_adafactor_second_moment(const OptimChunk* chunks, int64_t n_chunks,
+                                    const OptimTensor<float>* tensors, float grad_scale, float eps,
+                                    float keep, float rho, double* param_squares,
+                                    double* update_squares, cudaStream_t stream);
+void launch_adafactor_gradient_sums(const OptimTensor<float>& tensor, float grad_scale, float eps,
+                                    double* row_sums, double* col_sums, cudaStream_t stream);
+void launch_adafactor_update_factors(const OptimTensor<float>& tensor, double rho,
+                                     const double* row_sums, const double* col_sums,
+                                     double* mean_sums, cudaStream_t stream);
+void launch_adafactor_compute_factors(const OptimTensor<float>& tensor, const double* mean_sums,
+                                      cudaStream_t stream);
+void launch_adafactor_factored_update_squares(const OptimChunk* chunks, int64_t n_chunks,
+                                              const OptimTensor<float>* tensors,
+                                              float grad_scale, double* update_squares,
+                                              cudaStream_t stream);
+void launch_adafactor_apply(const OptimChunk* chunks, int64_t n_chunks,
+                            const OptimTensor<float>* tensors, const float* coef,
+                            float grad_scale, float beta1, float one_minus_beta1,
+                            cudaStream_t stream);
+
+}  // namespace brt::kernels::cuda

@@ -1,0 +1,145 @@
+// The optimizer's per-element math (MODEL §10c) as kernels over parameters, gradients and
+// optimizer state that live in one backend's memory (kernels/memory.h). core/ keeps the
+// orchestration (chunking, the learning rate, the StatReducer seam for TP / ZeRO-1, the
+// per-parameter scalars) and calls these for every loop over elements, so the step runs where
+// the parameters live: the CPU implementation on host memory, the CUDA one on device memory.
+//
+// Conventions:
+//  - Every pointer passed here, including the chunk and tensor tables and the double outputs,
+//    points into the implementation's memory(). Host code reads results back with
+//    Memory::to_host (the partials are one double per chunk or per factor entry: tiny).
+//  - A "chunk list" is a fixed partition of the parameters' elements (core/optim_stats.h,
+//    ChunkTable). Reductions produce one double partial per chunk, each summed in a fixed
+//    order, so results never depend on threads or scheduling. The CPU implementation sums a
+//    chunk with lane_sum (below); the CUDA one with a fixed block tree: the two agree to
+//    rounding, each is deterministic.
+//  - Element math is in T (fp32 on the training path) with double accumulators, exactly as the
+//    CPU reference in core/ did before it moved here.
+//  - Kernels never allocate and never synchronise; Memory::to_host orders after them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "kernels/memory.h"
+
+namespace brt::kernels {
+
+// One parameter tensor as the optimizer kernels see it. Fields a rule does not use are null
+// or zero. Adafactor's factored tensors are viewed as a row-major [P0, n1, P1, n2, P2] array
+// whose factored axes are n1 and n2; in memory a matrix [rows = P0*n1, cols = P1*n2*P2].
+// F1 sums over "all axes but n2" (size rows*P1*P2), F2 over "all but n1" (size P0*cols).
+template <typename T>
+struct OptimTensor {
+  T* value = nullptr;
+  T* grad = nullptr;
+  T* m = nullptr;     // first moment (AdamW m, Adafactor m); null: not owned (ZeRO-1)
+  T* v = nullptr;     // second moment (AdamW v, Adafactor's unfactored v)
+  T* f1 = nullptr;    // Adafactor factored accumulators (R or C, see r_is_f1)
+  T* f2 = nullptr;
+  T* fac1 = nullptr;  // per-step scratch: the rsqrt factors of f1 / f2
+  T* fac2 = nullptr;
+  int64_t p0 = 1, n1 = 1, p1 = 1, n2 = 1, p2 = 1;
+  // Under tensor parallelism n1/n2 are this rank's lengths, the means divide by the whole's.
+  int64_t n1_total = 1, n2_total = 1;
+  int32_t factored = 0;  // Adafactor: 1 when f1/f2 replace v
+  int32_t r_is_f1 = 1;   // R (the normalised accumulator) is f1
+  int32_t decay = 0;     // AdamW: decoupled weight decay applies (matrices)
+  int32_t unused = 0;
+
+  int64_t rows() const { return p0 * n1; }
+  int64_t cols() const { return p1 * n2 * p2; }
+  int64_t f1_size() const { return rows() * p1 * p2; }
+  int64_t f2_size() const { return p0 * cols(); }
+  int64_t n_means() const { return p0 * p1 * p2; }
+};
+
+// Elements [begin, end) of tensor `tensor` (an index into the tensor table).
+struct OptimChunk {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int32_t tensor = 0;
+  int32_t unused = 0;
+};
+
+enum class OptimField { kValue, kGrad };
+
+// AdamW step constants (MODEL §10c), already in T as the update uses them.
+template <typename T>
+struct AdamWStep {
+  T beta1, beta2, one_minus_beta1, one_minus_beta2;
+  T inv_bias_correction1, inv_bias_correction2;  // 1 / (1 - beta^(t+1))
+  T eps, lr, grad_scale, weight_decay;
+};
+
+template <typename T>
+class OptimizerKernels {
+ public:
+  virtual ~OptimizerKernels() = default;
+  virtual const char* name() const = 0;
+  // Where every pointer passed to these kernels must point.
+  virtual Memory& memory() = 0;
+
+  // partial[c] = sum over chunk c of x^2 in double, x = the tensor's value or grad.
+  virtual void sum_squares(OptimField field, const OptimChunk* chunks, int64_t n_chunks,
+                           const OptimTensor<T>* tensors, double* partial) = 0;
+  // x *= s over n elements (gradient clipping outside an optimizer).
+  virtual void scale(T* x, int64_t n, T s) = 0;
+
+  // AdamW, fused: m, v, bias correction, decay (tensors with decay set), param update, for
+  // the gradients times step.grad_scale.
+  virtual void adamw_update(const AdamWStep<T>& step, const OptimChunk* chunks, int64_t n_chunks,
+                            const OptimTensor<T>* tensors) = 0;
+
+  // ---- Adafactor (MODEL §10c), G = (g*grad_scale)^2 + eps --------------------------------
+  // Every chunk: param_squares[c] = sum of value^2 (before the update). Chunks of unfactored
+  // tensors also: v <- keep*v + rho*G, y = g*grad_scale/sqrt(v) and update_squares[c] = sum
+  // of y^2; update_squares of factored chunks is left alone.
+  virtual void adafactor_second_moment(const OptimChunk* chunks, int64_t n_chunks,
+                                       const OptimTensor<T>* tensors, T grad_scale, T eps,
+                                       T keep, T rho, double* param_squares,
+                                       double* update_squares) = 0;
+  // One factored tensor: row_sums[f1_size] = sums of G along n2 (per F1 entry), col_sums
+  // [f2_size] = sums of G along n1 (per F2 entry).
+  virtual void adafactor_gradient_sums(const OptimTensor<T>& tensor, T grad_scale, T eps,
+                                       double* row_sums, double* col_sums) = 0;
+  // f1 <- (1-rho)*f1 + rho*row_sums/n2_total, f2 likewise with n1_total, then
+  // mean_sums[n_means] = sums of R along its normalised axis (in double).
+  virtual void adafactor_update_factors(const OptimTensor<T>& tensor, double rho,
+                                        const double* row_sums, const double* col_sums,
+                                        double* mean_sums) = 0;
+  // The rsqrt factors: C^-1/2, and (R / mean(R))^-1/2 with mean = mean_sums / n_total.
+  virtual void adafactor_compute_factors(const OptimTensor<T>& tensor,
+                                         const double* mean_sums) = 0;
+  // Factored tensors: update_squares[c] = sum over chunk c of y^2, y = g*grad_scale*fac1*fac2.
+  // Chunks of unfactored tensors are left alone.
+  virtual void adafactor_factored_update_squares(const OptimChunk* chunks, int64_t n_chunks,
+                                                 const OptimTensor<T>* tensors, T grad_scale,
+                                                 double* update_squares) = 0;
+  // u = coef[tensor]*y (coef = lr * param scale / clip denominator, per tensor),
+  // m <- beta1*m + (1-beta1)*u, value -= m.
+  virtual void adafactor_apply(const OptimChunk* chunks, int64_t n_chunks,
+                               const OptimTensor<T>* tensors, const T* coef, T grad_scale,
+                               T beta1, T one_minus_beta1) = 0;
+};
+
+// The host implementation (OpenMP over chunks), on host memory.
+template <typename T>
+std::unique_ptr<OptimizerKernels<T>> make_cpu_optimizer_kernels();
+
+// Sum of f(i) over [begin, end) in double, kept in 8 interleaved partial sums: a serial
+// double accumulator is latency-bound (one add per ~4 cycles) and cannot be vectorised, this
+// can. The grouping depends only on begin/end, so results stay independent of thread count.
+template <typename F>
+inline double lane_sum(int64_t begin, int64_t end, F&& f) {
+  constexpr int kLanes = 8;
+  double acc[kLanes] = {};
+  int64_t i = begin;
+  for (; i + kLanes <= end; i += kLanes)
+    for (int k = 0; k < kLanes; ++k) acc[k] += f(i + k);
+  double tail = 0.0;
+  for (; i < end; ++i) tail += f(i);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
+}
+
+}  // namespace brt::kernels

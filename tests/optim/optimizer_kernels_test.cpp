@@ -1,0 +1,258 @@
+// The optimizers on explicitly given kernels (kernels/optimizer_kernels.h): the CPU kernels
+// passed by hand give bit-identical steps to the default, also on a store in guarded memory the
+// host may only touch through the Memory's copies and inside kernel calls (as with device
+// memory: the optimizer core never dereferences it), and without kernels such a store is
+// refused.
+#include <gtest/gtest.h>
+
+#include <sys/mman.h>
+
+#include <cstring>
+#include <map>
+#include <span>
+#include <random>
+#include <stdexcept>
+
+#include "core/grad_clip.h"
+#include "core/optimizer.h"
+#include "kernels/optimizer_kernels.h"
+
+namespace brt::core {
+namespace {
+
+// Host memory the host may not touch (as device memory): every allocation is PROT_NONE except
+// inside the Memory's own copies and inside kernel calls (GuardedKernels), so any direct
+// dereference by the optimizer core faults and fails the test.
+class GuardedMemory final : public kernels::Memory {
+ public:
+  ~GuardedMemory() override {
+    for (const auto& [p, bytes] : live_) munmap(p, bytes);
+  }
+  std::string name() const override { return "guarded-host"; }
+  bool host_accessible() const override { return false; }
+  void* allocate(std::size_t bytes, const char* what) override {
+    const std::size_t rounded = (bytes + kPage - 1) / kPage * kPage;
+    void* p = mmap(nullptr, rounded, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);  // zeroed
+    if (p == MAP_FAILED) throw std::runtime_error(std::string("GuardedMemory: mmap failed for ") + what);
+    live_[p] = rounded;
+    return p;
+  }
+  void release(void* p) noexcept override {
+    const auto it = live_.find(p);
+    if (it == live_.end()) return;
+    munmap(p, it->second);
+    live_.erase(it);
+  }
+  void to_host(void* dst, const void* src, std::size_t n) override { Open open(*this); std::memcpy(dst, src, n); }
+  void from_host(void* dst, const void* src, std::size_t n) override { Open open(*this); std::memcpy(dst, src, n); }
+  void copy(void* dst, const void* src, std::size_t n) override { Open open(*this); std::memmove(dst, src, n); }
+  void fill_zero(void* dst, std::size_t n) override { Open open(*this); std::memset(dst, 0, n); }
+  void synchronize() override {}
+
+  // Opens every allocation for the lifetime of the object (a "kernel call").
+  class Open {
+   public:
+    explicit Open(GuardedMemory& m) : m_(m) { m_.protect(PROT_READ | PROT_WRITE); }
+    ~Open() { m_.protect(PROT_NONE); }
+    Open(const Open&) = delete;
+    Open& operator=(const Open&) = delete;
+
+   private:
+    GuardedMemory& m_;
+  };
+
+ private:
+  static constexpr std::size_t kPage = 4096;
+  void protect(int prot) {
+    for (const auto& [p, bytes] : live_)
+      if (mprotect(p, bytes, prot) != 0) throw std::runtime_error("GuardedMemory: mprotect failed");
+  }
+  std::map<void*, std::size_t> live_;
+};
+
+// The CPU kernels with the guarded memory open for exactly the duration of each call.
+class GuardedKernels final : public kernels::OptimizerKernels<float> {
+  using Tensor = kernels::OptimTensor<float>;
+
+ public:
+  explicit GuardedKernels(GuardedMemory& memory) : memory_(memory), cpu_(kernels::make_cpu_optimizer_kernels<float>()) {}
+  const char* name() const override { return "guarded-cpu"; }
+  kernels::Memory& memory() override { return memory_; }
+  void sum_squares(kernels::OptimField f, const kernels::OptimChunk* c, int64_t n, const Tensor* t, double* p) override {
+    GuardedMemory::Open open(memory_);
+    cpu_->sum_squares(f, c, n, t, p);
+  }
+  void scale(float* x, int64_t n, float s) override {
+    GuardedMemory::Open open(memory_);
+    cpu_->scale(x, n, s);
+  }
+  void adamw_update(const kernels::AdamWStep<float>& s, const kernels::OptimChunk* c, int64_t n, const Tensor* t) override {
+    GuardedMemory::Open open(memory_);
+    cpu_->adamw_update(s, c, n, t);
+  }
+  void adafactor_second_moment(const kernels::OptimChunk* c, int64_t n, const Tensor* t, float gs, float eps, float keep,
+                               float rho, double* psq, double* ysq) override {
+    GuardedMemory::Open open(memory_);
+    cpu_->adafactor_second_moment(c, n, t, gs, eps, keep, rho, psq, ysq);
+  }
+  void adafactor_gradient_sums(const Tensor& t, float gs, float eps, double* r, double* c) override {
+    GuardedMemory::Open open(memory_);
+    cpu_->adafactor_gradient_sums(t, gs, eps, r, c);
+  }
+  void adafactor_update_factors(const Tensor& t, double rho, const double* r, const double* c, double* m) override {
+    GuardedMemory::Open open(memory_);
+    cpu_->adafactor_update_factors(t, rho, r, c, m);
+  }
+  void adafactor_compute_factors(const Tensor& t, const double* m) override {
+    GuardedMemory::Open open(memory_);
+    cpu_->adafactor_compute_factors(t, m);
+  }
+  void adafactor_factored_update_squares(const kernels::OptimChunk* c, int64_t n, const Tensor* t, float gs,
+                                         double* ysq) override {
+    GuardedMemory::Open open(memory_);
+    cpu_->adafactor_factored_update_squares(c, n, t, gs, ysq);
+  }
+  void adafactor_apply(const kernels::OptimChunk* c, int64_t n, const Tensor* t, const float* coef, float gs, float b1,
+                       float omb1) override {
+    GuardedMemory::Open open(memory_);
+    cpu_->adafactor_apply(c, n, t, coef, gs, b1, omb1);
+  }
+
+ private:
+  GuardedMemory& memory_;
+  std::unique_ptr<kernels::OptimizerKernels<float>> cpu_;
+};
+
+// Sums every reduced statistic's entries (reads the host arrays the seam hands over).
+class IdentityReducer final : public StatReducer {
+ public:
+  void reduce(StatKind, std::span<double> sums, std::span<const StatBlock>) override {
+    for (double s : sums) checksum += s;
+    ++calls;
+  }
+  double checksum = 0;
+  int calls = 0;
+};
+
+void declare(ParamStore<float>& store, kernels::Memory& memory) {
+  const std::vector<std::vector<int64_t>> shapes = {{200, 260}, {2, 130, 150}, {50}, {300, 7}, {140, 3, 300}};
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    ParamSpec spec;
+    char name[16];
+    std::snprintf(name, sizeof name, "w%d", static_cast<int>(i));
+    spec.name = name;
+    spec.shape = shapes[i];
+    spec.init = {InitKind::kNormal, 0.5, 1.0, 0};
+    store.declare(spec);
+  }
+  store.finalize(memory);
+  store.initialize(11);
+}
+
+void set_grads(ParamStore<float>& store, int step) {
+  std::mt19937_64 rng(77 + step);
+  std::normal_distribution<float> normal;
+  std::vector<float> g(size_t(store.total_numel()));
+  for (float& x : g) x = normal(rng);
+  store.memory().from_host(store.grads(), g.data(), g.size() * sizeof(float));
+}
+
+std::vector<float> values(ParamStore<float>& store) {
+  std::vector<float> out(size_t(store.total_numel()));
+  store.memory().to_host(out.data(), store.values(), out.size() * sizeof(float));
+  return out;
+}
+
+OptimConfig config(OptimKind kind) {
+  OptimConfig c;
+  c.kind = kind;
+  c.lr = 0.02;
+  c.warmup = 2;
+  c.total_steps = 10;
+  c.clip_norm = 50.0;  // active for these gradients
+  if (kind == OptimKind::kAdamW) c.weight_decay = 0.1;
+  return c;
+}
+
+TEST(OptimizerKernels, ExplicitCpuKernelsMatchTheDefaultBitForBit) {
+  for (OptimKind kind : {OptimKind::kAdafactor, OptimKind::kAdamW}) {
+    ParamStore<float> plain, explicit_store;
+    declare(plain, kernels::host_memory());
+    declare(explicit_store, kernels::host_memory());
+    auto cpu = kernels::make_cpu_optimizer_kernels<float>();
+    auto a = make_optimizer(config(kind), plain);
+    auto b = make_optimizer(config(kind), explicit_store, {}, cpu.get());
+    EXPECT_EQ(&b->kernels(), cpu.get());
+    for (int t = 0; t < 4; ++t) {
+      set_grads(plain, t);
+      set_grads(explicit_store, t);
+      const StepStats sa = a->step(), sb = b->step();
+      EXPECT_EQ(sa.grad_norm, sb.grad_norm);
+    }
+    const auto va = values(plain), vb = values(explicit_store);
+    EXPECT_EQ(std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)), 0);
+  }
+}
+
+// ZeRO-1 mask and a reducer included: the paths that stage statistics through the host.
+TEST(OptimizerKernels, GuardedStoreStepsBitIdenticallyToHostMemory) {
+  const std::vector<bool> owned = {true, false, true, true, true};
+  for (OptimKind kind : {OptimKind::kAdafactor, OptimKind::kAdamW}) {
+    GuardedMemory guarded;
+    GuardedKernels guarded_kernels(guarded);
+    ParamStore<float> plain, explicit_store;
+    declare(plain, kernels::host_memory());
+    declare(explicit_store, guarded);
+    auto a = make_optimizer(config(kind), plain, owned);
+    auto b = make_optimizer(config(kind), explicit_store, owned, &guarded_kernels);
+    IdentityReducer ra, rb;
+    a->set_reducer(&ra);
+    b->set_reducer(&rb);
+    for (int t = 0; t < 4; ++t) {
+      set_grads(plain, t);
+      set_grads(explicit_store, t);
+      const StepStats sa = a->step(), sb = b->step();
+      EXPECT_EQ(sa.grad_norm, sb.grad_norm);
+      EXPECT_EQ(sa.clip_scale, sb.clip_scale);
+    }
+    const auto va = values(plain), vb = values(explicit_store);
+    ASSERT_EQ(va.size(), vb.size());
+    EXPECT_EQ(std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)), 0);
+    const auto state_a = a->state(), state_b = b->state();
+    ASSERT_EQ(state_a.size(), state_b.size());
+    EXPECT_EQ(ra.calls, rb.calls);
+    EXPECT_EQ(ra.checksum, rb.checksum);
+    for (size_t k = 0; k < state_a.size(); ++k) {
+      ASSERT_EQ(state_a[k].data == nullptr, state_b[k].data == nullptr) << state_a[k].name;
+      if (state_a[k].data == nullptr) continue;
+      std::vector<float> sb(size_t(state_b[k].numel()));
+      guarded.to_host(sb.data(), state_b[k].data, sb.size() * sizeof(float));
+      EXPECT_EQ(std::memcmp(state_a[k].data, sb.data(), sb.size() * sizeof(float)), 0) << state_a[k].name;
+    }
+  }
+}
+
+TEST(OptimizerKernels, StoreTheHostCannotReadNeedsKernels) {
+  GuardedMemory guarded;
+  ParamStore<float> store;
+  declare(store, guarded);
+  // The guard works: a host read outside the Memory's copies and the kernels faults.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH({ [[maybe_unused]] volatile float x = store.values()[0]; }, "");
+  EXPECT_THROW(make_optimizer(config(OptimKind::kAdafactor), store), std::runtime_error);
+  EXPECT_THROW(GradNorm<float>{store}, std::runtime_error);
+  GuardedKernels guarded_kernels(guarded);
+  GradNorm<float> norm(store, nullptr, &guarded_kernels);
+  set_grads(store, 0);
+  double expected = 0;
+  std::vector<float> g(size_t(store.total_numel()));
+  guarded.to_host(g.data(), store.grads(), g.size() * sizeof(float));
+  for (float x : g) expected += double(x) * x;
+  EXPECT_NEAR(norm.compute(store), std::sqrt(expected), 1e-12 * std::sqrt(expected));
+  const double before = clip_gradients(store, norm, 10.0);
+  EXPECT_NEAR(before, std::sqrt(expected), 1e-12 * before);
+  EXPECT_NEAR(norm.compute(store), 10.0, 1e-5);
+}
+
+}  // namespace
+}  // namespace brt::core
