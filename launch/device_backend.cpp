@@ -5,6 +5,7 @@
 
 #ifdef BRT_WITH_CUDA
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_optimizer_kernels.h"
 #endif
 #ifdef BRT_WITH_NCCL
 #include "parallel/nccl_communicator.h"
@@ -68,6 +69,16 @@ std::unique_ptr<kernels::Backend<T>> make_run_backend(const TrainConfig& train, 
   throw std::invalid_argument("train.device = \"cuda\" runs in fp32 or bf16 only, in a CUDA build");
 }
 
+template <typename T>
+std::unique_ptr<kernels::OptimizerKernels<T>> make_run_optimizer_kernels(kernels::Backend<T>& backend) {
+#ifdef BRT_WITH_CUDA
+  if constexpr (std::is_same_v<T, float>)
+    if (std::string(backend.name()) == "cuda") return kernels::cuda::make_cuda_optimizer_kernels(backend);
+#endif
+  (void)backend;
+  return nullptr;
+}
+
 parallel::Stream backend_stream(kernels::Backend<float>& backend) {
 #ifdef BRT_WITH_CUDA
   if (std::string(backend.name()) == "cuda") return {kernels::cuda::stream_handle(backend)};
@@ -97,5 +108,7 @@ double measure_gpu_bf16_peak_gflops() {
 
 template std::unique_ptr<kernels::Backend<float>> make_run_backend(const TrainConfig&, int);
 template std::unique_ptr<kernels::Backend<double>> make_run_backend(const TrainConfig&, int);
+template std::unique_ptr<kernels::OptimizerKernels<float>> make_run_optimizer_kernels(kernels::Backend<float>&);
+template std::unique_ptr<kernels::OptimizerKernels<double>> make_run_optimizer_kernels(kernels::Backend<double>&);
 
 }  // namespace brt::launch

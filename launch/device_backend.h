@@ -10,6 +10,7 @@
 #include <mpi.h>
 
 #include "kernels/backend.h"
+#include "kernels/optimizer_kernels.h"
 #include "launch/config.h"
 #include "parallel/communicator.h"
 
@@ -26,6 +27,11 @@ void validate_device_settings(const TrainConfig& train, int gpu_device, int worl
 // The backend for train.device: CPU (any T) or CUDA on `gpu_device` (T = float only).
 template <typename T>
 std::unique_ptr<kernels::Backend<T>> make_run_backend(const TrainConfig& train, int gpu_device);
+
+// The optimizer's kernels for `backend`'s memory: the CUDA ones (fused AdamW / Adafactor on
+// its stream) for the CUDA backend, null for the CPU (make_optimizer then uses the CPU ones).
+template <typename T>
+std::unique_ptr<kernels::OptimizerKernels<T>> make_run_optimizer_kernels(kernels::Backend<T>& backend);
 
 // The backend's stream as a communicator Stream (NCCL orders collectives after the kernels
 // that produced their buffers); the host Stream for the CPU backend.

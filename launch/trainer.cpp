@@ -161,7 +161,10 @@ TrainResult train_with(const TrainOptions& options) {
                 options.groups->layout().tp, dp->partition().owner, tp};
   }
   const int dp_size = dp ? dp->size() : 1, dp_rank = dp ? dp->rank() : 0;
-  auto optimizer = core::make_optimizer(cfg.optim, model.params(), dp ? dp->owned_mask() : std::vector<bool>{});
+  // The optimizer runs where the parameters live (fused CUDA kernels on the GPU).
+  const auto optimizer_kernels = make_run_optimizer_kernels(*backend);
+  auto optimizer = core::make_optimizer(cfg.optim, model.params(), dp ? dp->owned_mask() : std::vector<bool>{},
+                                        optimizer_kernels.get());
   // The global gradient norm for clipping, Adafactor's RMS and its factored sums along a split
   // axis: sharded parameters' partial sums summed over TP (each shard once), replicated ones
   // counted once (MODEL §10c).

@@ -18,6 +18,7 @@
 #include "core/model.h"
 #include "core/optimizer.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_optimizer_kernels.h"
 #include "launch/batch_source.h"
 #include "launch/config.h"
 
@@ -58,7 +59,8 @@ void bench_config(const std::string& path, const Settings& s, double peak_tflops
   auto backend = kc::make_cuda_backend(options);
   brt::core::Model<float> model(cfg.model, s.batch, *backend);
   model.params().initialize(uint64_t(cfg.train.seed));
-  auto optimizer = brt::core::make_optimizer(cfg.optim, model.params(), {}, backend.get());
+  const auto kernels = kc::make_cuda_optimizer_kernels(*backend);
+  auto optimizer = brt::core::make_optimizer(cfg.optim, model.params(), {}, kernels.get());
   brt::launch::SyntheticMarkovSource source(cfg.model.vocab, s.batch, cfg.model.seq_len, 1);
   brt::data::Batch batch;
   const int warmup = 2;

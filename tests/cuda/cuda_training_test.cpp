@@ -16,6 +16,7 @@
 #include "core/model.h"
 #include "core/optimizer.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_optimizer_kernels.h"
 #include "launch/batch_source.h"
 #include "launch/config.h"
 
@@ -41,7 +42,10 @@ RunResult train(const brt::launch::RunConfig& cfg, brt::kernels::Backend<float>&
                 int steps) {
   Model<float> model(cfg.model, cfg.train.batch, backend);
   model.params().initialize(uint64_t(cfg.train.seed));
-  auto optimizer = brt::core::make_optimizer(cfg.optim, model.params(), {}, &backend);
+  // The CUDA optimizer kernels for the GPU backend; null: the CPU ones.
+  std::unique_ptr<brt::kernels::OptimizerKernels<float>> kernels;
+  if (std::string(backend.name()) == "cuda") kernels = kc::make_cuda_optimizer_kernels(backend);
+  auto optimizer = brt::core::make_optimizer(cfg.optim, model.params(), {}, kernels.get());
   brt::launch::SyntheticMarkovSource source(cfg.model.vocab, cfg.train.batch, cfg.model.seq_len,
                                             uint64_t(cfg.train.seed));
   brt::data::Batch batch;

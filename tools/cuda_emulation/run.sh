@@ -7,20 +7,39 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-build=${1:?usage: run.sh <build dir>}
+build=${1:?usage: run.sh <build dir> [kernels] [fft] [optimizer] [training]  (default: all)}
+shift
+checks=("$@")
+[ ${#checks[@]} -eq 0 ] && checks=(kernels fft optimizer training)
+wants() { local c; for c in "${checks[@]}"; do [ "$c" = "$1" ] && return 0; done; return 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 python3 "$here/transform.py" "$repo" "$work/src"
 flags=(-std=c++20 -O1 -w -I"$here/stubs" -I"$work/src" -I"$repo")
 libs=("$build/kernels/libbrt_kernels.a" -fopenmp $(pkg-config --libs openblas fftw3 fftw3f))
 k=$work/src/kernels/cuda
-g++ "${flags[@]}" "$here/kernels.cpp" \
-  "$k"/{attention_reduce,window_attention,cross_attention,xent,norms,gates,elementwise,embedding}.cpp \
-  "$k/device_arena.cpp" "${libs[@]}" -o "$work/kernels"
-g++ "${flags[@]}" "$here/fft_conv.cpp" "$k"/{fft_conv,fft_conv_kernels}.cpp "$k/device_arena.cpp" \
-  "${libs[@]}" -o "$work/fft_conv"
-g++ "${flags[@]}" "$here/optimizer.cpp" "$k/optimizer.cpp" "$build/core/libbrt_core.a" \
-  "$build/parallel/libbrt_parallel.a" "${libs[@]}" -o "$work/optimizer"
-"$work/kernels"
-"$work/fft_conv"
-"$work/optimizer"
+if wants kernels; then
+  g++ "${flags[@]}" "$here/kernels.cpp" \
+    "$k"/{attention_reduce,window_attention,cross_attention,xent,norms,gates,elementwise,embedding}.cpp \
+    "$k/device_arena.cpp" "${libs[@]}" -o "$work/kernels"
+  "$work/kernels"
+fi
+if wants fft; then
+  g++ "${flags[@]}" "$here/fft_conv.cpp" "$k"/{fft_conv,fft_conv_kernels}.cpp "$k/device_arena.cpp" \
+    "${libs[@]}" -o "$work/fft_conv"
+  "$work/fft_conv"
+fi
+if wants optimizer; then
+  g++ "${flags[@]}" "$here/optimizer.cpp" "$k/optimizer.cpp" "$build/core/libbrt_core.a" \
+    "$build/parallel/libbrt_parallel.a" "${libs[@]}" -o "$work/optimizer"
+  "$work/optimizer"
+fi
+if wants training; then
+  # The whole CudaBackend class (every .cpp/.cu of kernels/cuda but the GEMM-peak timer) under
+  # core's Model and optimizers: a micro model of each variant trained on both backends.
+  sources=()
+  for f in "$k"/*.cpp; do [ "$(basename "$f")" = gemm_peak.cpp ] || sources+=("$f"); done
+  g++ "${flags[@]}" "$here/training.cpp" "${sources[@]}" "$build/core/libbrt_core.a" \
+    "$build/parallel/libbrt_parallel.a" "${libs[@]}" $(pkg-config --libs ompi-c) -o "$work/training"
+  "$work/training"
+fi

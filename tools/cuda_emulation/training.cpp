@@ -14,6 +14,7 @@
 #include "core/model.h"
 #include "core/optimizer.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_optimizer_kernels.h"
 
 using namespace brt;
 
@@ -65,7 +66,9 @@ Trace run(const core::ModelConfig& cfg, int streams, kernels::Backend<float>& ba
           const core::OptimConfig& optim, int steps) {
   core::Model<float> model(cfg, streams, backend);
   model.params().initialize(7);
-  auto optimizer = core::make_optimizer(optim, model.params(), {}, &backend);
+  std::unique_ptr<kernels::OptimizerKernels<float>> device_kernels;
+  if (std::string(backend.name()) == "cuda") device_kernels = kernels::cuda::make_cuda_optimizer_kernels(backend);
+  auto optimizer = core::make_optimizer(optim, model.params(), {}, device_kernels.get());
   Trace t;
   for (int i = 0; i < steps; ++i) {
     const Step s = make_step(cfg, streams, i);
@@ -101,6 +104,7 @@ void compare(const std::string& variant, const std::string& optimizer, bool bf16
   optim.kind = optimizer == "adamw" ? core::OptimKind::kAdamW : core::OptimKind::kAdafactor;
   optim.lr = optimizer == "adamw" ? 1e-2 : 0.05;
   optim.warmup = 0;
+  optim.total_steps = 10;
   optim.min_dim_to_factor = 16;  // so the micro model has factored Adafactor tensors
   const int streams = 2, steps = 3;
   std::printf("%s, %s%s\n", variant.c_str(), optimizer.c_str(), bf16 ? ", bf16 gemm" : "");
@@ -126,10 +130,13 @@ void compare(const std::string& variant, const std::string& optimizer, bool bf16
 
 }  // namespace
 
-int main() {
+int main() try {
   for (const char* v : {"rec:fixed:skip", "rec:lstm:dual", "slide", "xl"}) compare(v, "adafactor", false);
   compare("rec:fixed:skip", "adamw", false);
   compare("rec:fixed:skip", "adafactor", true);
   std::printf("%s (%d failures)\n", failures ? "FAILED" : "all training checks ok", failures);
   return failures ? 1 : 0;
+} catch (const std::exception& e) {
+  std::printf("FAILED: %s\n", e.what());
+  return 1;
 }

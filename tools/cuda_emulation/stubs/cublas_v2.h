@@ -22,9 +22,9 @@ inline cublasStatus_t cublasSetWorkspace(cublasHandle_t, void*, size_t) { return
 inline cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
 namespace emu {
 // C (m×n, ldc) = alpha op(A) op(B) + beta C, all column-major; element (i, j) of X at X[i + j*ld].
-template <typename Load>
+template <typename LoadA, typename LoadB>
 cublasStatus_t gemm_col_major(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                              float alpha, Load a, int lda, Load b, int ldb, float beta, float* c,
+                              float alpha, LoadA a, int lda, LoadB b, int ldb, float beta, float* c,
                               int ldc) {
   for (int j = 0; j < n; ++j)
     for (int i = 0; i < m; ++i) {
