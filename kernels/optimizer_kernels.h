@@ -54,6 +54,27 @@ struct OptimTensor {
   int64_t n_means() const { return p0 * p1 * p2; }
 };
 
+// Host and device code share the index arithmetic below (nvcc sees __host__ __device__).
+#ifdef __CUDACC__
+#define BRT_HOST_DEVICE __host__ __device__
+#else
+#define BRT_HOST_DEVICE
+#endif
+
+// Adafactor (MODEL §10c): the sum of R along its normalised axis for one combination
+// (q0, q1, q2) of the other axes, in double and in index order (the mean's numerator).
+template <typename T>
+BRT_HOST_DEVICE inline double adafactor_r_axis_sum(const OptimTensor<T>& t, int64_t q0, int64_t q1,
+                                                   int64_t q2) {
+  double s = 0.0;
+  if (t.r_is_f1) {
+    for (int64_t i1 = 0; i1 < t.n1; ++i1) s += t.f1[((q0 * t.n1 + i1) * t.p1 + q1) * t.p2 + q2];
+  } else {
+    for (int64_t i2 = 0; i2 < t.n2; ++i2) s += t.f2[((q0 * t.p1 + q1) * t.n2 + i2) * t.p2 + q2];
+  }
+  return s;
+}
+
 // Elements [begin, end) of tensor `tensor` (an index into the tensor table).
 struct OptimChunk {
   int64_t begin = 0;

@@ -15,6 +15,8 @@ void usage() {
       "usage: brt-dist COMMAND [args]\n\n"
       "commands:\n"
       "  train CONFIG [key=value ...]   train a model (e.g. configs/tiny.toml train.steps=100)\n"
+      "                                 [--tp T] [--device cpu|cuda] [--precision fp32|bf16|fp64]\n"
+      "                                 [--deterministic] [--resume DIR] [--no-overlap]\n"
       "  prepare ...                    corpus -> tokenizer -> token shards\n"
       "  eval CONFIG --checkpoint F     bits/token, bits/byte, word perplexity of a split [--tp T]\n"
       "  ckpt inspect|verify FILE       show or check a checkpoint (diff A B [--rtol R]: compare)\n"

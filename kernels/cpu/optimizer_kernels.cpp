@@ -134,14 +134,7 @@ class CpuOptimizerKernels final : public OptimizerKernels<T> {
     for (int64_t q0 = 0; q0 < t.p0; ++q0)
       for (int64_t q1 = 0; q1 < t.p1; ++q1)
         for (int64_t q2 = 0; q2 < t.p2; ++q2) {
-          const int64_t o = (q0 * t.p1 + q1) * t.p2 + q2;
-          double s = 0.0;
-          if (t.r_is_f1) {
-            for (int64_t i1 = 0; i1 < t.n1; ++i1) s += t.f1[((q0 * t.n1 + i1) * t.p1 + q1) * t.p2 + q2];
-          } else {
-            for (int64_t i2 = 0; i2 < t.n2; ++i2) s += t.f2[((q0 * t.p1 + q1) * t.n2 + i2) * t.p2 + q2];
-          }
-          means[o] = s;
+          means[(q0 * t.p1 + q1) * t.p2 + q2] = adafactor_r_axis_sum(t, q0, q1, q2);
         }
   }
 

@@ -163,13 +163,7 @@ __global__ void adafactor_mean_sums_kernel(OptimTensor<float> t, double* means) 
   for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < n_means;
        o += int64_t{gridDim.x} * blockDim.x) {
     const int64_t q2 = o % t.p2, q1 = (o / t.p2) % t.p1, q0 = o / (t.p2 * t.p1);
-    double s = 0.0;
-    if (t.r_is_f1) {
-      for (int64_t i1 = 0; i1 < t.n1; ++i1) s += t.f1[((q0 * t.n1 + i1) * t.p1 + q1) * t.p2 + q2];
-    } else {
-      for (int64_t i2 = 0; i2 < t.n2; ++i2) s += t.f2[((q0 * t.p1 + q1) * t.n2 + i2) * t.p2 + q2];
-    }
-    means[o] = s;
+    means[o] = adafactor_r_axis_sum(t, q0, q1, q2);
   }
 }
 

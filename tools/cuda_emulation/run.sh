@@ -41,5 +41,5 @@ if wants training; then
   for f in "$k"/*.cpp; do [ "$(basename "$f")" = gemm_peak.cpp ] || sources+=("$f"); done
   g++ "${flags[@]}" "$here/training.cpp" "${sources[@]}" "$build/core/libbrt_core.a" \
     "$build/parallel/libbrt_parallel.a" "${libs[@]}" $(pkg-config --libs ompi-c) -o "$work/training"
-  "$work/training"
+  "$work/training" ${EMU_TRAINING_CASE:-}
 fi

@@ -130,10 +130,17 @@ void compare(const std::string& variant, const std::string& optimizer, bool bf16
 
 }  // namespace
 
-int main() try {
-  for (const char* v : {"rec:fixed:skip", "rec:lstm:dual", "slide", "xl"}) compare(v, "adafactor", false);
-  compare("rec:fixed:skip", "adamw", false);
-  compare("rec:fixed:skip", "adafactor", true);
+// No arguments: every case below (slow: each emulated block starts its threads anew). Or one
+// case: training VARIANT adafactor|adamw fp32|bf16.
+int main(int argc, char** argv) try {
+  std::setvbuf(stdout, nullptr, _IONBF, 0);  // progress is visible while it runs
+  if (argc == 4) {
+    compare(argv[1], argv[2], std::string(argv[3]) == "bf16");
+  } else {
+    for (const char* v : {"rec:fixed:skip", "rec:lstm:dual", "slide", "xl"}) compare(v, "adafactor", false);
+    compare("rec:fixed:skip", "adamw", false);
+    compare("rec:fixed:skip", "adafactor", true);
+  }
   std::printf("%s (%d failures)\n", failures ? "FAILED" : "all training checks ok", failures);
   return failures ? 1 : 0;
 } catch (const std::exception& e) {
