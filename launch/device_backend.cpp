@@ -1,5 +1,6 @@
 #include "launch/device_backend.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -54,18 +55,33 @@ void validate_device_settings(const TrainConfig& train, int gpu_device, int worl
   }
 }
 
+std::size_t cuda_workspace_bytes(const core::ModelConfig& model, int streams, bool bf16) {
+  const double rows = double(streams) * model.seq_len;
+  const double widest = std::max({double(model.vocab), double(model.d_ff),
+                                  2.0 * model.attn_width(), double(model.d_model)});
+  // Operand pairs: activation × weight (rows·widest + widest·D) or activation × activation
+  // (the weight gradients, at most 2·rows·widest), two bytes an element.
+  const double gemm = bf16 ? 2.0 * (2.0 * rows * widest + widest * model.d_model) : 0.0;
+  // Attention backward's per-row deltas (H floats a row), the embedding sort, the loss rows.
+  const double other = rows * (4.0 * model.heads + 64.0);
+  const double bytes = gemm + other + double(std::size_t{64} << 20);
+  return std::max<std::size_t>(std::size_t(bytes), std::size_t{256} << 20);
+}
+
 template <typename T>
-std::unique_ptr<kernels::Backend<T>> make_run_backend(const TrainConfig& train, int gpu_device) {
+std::unique_ptr<kernels::Backend<T>> make_run_backend(const TrainConfig& train, int gpu_device,
+                                                      const core::ModelConfig& model, int streams) {
   if (train.device != "cuda") return kernels::make_cpu_backend<T>();
 #ifdef BRT_WITH_CUDA
   if constexpr (std::is_same_v<T, float>) {
     kernels::cuda::CudaOptions options;
     options.device = gpu_device;
     options.precision = kernels::cuda::parse_precision(train.precision);
+    options.workspace_bytes = cuda_workspace_bytes(model, streams, train.precision == "bf16");
     return kernels::cuda::make_cuda_backend(options);
   }
 #endif
-  (void)gpu_device;
+  (void)gpu_device, (void)model, (void)streams;
   throw std::invalid_argument("train.device = \"cuda\" runs in fp32 or bf16 only, in a CUDA build");
 }
 
@@ -106,8 +122,10 @@ double measure_gpu_bf16_peak_gflops() {
 #endif
 }
 
-template std::unique_ptr<kernels::Backend<float>> make_run_backend(const TrainConfig&, int);
-template std::unique_ptr<kernels::Backend<double>> make_run_backend(const TrainConfig&, int);
+template std::unique_ptr<kernels::Backend<float>> make_run_backend(const TrainConfig&, int,
+                                                                   const core::ModelConfig&, int);
+template std::unique_ptr<kernels::Backend<double>> make_run_backend(const TrainConfig&, int,
+                                                                    const core::ModelConfig&, int);
 template std::unique_ptr<kernels::OptimizerKernels<float>> make_run_optimizer_kernels(kernels::Backend<float>&);
 template std::unique_ptr<kernels::OptimizerKernels<double>> make_run_optimizer_kernels(kernels::Backend<double>&);
 

@@ -4,6 +4,7 @@
 // the one place in launch/ that names CUDA.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -24,9 +25,17 @@ bool cuda_backend_built();
 // std::invalid_argument naming the key, value and (world) rank.
 void validate_device_settings(const TrainConfig& train, int gpu_device, int world_rank);
 
-// The backend for train.device: CPU (any T) or CUDA on `gpu_device` (T = float only).
+// Bytes of scratch the CUDA backend needs for this model (CudaOptions::workspace_bytes): bf16
+// matrix products convert both operands into it, so it must hold the largest pair — the
+// logits' [B·N, V] and [V, D] — plus the attention, embedding and loss scratch; at least the
+// backend's 256 MiB default. (1.3b with B 4 × N 4096 in bf16: about 2.3 GB.)
+std::size_t cuda_workspace_bytes(const core::ModelConfig& model, int streams, bool bf16);
+
+// The backend for train.device: CPU (any T) or CUDA on `gpu_device` (T = float only), with
+// the scratch `model` at `streams` streams needs.
 template <typename T>
-std::unique_ptr<kernels::Backend<T>> make_run_backend(const TrainConfig& train, int gpu_device);
+std::unique_ptr<kernels::Backend<T>> make_run_backend(const TrainConfig& train, int gpu_device,
+                                                      const core::ModelConfig& model, int streams);
 
 // The optimizer's kernels for `backend`'s memory: the CUDA ones (fused AdamW / Adafactor on
 // its stream) for the CUDA backend, null for the CPU (make_optimizer then uses the CPU ones).

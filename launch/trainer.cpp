@@ -125,7 +125,7 @@ TrainResult train_with(const TrainOptions& options) {
   const int world_rank = options.groups ? options.groups->world_rank() : 0;
   validate_device_settings(cfg.train, options.gpu_device, world_rank);
   // The backend decides where every buffer lives (host or device memory, docs/gpu.md).
-  auto backend = make_run_backend<T>(cfg.train, options.gpu_device);
+  auto backend = make_run_backend<T>(cfg.train, options.gpu_device, cfg.model, cfg.train.batch);
   const bool on_gpu = cfg.train.device == "cuda";
   // Tensor parallelism (docs/parallelism.md): the tp group splits heads, hidden units and the
   // vocabulary; every rank of a TP group reads the same streams (its DP rank's).

@@ -21,6 +21,7 @@
 #include "kernels/cuda/cuda_optimizer_kernels.h"
 #include "launch/batch_source.h"
 #include "launch/config.h"
+#include "launch/device_backend.h"
 
 namespace {
 
@@ -56,6 +57,8 @@ void bench_config(const std::string& path, const Settings& s, double peak_tflops
   const auto cfg = brt::launch::load_run_config(path, {"data.source=synthetic"});
   kc::CudaOptions options;
   options.precision = s.precision;
+  options.workspace_bytes = brt::launch::cuda_workspace_bytes(
+      cfg.model, s.batch, s.precision == kc::Precision::kBf16);
   auto backend = kc::make_cuda_backend(options);
   brt::core::Model<float> model(cfg.model, s.batch, *backend);
   model.params().initialize(uint64_t(cfg.train.seed));

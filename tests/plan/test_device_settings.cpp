@@ -1,0 +1,76 @@
+// train.device / train.precision checks and the CUDA scratch sizing (launch/device_backend.h,
+// docs/gpu.md): every bad combination is refused before any work with a message naming the
+// key and the rank; the CPU backend is what `cpu` builds.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "launch/config.h"
+#include "launch/device_backend.h"
+
+namespace brt::launch {
+namespace {
+
+std::string refusal(const TrainConfig& train, int gpu, int rank = 3) {
+  try {
+    validate_device_settings(train, gpu, rank);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(DeviceSettings, CpuTakesFp32AndFp64AndRefusesBf16) {
+  TrainConfig t;
+  EXPECT_EQ(refusal(t, -1), "");
+  t.precision = "fp64";
+  EXPECT_EQ(refusal(t, -1), "");
+  t.precision = "bf16";
+  const std::string m = refusal(t, -1);
+  EXPECT_NE(m.find("train.precision"), std::string::npos) << m;
+  EXPECT_NE(m.find("cuda"), std::string::npos) << m;
+  EXPECT_NE(m.find("rank 3"), std::string::npos) << m;
+}
+
+TEST(DeviceSettings, CudaNeedsABuildAGpuAndTpOne) {
+  TrainConfig t;
+  t.device = "cuda";
+  const std::string no_gpu = refusal(t, -1);
+  EXPECT_NE(no_gpu.find("train.device"), std::string::npos) << no_gpu;
+  EXPECT_NE(no_gpu.find("rank 3"), std::string::npos) << no_gpu;
+  if (!cuda_backend_built()) {
+    EXPECT_NE(refusal(t, 0).find("built without the CUDA backend"), std::string::npos);
+    return;
+  }
+  EXPECT_EQ(refusal(t, 0), "");  // fp32 on a bound GPU
+  t.precision = "fp64";
+  EXPECT_NE(refusal(t, 0).find("fp32 or bf16"), std::string::npos);
+  t.precision = "bf16";
+  EXPECT_EQ(refusal(t, 0), "");
+  t.tp = 2;
+  const std::string tp = refusal(t, 0);
+  EXPECT_NE(tp.find("train.tp = 2"), std::string::npos) << tp;
+}
+
+TEST(DeviceSettings, CpuDeviceBuildsTheCpuBackend) {
+  TrainConfig t;
+  core::ModelConfig m;
+  EXPECT_STREQ(make_run_backend<float>(t, -1, m, 1)->name(), "cpu");
+  EXPECT_EQ(make_run_optimizer_kernels(*make_run_backend<double>(t, -1, m, 1)), nullptr);
+}
+
+TEST(DeviceSettings, Bf16ScratchHoldsTheLargestOperandPair) {
+  core::ModelConfig m;  // the 1.3b shapes
+  m.d_model = 2048, m.heads = 32, m.head_dim = 128, m.d_ff = 16384, m.vocab = 32128;
+  m.seq_len = 4096;
+  const double rows = 4.0 * 4096;
+  // dlogits [B·N, V] and the embedding [V, D], both as bf16.
+  const double logits_pair = 2.0 * (rows * m.vocab + double(m.vocab) * m.d_model);
+  EXPECT_GE(double(cuda_workspace_bytes(m, 4, true)), logits_pair);
+  EXPECT_LT(double(cuda_workspace_bytes(m, 4, true)), 3.0 * logits_pair);
+  // fp32 converts nothing: the backend's 256 MiB default is enough.
+  EXPECT_EQ(cuda_workspace_bytes(m, 4, false), std::size_t{256} << 20);
+}
+
+}  // namespace
+}  // namespace brt::launch
