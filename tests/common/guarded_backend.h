@@ -106,6 +106,13 @@ class GuardedMemory final : public kernels::Memory {
   std::size_t page_, capacity_;
   unsigned char* base_ = nullptr;
   std::size_t used_ = 0;
+
+ public:
+  // Bytes handed out so far (the bump pointer): constant across steps when a model allocates
+  // nothing in its step loop.
+  std::size_t bytes_allocated() const { return used_; }
+
+ private:
   int open_ = 0;
 };
 

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -34,7 +35,10 @@ struct RunResult {
   std::vector<std::vector<float>> values;           // per parameter (unchanged: no optimizer)
 };
 
-RunResult run(kernels::Backend<float>& backend, const std::string& variant) {
+// `allocated` (optional) reports the backend memory's bytes handed out so far: the run checks
+// that nothing is allocated after the first step (memory planned up front, issue 6).
+RunResult run(kernels::Backend<float>& backend, const std::string& variant,
+              const std::function<std::size_t()>& allocated = {}) {
   constexpr int B = 2;
   const core::ModelConfig cfg = tiny_config(variant);
   core::Model<float> model(cfg, B, backend);
@@ -46,7 +50,9 @@ RunResult run(kernels::Backend<float>& backend, const std::string& variant) {
                                             random_batch(B, N, V, rng, {0, 0})};
   const RandomBatch side = random_batch(B, N, V, rng, {0, 1});
   RunResult r;
+  std::size_t after_first_step = 0;
   for (size_t step = 0; step < batches.size(); ++step) {
+    if (step == 1 && allocated) after_first_step = allocated();
     if (step == 2) {
       // An evaluation-like detour: snapshot, run something else, restore, continue.
       r.carried_mid = model.snapshot_carried_state();
@@ -60,6 +66,9 @@ RunResult run(kernels::Backend<float>& backend, const std::string& variant) {
     r.nats.push_back(sums.nats);
     r.counts.push_back(sums.count);
     r.row_losses.push_back(model.row_losses());
+  }
+  if (allocated) {
+    EXPECT_EQ(allocated(), after_first_step) << variant << ": backend memory allocated in the step loop";
   }
   r.carried_end = model.snapshot_carried_state();
   for (int i = 0; i < model.params().size(); ++i) {
@@ -85,7 +94,8 @@ TEST_P(DeviceResidency, GuardedMemoryRunIsBitIdenticalToTheCpuBackend) {
   auto cpu = kernels::make_cpu_backend<float>();
   GuardedBackend<float> guarded;
   const RunResult want = run(*cpu, GetParam());
-  const RunResult got = run(guarded, GetParam());
+  const RunResult got =
+      run(guarded, GetParam(), [&guarded] { return guarded.guarded_memory().bytes_allocated(); });
   ASSERT_EQ(want.nats.size(), got.nats.size());
   for (size_t s = 0; s < want.nats.size(); ++s) {
     EXPECT_EQ(0, std::memcmp(&want.nats[s], &got.nats[s], sizeof(double))) << "loss of step " << s;
