@@ -16,6 +16,7 @@
 #include "core/optimizer.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_optimizer_kernels.h"
+#include "tests/cuda/cuda_test_util.h"
 
 namespace brt::core {
 // gtest's name for a parameter (else "4-byte object <...>").
@@ -27,16 +28,7 @@ namespace {
 
 constexpr double kTolerance = 1e-5;  // ||gpu - cpu|| / ||cpu||
 
-double relative_error(const std::vector<float>& actual, const std::vector<float>& expected) {
-  double diff = 0, ref = 0;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    const double d = double(actual[i]) - expected[i];
-    diff += d * d;
-    ref += double(expected[i]) * expected[i];
-  }
-  if (!std::isfinite(diff)) return INFINITY;
-  return ref == 0 ? std::sqrt(diff) : std::sqrt(diff / ref);
-}
+using test::relative_error;  // ||gpu - cpu|| / ||cpu|| (cuda_test_util.h)
 
 void declare(core::ParamStore<float>& store, Memory& memory) {
   const std::vector<std::vector<int64_t>> shapes = {{300, 520}, {520, 200}, {3, 130, 150},

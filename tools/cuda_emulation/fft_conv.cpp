@@ -2,11 +2,12 @@
 #include <cstdio>
 #include <random>
 #include <vector>
+#include "compare.h"
 #include "kernels/cuda/fft_conv.h"
 using namespace brt::kernels;
 static std::mt19937 gen(7);
 std::vector<float> normal(size_t n) { std::normal_distribution<float> d(0, 1); std::vector<float> v(n); for (auto& x : v) x = d(gen); return v; }
-double rel(const std::vector<float>& a, const std::vector<float>& b) { double d = 0, r = 0; for (size_t i = 0; i < a.size(); ++i) { double e = double(a[i]) - b[i]; d += e * e; r += double(b[i]) * b[i]; } return std::isfinite(d) ? std::sqrt(d / r) : INFINITY; }
+using emu_check::rel;
 int main() {
   int fails = 0;
   for (bool skip : {true, false}) {

@@ -7,15 +7,15 @@
 #include <random>
 #include <vector>
 #include "kernels/backend.h"
+#include "compare.h"
 #include "kernels/cuda/launchers.h"
 #include "kernels/cuda/device_arena.h"
 using namespace brt::kernels;
 using namespace brt::kernels::cuda;
 static std::mt19937 gen(1234);
 std::vector<float> normal(size_t n, float sd = 1) { std::normal_distribution<float> d(0, sd); std::vector<float> v(n); for (auto& x : v) x = d(gen); return v; }
-double rel(const std::vector<float>& a, const std::vector<float>& b) { double d = 0, r = 0; for (size_t i = 0; i < a.size(); ++i) { double e = double(a[i]) - b[i]; d += e * e; r += double(b[i]) * b[i]; } return std::isfinite(d) ? std::sqrt(d / (r > 0 ? r : 1)) : INFINITY; }
-int failures = 0;
-void report(const char* what, const std::vector<float>& a, const std::vector<float>& b) { double e = rel(a, b); bool ok = e <= 1e-5; if (!ok) ++failures; std::printf("%-40s rel %.3g %s\n", what, e, ok ? "ok" : "FAIL"); }
+using emu_check::rel;
+void report(const char* what, const std::vector<float>& a, const std::vector<float>& b) { emu_check::report(what, rel(a, b)); }
 
 void window(WindowAttnDims d) {
   std::printf("window B=%d N=%d W=%d H=%d dh=%d\n", d.batch, d.seq, d.window, d.heads, d.head_dim);
@@ -83,7 +83,7 @@ void others() {
     cpu->embedding_forward(tok.data(), n, table.data(), D, out.data()); cpu->embedding_backward(tok.data(), n, dout.data(), D, dt.data());
     launch_embedding_forward(tok.data(), n, table.data(), D, gout.data(), nullptr); launch_embedding_backward(tok.data(), n, dout.data(), D, gdt.data(), scratch, nullptr); scratch.reset();
     report("embedding fwd", gout, out); report("embedding bwd", gdt, dt);
-    if (std::memcmp(gdt.data(), dt.data(), dt.size() * 4) != 0) { ++failures; std::printf("embedding bwd not bit-identical to CPU\n"); } }
+    if (std::memcmp(gdt.data(), dt.data(), dt.size() * 4) != 0) { ++emu_check::failures(); std::printf("embedding bwd not bit-identical to CPU\n"); } }
   { int n = 37, D = 333; auto x = normal(size_t(n) * D, 2), g = normal(D), dy = normal(x.size()), dx = normal(x.size()), dg = normal(D);
     auto gdx = dx, gdg = dg; std::vector<float> y(x.size()), r(n), gy(x.size(), NAN), gr(n, NAN);
     cpu->rmsnorm_forward(x.data(), g.data(), n, D, y.data(), r.data()); cpu->rmsnorm_backward(x.data(), g.data(), r.data(), dy.data(), n, D, dx.data(), dg.data());
@@ -104,7 +104,7 @@ void others() {
     double ct = cpu->softmax_xent_forward_backward(x.data(), t.data(), m.data(), n, V, 0.25f, dl.data(), loss.data());
     auto res = launch_softmax_xent(gx.data(), t.data(), m.data(), n, V, 0.25f, gx.data(), gloss.data(), scratch, nullptr); scratch.reset();
     report("xent dlogits (aliased)", gx, dl); report("xent loss", gloss, loss); std::printf("xent total cpu %.9g gpu %.9g bad_row %d\n", ct, *res.total, *res.first_bad_row);
-    if (std::abs(ct - *res.total) > 1e-5 * std::abs(ct)) ++failures; }
+    if (std::abs(ct - *res.total) > 1e-5 * std::abs(ct)) ++emu_check::failures(); }
 }
 
 int main(int argc, char**) {
@@ -116,6 +116,6 @@ int main(int argc, char**) {
   cross(3, 12, 20, 2, 16, false, 0, 0, false);
   cross(2, 17, 17, 1, 40, true, 5, 3, false);
   cross(3, 10, 6, 2, 16, false, 0, 0, true);
-  std::printf("failures: %d\n", failures);
-  return failures != 0;
+  std::printf("failures: %d\n", emu_check::failures());
+  return emu_check::failures() != 0;
 }

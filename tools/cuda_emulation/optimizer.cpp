@@ -10,6 +10,7 @@
 #include "core/grad_clip.h"
 #include "core/optimizer.h"
 #include "kernels/cuda/optimizer_launchers.h"
+#include "compare.h"
 using namespace brt;
 using namespace brt::kernels;
 using namespace brt::kernels::cuda;
@@ -29,9 +30,8 @@ class EmulatedCudaKernels final : public OptimizerKernels<float> {
   void adafactor_apply(const OptimChunk* c, int64_t n, const OptimTensor<float>* t, const float* coef, float gs, float b1, float omb1) override { launch_adafactor_apply(c, n, t, coef, gs, b1, omb1, nullptr); }
 };
 
-int failures = 0;
-double rel(const float* a, const float* b, int64_t n) { double d = 0, r = 0; for (int64_t i = 0; i < n; ++i) { double e = double(a[i]) - b[i]; d += e * e; r += double(b[i]) * b[i]; } return std::isfinite(d) ? std::sqrt(d / (r > 0 ? r : 1)) : INFINITY; }
-void report(const std::string& what, double e, double tol = 1e-5) { bool ok = e <= tol; if (!ok) ++failures; std::printf("  %-34s rel %.3g %s\n", what.c_str(), e, ok ? "ok" : "FAIL"); }
+using emu_check::rel;
+void report(const std::string& what, double e, double tol = 1e-5) { emu_check::report("  " + what, e, tol, 36); }
 
 void declare(core::ParamStore<float>& s) {
   const std::vector<std::vector<int64_t>> shapes = {{200, 260}, {200, 130}, {2, 130, 150}, {140, 3, 300}, {50}, {300, 7}, {40000}};
@@ -80,6 +80,6 @@ int main() {
   compare(core::OptimKind::kAdafactor, 1.0);
   compare(core::OptimKind::kAdafactor, 1e-3);  // tiny gradients: the eps floor matters
   clip();
-  std::printf("failures: %d\n", failures);
-  return failures != 0;
+  std::printf("failures: %d\n", emu_check::failures());
+  return emu_check::failures() != 0;
 }

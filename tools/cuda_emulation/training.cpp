@@ -15,28 +15,15 @@
 #include "core/optimizer.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_optimizer_kernels.h"
+#include "compare.h"
 
 using namespace brt;
 
 namespace {
 
-int failures = 0;
+using emu_check::rel;
 
-double rel(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, r = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double e = double(a[i]) - b[i];
-    d += e * e;
-    r += double(b[i]) * b[i];
-  }
-  return std::isfinite(d) ? std::sqrt(d / (r > 0 ? r : 1)) : INFINITY;
-}
-
-void check(const std::string& what, double err, double tol) {
-  const bool ok = err <= tol;
-  if (!ok) ++failures;
-  std::printf("  %-44s rel %.3g %s\n", what.c_str(), err, ok ? "ok" : "FAIL");
-}
+void check(const std::string& what, double err, double tol) { emu_check::report("  " + what, err, tol, 46); }
 
 struct Step {
   std::vector<int32_t> inputs, targets;
@@ -141,8 +128,9 @@ int main(int argc, char** argv) try {
     compare("rec:fixed:skip", "adamw", false);
     compare("rec:fixed:skip", "adafactor", true);
   }
-  std::printf("%s (%d failures)\n", failures ? "FAILED" : "all training checks ok", failures);
-  return failures ? 1 : 0;
+  std::printf("%s (%d failures)\n", emu_check::failures() ? "FAILED" : "all training checks ok",
+              emu_check::failures());
+  return emu_check::failures() ? 1 : 0;
 } catch (const std::exception& e) {
   std::printf("FAILED: %s\n", e.what());
   return 1;
