@@ -52,7 +52,7 @@ void gate_preactivation(kernels::Backend<T>& be, const GateParams& p, const T* w
     beta = T(1);
   }
   if (split)
-    p.seq.reduce_scatter(target, z, D, scratch->staging);
+    p.seq.reduce_scatter(be, target, z, D, scratch->staging.data());
   else
     p.tp.reduce_output(z, static_cast<int64_t>(rows) * D);
   be.add_rows_broadcast(z, b, rows, 1, D);
@@ -125,10 +125,10 @@ void gate_backward(kernels::Backend<T>& be, ParamStore<T>& store, const GatePara
   // gathered dz also gives the biases their complete gradient on every rank.
   const int full = p.seq.full_rows();
   T* dz_full = seq_scratch->full.data();
-  p.seq.all_gather(dzf, dz_full, D, seq_scratch->staging);
+  p.seq.all_gather(be, dzf, dz_full, D, seq_scratch->staging.data());
   gate_preactivation_backward(be, store[p.wf].value, store[p.wf].grad, store[p.bf].grad, y, full,
                               D, dz_full, dy);
-  p.seq.all_gather(dzi, dz_full, D, seq_scratch->staging);
+  p.seq.all_gather(be, dzi, dz_full, D, seq_scratch->staging.data());
   gate_preactivation_backward(be, store[p.wi].value, store[p.wi].grad, store[p.bi].grad, y, full,
                               D, dz_full, dy);
 }

@@ -14,15 +14,12 @@ namespace brt::core {
 
 namespace {
 
-// Model code only hands buffers to kernels, so it runs on any backend memory; the few parts
-// that still loop over buffers on the host are refused up front on other memory.
+// Model code only hands buffers to kernels, so it runs on any backend memory (tensor
+// parallelism included: its collectives and reorderings run on backend memory); the parts that
+// still loop over buffers on the host are refused up front on other memory.
 void require_host_paths_supported(const ModelConfig& cfg, const char* backend,
-                                  const kernels::Memory& memory, const TensorParallel& tp) {
+                                  const kernels::Memory& memory) {
   if (memory.host_accessible()) return;
-  if (tp.size() > 1)
-    throw std::runtime_error("model: tensor parallelism (--tp " + std::to_string(tp.size()) +
-                             ") is not supported on the " + backend + " backend (" +
-                             memory.name() + " memory) yet; use --tp 1");
   for (int i = 0; i < cfg.layers; ++i)
     if (cfg.is_bst_layer(i))
       throw std::runtime_error(std::string("model: BST variants (layer ") + std::to_string(i) +
@@ -36,11 +33,10 @@ void require_host_paths_supported(const ModelConfig& cfg, const char* backend,
 template <typename T>
 Model<T>::Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backend,
                 const TensorParallel& tp)
-    : cfg_(cfg), streams_(streams), be_(backend), tp_(tp),
-      xent_(tp.active() ? streams * cfg.seq_len : 0) {
+    : cfg_(cfg), streams_(streams), be_(backend), tp_(tp.bound_to(backend.memory())) {
   cfg_.resolve();
   kernels::Memory& memory = be_.memory();
-  require_host_paths_supported(cfg_, be_.name(), memory, tp_);
+  require_host_paths_supported(cfg_, be_.name(), memory);
   vocab_ = core::vocab_range(tp_, cfg_.vocab);
   const int D = cfg_.d_model, V = cfg_.vocab, N = cfg_.seq_len, A = cfg_.attn_width();
   // MODEL §1: E ~ N(0, 1); §2: final RMSNorm gain.
@@ -71,6 +67,10 @@ Model<T>::Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backen
   final_rstd_.allocate(memory, rows, "final norm rstd");
   logits_.allocate(memory, rows * size_t(vocab_.size()), "logits");
   row_loss_.allocate(memory, rows, "row losses");
+  if (tp_.active()) {
+    local_ids_.assign(2 * rows, 0);  // inputs, then targets (never reused while in flight)
+    xent_.allocate(memory, int(rows));
+  }
   // Per-rank widths under TP: F / TP hidden units, A / TP attention columns.
   scratch_.allocate(memory, int64_t(rows), D, cfg_.d_ff / tp_.size(), A / tp_.size());
   d_resid_a_.allocate(memory, rows * D, "residual gradient");
@@ -85,7 +85,12 @@ void Model<T>::stage_input(const ModelInput& in) {
         (in.mask != nullptr && in.mask[i] && (in.targets[i] < 0 || in.targets[i] >= V)))
       throw std::out_of_range("token id out of range [0, model.vocab=" + std::to_string(V) +
                               ") at position " + std::to_string(i));
-  inputs_.from_host(in.inputs, size_t(rows));
+  if (tp_.active()) {  // this rank's rows of the embedding (other ranks' tokens: -1)
+    local_token_ids(vocab_, in.inputs, rows, local_ids_.data());
+    inputs_.from_host(local_ids_.data(), size_t(rows));
+  } else {
+    inputs_.from_host(in.inputs, size_t(rows));
+  }
   std::copy(in.doc_start, in.doc_start + streams_, doc_start_.begin());
 }
 
@@ -95,9 +100,9 @@ const T* Model<T>::forward_logits(const ModelInput& in) {
   const int D = cfg_.d_model, V = cfg_.vocab, rows = streams_ * cfg_.seq_len;
   have_forward_ = true;
   const StepContext<T> ctx{be_, streams_, cfg_.seq_len, doc_start_.data()};
-  if (tp_.active())  // host memory (checked at construction)
-    vocab_parallel_embedding_forward(be_, tp_, vocab_, inputs_.data(), rows,
-                                     params_[embed_].value, D, resid_[0].data());
+  if (tp_.active())  // inputs_ holds this rank's local ids
+    vocab_parallel_embedding_forward(be_, tp_, inputs_.data(), rows, params_[embed_].value, D,
+                                     resid_[0].data());
   else
     be_.embedding_forward(inputs_.data(), rows, params_[embed_].value, D, resid_[0].data());
   for (size_t l = 0; l < layers_.size(); ++l)
@@ -118,12 +123,19 @@ LossSums Model<T>::forward(const ModelInput& in, T grad_scale) {
   if (in.targets == nullptr || in.mask == nullptr)
     throw std::invalid_argument("Model::forward needs targets and mask (forward_logits does not)");
   forward_logits(in);
-  targets_.from_host(in.targets, size_t(rows));
+  if (tp_.active()) {  // this rank's columns of the targets (others: -1)
+    int32_t* local_targets = local_ids_.data() + rows;
+    local_token_ids(vocab_, in.targets, rows, local_targets);
+    targets_.from_host(local_targets, size_t(rows));
+  } else {
+    targets_.from_host(in.targets, size_t(rows));
+  }
   mask_.from_host(in.mask, size_t(rows));
   LossSums sums;
-  if (tp_.active())  // host memory (checked at construction)
-    sums.nats = xent_.forward_backward(tp_, vocab_, logits_.data(), targets_.data(), mask_.data(),
-                                       rows, grad_scale, logits_.data(), row_loss_.data());
+  if (tp_.active())
+    sums.nats = xent_.forward_backward(be_, tp_, logits_.data(), targets_.data(), mask_.data(),
+                                       rows, vocab_.size(), grad_scale, logits_.data(),
+                                       row_loss_.data());
   else
     sums.nats = be_.softmax_xent_forward_backward(logits_.data(), targets_.data(), mask_.data(),
                                                   rows, V, grad_scale, logits_.data(),
@@ -160,7 +172,7 @@ void Model<T>::backward() {
     if (hook_) hook_(int(l));
   }
   if (tp_.active())
-    vocab_parallel_embedding_backward(be_, vocab_, inputs_.data(), rows, d_resid_a_.data(), D,
+    vocab_parallel_embedding_backward(be_, inputs_.data(), rows, d_resid_a_.data(), D,
                                       embed.grad);
   else
     be_.embedding_backward(inputs_.data(), rows, d_resid_a_.data(), D, embed.grad);
@@ -217,9 +229,8 @@ MemoryReport Model<T>::memory_report() const {
   int64_t act = 0;
   for (const auto& v : resid_) act += int64_t(v.size());
   act += int64_t(final_h_.size() + final_rstd_.size() + logits_.size() + row_loss_.size());
-  act += xent_.bytes() / elem;
   act += scratch_.elems() + int64_t(d_resid_a_.size() + d_resid_b_.size());
-  r.activations = act * elem + inputs_.bytes() + targets_.bytes() + mask_.bytes();
+  r.activations = act * elem + xent_.bytes() + inputs_.bytes() + targets_.bytes() + mask_.bytes();
   for (const auto& layer : layers_) {
     r.activations += layer->activation_bytes();
     r.backward_scratch += layer->backward_scratch_bytes();

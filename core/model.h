@@ -46,8 +46,10 @@ class Model {
   // tp: the tensor-parallel group this replica is split over (default TP = 1). Every rank of
   // the group runs the same streams; each holds its slice of the heads, hidden units and
   // vocabulary (docs/parallelism.md, "Tensor parallelism").
+  // The TP collectives run on the backend's memory (tp bound to it: a device communicator
+  // when tp carries one, else staged through the host; core/tensor_parallel.h).
   // Throws std::runtime_error when the backend's memory is not host-accessible and the model
-  // needs host loops over its buffers: TP > 1 or a BST variant (not ported to the GPU yet).
+  // needs host loops over its buffers: a BST variant (not ported to the GPU yet).
   Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backend,
         const TensorParallel& tp = {});
 
@@ -108,8 +110,9 @@ class Model {
   std::vector<std::pair<int64_t, int64_t>> layer_ranges_;
   std::function<void(int)> hook_;
 
-  // Checks the token ids and copies the step's input tokens into inputs_ (backend memory)
-  // and doc_start into doc_start_ (host); forward() copies targets and mask.
+  // Checks the token ids and copies the step's input tokens into inputs_ (backend memory;
+  // under TP this rank's local ids, -1 for other ranks' tokens) and doc_start into doc_start_
+  // (host); forward() copies targets (local ids under TP) and mask.
   void stage_input(const ModelInput& in);
 
   bool have_forward_ = false;  // backward() needs a forward() first
@@ -118,11 +121,12 @@ class Model {
   kernels::Buffer<int32_t> inputs_, targets_;
   kernels::Buffer<uint8_t> mask_;
   std::vector<uint8_t> doc_start_;  // [B]
+  std::vector<int32_t> local_ids_;   // [2, B*N] host: local ids of inputs, targets (TP only)
   std::vector<kernels::Buffer<T>> resid_;  // [L+1][B*N, D]
   kernels::Buffer<T> final_h_, final_rstd_;
   kernels::Buffer<T> logits_;    // [B*N, V]; holds dlogits after forward
   kernels::Buffer<T> row_loss_;  // [B*N]
-  VocabParallelCrossEntropy<T> xent_;  // TP > 1 only (host memory)
+  VocabParallelCrossEntropy<T> xent_;  // TP > 1 only (backend memory)
   BackwardScratch<T> scratch_;
   kernels::Buffer<T> d_resid_a_, d_resid_b_;
 };

@@ -95,17 +95,16 @@ RecurrentStateSide<T>::RecurrentStateSide(ParamStore<T>& store, const ModelConfi
   for (auto* v : {&d_ass_, &d_ase_, &dq_, &dk_, &dv_, &dq2_, &scratch_a_})
     v->allocate(memory, ra, "state backward scratch");
   if (seq_.active()) {
-    // The row collectives reorder rows with host loops (core/sequence_parallel.cpp).
-    require_host_memory(tp, memory, "sequence parallelism of the recurrent state");
     for (auto* v : {&sig_full_, &full_a_, &full_b_}) v->allocate(memory, rd, "state gathered rows");
-    seq_scratch_.allocate(int64_t(rd));
+    seq_scratch_.allocate(memory, int64_t(rd));
   }
 }
 
 template <typename T>
-const T* RecurrentStateSide<T>::all_rows(const T* local, kernels::Buffer<T>& buf) {
+const T* RecurrentStateSide<T>::all_rows(kernels::Backend<T>& be, const T* local,
+                                         kernels::Buffer<T>& buf) {
   if (!seq_.active()) return local;
-  seq_.all_gather(local, buf.data(), shape_.d_model, seq_scratch_.staging);
+  seq_.all_gather(be, local, buf.data(), shape_.d_model, seq_scratch_.staging.data());
   return buf.data();
 }
 
@@ -124,7 +123,7 @@ void RecurrentStateSide<T>::forward(kernels::Backend<T>& be, const T* sigma0, co
     const T* sig = sigma_[t].data();  // this rank's rows
     ProjectionActs<T>& pa = proj_acts_[t];
     // Sequence parallel: all-gather Σ's rows before the column-parallel projections.
-    projections_forward(be, store_, proj_, shape_, all_rows(sig, sig_full_), R, pa);
+    projections_forward(be, store_, proj_, shape_, all_rows(be, sig, sig_full_), R, pa);
     be.cross_attention_forward(self, pa.out[0].data(), pa.out[1].data(), pa.out[2].data(),
                                store_[scale1_].value, a_ss_[t].data(), probs_ss_[t].data());
     const int64_t win = int64_t(t) * W * A;
@@ -135,7 +134,8 @@ void RecurrentStateSide<T>::forward(kernels::Backend<T>& be, const T* sigma0, co
     T* u1_all = seq_.active() ? full_a_.data() : u1_[t].data();
     linear_forward(be, a_ss_[t].data(), R, A, wo, D, u1_all);
     linear_forward(be, a_se_[t].data(), R, A, wo + int64_t(A) * D, D, u1_all, T(1));
-    if (seq_.active()) seq_.reduce_scatter(u1_all, u1_[t].data(), D, seq_scratch_.staging);
+    if (seq_.active())
+      seq_.reduce_scatter(be, u1_all, u1_[t].data(), D, seq_scratch_.staging.data());
     const std::array<std::pair<const T*, int>, 2> c = {{{a_ss_[t].data(), A}, {a_se_[t].data(), A}}};
     T* next = sigma_[t + 1].data();
     if (!dual_) {
@@ -148,11 +148,11 @@ void RecurrentStateSide<T>::forward(kernels::Backend<T>& be, const T* sigma0, co
                  zf_.data(), zi_.data(), seq_scratch());
     // The MLP runs on every row (its W2 output is all-reduced inside); this rank keeps its rows.
     T* u2_all = seq_.active() ? full_a_.data() : u2_[t].data();
-    mlp_forward(be, store_, mlp_, all_rows(gated_[t].data(), sig_full_), R, mlp_acts_[t], u2_all,
-                T(0));
+    mlp_forward(be, store_, mlp_, all_rows(be, gated_[t].data(), sig_full_), R, mlp_acts_[t],
+                u2_all, T(0));
     if (seq_.active()) {
       be.fill(u2_[t].data(), int64_t(RL) * D, T(0));
-      seq_.add_local_rows(u2_all, u2_[t].data(), D);
+      seq_.add_local_rows(be, u2_all, u2_[t].data(), D);
     }
     const std::array<std::pair<const T*, int>, 1> m = {{{mlp_acts_[t].m.data(), mlp_.d_ff}}};
     gate_forward(be, store_, gate2_, gated_[t].data(), u2_[t].data(), m, RL, next,
@@ -195,19 +195,19 @@ void RecurrentStateSide<T>::backward(kernels::Backend<T>& be, const T* k_ext, co
                     dzi_.data(), seq_scratch());
       // The MLP ran on every row: gather du2 and U, and keep this rank's rows of dU (complete
       // on every rank: the column-parallel W1's input gradient is all-reduced inside).
-      const T* du2_all = all_rows(du2_.data(), full_a_);
-      const T* gated_all = all_rows(gated_[t].data(), full_b_);
+      const T* du2_all = all_rows(be, du2_.data(), full_a_);
+      const T* gated_all = all_rows(be, gated_[t].data(), full_b_);
       T* d_gated_all = seq_.active() ? sig_full_.data() : d_gated_.data();
       if (seq_.active()) be.fill(d_gated_all, rd, T(0));
       mlp_backward(be, store_, mlp_, gated_all, R, mlp_acts_[t], du2_all, d_gated_all,
                    scratch_f_.data(), scratch_d_.data(), dm_.data());
-      if (seq_.active()) seq_.add_local_rows(d_gated_all, d_gated_.data(), D);
+      if (seq_.active()) seq_.add_local_rows(be, d_gated_all, d_gated_.data(), D);
       gate_backward(be, store_, gate1_, sig, u1_[t].data(), c, RL, gate1_acts_[t],
                     d_gated_.data(), d_cur_.data(), du1_.data(), dc, dzf_.data(), dzi_.data(),
                     seq_scratch());
     }
     // u = A_ss·Wo_s[0:A] + A_se·Wo_s[A:2A] (du gathered: Wo_s read every row)
-    const T* du1_all = all_rows(du1_.data(), full_a_);
+    const T* du1_all = all_rows(be, du1_.data(), full_a_);
     linear_backward(be, a_ss_[t].data(), R, A, wo.value, D, du1_all, d_ass_.data(), wo.grad);
     linear_backward(be, a_se_[t].data(), R, A, wo.value + int64_t(A) * D, D, du1_all,
                     d_ase_.data(), wo.grad + int64_t(A) * D);
@@ -226,12 +226,12 @@ void RecurrentStateSide<T>::backward(kernels::Backend<T>& be, const T* k_ext, co
     const std::array<const T*, 4> grads = {dq_.data(), dk_.data(), dv_.data(), dq2_.data()};
     // The projections read every row of Σ_t; their input gradient is complete on every rank
     // (all-reduced inside), so this rank keeps its rows.
-    const T* sig_all = all_rows(sig, sig_full_);
+    const T* sig_all = all_rows(be, sig, sig_full_);
     T* d_sig_all = seq_.active() ? full_b_.data() : d_cur_.data();
     if (seq_.active()) be.fill(d_sig_all, rd, T(0));
     projections_backward(be, store_, proj_, shape_, sig_all, R, pa, grads, d_sig_all,
                          scratch_a_.data(), scratch_d_.data());
-    if (seq_.active()) seq_.add_local_rows(d_sig_all, d_cur_.data(), D);
+    if (seq_.active()) seq_.add_local_rows(be, d_sig_all, d_cur_.data(), D);
     std::swap(d_next_, d_cur_);
   }
   be.copy(d_next_.data(), ld, d_sigma0);

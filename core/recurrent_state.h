@@ -71,13 +71,13 @@ class RecurrentStateSide {
   kernels::Buffer<T> d_next_, d_cur_, du1_, d_gated_, du2_, dzf_, dzi_, d_ass_, d_ase_, dq_,
       dk_, dv_, dq2_, scratch_a_, scratch_d_, scratch_f_, dm_;
   kernels::Buffer<T> zf_, zi_;  // forward scratch (lstm)
-  // Sequence parallelism only (empty at TP = 1, which is host memory only: the collectives'
-  // reordering runs on the host): gathered rows [B*S, D] and collective staging.
+  // Sequence parallelism only (empty at TP = 1): gathered rows [B*S, D] and collective
+  // staging, in the backend's memory like the rest.
   kernels::Buffer<T> sig_full_, full_a_, full_b_;
   RowSplitScratch<T> seq_scratch_;
   RowSplitScratch<T>* seq_scratch() { return seq_.active() ? &seq_scratch_ : nullptr; }
   // Every row of a [B*S/TP, D] local tensor (gathered into buf under TP; local itself otherwise).
-  const T* all_rows(const T* local, kernels::Buffer<T>& buf);
+  const T* all_rows(kernels::Backend<T>& be, const T* local, kernels::Buffer<T>& buf);
 };
 
 }  // namespace brt::core

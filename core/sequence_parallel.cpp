@@ -1,6 +1,5 @@
 #include "core/sequence_parallel.h"
 
-#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -12,56 +11,49 @@ RowSplit::RowSplit(const TensorParallel& tp, int streams, int rows_per_stream)
 }
 
 // Full rows are stream-major [B, S]; the collectives work on rank-major [TP, B, S/TP] blocks.
+// Rank r's block of stream b (rows_/TP rows) sits at (b·TP + r)·block in full and at
+// r·n_local + b·block in staging: one strided copy per rank moves all B of them.
 template <typename T>
-void RowSplit::all_gather(const T* local, T* full, int width, std::vector<T>& staging) const {
+void RowSplit::all_gather(kernels::Backend<T>& be, const T* local, T* full, int width,
+                          T* staging) const {
   const int64_t n_local = int64_t(local_rows()) * width;
   if (!active()) {
-    std::copy(local, local + n_local, full);
+    be.copy(local, n_local, full);
     return;
   }
-  tp_.group()->all_gather(std::span<const T>(local, size_t(n_local)),
-                          std::span<T>(staging.data(), size_t(n_local) * size_t(tp_.size())));
-  const int64_t block = int64_t(rows_ / tp_.size()) * width;  // one stream's rows of one rank
-  for (int r = 0; r < tp_.size(); ++r)
-    for (int b = 0; b < streams_; ++b) {
-      const T* src = staging.data() + r * n_local + b * block;
-      std::copy(src, src + block, full + (int64_t(b) * tp_.size() + r) * block);
-    }
+  tp_.all_gather(local, staging, n_local);
+  const int tp = tp_.size();
+  const int64_t block = int64_t(rows_ / tp) * width;  // one stream's rows of one rank
+  for (int r = 0; r < tp; ++r)
+    be.copy_2d(staging + r * n_local, block, streams_, block, full + r * block, tp * block, false);
 }
 
 template <typename T>
-void RowSplit::reduce_scatter(const T* full, T* local, int width, std::vector<T>& staging) const {
+void RowSplit::reduce_scatter(kernels::Backend<T>& be, const T* full, T* local, int width,
+                              T* staging) const {
   const int64_t n_local = int64_t(local_rows()) * width;
   if (!active()) {
-    std::copy(full, full + n_local, local);
+    be.copy(full, n_local, local);
     return;
   }
-  const int64_t block = int64_t(rows_ / tp_.size()) * width;
-  for (int r = 0; r < tp_.size(); ++r)
-    for (int b = 0; b < streams_; ++b) {
-      const T* src = full + (int64_t(b) * tp_.size() + r) * block;
-      std::copy(src, src + block, staging.data() + r * n_local + b * block);
-    }
-  tp_.group()->reduce_scatter(
-      std::span<const T>(staging.data(), size_t(n_local) * size_t(tp_.size())),
-      std::span<T>(local, size_t(n_local)));
+  const int tp = tp_.size();
+  const int64_t block = int64_t(rows_ / tp) * width;
+  for (int r = 0; r < tp; ++r)
+    be.copy_2d(full + r * block, tp * block, streams_, block, staging + r * n_local, block, false);
+  tp_.reduce_scatter(staging, local, n_local);
 }
 
 template <typename T>
-void RowSplit::add_local_rows(const T* full, T* local, int width) const {
-  const int64_t block = int64_t(rows_ / tp_.size()) * width;
-  const int r = tp_.rank();
-  for (int b = 0; b < streams_; ++b) {
-    const T* src = full + (int64_t(b) * tp_.size() + r) * block;
-    T* dst = local + b * block;
-    for (int64_t i = 0; i < block; ++i) dst[i] += src[i];
-  }
+void RowSplit::add_local_rows(kernels::Backend<T>& be, const T* full, T* local, int width) const {
+  const int tp = tp_.size();
+  const int64_t block = int64_t(rows_ / tp) * width;
+  be.copy_2d(full + tp_.rank() * block, tp * block, streams_, block, local, block, true);
 }
 
-#define BRT_INSTANTIATE_ROW_SPLIT(T)                                                            \
-  template void RowSplit::all_gather<T>(const T*, T*, int, std::vector<T>&) const;              \
-  template void RowSplit::reduce_scatter<T>(const T*, T*, int, std::vector<T>&) const;          \
-  template void RowSplit::add_local_rows<T>(const T*, T*, int) const;
+#define BRT_INSTANTIATE_ROW_SPLIT(T)                                                          \
+  template void RowSplit::all_gather<T>(kernels::Backend<T>&, const T*, T*, int, T*) const;   \
+  template void RowSplit::reduce_scatter<T>(kernels::Backend<T>&, const T*, T*, int, T*) const; \
+  template void RowSplit::add_local_rows<T>(kernels::Backend<T>&, const T*, T*, int) const;
 
 BRT_INSTANTIATE_ROW_SPLIT(float)
 BRT_INSTANTIATE_ROW_SPLIT(double)

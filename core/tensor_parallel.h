@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -27,16 +28,42 @@
 
 namespace brt::core {
 
+namespace detail {
+struct TpLink;  // where the collectives' buffers live and how they reach the group (shared)
+}
+
+// Where the layers' collectives run (docs/parallelism.md, "Tensor parallelism on the GPU"):
+//  - host-accessible memory (the CPU backend): the tp group's host communicator (MPI) works on
+//    the buffers directly, as before;
+//  - other memory with a device communicator (NCCL over the same ranks): the collective is
+//    enqueued on the backend's stream on the device pointers, so the kernels issued after it
+//    see its result without a host wait;
+//  - other memory without one (tests' guarded memory, or a GPU build without NCCL): staged
+//    through a host vector (Memory::to_host, the host collective, Memory::from_host).
 class TensorParallel {
  public:
   TensorParallel() = default;  // TP = 1
-  // Uses `group` (the tp group of parallel::ProcessGroups); a group of one rank is TP = 1.
+  // Uses `group` (the tp group of parallel::ProcessGroups, a host communicator); a group of
+  // one rank is TP = 1. Collectives take host-accessible buffers until bound_to() says
+  // otherwise.
   explicit TensorParallel(parallel::Communicator& group);
+  // The same, for buffers in `memory`. `device_group` (may be null): a communicator over the
+  // same ranks in the same order that takes `memory`'s pointers (NCCL); its collectives are
+  // ordered on `stream` (the backend's, not an overlap stream).
+  TensorParallel(parallel::Communicator& group, kernels::Memory& memory,
+                 parallel::Communicator* device_group, parallel::Stream stream);
+
+  // This context for buffers in `memory`: *this when it is already bound to `memory`, else a
+  // copy that stages through the host (host-accessible memory needs no staging).
+  TensorParallel bound_to(kernels::Memory& memory) const;
 
   int rank() const { return rank_; }
   int size() const { return size_; }
   bool active() const { return comm_ != nullptr; }
+  // The host communicator (host pointers only: checkpoints, statistics, generation).
   parallel::Communicator* group() const { return comm_; }
+  // True when collectives run on a device communicator without staging.
+  bool on_device_group() const;
 
   // n / size(); throws naming `what` (a config key) when it does not divide.
   int local(int n, const std::string& what) const;
@@ -47,11 +74,21 @@ class TensorParallel {
   ShardSpec rows(int pieces = 1) const { return {0, rank_, size_, pieces}; }
   ShardSpec heads() const { return {0, rank_, size_, 1}; }
 
-  // In-place collectives over the TP group; no-ops at TP = 1.
+  // In-place collectives over the TP group on buffers in the bound memory (host memory when
+  // unbound); no-ops at TP = 1.
   template <typename T>
   void all_reduce_sum(T* data, int64_t n) const;
   template <typename T>
   void all_reduce_max(T* data, int64_t n) const;
+  // recv [size() * n] = every rank's send [n], rank-major (bound memory).
+  template <typename T>
+  void all_gather(const T* send, T* recv, int64_t n) const;
+  // recv [n] = the sum over ranks of their send block rank() (send [size() * n]; bound memory).
+  template <typename T>
+  void reduce_scatter(const T* send, T* recv, int64_t n) const;
+  // The same sum on host memory whatever the binding (statistics for the optimizer).
+  template <typename T>
+  void host_all_reduce_sum(T* data, int64_t n) const;
 
   // The conjugate collectives, named for the call sites.
   template <typename T>
@@ -62,14 +99,8 @@ class TensorParallel {
  private:
   parallel::Communicator* comm_ = nullptr;
   int rank_ = 0, size_ = 1;
+  std::shared_ptr<detail::TpLink> link_;  // null: host memory, host communicator
 };
-
-// Tensor parallelism's reorderings (sequence parallelism's row blocks, the vocabulary-parallel
-// embedding and cross-entropy, gather_shards / extract_shard) are host loops over the
-// layers' buffers, so TP > 1 needs host-accessible memory. Throws std::runtime_error naming
-// `what`, the memory and the TP size when tp is active and `memory` is not host-accessible.
-void require_host_memory(const TensorParallel& tp, const kernels::Memory& memory,
-                         const std::string& what);
 
 // Layout-independent views of sharded tensors (checkpoints, tests): `spec` describes this
 // rank's slice (spec.shard) of the full spec.shape.

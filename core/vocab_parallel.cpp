@@ -1,8 +1,7 @@
 #include "core/vocab_parallel.h"
 
-#include <algorithm>
-#include <cmath>
-#include <limits>
+#include <stdexcept>
+#include <string>
 
 namespace brt::core {
 
@@ -11,85 +10,58 @@ VocabRange vocab_range(const TensorParallel& tp, int vocab) {
   return {tp.rank() * local, (tp.rank() + 1) * local};
 }
 
+void local_token_ids(const VocabRange& range, const int32_t* tokens, int n, int32_t* local) {
+  for (int i = 0; i < n; ++i) local[i] = range.contains(tokens[i]) ? tokens[i] - range.begin : -1;
+}
+
 template <typename T>
 void vocab_parallel_embedding_forward(kernels::Backend<T>& be, const TensorParallel& tp,
-                                      const VocabRange& range, const int32_t* tokens, int n,
-                                      const T* table, int D, T* out) {
-  for (int r = 0; r < n; ++r) {
-    T* row = out + int64_t(r) * D;
-    if (range.contains(tokens[r])) {
-      const int32_t local = tokens[r] - range.begin;
-      be.embedding_forward(&local, 1, table, D, row);
-    } else {
-      be.fill(row, D, T(0));
-    }
-  }
+                                      const int32_t* local_tokens, int n, const T* table, int D,
+                                      T* out) {
+  be.embedding_forward(local_tokens, n, table, D, out);  // zero rows for -1
   tp.reduce_output(out, int64_t(n) * D);
 }
 
 template <typename T>
-void vocab_parallel_embedding_backward(kernels::Backend<T>& be, const VocabRange& range,
-                                       const int32_t* tokens, int n, const T* dout, int D,
-                                       T* dtable) {
-  for (int r = 0; r < n; ++r) {
-    if (!range.contains(tokens[r])) continue;
-    const int32_t local = tokens[r] - range.begin;
-    be.embedding_backward(&local, 1, dout + int64_t(r) * D, D, dtable);
-  }
+void vocab_parallel_embedding_backward(kernels::Backend<T>& be, const int32_t* local_tokens,
+                                       int n, const T* dout, int D, T* dtable) {
+  be.embedding_backward(local_tokens, n, dout, D, dtable);  // -1 rows add nothing
 }
 
 template <typename T>
-double VocabParallelCrossEntropy<T>::forward_backward(const TensorParallel& tp,
-                                                      const VocabRange& range, const T* logits,
-                                                      const int32_t* targets,
-                                                      const uint8_t* mask, int n, T grad_scale,
-                                                      T* dlogits, T* row_loss) {
-  const int V = range.size();
+void VocabParallelCrossEntropy<T>::allocate(kernels::Memory& memory, int rows) {
+  max_.allocate(memory, size_t(rows), "vocab-parallel xent row max");
+  sum_.allocate(memory, size_t(rows), "vocab-parallel xent row sum");
+  target_.allocate(memory, size_t(rows), "vocab-parallel xent target logit");
+}
+
+template <typename T>
+double VocabParallelCrossEntropy<T>::forward_backward(kernels::Backend<T>& be,
+                                                      const TensorParallel& tp, const T* logits,
+                                                      const int32_t* local_targets,
+                                                      const uint8_t* mask, int n, int V,
+                                                      T grad_scale, T* dlogits, T* row_loss) {
+  if (size_t(n) > max_.size())
+    throw std::logic_error("VocabParallelCrossEntropy: " + std::to_string(n) +
+                           " rows, planned for " + std::to_string(max_.size()));
   // 1. the row max over the whole vocabulary (for a stable log-sum-exp).
-#pragma omp parallel for schedule(static)
-  for (int r = 0; r < n; ++r) {
-    const T* l = logits + int64_t(r) * V;
-    max_[size_t(r)] = double(*std::max_element(l, l + V));
-  }
+  be.xent_split_max(logits, n, V, max_.data());
   tp.all_reduce_max(max_.data(), n);
   // 2. the sum of exponentials and the target's logit (0 on ranks not holding the target).
-#pragma omp parallel for schedule(static)
-  for (int r = 0; r < n; ++r) {
-    const T* l = logits + int64_t(r) * V;
-    double s = 0.0;
-    for (int v = 0; v < V; ++v) s += std::exp(double(l[v]) - max_[size_t(r)]);
-    sum_[size_t(r)] = s;
-    target_[size_t(r)] = mask[r] && range.contains(targets[r]) ? double(l[targets[r] - range.begin]) : 0.0;
-  }
+  be.xent_split_sums(logits, local_targets, mask, n, V, max_.data(), sum_.data(),
+                     target_.data());
   tp.all_reduce_sum(sum_.data(), n);
   tp.all_reduce_sum(target_.data(), n);
   // 3. losses (identical on every rank) and this rank's columns of the gradient.
-  double total = 0.0;
-#pragma omp parallel for schedule(static) reduction(+ : total)
-  for (int r = 0; r < n; ++r) {
-    const T* l = logits + int64_t(r) * V;
-    T* d = dlogits + int64_t(r) * V;
-    if (!mask[r]) {
-      row_loss[r] = T(0);
-      std::fill(d, d + V, T(0));
-      continue;
-    }
-    const double log_z = std::log(sum_[size_t(r)]) + max_[size_t(r)];
-    const double loss = log_z - target_[size_t(r)];
-    row_loss[r] = T(loss);
-    total += loss;
-    for (int v = 0; v < V; ++v) d[v] = T(double(grad_scale) * std::exp(double(l[v]) - log_z));
-    if (range.contains(targets[r])) d[targets[r] - range.begin] -= grad_scale;
-  }
-  return total;
+  return be.xent_split_finish(logits, local_targets, mask, n, V, grad_scale, max_.data(),
+                              sum_.data(), target_.data(), dlogits, row_loss);
 }
 
-#define BRT_INSTANTIATE_VOCAB_PARALLEL(T)                                                       \
+#define BRT_INSTANTIATE_VOCAB_PARALLEL(T)                                                      \
   template void vocab_parallel_embedding_forward<T>(kernels::Backend<T>&, const TensorParallel&, \
-                                                    const VocabRange&, const int32_t*, int,     \
-                                                    const T*, int, T*);                         \
-  template void vocab_parallel_embedding_backward<T>(kernels::Backend<T>&, const VocabRange&,   \
-                                                     const int32_t*, int, const T*, int, T*);   \
+                                                    const int32_t*, int, const T*, int, T*);    \
+  template void vocab_parallel_embedding_backward<T>(kernels::Backend<T>&, const int32_t*, int, \
+                                                     const T*, int, T*);                        \
   template class VocabParallelCrossEntropy<T>;
 
 BRT_INSTANTIATE_VOCAB_PARALLEL(float)

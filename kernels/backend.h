@@ -81,6 +81,8 @@ class Backend {
                                   int D) = 0;  // out[i] += table[i % rows_table]
 
   // ---- MODEL §1: embedding (no scaling) -----------------------------------------------
+  // A token of -1 selects no row: forward writes a zero row, backward adds nothing (the
+  // vocabulary-parallel embedding passes -1 for tokens another TP rank holds).
   virtual void embedding_forward(const int32_t* tokens, int n, const T* table, int D,
                                  T* out) = 0;
   virtual void embedding_backward(const int32_t* tokens, int n, const T* dout, int D,
@@ -141,6 +143,33 @@ class Backend {
   virtual void lstm_gate_backward(const T* carry, const T* u, const T* f, const T* i,
                                   const T* dout, int n, int D, T* dcarry, T* du, T* dzf,
                                   T* dzi) = 0;
+
+  // ---- data movement (tensor parallelism's row reorderings, docs/parallelism.md) --------
+  // For i < rows, j < cols: y[i*ldy + j] = x[i*ldx + j], or += with `accumulate`.
+  // x and y must not overlap.
+  virtual void copy_2d(const T* x, int64_t ldx, int rows, int64_t cols, T* y, int64_t ldy,
+                       bool accumulate) = 0;
+
+  // ---- MODEL §1 under tensor parallelism: cross-entropy over logits split by vocabulary --
+  // logits [n, V] are this rank's V columns; local_targets[r] is row r's target column here,
+  // or -1 when another rank holds it. The per-row statistics are double; the caller sums
+  // (or maxes) them over the TP group between the phases, so every rank finishes with the
+  // whole vocabulary's log-sum-exp.
+  // 1. row_max[r] = max_j logits[r, j].
+  virtual void xent_split_max(const T* logits, int n, int V, double* row_max) = 0;
+  // 2. sum_exp[r] = sum_j exp(logits[r, j] - row_max[r]) (row_max: the global max);
+  //    target_logit[r] = logits[r, local_targets[r]] when mask[r] and the target is here, else 0.
+  virtual void xent_split_sums(const T* logits, const int32_t* local_targets,
+                               const uint8_t* mask, int n, int V, const double* row_max,
+                               double* sum_exp, double* target_logit) = 0;
+  // 3. With the global statistics: row_loss[r] = log(sum_exp) + row_max - target_logit
+  //    (0 where mask[r] == 0); OVERWRITES dlogits = grad_scale * mask_r * (softmax -
+  //    onehot(local target)) for these columns (may alias logits). Returns the sum of the
+  //    row losses in double, in row order.
+  virtual double xent_split_finish(const T* logits, const int32_t* local_targets,
+                                   const uint8_t* mask, int n, int V, T grad_scale,
+                                   const double* row_max, const double* sum_exp,
+                                   const double* target_logit, T* dlogits, T* row_loss) = 0;
 
   // ---- MODEL §1: softmax cross-entropy over logits [n, V] -------------------------------
   // For each row r with mask[r] != 0: loss_r = logsumexp(logits_r) - logits_r[target_r];

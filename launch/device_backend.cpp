@@ -43,10 +43,6 @@ void validate_device_settings(const TrainConfig& train, int gpu_device, int worl
   if (train.precision != "fp32" && train.precision != "bf16")
     throw std::invalid_argument("train.precision = '" + train.precision +
                                 "' is not available on the CUDA backend (use fp32 or bf16)" + where);
-  if (train.tp > 1)
-    throw std::invalid_argument("train.tp = " + std::to_string(train.tp) +
-                                ": tensor parallelism is not supported on the CUDA backend yet "
-                                "(docs/gpu.md); use --tp 1 (data parallelism over GPUs works)" + where);
   if (train.deterministic) {
     // NCCL chooses its algorithm and protocol by message size and topology; pinning them
     // keeps its reduction order fixed between runs (the kernels are deterministic anyway).
@@ -109,8 +105,8 @@ std::unique_ptr<parallel::Communicator> make_device_group(MPI_Comm group, const 
   return std::make_unique<parallel::NcclCommunicator>(group, name + "-nccl");
 #else
   (void)group;
-  throw std::invalid_argument("data parallelism on the CUDA backend needs NCCL, and this build has "
-                              "none (group " + name + ")");
+  throw std::invalid_argument("data and tensor parallelism on the CUDA backend need NCCL, and "
+                              "this build has none (group " + name + ")");
 #endif
 }
 

@@ -49,7 +49,8 @@ template <typename T>
 parallel::Stream backend_stream(kernels::Backend<T>&) { return {}; }
 
 // The device communicator (NCCL) over the same ranks as `group` (an MPI communicator): the
-// data-parallel gradient reductions of a model in GPU memory. Collective over `group`.
+// data-parallel gradient reductions and the tensor-parallel collectives of a model in GPU
+// memory. Collective over `group`.
 std::unique_ptr<parallel::Communicator> make_device_group(MPI_Comm group, const std::string& name);
 
 // MFU denominator for the CUDA backend: the bf16 dense matrix peak, GFLOP/s, measured now

@@ -68,11 +68,12 @@ const float* Generator::whole_row(const float* logits, int row, std::vector<floa
     return buf.data();
   }
   // The embedding's vocabulary rows are split in rank order, so the gathered row is in order.
-  // (TP > 1 runs on host memory only: the model refuses it elsewhere.)
+  // This rank's columns come to the host first (backend memory), then the host group gathers.
   const int local = V / tp.size();
+  const std::vector<float> mine =
+      kernels::copy_to_host(model_.memory(), logits + size_t(row) * size_t(local), size_t(local));
   buf.resize(size_t(V));
-  tp.group()->all_gather(std::span<const float>(logits + size_t(row) * size_t(local), size_t(local)),
-                         std::span<float>(buf));
+  tp.group()->all_gather(std::span<const float>(mine), std::span<float>(buf));
   return buf.data();
 }
 

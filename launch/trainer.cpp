@@ -128,9 +128,20 @@ TrainResult train_with(const TrainOptions& options) {
   auto backend = make_run_backend<T>(cfg.train, options.gpu_device, cfg.model, cfg.train.batch);
   const bool on_gpu = cfg.train.device == "cuda";
   // Tensor parallelism (docs/parallelism.md): the tp group splits heads, hidden units and the
-  // vocabulary; every rank of a TP group reads the same streams (its DP rank's).
+  // vocabulary; every rank of a TP group reads the same streams (its DP rank's). On the GPU its
+  // collectives run on an NCCL communicator over the same ranks, ordered on the backend's
+  // stream (core/tensor_parallel.h).
+  std::unique_ptr<parallel::Communicator> device_tp;  // NCCL over the tp group (cuda, TP > 1)
+  if (on_gpu && options.groups && options.groups->tp().size() > 1) {
+    const auto* mpi_tp = dynamic_cast<const parallel::MpiCommunicator*>(&options.groups->tp());
+    if (mpi_tp == nullptr)
+      throw std::logic_error("tensor parallelism on the GPU needs the MPI backend's tp group");
+    device_tp = make_device_group(mpi_tp->mpi_comm(), "tp");
+  }
   const core::TensorParallel tp =
-      options.groups ? core::TensorParallel(options.groups->tp()) : core::TensorParallel();
+      options.groups ? core::TensorParallel(options.groups->tp(), backend->memory(),
+                                            device_tp.get(), backend_stream(*backend))
+                     : core::TensorParallel();
   core::Model<T> model(cfg.model, cfg.train.batch, *backend, tp);
   model.params().initialize(uint64_t(cfg.train.seed));
   const core::ModelConfig& mc = model.config();

@@ -115,6 +115,27 @@ class CpuBackend final : public Backend<T> {
     GateOps<T>::lstm_backward(carry, u, f, i, dout, n, D, dcarry, du, dzf, dzi);
   }
 
+  void copy_2d(const T* x, int64_t ldx, int rows, int64_t cols, T* y, int64_t ldy,
+               bool accumulate) override {
+    ElementwiseOps<T>::copy_2d(x, ldx, rows, cols, y, ldy, accumulate);
+  }
+
+  void xent_split_max(const T* logits, int n, int V, double* row_max) override {
+    SplitXentOps<T>::row_max(logits, n, V, row_max);
+  }
+  void xent_split_sums(const T* logits, const int32_t* local_targets, const uint8_t* mask, int n,
+                       int V, const double* row_max, double* sum_exp,
+                       double* target_logit) override {
+    SplitXentOps<T>::sums(logits, local_targets, mask, n, V, row_max, sum_exp, target_logit);
+  }
+  double xent_split_finish(const T* logits, const int32_t* local_targets, const uint8_t* mask,
+                           int n, int V, T grad_scale, const double* row_max,
+                           const double* sum_exp, const double* target_logit, T* dlogits,
+                           T* row_loss) override {
+    return SplitXentOps<T>::finish(workspace_, logits, local_targets, mask, n, V, grad_scale,
+                                   row_max, sum_exp, target_logit, dlogits, row_loss);
+  }
+
   double softmax_xent_forward_backward(const T* logits, const int32_t* targets,
                                        const uint8_t* mask, int n, int V, T grad_scale,
                                        T* dlogits, T* row_loss) override {

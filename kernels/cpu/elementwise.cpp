@@ -56,8 +56,11 @@ void ElementwiseOps<T>::embedding_forward(const int32_t* tokens, int n, const T*
                                           T* out) {
 #pragma omp parallel for schedule(static) if (int64_t{n} * D >= kParallelMinWork)
   for (int i = 0; i < n; ++i) {
-    std::memcpy(out + static_cast<int64_t>(i) * D, table + static_cast<int64_t>(tokens[i]) * D,
-                sizeof(T) * D);
+    T* row = out + static_cast<int64_t>(i) * D;
+    if (tokens[i] < 0)  // another TP rank's token (backend.h)
+      std::memset(static_cast<void*>(row), 0, sizeof(T) * D);
+    else
+      std::memcpy(row, table + static_cast<int64_t>(tokens[i]) * D, sizeof(T) * D);
   }
 }
 
@@ -72,10 +75,27 @@ void ElementwiseOps<T>::embedding_backward(const int32_t* tokens, int n, const T
     const int j0 = c * kColumnChunk;
     const int j1 = std::min(D, j0 + kColumnChunk);
     for (int i = 0; i < n; ++i) {
+      if (tokens[i] < 0) continue;  // another TP rank's token
       T* dst = dtable + static_cast<int64_t>(tokens[i]) * D;
       const T* src = dout + static_cast<int64_t>(i) * D;
 #pragma omp simd
       for (int j = j0; j < j1; ++j) dst[j] += src[j];
+    }
+  }
+}
+
+template <typename T>
+void ElementwiseOps<T>::copy_2d(const T* x, int64_t ldx, int rows, int64_t cols, T* y,
+                                int64_t ldy, bool accumulate) {
+#pragma omp parallel for schedule(static) if (int64_t{rows} * cols >= kParallelMinWork)
+  for (int i = 0; i < rows; ++i) {
+    const T* src = x + i * ldx;
+    T* dst = y + i * ldy;
+    if (accumulate) {
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j) dst[j] += src[j];
+    } else {
+      std::memcpy(dst, src, sizeof(T) * size_t(cols));
     }
   }
 }

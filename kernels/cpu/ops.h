@@ -33,6 +33,8 @@ struct ElementwiseOps {
   static void embedding_backward(const int32_t* tokens, int n, const T* dout, int D, T* dtable);
   static void relu_forward(const T* x, int64_t n, T* y);
   static void relu_backward(const T* y, const T* dy, int64_t n, T* dx);
+  static void copy_2d(const T* x, int64_t ldx, int rows, int64_t cols, T* y, int64_t ldy,
+                      bool accumulate);
 };
 
 template <typename T>
@@ -63,6 +65,18 @@ struct XentOps {
                                  T* row_loss);
 };
 
+// The vocabulary-parallel cross-entropy's three phases (backend.h, xent_split_*).
+template <typename T>
+struct SplitXentOps {
+  static void row_max(const T* logits, int n, int V, double* row_max);
+  static void sums(const T* logits, const int32_t* local_targets, const uint8_t* mask, int n,
+                   int V, const double* row_max, double* sum_exp, double* target_logit);
+  static double finish(Workspace<T>& ws, const T* logits, const int32_t* local_targets,
+                       const uint8_t* mask, int n, int V, T grad_scale, const double* row_max,
+                       const double* sum_exp, const double* target_logit, T* dlogits,
+                       T* row_loss);
+};
+
 template <typename T>
 struct WindowAttentionOps {
   static void forward(Workspace<T>& ws, const CpuOptions& opt, const WindowAttnDims& d,
@@ -90,6 +104,7 @@ BRT_CPU_EXTERN_OPS(ElementwiseOps)
 BRT_CPU_EXTERN_OPS(NormOps)
 BRT_CPU_EXTERN_OPS(GateOps)
 BRT_CPU_EXTERN_OPS(XentOps)
+BRT_CPU_EXTERN_OPS(SplitXentOps)
 BRT_CPU_EXTERN_OPS(WindowAttentionOps)
 BRT_CPU_EXTERN_OPS(CrossAttentionOps)
 #undef BRT_CPU_EXTERN_OPS

@@ -160,6 +160,21 @@ double CudaBackend::softmax_xent_forward_backward(const float* logits, const int
   return total;
 }
 
+double CudaBackend::xent_split_finish(const float* logits, const int32_t* local_targets,
+                                      const uint8_t* mask, int n, int V, float grad_scale,
+                                      const double* row_max, const double* sum_exp,
+                                      const double* target_logit, float* dlogits,
+                                      float* row_loss) {
+  const double* device_total =
+      launch_xent_split_finish(logits, local_targets, mask, n, V, grad_scale, row_max, sum_exp,
+                               target_logit, dlogits, row_loss, scratch(), stream_);
+  double total = 0;
+  BRT_CUDA_CHECK(cudaMemcpyAsync(&total, device_total, sizeof(double), cudaMemcpyDeviceToHost,
+                                 stream_));
+  synchronize();  // the loss is returned to the host (once per step, like softmax_xent)
+  return total;
+}
+
 void synchronize(Backend<float>& backend) {
   auto* cuda_backend = dynamic_cast<CudaBackend*>(&backend);
   if (cuda_backend == nullptr) {

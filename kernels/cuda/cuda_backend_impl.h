@@ -131,6 +131,26 @@ class CudaBackend final : public Backend<float> {
     launch_lstm_gate_backward(carry, u, f, i, dout, n, D, dcarry, du, dzf, dzi, stream_);
   }
 
+  void copy_2d(const float* x, int64_t ldx, int rows, int64_t cols, float* y, int64_t ldy,
+               bool accumulate) override {
+    launch_copy_2d(x, ldx, rows, cols, y, ldy, accumulate, stream_);
+  }
+
+  void xent_split_max(const float* logits, int n, int V, double* row_max) override {
+    launch_xent_split_max(logits, n, V, row_max, stream_);
+  }
+  void xent_split_sums(const float* logits, const int32_t* local_targets, const uint8_t* mask,
+                       int n, int V, const double* row_max, double* sum_exp,
+                       double* target_logit) override {
+    launch_xent_split_sums(logits, local_targets, mask, n, V, row_max, sum_exp, target_logit,
+                           stream_);
+  }
+  double xent_split_finish(const float* logits, const int32_t* local_targets,
+                           const uint8_t* mask, int n, int V, float grad_scale,
+                           const double* row_max, const double* sum_exp,
+                           const double* target_logit, float* dlogits,
+                           float* row_loss) override;
+
   double softmax_xent_forward_backward(const float* logits, const int32_t* targets,
                                        const uint8_t* mask, int n, int V, float grad_scale,
                                        float* dlogits, float* row_loss) override;

@@ -22,6 +22,17 @@ __global__ void copy_kernel(const float* x, int64_t n, float* y) {
   }
 }
 
+__global__ void copy_2d_kernel(const float* x, int64_t ldx, int64_t cols, int64_t total,
+                               float* y, int64_t ldy, bool accumulate) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t i = e / cols, j = e % cols;
+    const float v = x[i * ldx + j];
+    if (accumulate) y[i * ldy + j] += v;
+    else y[i * ldy + j] = v;
+  }
+}
+
 __global__ void add_kernel(float* y, const float* x, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -90,6 +101,15 @@ void launch_copy(const float* x, int64_t n, float* y, cudaStream_t stream) {
   if (n <= 0) return;
   copy_kernel<<<elementwise_blocks(n), 256, 0, stream>>>(x, n, y);
   BRT_CUDA_CHECK_LAUNCH("copy");
+}
+
+void launch_copy_2d(const float* x, int64_t ldx, int rows, int64_t cols, float* y, int64_t ldy,
+                    bool accumulate, cudaStream_t stream) {
+  const int64_t total = int64_t{rows} * cols;
+  if (total <= 0) return;
+  copy_2d_kernel<<<elementwise_blocks(total), 256, 0, stream>>>(x, ldx, cols, total, y, ldy,
+                                                                 accumulate);
+  BRT_CUDA_CHECK_LAUNCH("copy_2d");
 }
 
 void launch_add_inplace(float* y, const float* x, int64_t n, cudaStream_t stream) {

@@ -4,6 +4,7 @@
 // stable sort, so positions stay ascending inside a token), and the first position of each
 // run of equal tokens OWNS that table row: it adds the run's dout rows in position order. The
 // summation order is therefore exactly the CPU backend's (row order), whatever the schedule.
+// Tokens of -1 (another TP rank's, backend.h) sort first as signed keys and own no row.
 #include <cub/device/device_radix_sort.cuh>
 
 #include "kernels/cuda/device_common.cuh"
@@ -20,7 +21,8 @@ __global__ void embedding_forward_kernel(const int32_t* tokens, int n, const flo
        e += int64_t{gridDim.x} * blockDim.x) {
     const int64_t row = e / D;
     const int col = static_cast<int>(e % D);
-    out[e] = table[static_cast<int64_t>(tokens[row]) * D + col];
+    const int32_t token = tokens[row];  // -1: another TP rank's token, a zero row
+    out[e] = token < 0 ? 0.0f : table[static_cast<int64_t>(token) * D + col];
   }
 }
 
@@ -34,7 +36,7 @@ __global__ void embedding_backward_runs_kernel(const int32_t* sorted_tokens,
                                                const float* dout, int D, float* dtable) {
   const int start = blockIdx.x;
   const int32_t token = sorted_tokens[start];
-  if (start > 0 && sorted_tokens[start - 1] == token) return;
+  if (token < 0 || (start > 0 && sorted_tokens[start - 1] == token)) return;  // -1: no row
   int end = start + 1;
   while (end < n && sorted_tokens[end] == token) ++end;
   float* dst = dtable + static_cast<int64_t>(token) * D;

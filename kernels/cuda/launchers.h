@@ -22,6 +22,9 @@ void launch_add_rows_broadcast(float* out, const float* table, int rows_out, int
 void launch_relu_forward(const float* x, int64_t n, float* y, cudaStream_t stream);
 void launch_relu_backward(const float* y, const float* dy, int64_t n, float* dx,
                           cudaStream_t stream);
+// y[i*ldy + j] (+)= x[i*ldx + j] for i < rows, j < cols (backend.h copy_2d).
+void launch_copy_2d(const float* x, int64_t ldx, int rows, int64_t cols, float* y, int64_t ldy,
+                    bool accumulate, cudaStream_t stream);
 void launch_column_sum_accumulate(const float* dz, int n, int D, float* db, DeviceArena& scratch,
                                   cudaStream_t stream);
 // dst[r, c] = bf16(src[r * ld + c]) for a rows x cols matrix; dst is packed (ld = cols).
@@ -69,6 +72,20 @@ XentDeviceResult launch_softmax_xent(const float* logits, const int32_t* targets
                                   const uint8_t* mask, int n, int V, float grad_scale,
                                   float* dlogits, float* row_loss, DeviceArena& scratch,
                                   cudaStream_t stream);
+
+// ---- xent_split.cu (MODEL §1 under tensor parallelism; backend.h xent_split_*) ----
+void launch_xent_split_max(const float* logits, int n, int V, double* row_max,
+                           cudaStream_t stream);
+void launch_xent_split_sums(const float* logits, const int32_t* local_targets,
+                            const uint8_t* mask, int n, int V, const double* row_max,
+                            double* sum_exp, double* target_logit, cudaStream_t stream);
+// Returns the device address (in `scratch`) of the summed row losses; read it after a sync.
+const double* launch_xent_split_finish(const float* logits, const int32_t* local_targets,
+                                       const uint8_t* mask, int n, int V, float grad_scale,
+                                       const double* row_max, const double* sum_exp,
+                                       const double* target_logit, float* dlogits,
+                                       float* row_loss, DeviceArena& scratch,
+                                       cudaStream_t stream);
 
 // ---- window_attention.cu (MODEL §3.2, §3.3) ----
 void launch_window_attention_forward(const WindowAttnDims& d, const float* q, const float* k,

@@ -272,6 +272,30 @@ class ForwardingBackend : public kernels::Backend<T> {
     Call c(*this, "lstm_gate_backward", {carry, u, f, i, dout, dcarry, du, dzf, dzi});
     inner_.lstm_gate_backward(carry, u, f, i, dout, n, D, dcarry, du, dzf, dzi);
   }
+  void copy_2d(const T* x, int64_t ldx, int rows, int64_t cols, T* y, int64_t ldy,
+               bool accumulate) override {
+    Call c(*this, "copy_2d", {x, y});
+    inner_.copy_2d(x, ldx, rows, cols, y, ldy, accumulate);
+  }
+  void xent_split_max(const T* logits, int n, int V, double* row_max) override {
+    Call c(*this, "xent_split_max", {logits, row_max});
+    inner_.xent_split_max(logits, n, V, row_max);
+  }
+  void xent_split_sums(const T* logits, const int32_t* local_targets, const uint8_t* mask, int n,
+                       int V, const double* row_max, double* sum_exp,
+                       double* target_logit) override {
+    Call c(*this, "xent_split_sums", {logits, local_targets, mask, row_max, sum_exp, target_logit});
+    inner_.xent_split_sums(logits, local_targets, mask, n, V, row_max, sum_exp, target_logit);
+  }
+  double xent_split_finish(const T* logits, const int32_t* local_targets, const uint8_t* mask,
+                           int n, int V, T grad_scale, const double* row_max,
+                           const double* sum_exp, const double* target_logit, T* dlogits,
+                           T* row_loss) override {
+    Call c(*this, "xent_split_finish",
+           {logits, local_targets, mask, row_max, sum_exp, target_logit, dlogits, row_loss});
+    return inner_.xent_split_finish(logits, local_targets, mask, n, V, grad_scale, row_max,
+                                    sum_exp, target_logit, dlogits, row_loss);
+  }
   double softmax_xent_forward_backward(const T* logits, const int32_t* targets,
                                        const uint8_t* mask, int n, int V, T grad_scale,
                                        T* dlogits, T* row_loss) override {

@@ -3,8 +3,9 @@
 // copies. Run on the GuardedBackend (CPU kernels over memory the host cannot access outside a
 // kernel call: a stray host dereference is a SIGSEGV), a few training steps — with a carried
 // state snapshot/restore, row losses and logits copied out — must give results bit-identical
-// to the plain CPU backend's from the same initialisation. The host-only paths (tensor
-// parallelism, BST) must be refused up front on such memory with a clear message.
+// to the plain CPU backend's from the same initialisation. The host-only path (BST) must be
+// refused up front on such memory with a clear message; tensor parallelism on such memory is
+// tests/tp/test_tp_device_residency.cpp.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -17,7 +18,6 @@
 #include "core/model.h"
 #include "kernels/backend.h"
 #include "model_test_util.h"
-#include "parallel/communicator.h"
 #include "tests/common/guarded_backend.h"
 
 namespace brt::testing {
@@ -140,40 +140,6 @@ TEST(GuardedMemoryDeathTest, HostAccessOutsideAKernelFaults) {
       "");
 }
 
-// A tensor-parallel group seen from one rank that never communicates (the model constructor
-// must refuse before any collective).
-class SilentGroup final : public parallel::Communicator {
- public:
-  int rank() const override { return 0; }
-  int size() const override { return 2; }
-  const std::string& name() const override { return name_; }
-  int world_rank_of(int group_rank) const override { return group_rank; }
-  uint64_t sequence() const override { return 0; }
-
- protected:
-  parallel::Request start_all_reduce(const void*, void*, int64_t, parallel::DataType,
-                                     parallel::ReduceOp, parallel::Stream) override {
-    return fail();
-  }
-  parallel::Request start_reduce_scatter(const void*, void*, int64_t, parallel::DataType,
-                                         parallel::ReduceOp, parallel::Stream) override {
-    return fail();
-  }
-  parallel::Request start_all_gather(const void*, void*, int64_t, parallel::DataType,
-                                     parallel::Stream) override {
-    return fail();
-  }
-  parallel::Request start_broadcast(void*, int64_t, parallel::DataType, int,
-                                    parallel::Stream) override {
-    return fail();
-  }
-  parallel::Request start_barrier(parallel::Stream) override { return fail(); }
-
- private:
-  static parallel::Request fail() { throw std::logic_error("SilentGroup: a collective"); }
-  std::string name_ = "tp (silent)";
-};
-
 void expect_refused(const core::ModelConfig& cfg, const core::TensorParallel& tp,
                     const std::string& needle) {
   GuardedBackend<float> guarded;
@@ -186,9 +152,8 @@ void expect_refused(const core::ModelConfig& cfg, const core::TensorParallel& tp
   }
 }
 
-TEST(DeviceResidencyRefusal, TensorParallelismAndBstNeedHostMemory) {
-  SilentGroup group;
-  expect_refused(tiny_config("rec:fixed:skip"), core::TensorParallel(group), "--tp 2");
+TEST(DeviceResidencyRefusal, BstNeedsHostMemory) {
+  // (Tensor parallelism runs on guarded memory: tests/tp/test_tp_device_residency.cpp.)
   core::ModelConfig bst = tiny_config("bst:sh:s4d");
   bst.bst_layers = {0};
   expect_refused(bst, core::TensorParallel(), "BST");

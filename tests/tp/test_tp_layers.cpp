@@ -208,13 +208,18 @@ TEST(TpVocab, EmbeddingAndCrossEntropyMatchTheWholeVocabulary) {
   const auto table = random_vector(size_t(V) * D, 4);
   std::vector<float> want(size_t(n) * D), got(size_t(n) * D);
   backend->embedding_forward(tokens.data(), n, table.data(), D, want.data());
-  core::vocab_parallel_embedding_forward(*backend, tp, range, tokens.data(), n,
+  // Other ranks' tokens map to -1 (local_token_ids), which the backend's lookup skips.
+  std::vector<int32_t> local_tokens(n), local_targets(n);
+  core::local_token_ids(range, tokens.data(), n, local_tokens.data());
+  core::local_token_ids(range, targets.data(), n, local_targets.data());
+  core::vocab_parallel_embedding_forward(*backend, tp, local_tokens.data(), n,
                                          table.data() + int64_t(range.begin) * D, D, got.data());
   EXPECT_TRUE(bit_identical(got, want));
   const auto dout = random_vector(size_t(n) * D, 5);
   std::vector<float> dtable(size_t(V) * D, 0.f), dlocal(size_t(range.size()) * D, 0.f);
   backend->embedding_backward(tokens.data(), n, dout.data(), D, dtable.data());
-  core::vocab_parallel_embedding_backward(*backend, range, tokens.data(), n, dout.data(), D, dlocal.data());
+  core::vocab_parallel_embedding_backward(*backend, local_tokens.data(), n, dout.data(), D,
+                                          dlocal.data());
   EXPECT_LE(relative_error(dlocal.data(), dtable.data() + int64_t(range.begin) * D, int64_t(dlocal.size())), 1e-6);
   // Cross-entropy: losses on every rank, this rank's columns of the gradient.
   const auto logits = random_vector(size_t(n) * V, 6, 3.0f);
@@ -225,9 +230,11 @@ TEST(TpVocab, EmbeddingAndCrossEntropyMatchTheWholeVocabulary) {
   for (int r = 0; r < n; ++r)
     for (int v = 0; v < range.size(); ++v)
       local[size_t(r) * range.size() + v] = logits[size_t(r) * V + range.begin + v];
-  core::VocabParallelCrossEntropy<float> xent(n);
-  const double total_tp = xent.forward_backward(tp, range, local.data(), targets.data(), mask.data(), n,
-                                                0.25f, local.data(), loss_tp.data());
+  core::VocabParallelCrossEntropy<float> xent;
+  xent.allocate(backend->memory(), n);
+  const double total_tp =
+      xent.forward_backward(*backend, tp, local.data(), local_targets.data(), mask.data(), n,
+                            range.size(), 0.25f, local.data(), loss_tp.data());
   EXPECT_NEAR(total_tp, total_full, 1e-5 * total_full);
   EXPECT_LE(relative_error(loss_tp.data(), loss_full.data(), n), 1e-6);
   double diff = 0, ref = 0;

@@ -1,5 +1,6 @@
 // Host emulation check (tools/cuda_emulation/run.sh): the attention, norm, gate and xent
-// kernels of kernels/cuda (and the element-wise, column-sum and embedding ones), run by the
+// kernels of kernels/cuda (and the element-wise, column-sum and embedding ones, and tensor
+// parallelism's: embedding with -1 tokens, copy_2d, the split cross-entropy), run by the
 // emulator, against the CPU backend (float; the float64 backend for the dscale diagnostic).
 // Pass any argument for the larger dscale-only cases.
 #include <cstdio>
@@ -107,9 +108,41 @@ void others() {
     if (std::abs(ct - *res.total) > 1e-5 * std::abs(ct)) ++emu_check::failures(); }
 }
 
+// Tensor parallelism's kernels (backend.h: embedding with -1 tokens, copy_2d, xent_split_*).
+void tensor_parallel() {
+  auto cpu = make_cpu_backend<float>();
+  DeviceArena scratch(64 << 20, "scratch");
+  auto bits = [](const char* what, const std::vector<float>& a, const std::vector<float>& b) {
+    report(what, a, b);
+    if (std::memcmp(a.data(), b.data(), b.size() * 4) != 0) { ++emu_check::failures(); std::printf("%s not bit-identical to CPU\n", what); } };
+  { int V = 40, D = 33, n = 300; std::vector<int32_t> tok(n); for (int i = 0; i < n; ++i) tok[i] = (i * 7919 + i / 3) % (V + 1) - 1;
+    auto table = normal(size_t(V) * D), dout = normal(size_t(n) * D), dt = normal(size_t(V) * D); auto gdt = dt;
+    std::vector<float> out(size_t(n) * D), gout(out.size(), NAN);
+    cpu->embedding_forward(tok.data(), n, table.data(), D, out.data()); cpu->embedding_backward(tok.data(), n, dout.data(), D, dt.data());
+    launch_embedding_forward(tok.data(), n, table.data(), D, gout.data(), nullptr); launch_embedding_backward(tok.data(), n, dout.data(), D, gdt.data(), scratch, nullptr); scratch.reset();
+    bits("embedding fwd, -1 tokens", gout, out); bits("embedding bwd, -1 tokens", gdt, dt); }
+  for (bool acc : {false, true}) { int rows = 7; int64_t cols = 50, ldx = 61, ldy = 130; auto x = normal(size_t(rows) * ldx), y = normal(size_t(rows) * ldy); auto gy = y;
+    cpu->copy_2d(x.data(), ldx, rows, cols, y.data(), ldy, acc); launch_copy_2d(x.data(), ldx, rows, cols, gy.data(), ldy, acc, nullptr);
+    bits(acc ? "copy_2d accumulate" : "copy_2d", gy, y); }
+  { int n = 9, V = 1001; auto x = normal(size_t(n) * V, 3); std::vector<int32_t> t(n); for (int r = 0; r < n; ++r) t[r] = (r * 977) % (V + 1) - 1;
+    std::vector<uint8_t> m(n, 1); m[3] = 0;
+    std::vector<double> mx(n), gmx(n, NAN), sm(n), gsm(n, NAN), tl(n), gtl(n, NAN);
+    cpu->xent_split_max(x.data(), n, V, mx.data()); launch_xent_split_max(x.data(), n, V, gmx.data(), nullptr);
+    cpu->xent_split_sums(x.data(), t.data(), m.data(), n, V, mx.data(), sm.data(), tl.data());
+    launch_xent_split_sums(x.data(), t.data(), m.data(), n, V, mx.data(), gsm.data(), gtl.data(), nullptr);
+    auto f = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+    report("xent_split max", f(gmx), f(mx)); report("xent_split sum_exp", f(gsm), f(sm)); report("xent_split target", f(gtl), f(tl));
+    std::vector<float> dl(x.size()), loss(n), gloss(n, NAN); auto gx = x;
+    double ct = cpu->xent_split_finish(x.data(), t.data(), m.data(), n, V, 0.25f, mx.data(), sm.data(), tl.data(), dl.data(), loss.data());
+    const double* gt = launch_xent_split_finish(gx.data(), t.data(), m.data(), n, V, 0.25f, mx.data(), sm.data(), tl.data(), gx.data(), gloss.data(), scratch, nullptr); scratch.reset();
+    report("xent_split dlogits (aliased)", gx, dl); report("xent_split loss", gloss, loss); std::printf("xent_split total cpu %.12g gpu %.12g\n", ct, *gt);
+    if (std::abs(ct - *gt) > 1e-9 * std::abs(ct)) ++emu_check::failures(); }
+}
+
 int main(int argc, char**) {
   if (argc > 1) { window({1, 256, 128, 1, 64}); window({2, 256, 128, 2, 64}); return 0; }
   others();
+  tensor_parallel();
   window({2, 32, 16, 2, 16});
   window({1, 24, 24, 1, 40});
   window({1, 256, 128, 1, 64});
