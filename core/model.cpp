@@ -16,19 +16,13 @@ namespace {
 
 // Model code only hands buffers to kernels, so it runs on any backend memory; the few parts
 // that still loop over buffers on the host are refused up front on other memory.
-void require_host_paths_supported(const ModelConfig& cfg, const char* backend,
+void require_host_paths_supported(const ModelConfig& /*cfg*/, const char* backend,
                                   const kernels::Memory& memory, const TensorParallel& tp) {
   if (memory.host_accessible()) return;
   if (tp.size() > 1)
     throw std::runtime_error("model: tensor parallelism (--tp " + std::to_string(tp.size()) +
                              ") is not supported on the " + backend + " backend (" +
                              memory.name() + " memory) yet; use --tp 1");
-  for (int i = 0; i < cfg.layers; ++i)
-    if (cfg.is_bst_layer(i))
-      throw std::runtime_error(std::string("model: BST variants (layer ") + std::to_string(i) +
-                               " is a BST layer; its SSM runs host FFTs) are not supported on "
-                               "the " + backend + " backend (" + memory.name() +
-                               " memory) yet; use a slide, xl or rec:* variant");
 }
 
 }  // namespace
