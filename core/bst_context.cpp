@@ -7,13 +7,14 @@ namespace brt::core {
 using kernels::Trans;
 
 template <typename T>
-void ContextProjActs<T>::allocate(const ContextProjParams& p, const AttnShape& s, int64_t rows) {
+void ContextProjActs<T>::allocate(kernels::Memory& memory, const ContextProjParams& p,
+                                  const AttnShape& s, int64_t rows) {
   const size_t n = static_cast<size_t>(rows);
-  h.assign(n * p.groups * s.d_model, T(0));
-  rstd.assign(n * p.groups, T(0));
-  k.assign(n * s.width(), T(0));
-  v.assign(n * s.width(), T(0));
-  rnorm.assign(n * s.heads, T(0));
+  h.allocate(memory, n * p.groups * s.d_model, "BST context norm output");
+  rstd.allocate(memory, n * p.groups, "BST context norm rstd");
+  k.allocate(memory, n * s.width(), "BST context keys");
+  v.allocate(memory, n * s.width(), "BST context values");
+  rnorm.allocate(memory, n * s.heads, "BST context key norms");
 }
 
 template <typename T>

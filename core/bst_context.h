@@ -27,12 +27,14 @@ struct ContextProjParams {
   int first_group() const { return groups > 1 ? tp.rank() * local_groups() : 0; }
 };
 
+// In the backend's memory (docs/gpu.md, "Device residency").
 template <typename T>
 struct ContextProjActs {
-  std::vector<T> h, rstd;  // [G·rows, D], [G·rows]
-  std::vector<T> k, v;     // [rows, A] (k normalised per head; A, H: this rank's)
-  std::vector<T> rnorm;    // [rows, H]
-  void allocate(const ContextProjParams& p, const AttnShape& s, int64_t rows);
+  kernels::Buffer<T> h, rstd;  // [G·rows, D], [G·rows]
+  kernels::Buffer<T> k, v;     // [rows, A] (k normalised per head; A, H: this rank's)
+  kernels::Buffer<T> rnorm;    // [rows, H]
+  void allocate(kernels::Memory& memory, const ContextProjParams& p, const AttnShape& s,
+                int64_t rows);
   int64_t bytes() const;
 };
 

@@ -22,11 +22,7 @@ BstLayer<T>::BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, i
       mf_(cfg.bst_variant == BstVariant::kMF),
       ctx_keys_(mf_ ? cfg.ctx_states : cfg.window),
       kv_rows_(mf_ ? int64_t{streams} * cfg.blocks() * cfg.ctx_states : int64_t{streams} * cfg.seq_len),
-      ssm_(store, cfg, prefix_, streams, tp) {
-  if (!memory.host_accessible())
-    throw std::runtime_error("BST layer " + prefix_ + ": BST (its SSM runs host FFTs) is not "
-                             "supported on " + memory.name() + " memory yet; use a slide, xl or "
-                             "rec:* variant there");
+      ssm_(store, cfg, prefix_, streams, memory, tp) {
   // Full logical sizes for the declarations; A and H below are this rank's.
   const int D = cfg.d_model, A_full = cfg.attn_width(), H_full = cfg.heads;
   const int A = shape_.width(), H = shape_.heads, N = cfg.seq_len, W = cfg.window;
@@ -60,22 +56,26 @@ BstLayer<T>::BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, i
   const size_t rows = size_t(streams) * N, na = rows * A, cache = size_t(streams) * W * A;
   proj_acts_.allocate(memory, proj_, shape_, int(rows));
   const int64_t cproj_rows = mf_ ? kv_rows_ : int64_t(rows);  // rows per group
-  cproj_acts_.allocate(cproj_, shape_, cproj_rows);
-  for (auto* v : {&k_cache_used_, &v_cache_used_, &k_cache_, &v_cache_}) v->assign(cache, T(0));
-  a_self_.assign(na, T(0));
-  a_cross_.assign(na, T(0));
-  probs_self_.assign(rows * H * 2 * W, T(0));
-  probs_cross_.assign(size_t(streams) * Tb * H * W * ctx_keys_, T(0));
-  y_.assign(rows * D, T(0));
+  cproj_acts_.allocate(memory, cproj_, shape_, cproj_rows);
+  for (auto* v : {&k_cache_used_, &v_cache_used_, &k_cache_, &v_cache_})
+    v->allocate(memory, cache, "BST attention cache");
+  a_self_.allocate(memory, na, "BST self-attention output");
+  a_cross_.allocate(memory, na, "BST cross-attention output");
+  probs_self_.allocate(memory, rows * H * 2 * W, "BST self-attention probabilities");
+  probs_cross_.allocate(memory, size_t(streams) * Tb * H * W * ctx_keys_,
+                        "BST cross-attention probabilities");
+  y_.allocate(memory, rows * D, "BST mid-residual");
   mlp_acts_.allocate(memory, mlp_, int(rows));
-  for (auto* v : {&dkc_, &dvc_, &dscratch_a_}) v->assign(size_t(kv_rows_) * A, T(0));
-  dscratch_h_.assign(size_t(cproj_rows) * cproj_.groups * D, T(0));
-  dctx_.assign(size_t(ssm_.context_rows()) * D, T(0));
+  for (auto* v : {&dkc_, &dvc_, &dscratch_a_})
+    v->allocate(memory, size_t(kv_rows_) * A, "BST context backward scratch");
+  dscratch_h_.allocate(memory, size_t(cproj_rows) * cproj_.groups * D,
+                       "BST context norm backward scratch");
+  dctx_.allocate(memory, size_t(ssm_.context_rows()) * D, "BST context gradient");
   if (mf_) {
     const size_t blocks = size_t(streams) * Tb * cfg.ctx_states * D;
-    ctx_blocks_.assign(blocks, T(0));
-    dctx_blocks_.assign(blocks, T(0));
-    ctx_last_.assign(size_t(streams) * cfg.ctx_states * D, T(0));
+    ctx_blocks_.allocate(memory, blocks, "BST MF context blocks");
+    dctx_blocks_.allocate(memory, blocks, "BST MF context block gradient");
+    ctx_last_.allocate(memory, size_t(streams) * cfg.ctx_states * D, "BST MF carried context");
     mf_continues_.assign(streams, 0);
   }
 }
@@ -92,7 +92,7 @@ kernels::CrossAttnDims BstLayer<T>::cross_dims() const {
 // k − 1; block 0 reads Ctx_init at a document start or with the carry off, else the previous
 // segment's last-position context (detached).
 template <typename T>
-void BstLayer<T>::assemble_mf_context(const uint8_t* doc_start) {
+void BstLayer<T>::assemble_mf_context(kernels::Backend<T>& be, const uint8_t* doc_start) {
   const int Tb = cfg_.blocks(), S = cfg_.ctx_states, D = cfg_.d_model;
   const int64_t block = int64_t(S) * D;
   const T* ends = ssm_.context();
@@ -100,9 +100,8 @@ void BstLayer<T>::assemble_mf_context(const uint8_t* doc_start) {
     mf_continues_[b] = cfg_.ssm_carry && !doc_start[b];
     T* dst = ctx_blocks_.data() + int64_t(b) * Tb * block;
     const T* first = mf_continues_[b] ? ctx_last_.data() + b * block : store_[ctx_init_].value;
-    std::copy(first, first + block, dst);
-    const T* src = ends + int64_t(b) * Tb * block;
-    std::copy(src, src + (Tb - 1) * block, dst + block);
+    be.copy(first, block, dst);
+    if (Tb > 1) be.copy(ends + int64_t(b) * Tb * block, (Tb - 1) * block, dst + block);
   }
 }
 
@@ -127,7 +126,7 @@ void BstLayer<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
   ssm_.forward(be, ctx.doc_start, x);
   const T* context = ssm_.context();
   if (mf_) {
-    assemble_mf_context(ctx.doc_start);
+    assemble_mf_context(be, ctx.doc_start);
     context = ctx_blocks_.data();
   }
   context_proj_forward(be, store_, cproj_, shape_, context, mf_ ? kv_rows_ : int64_t(rows),
@@ -218,17 +217,17 @@ int64_t BstLayer<T>::activation_bytes() const {
   int64_t n = 0;
   for (const auto* v : {&k_cache_used_, &v_cache_used_, &a_self_, &a_cross_, &probs_self_,
                         &probs_cross_, &ctx_blocks_, &y_})
-    n += int64_t(v->size());
+    n += v->bytes();
   return proj_acts_.bytes() + cproj_acts_.bytes() + mlp_acts_.bytes() + ssm_.activation_bytes() +
-         int64_t(mf_continues_.size()) + n * int64_t(sizeof(T));
+         int64_t(mf_continues_.size()) + n;
 }
 
 template <typename T>
 int64_t BstLayer<T>::backward_scratch_bytes() const {
   int64_t n = 0;
   for (const auto* v : {&dkc_, &dvc_, &dscratch_a_, &dscratch_h_, &dctx_, &dctx_blocks_})
-    n += int64_t(v->size());
-  return ssm_.backward_scratch_bytes() + n * int64_t(sizeof(T));
+    n += v->bytes();
+  return ssm_.backward_scratch_bytes() + n;
 }
 
 template class BstLayer<float>;

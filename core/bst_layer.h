@@ -29,8 +29,8 @@ namespace brt::core {
 template <typename T>
 class BstLayer : public Layer<T> {
  public:
-  // `memory` must be host-accessible: the SSM (host FFTs, S4D kernel generation) and the MF
-  // context assembly run on the host, so BST's buffers are host vectors (throws otherwise).
+  // Every buffer lives in `memory` (the backend's: device memory under CUDA, docs/gpu.md);
+  // the host only stages the SSM's parameter-sized kernel generation (BstSsm).
   BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, int streams,
            kernels::Memory& memory, const TensorParallel& tp = {});
 
@@ -47,7 +47,7 @@ class BstLayer : public Layer<T> {
 
  private:
   kernels::CrossAttnDims cross_dims() const;
-  void assemble_mf_context(const uint8_t* doc_start);
+  void assemble_mf_context(kernels::Backend<T>& be, const uint8_t* doc_start);
 
   ParamStore<T>& store_;
   const ModelConfig& cfg_;
@@ -69,22 +69,22 @@ class BstLayer : public Layer<T> {
   const T* x_ = nullptr;
   ProjectionActs<T> proj_acts_;
   ContextProjActs<T> cproj_acts_;
-  std::vector<T> k_cache_used_, v_cache_used_;  // [B, W, A]
-  std::vector<T> a_self_, a_cross_;             // [B·N, A]
-  std::vector<T> probs_self_;                   // [B, T, H, W, 2W]
-  std::vector<T> probs_cross_;                  // [B·T, H, W, keys]
-  std::vector<T> ctx_blocks_;                   // MF: [B, T, S_ctx, D]
-  std::vector<uint8_t> mf_continues_;           // MF: [B] block 0 read the carried context
-  std::vector<T> y_;                            // [B·N, D]
+  kernels::Buffer<T> k_cache_used_, v_cache_used_;  // [B, W, A]
+  kernels::Buffer<T> a_self_, a_cross_;             // [B·N, A]
+  kernels::Buffer<T> probs_self_;                   // [B, T, H, W, 2W]
+  kernels::Buffer<T> probs_cross_;                  // [B·T, H, W, keys]
+  kernels::Buffer<T> ctx_blocks_;                   // MF: [B, T, S_ctx, D]
+  std::vector<uint8_t> mf_continues_;  // MF, host: [B] block 0 read the carried context
+  kernels::Buffer<T> y_;                            // [B·N, D]
   MlpActs<T> mlp_acts_;
   // Backward scratch.
-  std::vector<T> dkc_, dvc_, dscratch_a_;  // [kv_rows, A]
-  std::vector<T> dscratch_h_;              // [G·rows, D] of the context projection
-  std::vector<T> dctx_;                    // gradient w.r.t. the SSM's context()
-  std::vector<T> dctx_blocks_;             // MF: [B, T, S_ctx, D]
+  kernels::Buffer<T> dkc_, dvc_, dscratch_a_;  // [kv_rows, A]
+  kernels::Buffer<T> dscratch_h_;              // [G·rows, D] of the context projection
+  kernels::Buffer<T> dctx_;                    // gradient w.r.t. the SSM's context()
+  kernels::Buffer<T> dctx_blocks_;             // MF: [B, T, S_ctx, D]
   // Carried between segments (MODEL §8).
-  std::vector<T> k_cache_, v_cache_;  // [B, W, A]
-  std::vector<T> ctx_last_;           // MF: [B, S_ctx, D]
+  kernels::Buffer<T> k_cache_, v_cache_;  // [B, W, A]
+  kernels::Buffer<T> ctx_last_;           // MF: [B, S_ctx, D]
 };
 
 }  // namespace brt::core

@@ -2,11 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <numbers>
 
 #include "core/blocks.h"
-#include "core/bst_s4d_carry.h"
 #include "core/linear.h"
 
 namespace brt::core {
@@ -47,11 +45,13 @@ InitSpec linear_default_init(int64_t fan_in) {
 
 template <typename T>
 BstSsm<T>::BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::string& prefix,
-                  int streams, const TensorParallel& tp)
+                  int streams, kernels::Memory& memory, const TensorParallel& tp)
     : store_(store),
       cfg_(cfg),
       tp_(tp),
       prefix_(prefix + "ssm."),
+      memory_(memory),
+      staged_(!memory.host_accessible()),
       streams_(streams),
       channels_(ssm_channels(cfg)),
       d_full_(cfg.d_model / 4),
@@ -92,6 +92,7 @@ BstSsm<T>::BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::strin
     a_im_ = declare_with(store, prefix_ + "a_im", {C, Ds_full, M}, a_im, features);
     c_re_ = declare_normal(store, prefix_ + "c_re", {C, Ds_full, M}, std::sqrt(0.5), features);
     c_im_ = declare_normal(store, prefix_ + "c_im", {C, Ds_full, M}, std::sqrt(0.5), features);
+    kernel_param_ids_ = {log_dt_, a_re_, a_im_, c_re_, c_im_};
   } else {
     const int O = 64, E = ssm::ImplicitFilter<T>::kEmbed;
     const std::string f = prefix_ + "filter.";
@@ -114,40 +115,56 @@ BstSsm<T>::BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::strin
       filter_net_->set_filter_ids(ids, C * Ds_full);
       int64_t replicated = 0;
       for (int i = 0; i < 7; ++i) replicated += store[filter_[i]].spec.numel();
-      filter_dgrad_.assign(size_t(replicated), T(0));
+      filter_dgrad_.allocate(memory, size_t(replicated), "BST filter network gradient");
+      if (staged_) host_filter_dgrad_.assign(size_t(replicated), T(0));
     }
+    kernel_param_ids_.assign(filter_, filter_ + 8);
   }
-  conv_ = std::make_unique<ssm::FftConv<T>>(conv_len_, C, 0, streams);
 
   const size_t B = streams, rows = B * N;
-  z_.assign(rows * D, T(0));
-  dz_.assign(rows * D, T(0));
-  rstd_.assign(rows, T(0));
-  u_.assign(rows * Ds, T(0));
-  du_.assign(rows * Ds, T(0));
-  kernel_.assign(R * N, T(0));
-  dkernel_.assign(R * N, T(0));
+  auto buffer = [&memory](kernels::Buffer<T>& b, size_t n, const char* what) {
+    b.allocate(memory, n, what);
+  };
+  buffer(z_, rows * D, "BST SSM norm output");
+  buffer(dz_, rows * D, "BST SSM norm gradient");
+  buffer(rstd_, rows, "BST SSM norm rstd");
+  buffer(u_, rows * Ds, "BST SSM input U");
+  buffer(du_, rows * Ds, "BST SSM dU");
+  buffer(kernel_, R * N, "BST SSM kernel");
+  buffer(dkernel_, R * N, "BST SSM kernel gradient");
   const size_t y = B * C * conv_len_ * Ds;
-  y_.assign(y, T(0));
-  dy_.assign(y, T(0));
+  buffer(y_, y, "BST SSM convolution output");
+  buffer(dy_, y, "BST SSM convolution output gradient");
   if (conv_len_ != N) {
-    conv_u_.assign(B * conv_len_ * Ds, T(0));
-    du_conv_.assign(B * conv_len_ * Ds, T(0));
-    kernel_ext_.assign(R * conv_len_, T(0));
-    dkernel_ext_.assign(R * conv_len_, T(0));
-    u_prev_.assign(rows * Ds, T(0));
+    buffer(conv_u_, B * conv_len_ * Ds, "BST SSM [U_prev; U]");
+    buffer(du_conv_, B * conv_len_ * Ds, "BST SSM d[U_prev; U]");
+    buffer(kernel_ext_, R * conv_len_, "BST SSM padded kernel");
+    buffer(dkernel_ext_, R * conv_len_, "BST SSM padded kernel gradient");
+    buffer(u_prev_, rows * Ds, "BST SSM carried U");
   }
   if (cfg.bst_variant == BstVariant::kMF) {
-    y_end_.assign(B * cfg.blocks() * C * Ds, T(0));
-    dy_end_.assign(y_end_.size(), T(0));
+    buffer(y_end_, B * cfg.blocks() * C * Ds, "BST SSM MF block ends");
+    buffer(dy_end_, y_end_.size(), "BST SSM MF block end gradient");
   }
-  ctx_.assign(static_cast<size_t>(context_rows()) * D, T(0));
+  buffer(ctx_, static_cast<size_t>(context_rows()) * D, "BST SSM context");
   active_.assign(B, 0);
+  active_device_.allocate(memory, B, "BST SSM active streams");
   if (s4d_ && carry_) {
     const size_t n = B * R * M * 2;
-    state_work_.assign(n, 0.0);
-    state_used_.assign(n, 0.0);
-    state_bits_.assign(n * sizeof(double) / sizeof(T), T(0));
+    state_.allocate(memory, n, "BST SSM s4d carried state");
+    state_used_.allocate(memory, n, "BST SSM s4d state read");
+  }
+  if (staged_) {
+    size_t largest = 0;
+    for (int id : kernel_param_ids_) {
+      const size_t n = size_t(store[id].spec.numel());
+      host_values_.emplace_back(n, T(0));
+      host_grads_.emplace_back(n, T(0));
+      largest = std::max(largest, n);
+    }
+    grad_upload_.allocate(memory, largest, "BST SSM kernel parameter gradient upload");
+    host_kernel_.assign(size_t(R) * N, T(0));
+    host_dkernel_.assign(size_t(R) * N, T(0));
   }
 }
 
@@ -178,49 +195,89 @@ ssm::S4dGrads<T> BstSsm<T>::s4d_grads() const {
 }
 
 template <typename T>
-ssm::ImplicitFilterParams<T> BstSsm<T>::filter_params() const {
-  auto v = [this](int i) { return static_cast<const T*>(store_[filter_[i]].value); };
-  return {v(0), v(1), v(2), v(3), v(4), v(5), v(6), v(7)};
+const T* BstSsm<T>::host_value(int slot) const {
+  return staged_ ? host_values_[size_t(slot)].data() : store_[kernel_param_ids_[size_t(slot)]].value;
 }
 
 template <typename T>
-ssm::ImplicitFilterGrads<T> BstSsm<T>::filter_grads() const {
-  auto g = [this](int i) { return store_[filter_[i]].grad; };
-  return {g(0), g(1), g(2), g(3), g(4), g(5), g(6), g(7)};
+T* BstSsm<T>::host_grad(int slot) {
+  return staged_ ? host_grads_[size_t(slot)].data() : store_[kernel_param_ids_[size_t(slot)]].grad;
+}
+
+// Parameter-sized ([C, Ds, M] or the filter network's few thousand scalars) and once per step:
+// cheap next to the B·N-row work that stays on the backend (docs/gpu.md, "BST on the GPU").
+template <typename T>
+void BstSsm<T>::download_kernel_params() {
+  if (!staged_) return;
+  for (size_t i = 0; i < kernel_param_ids_.size(); ++i)
+    memory_.to_host(host_values_[i].data(), store_[kernel_param_ids_[i]].value,
+                    host_values_[i].size() * sizeof(T));
+}
+
+// Adds the staged gradients into the store's (accumulate semantics, backend.h) and clears
+// the staging for the next backward.
+template <typename T>
+void BstSsm<T>::upload_kernel_grads(kernels::Backend<T>& be) {
+  if (!staged_) return;
+  for (size_t i = 0; i < kernel_param_ids_.size(); ++i) {
+    std::vector<T>& g = host_grads_[i];
+    memory_.from_host(grad_upload_.data(), g.data(), g.size() * sizeof(T));
+    be.add_inplace(store_[kernel_param_ids_[i]].grad, grad_upload_.data(), int64_t(g.size()));
+    std::fill(g.begin(), g.end(), T(0));
+  }
+}
+
+// K [C, Ds, N] from the S4D modes or the implicit filter network (MODEL §7.1), on the host.
+template <typename T>
+void BstSsm<T>::generate_kernel() {
+  download_kernel_params();
+  T* kernel = staged_ ? host_kernel_.data() : kernel_.data();
+  if (s4d_) {
+    const ssm::S4dParams<T> p{host_value(0), host_value(1), host_value(2), host_value(3),
+                              host_value(4)};
+    ssm::s4d_kernel_forward(ssm::S4dDims{channels_ * d_small_, modes_, cfg_.seq_len}, p, kernel);
+  } else {
+    filter_net_->forward({host_value(0), host_value(1), host_value(2), host_value(3),
+                          host_value(4), host_value(5), host_value(6), host_value(7)},
+                         kernel);
+  }
+  if (staged_) kernel_.from_host(host_kernel_);
 }
 
 template <typename T>
-T* BstSsm<T>::y_rows(std::vector<T>& y, int b, int c) const {
+T* BstSsm<T>::y_rows(T* y, int b, int c) const {
   const int64_t N = cfg_.seq_len;
-  return y.data() + ((int64_t{b} * channels_ + c) * conv_len_ + (conv_len_ - N)) * d_small_;
+  return y + ((int64_t{b} * channels_ + c) * conv_len_ + (conv_len_ - N)) * d_small_;
 }
 
 template <typename T>
 void BstSsm<T>::forward(kernels::Backend<T>& be, const uint8_t* doc_start, const T* x) {
   const int D = cfg_.d_model, Ds = d_small_, C = channels_, N = cfg_.seq_len, B = streams_;
   const int rows = B * N, R = C * Ds;
+  if (!conv_) conv_ = be.make_fft_conv(conv_len_, C, B, Ds);
   x_ = x;
   // Z = RMSNorm_ssm(X); U = Z·W_dn
   be.rmsnorm_forward(x, store_[norm_].value, rows, D, z_.data(), rstd_.data());
   linear_forward(be, z_.data(), rows, D, store_[w_dn_].value, Ds, u_.data());
-  if (s4d_)
-    ssm::s4d_kernel_forward(ssm::S4dDims{R, modes_, N}, s4d_params(), kernel_.data());
-  else
-    filter_net_->forward(filter_params(), kernel_.data());
-  for (int b = 0; b < B; ++b) active_[b] = carry_ && !doc_start[b];
+  generate_kernel();
+  bool any = false;
+  for (int b = 0; b < B; ++b) {
+    active_[size_t(b)] = carry_ && !doc_start[b];
+    any = any || active_[size_t(b)];
+  }
+  if (carry_) active_device_.from_host(active_);
   const T* dskip = store_[dskip_].value;
   if (conv_len_ != N) {
     // unstructured carry: convolve [U_prev; U] (U_prev zero at a document start) with the
     // N-tap kernel zero-padded to 2N taps, and keep the last N outputs (MODEL §7.3).
-    for (int r = 0; r < R; ++r)
-      be.copy(kernel_.data() + int64_t{r} * N, N, kernel_ext_.data() + int64_t{r} * conv_len_);
+    be.copy_rows(kernel_.data(), N, R, N, kernel_ext_.data(), conv_len_);
     const int64_t seg = int64_t{N} * Ds;
     for (int b = 0; b < B; ++b) {
       T* dst = conv_u_.data() + 2 * b * seg;
-      if (active_[b]) be.copy(u_prev_.data() + b * seg, seg, dst);
+      if (active_[size_t(b)]) be.copy(u_prev_.data() + b * seg, seg, dst);
       else be.fill(dst, seg, T(0));
-      be.copy(u_.data() + b * seg, seg, dst + seg);
     }
+    be.copy_rows(u_.data(), seg, B, seg, conv_u_.data() + seg, 2 * seg);
     conv_->forward({B, C, conv_len_, Ds}, kernel_ext_.data(), conv_u_.data(), dskip, y_.data());
     be.copy(u_.data(), int64_t{rows} * Ds, u_prev_.data());
   } else {
@@ -229,17 +286,13 @@ void BstSsm<T>::forward(kernels::Backend<T>& be, const uint8_t* doc_start, const
   if (s4d_ && carry_) {
     // MODEL §7.3: add the carried state's response, then advance the state by this segment.
     const ssm::S4dCarryDims cd{B, C, Ds, modes_, N};
-    std::memcpy(state_work_.data(), state_bits_.data(), state_work_.size() * sizeof(double));
-    const int64_t per_stream = int64_t{R} * modes_ * 2;
-    bool any = false;
-    for (int b = 0; b < B; ++b) {
-      if (!active_[b]) std::fill_n(state_work_.data() + b * per_stream, per_stream, 0.0);
-      any = any || active_[b];
-    }
-    state_used_ = state_work_;
-    if (any) ssm::s4d_carry_apply(cd, s4d_params(), state_used_.data(), y_.data());
-    ssm::s4d_carry_update(cd, s4d_params(), u_.data(), state_work_.data());
-    std::memcpy(state_bits_.data(), state_work_.data(), state_work_.size() * sizeof(double));
+    const size_t per_stream = size_t(R) * modes_ * 2;
+    for (int b = 0; b < B; ++b)
+      if (!active_[size_t(b)])
+        memory_.fill_zero(state_.data() + b * per_stream, per_stream * sizeof(double));
+    memory_.copy(state_used_.data(), state_.data(), size_t(state_.bytes()));
+    if (any) be.s4d_carry_apply(cd, s4d_params(), state_used_.data(), y_.data());
+    be.s4d_carry_update(cd, s4d_params(), u_.data(), state_.data());
   }
   up_forward(be);
 }
@@ -251,22 +304,22 @@ void BstSsm<T>::up_forward(kernels::Backend<T>& be) {
   switch (cfg_.bst_variant) {
     case BstVariant::kSH:
       for (int b = 0; b < B; ++b)
-        linear_forward(be, y_rows(y_, b, 0), N, Ds, w_up, D, ctx_.data() + int64_t{b} * N * D);
+        linear_forward(be, y_rows(y_.data(), b, 0), N, Ds, w_up, D, ctx_.data() + int64_t{b} * N * D);
       break;
     case BstVariant::kMH:
       for (int h = 0; h < C; ++h)
         for (int b = 0; b < B; ++b)
-          linear_forward(be, y_rows(y_, b, h), N, Ds, w_up + int64_t{h} * Ds * D, D,
+          linear_forward(be, y_rows(y_.data(), b, h), N, Ds, w_up + int64_t{h} * Ds * D, D,
                          ctx_.data() + (int64_t{h} * B + b) * N * D);
       break;
     case BstVariant::kMF: {
-      // Only the block ends (k+1)·W − 1 are context states (MODEL §7.2 MF).
+      // Only the block ends (k+1)·W − 1 are context states (MODEL §7.2 MF): row k of the
+      // gather reads Y_c[(k+1)·W − 1] into y_end[b, k, c].
       const int Tb = cfg_.blocks(), W = cfg_.window;
       for (int b = 0; b < B; ++b)
-        for (int k = 0; k < Tb; ++k)
-          for (int c = 0; c < C; ++c)
-            be.copy(y_rows(y_, b, c) + int64_t{(k + 1) * W - 1} * Ds, Ds,
-                    y_end_.data() + ((int64_t{b} * Tb + k) * C + c) * Ds);
+        for (int c = 0; c < C; ++c)
+          be.copy_rows(y_rows(y_.data(), b, c) + int64_t{W - 1} * Ds, int64_t{W} * Ds, Tb, Ds,
+                       y_end_.data() + (int64_t{b} * Tb * C + c) * Ds, int64_t{C} * Ds);
       linear_forward(be, y_end_.data(), B * Tb * C, Ds, w_up, D, ctx_.data());
       break;
     }
@@ -275,30 +328,57 @@ void BstSsm<T>::up_forward(kernels::Backend<T>& be) {
   tp_.reduce_output(ctx_.data(), int64_t(ctx_.size()));
 }
 
-// The filter network is replicated but each rank backpropagates only its own filters: its
+// dK → the generator's parameter gradients, on the host (see generate_kernel). The filter
+// network is replicated under TP but each rank backpropagates only its own filters: its
 // gradient contributions are summed over TP (not the accumulated gradient, which may hold
 // earlier micro-batches' already-reduced sums).
 template <typename T>
-void BstSsm<T>::filter_backward() {
-  if (filter_dgrad_.empty()) {
-    filter_net_->backward(filter_params(), dkernel_.data(), filter_grads());
+void BstSsm<T>::kernel_backward(kernels::Backend<T>& be) {
+  const T* dkernel = dkernel_.data();
+  if (staged_) {
+    memory_.to_host(host_dkernel_.data(), dkernel_.data(), host_dkernel_.size() * sizeof(T));
+    dkernel = host_dkernel_.data();
+  }
+  if (s4d_) {
+    const ssm::S4dParams<T> p{host_value(0), host_value(1), host_value(2), host_value(3),
+                              host_value(4)};
+    ssm::s4d_kernel_backward(ssm::S4dDims{channels_ * d_small_, modes_, cfg_.seq_len}, p, dkernel,
+                             {host_grad(0), host_grad(1), host_grad(2), host_grad(3), host_grad(4)});
+    upload_kernel_grads(be);
     return;
   }
-  std::fill(filter_dgrad_.begin(), filter_dgrad_.end(), T(0));
+  const ssm::ImplicitFilterParams<T> p{host_value(0), host_value(1), host_value(2), host_value(3),
+                                       host_value(4), host_value(5), host_value(6), host_value(7)};
+  if (filter_dgrad_.empty()) {
+    filter_net_->backward(p, dkernel, {host_grad(0), host_grad(1), host_grad(2), host_grad(3),
+                                       host_grad(4), host_grad(5), host_grad(6), host_grad(7)});
+    upload_kernel_grads(be);
+    return;
+  }
+  T* replicated = staged_ ? host_filter_dgrad_.data() : filter_dgrad_.data();
+  std::fill(replicated, replicated + filter_dgrad_.size(), T(0));
   T* parts[7];
   int64_t offset = 0;
   for (int i = 0; i < 7; ++i) {
-    parts[i] = filter_dgrad_.data() + offset;
+    parts[i] = replicated + offset;
     offset += store_[filter_[i]].spec.numel();
   }
-  filter_net_->backward(filter_params(), dkernel_.data(),
-                        {parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], parts[6],
-                         store_[filter_[7]].grad});
+  filter_net_->backward(p, dkernel, {parts[0], parts[1], parts[2], parts[3], parts[4], parts[5],
+                                     parts[6], host_grad(7)});
+  if (staged_) {
+    filter_dgrad_.from_host(host_filter_dgrad_);
+    // Only w_out's (slot 7) staged gradient is local; the replicated ones go through the sum.
+    std::vector<T>& w_out = host_grads_[7];
+    memory_.from_host(grad_upload_.data(), w_out.data(), w_out.size() * sizeof(T));
+    be.add_inplace(store_[filter_[7]].grad, grad_upload_.data(), int64_t(w_out.size()));
+    std::fill(w_out.begin(), w_out.end(), T(0));
+  }
   tp_.all_reduce_sum(filter_dgrad_.data(), int64_t(filter_dgrad_.size()));
+  offset = 0;
   for (int i = 0; i < 7; ++i) {
-    T* g = store_[filter_[i]].grad;
     const int64_t n = store_[filter_[i]].spec.numel();
-    for (int64_t j = 0; j < n; ++j) g[j] += parts[i][j];
+    be.add_inplace(store_[filter_[i]].grad, filter_dgrad_.data() + offset, n);
+    offset += n;
   }
 }
 
@@ -310,15 +390,16 @@ void BstSsm<T>::up_backward(kernels::Backend<T>& be, const T* dctx) {
   switch (cfg_.bst_variant) {
     case BstVariant::kSH:
       for (int b = 0; b < B; ++b)
-        linear_backward(be, y_rows(y_, b, 0), N, Ds, w_up.value, D, dctx + int64_t{b} * N * D,
-                        y_rows(dy_, b, 0), w_up.grad);
+        linear_backward(be, y_rows(y_.data(), b, 0), N, Ds, w_up.value, D,
+                        dctx + int64_t{b} * N * D, y_rows(dy_.data(), b, 0), w_up.grad);
       break;
     case BstVariant::kMH:
       for (int h = 0; h < C; ++h)
         for (int b = 0; b < B; ++b) {
           const int64_t w = int64_t{h} * Ds * D;
-          linear_backward(be, y_rows(y_, b, h), N, Ds, w_up.value + w, D,
-                          dctx + (int64_t{h} * B + b) * N * D, y_rows(dy_, b, h), w_up.grad + w);
+          linear_backward(be, y_rows(y_.data(), b, h), N, Ds, w_up.value + w, D,
+                          dctx + (int64_t{h} * B + b) * N * D, y_rows(dy_.data(), b, h),
+                          w_up.grad + w);
         }
       break;
     case BstVariant::kMF: {
@@ -326,11 +407,10 @@ void BstSsm<T>::up_backward(kernels::Backend<T>& be, const T* dctx) {
       be.fill(dy_end_.data(), int64_t(dy_end_.size()), T(0));
       linear_backward(be, y_end_.data(), B * Tb * C, Ds, w_up.value, D, dctx, dy_end_.data(),
                       w_up.grad);
-      for (int b = 0; b < B; ++b)
-        for (int k = 0; k < Tb; ++k)
-          for (int c = 0; c < C; ++c)
-            be.copy(dy_end_.data() + ((int64_t{b} * Tb + k) * C + c) * Ds, Ds,
-                    y_rows(dy_, b, c) + int64_t{(k + 1) * W - 1} * Ds);
+      for (int b = 0; b < B; ++b)  // scatter back to the block-end rows (the gather's inverse)
+        for (int c = 0; c < C; ++c)
+          be.copy_rows(dy_end_.data() + (int64_t{b} * Tb * C + c) * Ds, int64_t{C} * Ds, Tb, Ds,
+                       y_rows(dy_.data(), b, c) + int64_t{W - 1} * Ds, int64_t{W} * Ds);
       break;
     }
   }
@@ -350,22 +430,17 @@ void BstSsm<T>::backward(kernels::Backend<T>& be, const T* dctx, T* dx) {
     be.fill(du_conv_.data(), int64_t(du_conv_.size()), T(0));
     conv_->backward({B, C, conv_len_, Ds}, kernel_ext_.data(), conv_u_.data(), dskip, dy_.data(),
                     du_conv_.data(), dkernel_ext_.data(), ddskip);
-    for (int r = 0; r < R; ++r)
-      be.copy(dkernel_ext_.data() + int64_t{r} * conv_len_, N, dkernel_.data() + int64_t{r} * N);
+    be.copy_rows(dkernel_ext_.data(), conv_len_, R, N, dkernel_.data(), N);
     const int64_t seg = int64_t{N} * Ds;  // U_prev was carried detached: only U's half counts
-    for (int b = 0; b < B; ++b) be.copy(du_conv_.data() + (2 * b + 1) * seg, seg, du_.data() + b * seg);
+    be.copy_rows(du_conv_.data() + seg, 2 * seg, B, seg, du_.data(), seg);
   } else {
     conv_->backward({B, C, N, Ds}, kernel_.data(), u_.data(), dskip, dy_.data(), du_.data(),
                     dkernel_.data(), ddskip);
   }
-  if (s4d_) {
-    ssm::s4d_kernel_backward(ssm::S4dDims{R, modes_, N}, s4d_params(), dkernel_.data(), s4d_grads());
-    if (carry_ && std::any_of(active_.begin(), active_.end(), [](uint8_t a) { return a != 0; }))
-      s4d_carry_apply_backward(ssm::S4dCarryDims{B, C, Ds, modes_, N}, s4d_params(),
-                               state_used_.data(), active_.data(), dy_.data(), s4d_grads());
-  } else {
-    filter_backward();
-  }
+  kernel_backward(be);
+  if (s4d_ && carry_ && std::any_of(active_.begin(), active_.end(), [](uint8_t a) { return a != 0; }))
+    be.s4d_carry_apply_backward(ssm::S4dCarryDims{B, C, Ds, modes_, N}, s4d_params(),
+                                state_used_.data(), active_device_.data(), dy_.data(), s4d_grads());
   be.fill(dz_.data(), int64_t(dz_.size()), T(0));
   auto& w_dn = store_[w_dn_];
   linear_backward(be, z_.data(), rows, D, w_dn.value, Ds, du_.data(), dz_.data(), w_dn.grad);
@@ -381,7 +456,7 @@ std::vector<TensorRef<T>> BstSsm<T>::carried_state() {
   if (s4d_ && carry_)
     return {{prefix_ + "carry",
              {streams_, channels_, d_small_, modes_, int64_t(2 * sizeof(double) / sizeof(T))},
-             state_bits_.data(), features}};
+             reinterpret_cast<T*>(state_.data()), features}};
   if (!u_prev_.empty())
     return {{prefix_ + "carry_u", {streams_, cfg_.seq_len, d_small_}, u_prev_.data(), features}};
   return {};
@@ -391,17 +466,16 @@ template <typename T>
 int64_t BstSsm<T>::activation_bytes() const {
   int64_t n = 0;
   for (const auto* v : {&z_, &rstd_, &u_, &conv_u_, &kernel_, &kernel_ext_, &y_, &y_end_, &ctx_})
-    n += int64_t(v->size());
-  return n * int64_t(sizeof(T)) + int64_t(state_used_.size() + state_work_.size()) * 8 +
-         int64_t(active_.size());
+    n += v->bytes();
+  return n + state_used_.bytes() + active_device_.bytes();
 }
 
 template <typename T>
 int64_t BstSsm<T>::backward_scratch_bytes() const {
   int64_t n = 0;
   for (const auto* v : {&dy_, &dkernel_, &dkernel_ext_, &du_conv_, &du_, &dz_, &dy_end_, &filter_dgrad_})
-    n += int64_t(v->size());
-  return n * int64_t(sizeof(T));
+    n += v->bytes();
+  return n;
 }
 
 template class BstSsm<float>;

@@ -12,10 +12,18 @@
 //                        rows are ever read (§7.2), so W_up runs on T·C rows, not N·C.
 //
 // Carry (§7.3, `ssm_carry`): s4d keeps the complex state x [B, C, Ds, M] in double; the next
-// segment adds its response (kernels/ssm s4d_carry_apply) and, through core/bst_s4d_carry.h,
-// backpropagates into Δ, A, C. unstructured keeps the previous segment's U [B, N, Ds] and
+// segment adds its response (Backend::s4d_carry_apply) and backpropagates into Δ, A, C
+// (Backend::s4d_carry_apply_backward). unstructured keeps the previous segment's U [B, N, Ds] and
 // convolves [U_prev; U] with the N-tap kernel (an FFT convolution of length 2N). A document
 // start resets the carry; with `ssm_carry` off every segment starts from zero.
+//
+// Memory (docs/gpu.md, "BST on the GPU"): activations, scratch and carry are Buffers in the
+// backend's memory and every data-sized step (B·N rows: norm, projections, the FFT convolution
+// through Backend::make_fft_conv, the carry terms, the MF row gather) is a backend call. Only
+// the kernel generation runs on the host — S4D modes or the implicit filter network, from
+// [C, Ds, M]-sized parameters to a [C, Ds, N] kernel, once per step — and on memory the host
+// cannot read it is staged explicitly: parameters copied to host, the kernel uploaded; in
+// backward dK downloaded and the parameter gradients uploaded and added on the backend.
 //
 // Tensor parallelism (docs/parallelism.md, "BST under TP"): the Ds features are split, rank r
 // holding features [r·Ds/TP, (r+1)·Ds/TP) of every channel. W_dn is column-parallel (its input
@@ -34,7 +42,7 @@
 #include "core/model_config.h"
 #include "core/param_store.h"
 #include "core/tensor_parallel.h"
-#include "kernels/ssm/fft_conv.h"
+#include "kernels/backend.h"
 #include "kernels/ssm/implicit_filter.h"
 #include "kernels/ssm/s4d_kernel.h"
 
@@ -43,16 +51,17 @@ namespace brt::core {
 template <typename T>
 class BstSsm {
  public:
-  // prefix: "layers.{i}." (parameters go under prefix + "ssm.").
+  // prefix: "layers.{i}." (parameters go under prefix + "ssm."). Buffers live in `memory`.
   BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::string& prefix, int streams,
-         const TensorParallel& tp = {});
+         kernels::Memory& memory, const TensorParallel& tp = {});
   ~BstSsm();
 
   int channels() const { return channels_; }
   int64_t context_rows() const;  // rows of context(): B·N, H·B·N or B·T·C
-  // x: [B·N, D]. Saves what backward needs and advances the carry.
+  // x: [B·N, D] (backend memory); doc_start [B] host. Saves what backward needs and advances
+  // the carry.
   void forward(kernels::Backend<T>& be, const uint8_t* doc_start, const T* x);
-  const T* context() const { return ctx_.data(); }
+  const T* context() const { return ctx_.data(); }  // backend memory
   // dctx: gradient w.r.t. context() (same layout). Accumulates dx and parameter gradients.
   void backward(kernels::Backend<T>& be, const T* dctx, T* dx);
 
@@ -64,20 +73,28 @@ class BstSsm {
   int64_t backward_scratch_bytes() const;
 
  private:
-  kernels::ssm::S4dParams<T> s4d_params() const;
+  kernels::ssm::S4dParams<T> s4d_params() const;  // the store's (backend memory)
   kernels::ssm::S4dGrads<T> s4d_grads() const;
-  kernels::ssm::ImplicitFilterParams<T> filter_params() const;
-  kernels::ssm::ImplicitFilterGrads<T> filter_grads() const;
+  // The kernel generator's parameters and gradients as the host sees them: the store's own
+  // on host memory, else the staging copies (kernel_param_ids_ order).
+  const T* host_value(int slot) const;
+  T* host_grad(int slot);
+  void download_kernel_params();
+  void upload_kernel_grads(kernels::Backend<T>& be);
+  void generate_kernel();
   // Y_c of stream b: the last N rows of channel c's convolution output, [N, Ds].
-  T* y_rows(std::vector<T>& y, int b, int c) const;
+  T* y_rows(T* y, int b, int c) const;
+  const T* y_rows(const T* y, int b, int c) const { return y_rows(const_cast<T*>(y), b, c); }
   void up_forward(kernels::Backend<T>& be);
   void up_backward(kernels::Backend<T>& be, const T* dctx);
-  void filter_backward();
+  void kernel_backward(kernels::Backend<T>& be);
 
   ParamStore<T>& store_;
   const ModelConfig& cfg_;
   TensorParallel tp_;
   std::string prefix_;
+  kernels::Memory& memory_;
+  bool staged_;  // memory_ is not host-accessible: kernel generation staged through copies
   int streams_, channels_;
   int d_full_;   // Ds = D/4 (the declared shapes)
   int d_small_;  // this rank's features, Ds / TP
@@ -87,28 +104,37 @@ class BstSsm {
   int norm_ = -1, w_dn_ = -1, w_up_ = -1, dskip_ = -1;
   int log_dt_ = -1, a_re_ = -1, a_im_ = -1, c_re_ = -1, c_im_ = -1;
   int filter_[8] = {-1, -1, -1, -1, -1, -1, -1, -1};  // w0 b0 w1 b1 w2 b2 freq w_out
-  std::unique_ptr<kernels::ssm::FftConv<T>> conv_;
+  std::vector<int> kernel_param_ids_;  // s4d: log_dt a_re a_im c_re c_im; else filter_
+  // Made on the first forward, the first time the backend is seen (layers are built from its
+  // Memory alone); sized for (streams, Ds), so no later step allocates.
+  std::unique_ptr<kernels::FftConvolver<T>> conv_;
   std::unique_ptr<kernels::ssm::ImplicitFilter<T>> filter_net_;
 
-  // Saved activations.
+  // Saved activations (backend memory).
   const T* x_ = nullptr;
-  std::vector<T> z_, rstd_;    // [B·N, D], [B·N]
-  std::vector<T> u_;           // [B·N, Ds]
-  std::vector<T> conv_u_;      // [B, 2N, Ds] (unstructured carry only)
-  std::vector<T> kernel_;      // [C, Ds, N] generated kernel
-  std::vector<T> kernel_ext_;  // [C, Ds, 2N] zero-padded (unstructured carry only)
-  std::vector<T> y_;           // [B, C, conv_len, Ds]
-  std::vector<T> y_end_;       // MF: [B, T, C, Ds]
-  std::vector<T> ctx_;         // see context()
-  std::vector<double> state_used_;  // s4d: the state this segment's carry term read
-  std::vector<uint8_t> active_;     // [B] streams continuing a document with the carry on
+  kernels::Buffer<T> z_, rstd_;    // [B·N, D], [B·N]
+  kernels::Buffer<T> u_;           // [B·N, Ds]
+  kernels::Buffer<T> conv_u_;      // [B, 2N, Ds] (unstructured carry only)
+  kernels::Buffer<T> kernel_;      // [C, Ds, N] generated kernel
+  kernels::Buffer<T> kernel_ext_;  // [C, Ds, 2N] zero-padded (unstructured carry only)
+  kernels::Buffer<T> y_;           // [B, C, conv_len, Ds]
+  kernels::Buffer<T> y_end_;       // MF: [B, T, C, Ds]
+  kernels::Buffer<T> ctx_;         // see context()
+  kernels::Buffer<double> state_used_;  // s4d: the state this segment's carry term read
+  std::vector<uint8_t> active_;   // host [B]: streams continuing a document with the carry on
+  kernels::Buffer<uint8_t> active_device_;  // the same, for the backend's carry backward
   // Backward scratch.
-  std::vector<T> dy_, dkernel_, dkernel_ext_, du_conv_, du_, dz_, dy_end_;
-  std::vector<T> filter_dgrad_;  // TP: the replicated filter network's gradient, before all-reduce
+  kernels::Buffer<T> dy_, dkernel_, dkernel_ext_, du_conv_, du_, dz_, dy_end_;
+  kernels::Buffer<T> filter_dgrad_;  // TP: the replicated filter network's gradient, before all-reduce
   // Carried (detached).
-  std::vector<T> state_bits_;       // s4d: exact bits of the double state
-  std::vector<double> state_work_;  // s4d: the state as double while updating
-  std::vector<T> u_prev_;           // unstructured: previous segment's U [B, N, Ds]
+  kernels::Buffer<double> state_;  // s4d: [B, C, Ds, M, 2] (exposed as T bits)
+  kernels::Buffer<T> u_prev_;      // unstructured: previous segment's U [B, N, Ds]
+  // Host staging (staged_ only): parameter-sized, so a copy per step is cheap next to the
+  // B·N-row work (docs/gpu.md, "BST on the GPU").
+  std::vector<std::vector<T>> host_values_, host_grads_;  // per kernel_param_ids_ entry
+  std::vector<T> host_kernel_, host_dkernel_;             // [C, Ds, N]
+  std::vector<T> host_filter_dgrad_;                      // TP: filter_dgrad_'s host side
+  kernels::Buffer<T> grad_upload_;  // the largest kernel parameter, to add a staged gradient
 };
 
 }  // namespace brt::core

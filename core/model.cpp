@@ -12,31 +12,12 @@
 
 namespace brt::core {
 
-namespace {
-
-// Model code only hands buffers to kernels, so it runs on any backend memory (tensor
-// parallelism included: its collectives and reorderings run on backend memory); the parts that
-// still loop over buffers on the host are refused up front on other memory.
-void require_host_paths_supported(const ModelConfig& cfg, const char* backend,
-                                  const kernels::Memory& memory) {
-  if (memory.host_accessible()) return;
-  for (int i = 0; i < cfg.layers; ++i)
-    if (cfg.is_bst_layer(i))
-      throw std::runtime_error(std::string("model: BST variants (layer ") + std::to_string(i) +
-                               " is a BST layer; its SSM runs host FFTs) are not supported on "
-                               "the " + backend + " backend (" + memory.name() +
-                               " memory) yet; use a slide, xl or rec:* variant");
-}
-
-}  // namespace
-
 template <typename T>
 Model<T>::Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backend,
                 const TensorParallel& tp)
     : cfg_(cfg), streams_(streams), be_(backend), tp_(tp.bound_to(backend.memory())) {
   cfg_.resolve();
   kernels::Memory& memory = be_.memory();
-  require_host_paths_supported(cfg_, be_.name(), memory);
   vocab_ = core::vocab_range(tp_, cfg_.vocab);
   const int D = cfg_.d_model, V = cfg_.vocab, N = cfg_.seq_len, A = cfg_.attn_width();
   // MODEL §1: E ~ N(0, 1); §2: final RMSNorm gain.

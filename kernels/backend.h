@@ -18,6 +18,8 @@
 #include <memory>
 
 #include "kernels/memory.h"
+#include "kernels/ssm/fft_conv_dims.h"
+#include "kernels/ssm/s4d_kernel.h"
 
 namespace brt::kernels {
 
@@ -53,6 +55,19 @@ struct CrossAttnDims {
 // T5 relative-position bucket of MODEL §3.3 for a distance n >= 1 (computed in fp32).
 int t5_bucket(int distance);
 constexpr int kT5Buckets = 32;
+
+// The causal depthwise FFT convolution of MODEL §7.1 (contract: kernels/ssm/fft_conv.h) on a
+// backend's memory, planned for at most (max_batch, max_features) by Backend::make_fft_conv.
+// forward overwrites y; backward accumulates du, dk, ddskip (any may be null). Deterministic.
+template <typename T>
+class FftConvolver {
+ public:
+  virtual ~FftConvolver() = default;
+  virtual void forward(const ssm::FftConvDims& d, const T* k, const T* u, const T* dskip,
+                       T* y) = 0;
+  virtual void backward(const ssm::FftConvDims& d, const T* k, const T* u, const T* dskip,
+                        const T* dy, T* du, T* dk, T* ddskip) = 0;
+};
 
 template <typename T>
 class Backend {
@@ -179,6 +194,26 @@ class Backend {
   virtual double softmax_xent_forward_backward(const T* logits, const int32_t* targets,
                                                const uint8_t* mask, int n, int V, T grad_scale,
                                                T* dlogits, T* row_loss) = 0;
+
+  // ---- MODEL §7: the BST SSM sublayer ------------------------------------------------------
+  // A convolution planned for (length, channels) and any B <= max_batch, F <= max_features.
+  // It owns its plans and scratch (allocated here: setup only, never in a step loop).
+  virtual std::unique_ptr<FftConvolver<T>> make_fft_conv(int length, int channels, int max_batch,
+                                                         int max_features) = 0;
+  // dst[r·dst_stride + j] = src[r·src_stride + j] for r < rows, j < width: the gathers and
+  // scatters of row blocks (MF block ends, [U_prev; U], zero-padded kernels). No overlap.
+  virtual void copy_rows(const T* src, int64_t src_stride, int64_t rows, int64_t width, T* dst,
+                         int64_t dst_stride) = 0;
+  // The carried S4D state of MODEL §7.3 (kernels/ssm/s4d_kernel.h: layouts and formulas). The
+  // state is [B, C, Ds, M, 2] doubles in this backend's memory; parameters and gradients are
+  // the ParamStore's, u/y/dy activations, active [B] (1: the stream continues a document).
+  virtual void s4d_carry_update(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p,
+                                const T* u, double* state) = 0;
+  virtual void s4d_carry_apply(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p,
+                               const double* state, T* y) = 0;
+  virtual void s4d_carry_apply_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p,
+                                        const double* state, const uint8_t* active, const T* dy,
+                                        const ssm::S4dGrads<T>& g) = 0;
 };
 
 // The CPU backend (OpenBLAS for matrix products, OpenMP for the rest).

@@ -209,11 +209,11 @@ LayerElems bst_layer_elems(const RankDims& d, const core::ModelConfig& c, int64_
   const int64_t kv_rows = mf ? B * Tb * C : rows, G = mh ? c.heads : 1, keys = mf ? c.ctx_states : W;
   const int64_t blocks = mf ? B * Tb * C * D : 0;
   LayerElems e;
-  // BstSsm: z, rstd, u, conv_u, kernel, kernel_ext, y, y_end, ctx; double state_used, state_work.
+  // BstSsm: z, rstd, u, conv_u, kernel, kernel_ext, y, y_end, ctx; double state_used.
   e.reported = rows * D + rows + rows * Ds + (ext ? B * Lc * Ds : 0) + R * N + (ext ? R * Lc : 0) +
                y + y_end + ctx_rows * D;
   const int64_t state = s4d && c.ssm_carry ? B * R * M * 2 : 0;  // doubles
-  e.reported_bytes = 2 * state * 8 + B /*active_*/ + (mf ? B : 0) /*mf_continues_*/;
+  e.reported_bytes = state * 8 + B /*active_*/ + (mf ? B : 0) /*mf_continues_*/;
   // Under TP the replicated filter network's gradient is summed over TP in its own buffer.
   const int64_t filter_dgrad = (!s4d && tp > 1) ? 3 * 64 + 4 * 64 + 2 * 64 * 64 : 0;
   e.scratch = filter_dgrad + y /*dy*/ + R * N /*dkernel*/ + (ext ? R * Lc + B * Lc * Ds : 0) + rows * Ds /*du*/ +

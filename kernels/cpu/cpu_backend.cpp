@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/cpu/blas.h"
+#include "kernels/ssm/fft_conv.h"
 
 namespace brt::kernels::cpu {
 
@@ -22,6 +23,41 @@ void CpuBackend<T>::gemm(Trans ta, Trans tb, int M, int N, int K, T alpha, const
                              " ldc=" + std::to_string(ldc));
   }
   blas_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+namespace {
+
+// The FFTW convolution behind the backend interface (its scratch grows to max_batch now, so a
+// step never allocates).
+template <typename T>
+class CpuFftConvolver final : public FftConvolver<T> {
+ public:
+  CpuFftConvolver(int length, int channels, int max_batch) : conv_(length, channels, 0, max_batch) {}
+  void forward(const ssm::FftConvDims& d, const T* k, const T* u, const T* dskip, T* y) override {
+    conv_.forward(d, k, u, dskip, y);
+  }
+  void backward(const ssm::FftConvDims& d, const T* k, const T* u, const T* dskip, const T* dy,
+                T* du, T* dk, T* ddskip) override {
+    conv_.backward(d, k, u, dskip, dy, du, dk, ddskip);
+  }
+
+ private:
+  ssm::FftConv<T> conv_;
+};
+
+}  // namespace
+
+template <typename T>
+std::unique_ptr<FftConvolver<T>> CpuBackend<T>::make_fft_conv(int length, int channels,
+                                                              int max_batch, int /*max_features*/) {
+  return std::make_unique<CpuFftConvolver<T>>(length, channels, max_batch);
+}
+
+template <typename T>
+void CpuBackend<T>::copy_rows(const T* src, int64_t src_stride, int64_t rows, int64_t width,
+                              T* dst, int64_t dst_stride) {
+  for (int64_t r = 0; r < rows; ++r)
+    std::copy(src + r * src_stride, src + r * src_stride + width, dst + r * dst_stride);
 }
 
 std::string blas_description() {

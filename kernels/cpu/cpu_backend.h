@@ -143,6 +143,25 @@ class CpuBackend final : public Backend<T> {
                                         dlogits, row_loss);
   }
 
+  // MODEL §7 (cpu_backend.cpp): FFTW convolution (kernels/ssm/fft_conv.h) and the S4D carry.
+  std::unique_ptr<FftConvolver<T>> make_fft_conv(int length, int channels, int max_batch,
+                                                 int max_features) override;
+  void copy_rows(const T* src, int64_t src_stride, int64_t rows, int64_t width, T* dst,
+                 int64_t dst_stride) override;
+  void s4d_carry_update(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p, const T* u,
+                        double* state) override {
+    ssm::s4d_carry_update(d, p, u, state);
+  }
+  void s4d_carry_apply(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p,
+                       const double* state, T* y) override {
+    ssm::s4d_carry_apply(d, p, state, y);
+  }
+  void s4d_carry_apply_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p,
+                                const double* state, const uint8_t* active, const T* dy,
+                                const ssm::S4dGrads<T>& g) override {
+    ssm::s4d_carry_apply_backward(d, p, state, active, dy, g);
+  }
+
  private:
   CpuOptions options_;
   Workspace<T> workspace_;

@@ -9,6 +9,7 @@
 
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/fft_conv.h"
 
 namespace brt::kernels::cuda {
 
@@ -134,6 +135,34 @@ void CudaBackend::gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, con
   BRT_CUBLAS_CHECK(cublasGemmEx(cublas_, to_cublas(tb), to_cublas(ta), N, M, K, &alpha, b16,
                                 CUDA_R_16BF, b_cols, a16, CUDA_R_16BF, a_cols, &beta, C,
                                 CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+namespace {
+
+// The cuFFT convolution (fft_conv.h) behind the backend interface, on the backend's stream.
+class CudaFftConvolver final : public FftConvolver<float> {
+ public:
+  CudaFftConvolver(int length, int channels, int max_batch, int max_features, cudaStream_t stream)
+      : conv_(length, channels, max_batch, max_features, stream) {}
+  void forward(const ssm::FftConvDims& d, const float* k, const float* u, const float* dskip,
+               float* y) override {
+    conv_.forward(d, k, u, dskip, y);
+  }
+  void backward(const ssm::FftConvDims& d, const float* k, const float* u, const float* dskip,
+                const float* dy, float* du, float* dk, float* ddskip) override {
+    conv_.backward(d, k, u, dskip, dy, du, dk, ddskip);
+  }
+
+ private:
+  CudaFftConv conv_;
+};
+
+}  // namespace
+
+std::unique_ptr<FftConvolver<float>> CudaBackend::make_fft_conv(int length, int channels,
+                                                                int max_batch, int max_features) {
+  BRT_CUDA_CHECK(cudaSetDevice(options_.device));
+  return std::make_unique<CudaFftConvolver>(length, channels, max_batch, max_features, stream_);
 }
 
 double CudaBackend::softmax_xent_forward_backward(const float* logits, const int32_t* targets,

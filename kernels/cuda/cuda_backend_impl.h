@@ -155,6 +155,27 @@ class CudaBackend final : public Backend<float> {
                                        const uint8_t* mask, int n, int V, float grad_scale,
                                        float* dlogits, float* row_loss) override;
 
+  // MODEL §7 (ssm.cu; the convolution is a CudaFftConv on this stream, cuda_backend.cpp).
+  std::unique_ptr<FftConvolver<float>> make_fft_conv(int length, int channels, int max_batch,
+                                                     int max_features) override;
+  void copy_rows(const float* src, int64_t src_stride, int64_t rows, int64_t width, float* dst,
+                 int64_t dst_stride) override {
+    launch_copy_rows(src, src_stride, rows, width, dst, dst_stride, stream_);
+  }
+  void s4d_carry_update(const ssm::S4dCarryDims& d, const ssm::S4dParams<float>& p,
+                        const float* u, double* state) override {
+    launch_s4d_carry_update(d, p, u, state, stream_);
+  }
+  void s4d_carry_apply(const ssm::S4dCarryDims& d, const ssm::S4dParams<float>& p,
+                       const double* state, float* y) override {
+    launch_s4d_carry_apply(d, p, state, y, scratch(), stream_);
+  }
+  void s4d_carry_apply_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<float>& p,
+                                const double* state, const uint8_t* active, const float* dy,
+                                const ssm::S4dGrads<float>& g) override {
+    launch_s4d_carry_apply_backward(d, p, state, active, dy, g, scratch(), stream_);
+  }
+
  private:
   void release_handles() noexcept;
   DeviceArena& scratch() {

@@ -111,6 +111,19 @@ void launch_cross_attention_backward(const CrossAttnDims& d, const float* q, con
                                      float* dscale, DeviceArena& scratch, cudaStream_t stream);
 
 
+// ---- ssm.cu (MODEL §7.1, §7.3: the BST SSM besides its FFT convolution) ----
+void launch_copy_rows(const float* src, int64_t src_stride, int64_t rows, int64_t width,
+                      float* dst, int64_t dst_stride, cudaStream_t stream);
+void launch_s4d_carry_update(const ssm::S4dCarryDims& d, const ssm::S4dParams<float>& p,
+                             const float* u, double* state, cudaStream_t stream);
+void launch_s4d_carry_apply(const ssm::S4dCarryDims& d, const ssm::S4dParams<float>& p,
+                            const double* state, float* y, DeviceArena& scratch,
+                            cudaStream_t stream);
+void launch_s4d_carry_apply_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<float>& p,
+                                     const double* state, const uint8_t* active,
+                                     const float* dy, const ssm::S4dGrads<float>& g,
+                                     DeviceArena& scratch, cudaStream_t stream);
+
 // ---- fft_conv_kernels.cu (MODEL §7.1; used by CudaFftConv, fft_conv.h) ----
 // Planned row counts use the maxima (Fm features, Bm batch); rows past the call's B or F are
 // written as zeros. Real rows have n_fft entries, spectra rows n_freq = n_fft/2 + 1 (float2).

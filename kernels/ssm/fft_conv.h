@@ -28,19 +28,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/ssm/fft_conv_dims.h"
 #include "kernels/ssm/fftw_api.h"
 
 namespace brt::kernels::ssm {
-
-struct FftConvDims {
-  int batch;     // B independent sequences sharing the kernels
-  int channels;  // C kernels per feature (SH 1, MH H, MF S_ctx)
-  int length;    // L
-  int features;  // F (Ds)
-};
-
-// Smallest n >= min_n whose only prime factors are 2, 3 and 5 (fast FFTW sizes).
-int fft_friendly_size(int min_n);
 
 template <typename T>
 class FftConv {

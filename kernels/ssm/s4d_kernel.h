@@ -94,4 +94,13 @@ void s4d_carry_update(const S4dCarryDims& d, const S4dParams<T>& p, const T* u, 
 template <typename T>
 void s4d_carry_apply(const S4dCarryDims& d, const S4dParams<T>& p, const double* state, T* y);
 
+// The parameter gradient of s4d_carry_apply (s4d_carry_backward.cpp). The state is detached
+// (no gradient crosses a segment boundary, MODEL §8), but the term a segment adds depends on
+// its parameters (Δ, A, C). dy: [B, C, L, Ds]; state: the one s4d_carry_apply read.
+// Accumulates into g (null entries skipped). Streams whose active[b] is 0 (a document start:
+// zero state) are skipped. Parallel over filters, each owned by one task: deterministic.
+template <typename T>
+void s4d_carry_apply_backward(const S4dCarryDims& d, const S4dParams<T>& p, const double* state,
+                              const uint8_t* active, const T* dy, const S4dGrads<T>& g);
+
 }  // namespace brt::kernels::ssm

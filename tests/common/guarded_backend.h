@@ -304,6 +304,37 @@ class ForwardingBackend : public kernels::Backend<T> {
     return inner_.softmax_xent_forward_backward(logits, targets, mask, n, V, grad_scale,
                                                 dlogits, row_loss);
   }
+  // The convolver's calls are kernel calls too: wrapped like the others.
+  std::unique_ptr<kernels::FftConvolver<T>> make_fft_conv(int length, int channels, int max_batch,
+                                                          int max_features) override {
+    return std::make_unique<Convolver>(*this,
+                                       inner_.make_fft_conv(length, channels, max_batch, max_features));
+  }
+  void copy_rows(const T* src, int64_t src_stride, int64_t rows, int64_t width, T* dst,
+                 int64_t dst_stride) override {
+    Call c(*this, "copy_rows", {src, dst});
+    inner_.copy_rows(src, src_stride, rows, width, dst, dst_stride);
+  }
+  void s4d_carry_update(const kernels::ssm::S4dCarryDims& d, const kernels::ssm::S4dParams<T>& p,
+                        const T* u, double* state) override {
+    Call c(*this, "s4d_carry_update",
+           {p.log_dt, p.log_neg_a_re, p.a_im, p.c_re, p.c_im, u, state});
+    inner_.s4d_carry_update(d, p, u, state);
+  }
+  void s4d_carry_apply(const kernels::ssm::S4dCarryDims& d, const kernels::ssm::S4dParams<T>& p,
+                       const double* state, T* y) override {
+    Call c(*this, "s4d_carry_apply", {p.log_dt, p.log_neg_a_re, p.a_im, p.c_re, p.c_im, state, y});
+    inner_.s4d_carry_apply(d, p, state, y);
+  }
+  void s4d_carry_apply_backward(const kernels::ssm::S4dCarryDims& d,
+                                const kernels::ssm::S4dParams<T>& p, const double* state,
+                                const uint8_t* active, const T* dy,
+                                const kernels::ssm::S4dGrads<T>& g) override {
+    Call c(*this, "s4d_carry_apply_backward",
+           {p.log_dt, p.log_neg_a_re, p.a_im, p.c_re, p.c_im, state, active, dy, g.log_dt,
+            g.log_neg_a_re, g.a_im, g.c_re, g.c_im});
+    inner_.s4d_carry_apply_backward(d, p, state, active, dy, g);
+  }
 
  protected:
   virtual void check(const char* /*kernel*/, const void* /*pointer*/) {}
@@ -320,6 +351,25 @@ class ForwardingBackend : public kernels::Backend<T> {
     }
     ~Call() { backend.leave(); }
     ForwardingBackend& backend;
+  };
+  class Convolver final : public kernels::FftConvolver<T> {
+   public:
+    Convolver(ForwardingBackend& backend, std::unique_ptr<kernels::FftConvolver<T>> inner)
+        : backend_(backend), inner_(std::move(inner)) {}
+    void forward(const kernels::ssm::FftConvDims& d, const T* k, const T* u, const T* dskip,
+                 T* y) override {
+      Call c(backend_, "fft_conv forward", {k, u, dskip, y});
+      inner_->forward(d, k, u, dskip, y);
+    }
+    void backward(const kernels::ssm::FftConvDims& d, const T* k, const T* u, const T* dskip,
+                  const T* dy, T* du, T* dk, T* ddskip) override {
+      Call c(backend_, "fft_conv backward", {k, u, dskip, dy, du, dk, ddskip});
+      inner_->backward(d, k, u, dskip, dy, du, dk, ddskip);
+    }
+
+   private:
+    ForwardingBackend& backend_;
+    std::unique_ptr<kernels::FftConvolver<T>> inner_;
   };
   kernels::Backend<T>& inner_;
   kernels::Memory& memory_;

@@ -1,6 +1,7 @@
 // GPU training checks of issue 6 (label gpu; skip without a GPU; docs/gpu.md):
 //  - fp32 on the GPU tracks the CPU backend's loss curve within 1e-4 relative for 50 steps
-//    (the tiny config with Adafactor, and AdamW), and for every non-BST variant for 10 steps;
+//    (the tiny config with Adafactor, and AdamW), and for every variant (BST's SH/MH/MF with
+//    both SSM kernels included) for 10 steps;
 //  - two GPU runs are bit-identical (losses and final weights);
 //  - bf16 matrix products: the tiny config's loss after 200 steps within 1% of fp32.
 // Each run is the trainer's step loop (launch/trainer.cpp) without MPI: zero_grads, forward
@@ -111,8 +112,10 @@ TEST_F(CudaTraining, Fp32AdamWTracksCpuFor50Steps) {
                 "tiny rec:fixed:skip adamw");
 }
 
-TEST_F(CudaTraining, EveryNonBstVariantTracksCpu) {
-  for (const std::string variant : {"slide", "xl", "rec:lstm:dual", "rec:fixed:dual"}) {
+TEST_F(CudaTraining, EveryVariantTracksCpu) {
+  for (const std::string variant :
+       {"slide", "xl", "rec:lstm:dual", "rec:fixed:dual", "bst:sh:s4d", "bst:sh:unstructured",
+        "bst:mh:s4d", "bst:mh:unstructured", "bst:mf:s4d", "bst:mf:unstructured"}) {
     std::vector<std::string> o = {"model.variant=" + variant};
     if (variant == "xl") o.push_back("model.window=256");
     const auto cfg = tiny_config(o);

@@ -1,7 +1,8 @@
 // Host emulation check of a whole training step on the CUDA backend (tools/cuda_emulation,
 // docs/gpu.md): the CudaBackend class (its cuBLAS operand mapping, device memory, scratch
 // arena) and every kernel a model step launches, run by the emulator, against the CPU backend
-// — a micro model of each non-BST variant: forward loss, every parameter gradient, and (with
+// — a micro model of a variant (BST ones: variant names as core/model_config.h, e.g.
+// bst:sh:s4d, bst:mf:unstructured): forward loss, every parameter gradient, and (with
 // the optimizer) the weights after two optimizer steps and the next loss. fp32 ≤ 1e-5
 // relative; bf16 gemm ≤ 1e-2.
 #include <cmath>
@@ -86,6 +87,8 @@ void compare(const std::string& variant, const std::string& optimizer, bool bf16
   cfg.window = variant == "xl" ? 32 : 16;
   cfg.state_size = 16;
   cfg.recurrent_layers = {1};
+  cfg.ssm_state = 16;  // BST (layer 0): a small SSM state and MF context keep the emulation short
+  cfg.ctx_states = 4;
   cfg.resolve();
   core::OptimConfig optim;
   optim.kind = optimizer == "adamw" ? core::OptimKind::kAdamW : core::OptimKind::kAdafactor;
@@ -127,6 +130,7 @@ int main(int argc, char** argv) try {
     for (const char* v : {"rec:fixed:skip", "rec:lstm:dual", "slide", "xl"}) compare(v, "adafactor", false);
     compare("rec:fixed:skip", "adamw", false);
     compare("rec:fixed:skip", "adafactor", true);
+    for (const char* v : {"bst:sh:s4d", "bst:mf:unstructured"}) compare(v, "adafactor", false);
   }
   std::printf("%s (%d failures)\n", emu_check::failures() ? "FAILED" : "all training checks ok",
               emu_check::failures());

@@ -1,4 +1,6 @@
-#include "core/bst_s4d_carry.h"
+// The parameter gradient of the carried S4D term of MODEL §7.3 (s4d_kernel.h):
+//   y[b, c, t, f] += 2·Re Σ_n C̃_n·exp((t+1)·ΔA_n)·x_n,   C̃_n = C_n·(exp(ΔA_n) − 1)/A_n.
+#include "kernels/ssm/s4d_kernel.h"
 
 #include <cmath>
 #include <complex>
@@ -6,10 +8,9 @@
 #include <stdexcept>
 #include <string>
 
-namespace brt::core {
+namespace brt::kernels::ssm {
 
 using cplx = std::complex<double>;
-using kernels::ssm::kS4dMaxModes;
 
 // With P_n(t) = C_n·E_n·x_n·w_n^(t+1), E_n = (w_n − 1)/A_n, w_n = exp(Δ·A_n), and
 // G = Σ_b Σ_t dy[t]·x·w^(t+1), G1 = Σ_b Σ_t dy[t]·(t+1)·x·w^(t+1):
@@ -19,13 +20,13 @@ using kernels::ssm::kS4dMaxModes;
 // y = 2·Re P, so a real parameter θ gets 2·Re(Σ dy·∂P/∂θ); Im-type parameters (∂/∂θ = i·∂/∂z)
 // get −2·Im(...). Δ = exp(log_dt), Re A = −exp(a_re).
 template <typename T>
-void s4d_carry_apply_backward(const kernels::ssm::S4dCarryDims& d,
-                              const kernels::ssm::S4dParams<T>& p, const double* state,
+void s4d_carry_apply_backward(const S4dCarryDims& d,
+                              const S4dParams<T>& p, const double* state,
                               const uint8_t* active, const T* dy,
-                              const kernels::ssm::S4dGrads<T>& g) {
+                              const S4dGrads<T>& g) {
   const int R = d.filters(), F = d.features, M = d.modes, L = d.length, C = d.channels;
   if (M < 1 || M > kS4dMaxModes)
-    throw std::runtime_error("core/bst_s4d_carry: modes must be in [1, 128], got " + std::to_string(M));
+    throw std::runtime_error("kernels/ssm s4d_carry_apply_backward: modes must be in [1, 128], got " + std::to_string(M));
 #pragma omp parallel for schedule(static)
   for (int r = 0; r < R; ++r) {
     const int c = r / F, f = r % F;
@@ -85,13 +86,13 @@ void s4d_carry_apply_backward(const kernels::ssm::S4dCarryDims& d,
   }
 }
 
-template void s4d_carry_apply_backward<float>(const kernels::ssm::S4dCarryDims&,
-                                              const kernels::ssm::S4dParams<float>&, const double*,
+template void s4d_carry_apply_backward<float>(const S4dCarryDims&,
+                                              const S4dParams<float>&, const double*,
                                               const uint8_t*, const float*,
-                                              const kernels::ssm::S4dGrads<float>&);
-template void s4d_carry_apply_backward<double>(const kernels::ssm::S4dCarryDims&,
-                                               const kernels::ssm::S4dParams<double>&, const double*,
+                                              const S4dGrads<float>&);
+template void s4d_carry_apply_backward<double>(const S4dCarryDims&,
+                                               const S4dParams<double>&, const double*,
                                                const uint8_t*, const double*,
-                                               const kernels::ssm::S4dGrads<double>&);
+                                               const S4dGrads<double>&);
 
-}  // namespace brt::core
+}  // namespace brt::kernels::ssm
