@@ -10,9 +10,12 @@
 #include "launch/cli.h"
 #include "launch/commands.h"
 #include "launch/config.h"
+#include "launch/device_backend.h"
 #include "launch/evaluator.h"
 #include "launch/generator.h"
+#include "launch/gpu_binding.h"
 #include "launch/training_checkpoint.h"
+#include "parallel/launch_env.h"
 #include "parallel/layout.h"
 #include "parallel/mpi_session.h"
 #include "parallel/process_groups.h"
@@ -32,6 +35,30 @@ void reject_unknown_flags(const CommandLine& cl, std::initializer_list<const cha
     for (const char* k : known) ok = ok || flag == k;
     if (!ok) throw std::invalid_argument("command line: unknown flag --" + flag);
   }
+}
+
+// The checkpoint's run may have trained elsewhere (a GPU, fp64): where eval and generate
+// compute is this command's --device / --precision (default cpu, fp32), like its --tp.
+void reset_device_settings(RunConfig& cfg) {
+  cfg.train.device = "cpu";
+  cfg.train.precision = "fp32";
+}
+
+// The backend eval and generate compute on (docs/gpu.md): the CPU, or (--device cuda) the GPU
+// of this rank's local rank in fp32 or bf16. Throws naming the key and rank on a bad setting.
+std::unique_ptr<kernels::Backend<float>> command_backend(const RunConfig& cfg, int streams,
+                                                         int world_rank, const char* command) {
+  if (cfg.train.precision == "fp64")
+    throw std::invalid_argument(std::string(command) + ": train.precision = \"fp64\" is not "
+                                "supported here (it computes in fp32, or bf16 on the GPU)");
+  int gpu_device = -1;
+  if (cfg.train.device == "cuda") {
+    const parallel::LaunchInfo where =
+        parallel::query_launch_info(MPI_COMM_WORLD, parallel::process_env());
+    gpu_device = bind_gpu_for_local_rank(where.local_rank).device;
+  }
+  validate_device_settings(cfg.train, gpu_device, world_rank);
+  return make_run_backend<float>(cfg.train, gpu_device, cfg.model, streams);
 }
 
 }  // namespace
@@ -97,13 +124,15 @@ parallel::ProcessGroups tensor_parallel_groups(const core::ModelConfig& m, int w
 
 int command_eval(int argc, char** argv) {
   const CommandLine cl = parse_command_line(
-      argc, argv, {{"data", "data.path"}, {"batch", "train.batch"}, {"tp", "train.tp"}}, {"quiet"});
+      argc, argv, {{"data", "data.path"}, {"batch", "train.batch"}, {"tp", "train.tp"},
+                   {"device", "train.device"}, {"precision", "train.precision"}}, {"quiet"});
   reject_unknown_flags(cl, {"checkpoint", "split", "json", "quiet"});
   parallel::MpiSession mpi(&argc, &argv);
   const std::string ckpt = flag_or(cl, "checkpoint", cl.positional.empty() ? "" : cl.positional[0]);
   if (ckpt.empty()) throw std::invalid_argument("eval: --checkpoint FILE is required");
   RunConfig cfg = config_of_checkpoint(ckpt);
   cfg.train.tp = 1;  // the layout is this command's (--tp), not the saving run's
+  reset_device_settings(cfg);
   for (const auto& o : cl.overrides) apply_override(cfg, o);
   cfg.data.source = "shards";
   resolve(cfg);
@@ -111,8 +140,10 @@ int command_eval(int argc, char** argv) {
   // --tp T: T consecutive ranks share each model (vocabulary-parallel cross-entropy: every
   // rank of a TP group gets the whole rows' losses); DP = ranks / T.
   const parallel::ProcessGroups groups = tensor_parallel_groups(cfg.model, mpi.world_size(), cfg.train.tp);
-  auto backend = kernels::make_cpu_backend<float>();
-  core::Model<float> model(cfg.model, cfg.train.batch, *backend, core::TensorParallel(groups.tp()));
+  auto backend = command_backend(cfg, cfg.train.batch, mpi.world_rank(), "eval");
+  std::unique_ptr<parallel::Communicator> device_tp;
+  core::Model<float> model(cfg.model, cfg.train.batch, *backend,
+                           make_run_tensor_parallel(groups.tp(), *backend, device_tp));
   load_model_parameters(ckpt, model);
   // Documents are dealt to the streams of all DP ranks; totals are summed over the dp group.
   parallel::Communicator& dp = groups.dp();
@@ -131,7 +162,9 @@ int command_eval(int argc, char** argv) {
 }
 
 int command_generate(int argc, char** argv) {
-  const CommandLine cl = parse_command_line(argc, argv, {{"tp", "train.tp"}}, {"quiet"});
+  const CommandLine cl = parse_command_line(
+      argc, argv, {{"tp", "train.tp"}, {"device", "train.device"}, {"precision", "train.precision"}},
+      {"quiet"});
   reject_unknown_flags(cl, {"checkpoint", "prompt", "tokenizer", "max-tokens", "temperature",
                             "top-k", "top-p", "seed", "quiet"});
   parallel::MpiSession mpi(&argc, &argv);
@@ -139,6 +172,7 @@ int command_generate(int argc, char** argv) {
   if (ckpt.empty()) throw std::invalid_argument("generate: --checkpoint FILE is required");
   RunConfig cfg = config_of_checkpoint(ckpt);
   cfg.train.tp = 1;  // the layout is this command's (--tp), not the saving run's
+  reset_device_settings(cfg);
   for (const auto& o : cl.overrides) apply_override(cfg, o);
   // One block per segment: the carried state is the whole context before the current block.
   cfg.model.seq_len = cfg.model.window;
@@ -156,8 +190,10 @@ int command_generate(int argc, char** argv) {
                                 "), not " + std::to_string(mpi.world_size()));
   const parallel::ProcessGroups groups = tensor_parallel_groups(cfg.model, mpi.world_size(), cfg.train.tp);
   const bool root = mpi.world_rank() == 0;
-  auto backend = kernels::make_cpu_backend<float>();
-  core::Model<float> model(cfg.model, 1, *backend, core::TensorParallel(groups.tp()));
+  auto backend = command_backend(cfg, 1, mpi.world_rank(), "generate");
+  std::unique_ptr<parallel::Communicator> device_tp;
+  core::Model<float> model(cfg.model, 1, *backend,
+                           make_run_tensor_parallel(groups.tp(), *backend, device_tp));
   load_model_parameters(ckpt, model);
   SamplingOptions opt;
   opt.max_tokens = std::stoi(flag_or(cl, "max-tokens", "200"));

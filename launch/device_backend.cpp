@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "parallel/mpi_communicator.h"
+
 #ifdef BRT_WITH_CUDA
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_optimizer_kernels.h"
@@ -110,6 +112,20 @@ std::unique_ptr<parallel::Communicator> make_device_group(MPI_Comm group, const 
 #endif
 }
 
+template <typename T>
+core::TensorParallel make_run_tensor_parallel(parallel::Communicator& tp_group,
+                                              kernels::Backend<T>& backend,
+                                              std::unique_ptr<parallel::Communicator>& device_tp) {
+  device_tp.reset();
+  if (!backend.memory().host_accessible() && tp_group.size() > 1) {
+    const auto* mpi_tp = dynamic_cast<const parallel::MpiCommunicator*>(&tp_group);
+    if (mpi_tp == nullptr)
+      throw std::logic_error("tensor parallelism on the GPU needs the MPI backend's tp group");
+    device_tp = make_device_group(mpi_tp->mpi_comm(), "tp");
+  }
+  return core::TensorParallel(tp_group, backend.memory(), device_tp.get(), backend_stream(backend));
+}
+
 double measure_gpu_bf16_peak_gflops() {
 #ifdef BRT_WITH_CUDA
   return kernels::cuda::measure_gemm_peak_tflops(kernels::cuda::Precision::kBf16, 8192) * 1e3;
@@ -122,6 +138,10 @@ template std::unique_ptr<kernels::Backend<float>> make_run_backend(const TrainCo
                                                                    const core::ModelConfig&, int);
 template std::unique_ptr<kernels::Backend<double>> make_run_backend(const TrainConfig&, int,
                                                                     const core::ModelConfig&, int);
+template core::TensorParallel make_run_tensor_parallel(parallel::Communicator&, kernels::Backend<float>&,
+                                                       std::unique_ptr<parallel::Communicator>&);
+template core::TensorParallel make_run_tensor_parallel(parallel::Communicator&, kernels::Backend<double>&,
+                                                       std::unique_ptr<parallel::Communicator>&);
 template std::unique_ptr<kernels::OptimizerKernels<float>> make_run_optimizer_kernels(kernels::Backend<float>&);
 template std::unique_ptr<kernels::OptimizerKernels<double>> make_run_optimizer_kernels(kernels::Backend<double>&);
 

@@ -10,6 +10,7 @@
 
 #include <mpi.h>
 
+#include "core/tensor_parallel.h"
 #include "kernels/backend.h"
 #include "kernels/optimizer_kernels.h"
 #include "launch/config.h"
@@ -52,6 +53,15 @@ parallel::Stream backend_stream(kernels::Backend<T>&) { return {}; }
 // data-parallel gradient reductions and the tensor-parallel collectives of a model in GPU
 // memory. Collective over `group`.
 std::unique_ptr<parallel::Communicator> make_device_group(MPI_Comm group, const std::string& name);
+
+// The tensor-parallel context of a model on `backend` over `tp_group` (an MPI communicator;
+// docs/parallelism.md): on the CUDA backend with TP > 1 its collectives run on an NCCL
+// communicator over the same ranks, made here and kept in `device_tp` (which must outlive the
+// model), ordered on the backend's stream (core/tensor_parallel.h). Collective over tp_group.
+template <typename T>
+core::TensorParallel make_run_tensor_parallel(parallel::Communicator& tp_group,
+                                              kernels::Backend<T>& backend,
+                                              std::unique_ptr<parallel::Communicator>& device_tp);
 
 // MFU denominator for the CUDA backend: the bf16 dense matrix peak, GFLOP/s, measured now
 // with a large cuBLAS bf16 GEMM on the current GPU (docs/gpu.md). Throws without CUDA.

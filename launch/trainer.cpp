@@ -132,15 +132,8 @@ TrainResult train_with(const TrainOptions& options) {
   // collectives run on an NCCL communicator over the same ranks, ordered on the backend's
   // stream (core/tensor_parallel.h).
   std::unique_ptr<parallel::Communicator> device_tp;  // NCCL over the tp group (cuda, TP > 1)
-  if (on_gpu && options.groups && options.groups->tp().size() > 1) {
-    const auto* mpi_tp = dynamic_cast<const parallel::MpiCommunicator*>(&options.groups->tp());
-    if (mpi_tp == nullptr)
-      throw std::logic_error("tensor parallelism on the GPU needs the MPI backend's tp group");
-    device_tp = make_device_group(mpi_tp->mpi_comm(), "tp");
-  }
   const core::TensorParallel tp =
-      options.groups ? core::TensorParallel(options.groups->tp(), backend->memory(),
-                                            device_tp.get(), backend_stream(*backend))
+      options.groups ? make_run_tensor_parallel(options.groups->tp(), *backend, device_tp)
                      : core::TensorParallel();
   core::Model<T> model(cfg.model, cfg.train.batch, *backend, tp);
   model.params().initialize(uint64_t(cfg.train.seed));

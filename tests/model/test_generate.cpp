@@ -9,6 +9,7 @@
 #include "kernels/backend.h"
 #include "launch/generator.h"
 #include "model_test_util.h"
+#include "tests/common/guarded_backend.h"
 
 namespace brt::testing {
 namespace {
@@ -67,6 +68,29 @@ TEST(Generation, SamplingIsDeterministicForASeed) {
   };
   EXPECT_EQ(run(7), run(7));
   EXPECT_NE(run(7), run(8));
+}
+
+// `generate --device cuda` (docs/gpu.md): the model's buffers in memory the host cannot read
+// (GuardedBackend: a stray host dereference is a SIGSEGV) sample exactly the CPU's tokens.
+TEST(Generation, BackendMemoryTheHostCannotReadSamplesTheSameTokens) {
+  for (const char* variant : {"rec:lstm:dual", "bst:sh:s4d"}) {
+    core::ModelConfig cfg = tiny_config(variant);
+    cfg.seq_len = cfg.window;
+    if (cfg.variant.rfind("bst:", 0) == 0) cfg.ssm_state = 8;  // a small SSM state
+    launch::SamplingOptions opt;
+    opt.temperature = 1.0;
+    opt.max_tokens = 12;
+    opt.seed = 3;
+    auto run = [&](kernels::Backend<float>& backend) {
+      core::Model<float> model(cfg, 1, backend);
+      model.params().initialize(4);
+      launch::Generator gen(model);
+      return gen.generate({1, 2, 3, 4, 5, 6, 7, 8, 9}, opt, cfg.vocab, {});
+    };
+    auto cpu = kernels::make_cpu_backend<float>();
+    GuardedBackend<float> guarded;
+    EXPECT_EQ(run(*cpu), run(guarded)) << variant;
+  }
 }
 
 TEST(Generation, TopKOneAndTinyTopPAreGreedy) {

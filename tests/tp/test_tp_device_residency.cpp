@@ -9,7 +9,10 @@
 // memory is a SIGSEGV; every result must be bit-identical to the plain CPU run (the staged
 // collective moves the same bytes through the same MPI reduction).
 // Variants: rec:fixed:skip (fixed gate: the bias gradient's all-reduce) and rec:lstm:dual
-// (LSTM gates' reduce-scatter, the state MLP's add_local_rows), both with Σ split over TP.
+// (LSTM gates' reduce-scatter, the state MLP's add_local_rows), both with Σ split over TP;
+// BST variants (the SSM features split over TP: W_dn's input-gradient and W_up's output
+// all-reduces, the replicated filter network's gradient all-reduce, the staged kernel
+// generation and the carry of this rank's features).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -109,8 +112,9 @@ TEST_P(TpDeviceResidency, GuardedMemoryRunIsBitIdenticalToTheCpuBackend) {
   expect_bit_identical(got.grads, want.grads, "gradient of parameter");
 }
 
-INSTANTIATE_TEST_SUITE_P(SequenceParallel, TpDeviceResidency,
-                         ::testing::Values("rec:fixed:skip", "rec:lstm:dual"),
+INSTANTIATE_TEST_SUITE_P(Variants, TpDeviceResidency,
+                         ::testing::Values("rec:fixed:skip", "rec:lstm:dual", "bst:sh:s4d",
+                                           "bst:mh:s4d", "bst:mf:unstructured"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n) if (c == ':') c = '_';
