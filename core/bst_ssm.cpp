@@ -51,7 +51,7 @@ BstSsm<T>::BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::strin
       tp_(tp),
       prefix_(prefix + "ssm."),
       memory_(memory),
-      staged_(!memory.host_accessible()),
+      staged_(!memory.host_accessible() && cfg.ssm_kernel != SsmKernel::kS4D),
       streams_(streams),
       channels_(ssm_channels(cfg)),
       d_full_(cfg.d_model / 4),
@@ -92,7 +92,6 @@ BstSsm<T>::BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::strin
     a_im_ = declare_with(store, prefix_ + "a_im", {C, Ds_full, M}, a_im, features);
     c_re_ = declare_normal(store, prefix_ + "c_re", {C, Ds_full, M}, std::sqrt(0.5), features);
     c_im_ = declare_normal(store, prefix_ + "c_im", {C, Ds_full, M}, std::sqrt(0.5), features);
-    kernel_param_ids_ = {log_dt_, a_re_, a_im_, c_re_, c_im_};
   } else {
     const int O = 64, E = ssm::ImplicitFilter<T>::kEmbed;
     const std::string f = prefix_ + "filter.";
@@ -227,20 +226,21 @@ void BstSsm<T>::upload_kernel_grads(kernels::Backend<T>& be) {
   }
 }
 
-// K [C, Ds, N] from the S4D modes or the implicit filter network (MODEL §7.1), on the host.
+// K [C, Ds, N] (MODEL §7.1): S4D modes through the backend (a kernel on the GPU), the implicit
+// filter network on the host (staged through copies on device memory, see
+// download_kernel_params).
 template <typename T>
-void BstSsm<T>::generate_kernel() {
+void BstSsm<T>::generate_kernel(kernels::Backend<T>& be) {
+  if (s4d_) {
+    be.s4d_kernel_forward(ssm::S4dDims{channels_ * d_small_, modes_, cfg_.seq_len}, s4d_params(),
+                          kernel_.data());
+    return;
+  }
   download_kernel_params();
   T* kernel = staged_ ? host_kernel_.data() : kernel_.data();
-  if (s4d_) {
-    const ssm::S4dParams<T> p{host_value(0), host_value(1), host_value(2), host_value(3),
-                              host_value(4)};
-    ssm::s4d_kernel_forward(ssm::S4dDims{channels_ * d_small_, modes_, cfg_.seq_len}, p, kernel);
-  } else {
-    filter_net_->forward({host_value(0), host_value(1), host_value(2), host_value(3),
-                          host_value(4), host_value(5), host_value(6), host_value(7)},
-                         kernel);
-  }
+  filter_net_->forward({host_value(0), host_value(1), host_value(2), host_value(3),
+                        host_value(4), host_value(5), host_value(6), host_value(7)},
+                       kernel);
   if (staged_) kernel_.from_host(host_kernel_);
 }
 
@@ -259,7 +259,7 @@ void BstSsm<T>::forward(kernels::Backend<T>& be, const uint8_t* doc_start, const
   // Z = RMSNorm_ssm(X); U = Z·W_dn
   be.rmsnorm_forward(x, store_[norm_].value, rows, D, z_.data(), rstd_.data());
   linear_forward(be, z_.data(), rows, D, store_[w_dn_].value, Ds, u_.data());
-  generate_kernel();
+  generate_kernel(be);
   bool any = false;
   for (int b = 0; b < B; ++b) {
     active_[size_t(b)] = carry_ && !doc_start[b];
@@ -328,24 +328,22 @@ void BstSsm<T>::up_forward(kernels::Backend<T>& be) {
   tp_.reduce_output(ctx_.data(), int64_t(ctx_.size()));
 }
 
-// dK → the generator's parameter gradients, on the host (see generate_kernel). The filter
+// dK → the generator's parameter gradients (S4D on the backend, the filter network on the
+// host: see generate_kernel). The filter
 // network is replicated under TP but each rank backpropagates only its own filters: its
 // gradient contributions are summed over TP (not the accumulated gradient, which may hold
 // earlier micro-batches' already-reduced sums).
 template <typename T>
 void BstSsm<T>::kernel_backward(kernels::Backend<T>& be) {
+  if (s4d_) {
+    be.s4d_kernel_backward(ssm::S4dDims{channels_ * d_small_, modes_, cfg_.seq_len}, s4d_params(),
+                           dkernel_.data(), s4d_grads());
+    return;
+  }
   const T* dkernel = dkernel_.data();
   if (staged_) {
     memory_.to_host(host_dkernel_.data(), dkernel_.data(), host_dkernel_.size() * sizeof(T));
     dkernel = host_dkernel_.data();
-  }
-  if (s4d_) {
-    const ssm::S4dParams<T> p{host_value(0), host_value(1), host_value(2), host_value(3),
-                              host_value(4)};
-    ssm::s4d_kernel_backward(ssm::S4dDims{channels_ * d_small_, modes_, cfg_.seq_len}, p, dkernel,
-                             {host_grad(0), host_grad(1), host_grad(2), host_grad(3), host_grad(4)});
-    upload_kernel_grads(be);
-    return;
   }
   const ssm::ImplicitFilterParams<T> p{host_value(0), host_value(1), host_value(2), host_value(3),
                                        host_value(4), host_value(5), host_value(6), host_value(7)};

@@ -76,12 +76,12 @@ class BstSsm {
   kernels::ssm::S4dParams<T> s4d_params() const;  // the store's (backend memory)
   kernels::ssm::S4dGrads<T> s4d_grads() const;
   // The kernel generator's parameters and gradients as the host sees them: the store's own
-  // on host memory, else the staging copies (kernel_param_ids_ order).
+  // on host memory, else the staging copies (kernel_param_ids_ order; unstructured only).
   const T* host_value(int slot) const;
   T* host_grad(int slot);
   void download_kernel_params();
   void upload_kernel_grads(kernels::Backend<T>& be);
-  void generate_kernel();
+  void generate_kernel(kernels::Backend<T>& be);
   // Y_c of stream b: the last N rows of channel c's convolution output, [N, Ds].
   T* y_rows(T* y, int b, int c) const;
   const T* y_rows(const T* y, int b, int c) const { return y_rows(const_cast<T*>(y), b, c); }
@@ -94,7 +94,7 @@ class BstSsm {
   TensorParallel tp_;
   std::string prefix_;
   kernels::Memory& memory_;
-  bool staged_;  // memory_ is not host-accessible: kernel generation staged through copies
+  bool staged_;  // the implicit filter on memory the host cannot read: staged through copies
   int streams_, channels_;
   int d_full_;   // Ds = D/4 (the declared shapes)
   int d_small_;  // this rank's features, Ds / TP
@@ -104,7 +104,7 @@ class BstSsm {
   int norm_ = -1, w_dn_ = -1, w_up_ = -1, dskip_ = -1;
   int log_dt_ = -1, a_re_ = -1, a_im_ = -1, c_re_ = -1, c_im_ = -1;
   int filter_[8] = {-1, -1, -1, -1, -1, -1, -1, -1};  // w0 b0 w1 b1 w2 b2 freq w_out
-  std::vector<int> kernel_param_ids_;  // s4d: log_dt a_re a_im c_re c_im; else filter_
+  std::vector<int> kernel_param_ids_;  // unstructured: filter_ (the staged generator)
   // Made on the first forward, the first time the backend is seen (layers are built from its
   // Memory alone); sized for (streams, Ds), so no later step allocates.
   std::unique_ptr<kernels::FftConvolver<T>> conv_;

@@ -204,6 +204,13 @@ class Backend {
   // scatters of row blocks (MF block ends, [U_prev; U], zero-padded kernels). No overlap.
   virtual void copy_rows(const T* src, int64_t src_stride, int64_t rows, int64_t width, T* dst,
                          int64_t dst_stride) = 0;
+  // S4D kernel generation (MODEL §7.1 `s4d`; kernels/ssm/s4d_kernel.h: layouts and formulas):
+  // K [R, L] from the parameters (overwrites), and its backward (accumulates into g, null
+  // entries skipped). Parameters and gradients are the ParamStore's, in this backend's memory.
+  virtual void s4d_kernel_forward(const ssm::S4dDims& d, const ssm::S4dParams<T>& p,
+                                  T* kernel) = 0;
+  virtual void s4d_kernel_backward(const ssm::S4dDims& d, const ssm::S4dParams<T>& p,
+                                   const T* dkernel, const ssm::S4dGrads<T>& g) = 0;
   // The carried S4D state of MODEL §7.3 (kernels/ssm/s4d_kernel.h: layouts and formulas). The
   // state is [B, C, Ds, M, 2] doubles in this backend's memory; parameters and gradients are
   // the ParamStore's, u/y/dy activations, active [B] (1: the stream continues a document).

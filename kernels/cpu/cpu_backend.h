@@ -148,6 +148,14 @@ class CpuBackend final : public Backend<T> {
                                                  int max_features) override;
   void copy_rows(const T* src, int64_t src_stride, int64_t rows, int64_t width, T* dst,
                  int64_t dst_stride) override;
+  void s4d_kernel_forward(const ssm::S4dDims& d, const ssm::S4dParams<T>& p,
+                          T* kernel) override {
+    ssm::s4d_kernel_forward(d, p, kernel);
+  }
+  void s4d_kernel_backward(const ssm::S4dDims& d, const ssm::S4dParams<T>& p, const T* dkernel,
+                           const ssm::S4dGrads<T>& g) override {
+    ssm::s4d_kernel_backward(d, p, dkernel, g);
+  }
   void s4d_carry_update(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p, const T* u,
                         double* state) override {
     ssm::s4d_carry_update(d, p, u, state);

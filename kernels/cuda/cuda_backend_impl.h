@@ -162,6 +162,14 @@ class CudaBackend final : public Backend<float> {
                  int64_t dst_stride) override {
     launch_copy_rows(src, src_stride, rows, width, dst, dst_stride, stream_);
   }
+  void s4d_kernel_forward(const ssm::S4dDims& d, const ssm::S4dParams<float>& p,
+                          float* kernel) override {
+    launch_s4d_kernel_forward(d, p, kernel, scratch(), stream_);
+  }
+  void s4d_kernel_backward(const ssm::S4dDims& d, const ssm::S4dParams<float>& p,
+                           const float* dkernel, const ssm::S4dGrads<float>& g) override {
+    launch_s4d_kernel_backward(d, p, dkernel, g, scratch(), stream_);
+  }
   void s4d_carry_update(const ssm::S4dCarryDims& d, const ssm::S4dParams<float>& p,
                         const float* u, double* state) override {
     launch_s4d_carry_update(d, p, u, state, stream_);

@@ -114,6 +114,11 @@ void launch_cross_attention_backward(const CrossAttnDims& d, const float* q, con
 // ---- ssm.cu (MODEL §7.1, §7.3: the BST SSM besides its FFT convolution) ----
 void launch_copy_rows(const float* src, int64_t src_stride, int64_t rows, int64_t width,
                       float* dst, int64_t dst_stride, cudaStream_t stream);
+void launch_s4d_kernel_forward(const ssm::S4dDims& d, const ssm::S4dParams<float>& p,
+                               float* kernel, DeviceArena& scratch, cudaStream_t stream);
+void launch_s4d_kernel_backward(const ssm::S4dDims& d, const ssm::S4dParams<float>& p,
+                                const float* dkernel, const ssm::S4dGrads<float>& g,
+                                DeviceArena& scratch, cudaStream_t stream);
 void launch_s4d_carry_update(const ssm::S4dCarryDims& d, const ssm::S4dParams<float>& p,
                              const float* u, double* state, cudaStream_t stream);
 void launch_s4d_carry_apply(const ssm::S4dCarryDims& d, const ssm::S4dParams<float>& p,

@@ -1,6 +1,7 @@
-// The BST SSM's data-sized work besides the FFT convolution (MODEL §7.1, §7.3; CPU versions:
+// The BST SSM besides the FFT convolution (MODEL §7.1, §7.3; CPU versions:
 // kernels/cpu/cpu_backend.cpp copy_rows and kernels/ssm/s4d_kernel.cpp, s4d_carry_backward.cpp):
-// strided row copies and the carried S4D state's update, response and parameter gradient.
+// strided row copies, S4D kernel generation and its backward, and the carried S4D state's
+// update, response and parameter gradient.
 // The state and every mode sum are in double, as on the CPU (the carry is a long exact
 // recurrence). Each output element is owned by one thread and summed in a fixed order (no
 // atomics): deterministic.
@@ -164,6 +165,73 @@ __global__ void s4d_carry_grad_kernel(ssm::S4dCarryDims d, ssm::S4dParams<float>
   }
 }
 
+// c_tilde[r, n] = C̃_n = C_n·E_n and dta[r, n] = ΔA_n: the kernel's per-mode constants.
+__global__ void s4d_kernel_modes_kernel(int filters, int modes, ssm::S4dParams<float> p,
+                                        Complex* c_tilde, Complex* dta) {
+  const int64_t total = int64_t{filters} * modes;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const Mode m = load_mode(p, modes, i / modes, static_cast<int>(i % modes));
+    c_tilde[i] = cmul(m.c, m.zoh);
+    dta[i] = m.dta;
+  }
+}
+
+// One thread per tap: K[r, l] = 2·Re Σ_n C̃_n·exp(l·ΔA_n), the power evaluated directly in
+// double (the CPU walks powers, re-anchored every 1024 taps: both are exact to ~1e-13).
+__global__ void s4d_kernel_forward_kernel(ssm::S4dDims d, const Complex* c_tilde,
+                                          const Complex* dta, float* kernel) {
+  const int M = d.modes, L = d.length;
+  const int64_t total = int64_t{d.filters} * L;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = e / L;
+    const double l = static_cast<double>(e % L);
+    const Complex* k = c_tilde + r * M;
+    const Complex* a = dta + r * M;
+    double sum = 0;
+    for (int n = 0; n < M; ++n) sum += cmul(k[n], cexp({l * a[n].re, l * a[n].im})).re;
+    kernel[e] = static_cast<float>(2.0 * sum);
+  }
+}
+
+// One thread per (r, n) (the derivation is in kernels/ssm/s4d_kernel.cpp): S = Σ_l dK[l]·w^l,
+// S' = Σ_l l·dK[l]·w^l, then C's and A's gradients; the Δ part goes to dlog_dt_parts[r, n].
+__global__ void s4d_kernel_backward_kernel(ssm::S4dDims d, ssm::S4dParams<float> p,
+                                           const float* dkernel, ssm::S4dGrads<float> g,
+                                           double* dlog_dt_parts) {
+  const int M = d.modes, L = d.length;
+  const int64_t total = int64_t{d.filters} * M;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / M;
+    const Mode m = load_mode(p, M, r, static_cast<int>(i % M));
+    const float* gk = dkernel + r * L;
+    Complex S{0, 0}, S1{0, 0}, z{1, 0};
+    for (int l = 0; l < L; ++l) {
+      const double e = static_cast<double>(gk[l]), el = e * l;
+      S.re += e * z.re;
+      S.im += e * z.im;
+      S1.re += el * z.re;
+      S1.im += el * z.im;
+      z = cmul(z, m.w);
+    }
+    const Complex c_tilde = cmul(m.c, m.zoh);
+    const Complex es = cmul(m.zoh, S);
+    // ∂C̃/∂A = C·(Δ·w − E)/A, ∂S/∂A = Δ·S'.
+    const Complex ra = cdiv({m.dt * m.w.re - m.zoh.re, m.dt * m.w.im - m.zoh.im}, m.a);
+    const Complex ga = cmul(cmul(m.c, ra), S), gb = cmul(c_tilde, S1);
+    const Complex grad_a{ga.re + m.dt * gb.re, ga.im + m.dt * gb.im};
+    // ∂C̃/∂Δ = C·w, ∂S/∂Δ = A·S'.
+    const Complex cw = cmul(cmul(m.c, m.w), S), ca = cmul(gb, m.a);
+    if (g.c_re) g.c_re[i] += static_cast<float>(2.0 * es.re);
+    if (g.c_im) g.c_im[i] += static_cast<float>(-2.0 * es.im);
+    if (g.log_neg_a_re) g.log_neg_a_re[i] += static_cast<float>(2.0 * grad_a.re * m.a.re);
+    if (g.a_im) g.a_im[i] += static_cast<float>(-2.0 * grad_a.im);
+    dlog_dt_parts[i] = 2.0 * m.dt * (cw.re + ca.re);
+  }
+}
+
 // log_dt[r] += Σ_n parts[r, n] in mode order.
 __global__ void s4d_carry_log_dt_kernel(int filters, int modes, const double* parts,
                                         float* dlog_dt) {
@@ -188,6 +256,37 @@ void launch_copy_rows(const float* src, int64_t src_stride, int64_t rows, int64_
   copy_rows_kernel<<<elementwise_blocks(rows * width), 256, 0, stream>>>(src, src_stride, rows,
                                                                          width, dst, dst_stride);
   BRT_CUDA_CHECK_LAUNCH("copy_rows");
+}
+
+void launch_s4d_kernel_forward(const ssm::S4dDims& d, const ssm::S4dParams<float>& p,
+                               float* kernel, DeviceArena& scratch, cudaStream_t stream) {
+  check_modes(d.modes, "s4d_kernel_forward");
+  const int64_t rm = int64_t{d.filters} * d.modes, taps = int64_t{d.filters} * d.length;
+  if (rm == 0 || taps == 0) return;
+  Complex* c_tilde = scratch.allocate_array<Complex>(size_t(rm), "s4d_kernel_forward C~");
+  Complex* dta = scratch.allocate_array<Complex>(size_t(rm), "s4d_kernel_forward dtA");
+  s4d_kernel_modes_kernel<<<elementwise_blocks(rm), 256, 0, stream>>>(d.filters, d.modes, p,
+                                                                      c_tilde, dta);
+  BRT_CUDA_CHECK_LAUNCH("s4d_kernel_forward modes");
+  s4d_kernel_forward_kernel<<<elementwise_blocks(taps), 256, 0, stream>>>(d, c_tilde, dta, kernel);
+  BRT_CUDA_CHECK_LAUNCH("s4d_kernel_forward");
+}
+
+void launch_s4d_kernel_backward(const ssm::S4dDims& d, const ssm::S4dParams<float>& p,
+                                const float* dkernel, const ssm::S4dGrads<float>& g,
+                                DeviceArena& scratch, cudaStream_t stream) {
+  check_modes(d.modes, "s4d_kernel_backward");
+  const int64_t rm = int64_t{d.filters} * d.modes;
+  if (rm == 0 || d.length == 0) return;
+  double* parts = scratch.allocate_array<double>(size_t(rm), "s4d_kernel_backward dlog_dt");
+  s4d_kernel_backward_kernel<<<elementwise_blocks(rm, 128), 128, 0, stream>>>(d, p, dkernel, g,
+                                                                              parts);
+  BRT_CUDA_CHECK_LAUNCH("s4d_kernel_backward");
+  if (g.log_dt) {
+    s4d_carry_log_dt_kernel<<<elementwise_blocks(d.filters), 256, 0, stream>>>(d.filters, d.modes,
+                                                                              parts, g.log_dt);
+    BRT_CUDA_CHECK_LAUNCH("s4d_kernel_backward log_dt");
+  }
 }
 
 void launch_s4d_carry_update(const ssm::S4dCarryDims& d, const ssm::S4dParams<float>& p,

@@ -315,6 +315,17 @@ class ForwardingBackend : public kernels::Backend<T> {
     Call c(*this, "copy_rows", {src, dst});
     inner_.copy_rows(src, src_stride, rows, width, dst, dst_stride);
   }
+  void s4d_kernel_forward(const kernels::ssm::S4dDims& d, const kernels::ssm::S4dParams<T>& p,
+                          T* kernel) override {
+    Call c(*this, "s4d_kernel_forward", {p.log_dt, p.log_neg_a_re, p.a_im, p.c_re, p.c_im, kernel});
+    inner_.s4d_kernel_forward(d, p, kernel);
+  }
+  void s4d_kernel_backward(const kernels::ssm::S4dDims& d, const kernels::ssm::S4dParams<T>& p,
+                           const T* dkernel, const kernels::ssm::S4dGrads<T>& g) override {
+    Call c(*this, "s4d_kernel_backward", {p.log_dt, p.log_neg_a_re, p.a_im, p.c_re, p.c_im, dkernel,
+                                          g.log_dt, g.log_neg_a_re, g.a_im, g.c_re, g.c_im});
+    inner_.s4d_kernel_backward(d, p, dkernel, g);
+  }
   void s4d_carry_update(const kernels::ssm::S4dCarryDims& d, const kernels::ssm::S4dParams<T>& p,
                         const T* u, double* state) override {
     Call c(*this, "s4d_carry_update",

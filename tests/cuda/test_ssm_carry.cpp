@@ -1,8 +1,9 @@
 // The BST SSM's backend calls besides the convolution (kernels/cuda/ssm.cu, MODEL §7.1, §7.3)
 // against the CPU backend on fresh random inputs: strided row copies (bit-identical), the S4D
 // carry's update (double state), response (accumulated into random y) and parameter gradient
-// (accumulated into random gradients, one stream inactive), and a bit-identical rerun; plus
-// the backend's convolver (make_fft_conv) against the CPU one.
+// (accumulated into random gradients, one stream inactive), and a bit-identical rerun; S4D
+// kernel generation and its backward (L past the CPU's 1024-tap re-anchoring); plus the
+// backend's convolver (make_fft_conv) against the CPU one.
 #include <cmath>
 #include <vector>
 
@@ -73,6 +74,44 @@ TEST_F(CudaSsmTest, S4dCarryMatchesCpu) {
   const std::vector<float> state_f(state.begin(), state.end());
   EXPECT_REL_CLOSE(runs[0][6], state_f, kFp32Tolerance, "updated state");
   for (int i = 0; i < 7; ++i) EXPECT_TRUE(bit_identical(runs[0][i], runs[1][i])) << "rerun differs in " << i;
+}
+
+TEST_F(CudaSsmTest, S4dKernelGenerationMatchesCpu) {
+  SCOPED_TRACE(rng_.trace());
+  const ssm::S4dDims d{6, 8, 1500};  // R filters, M modes, L taps
+  const std::size_t R = std::size_t(d.filters), RM = R * std::size_t(d.modes);
+  std::vector<float> log_dt(R), a_re(RM), a_im(RM), c_re = rng_.normal(RM), c_im = rng_.normal(RM);
+  const auto unit = rng_.normal(R + RM);
+  for (std::size_t r = 0; r < R; ++r) log_dt[r] = -4.6f + 0.5f * std::tanh(unit[r]);
+  for (std::size_t i = 0; i < RM; ++i) {
+    a_re[i] = std::log(0.5f) + 0.3f * std::tanh(unit[R + i]);
+    a_im[i] = 3.14159265f * float(i % std::size_t(d.modes));
+  }
+  const auto dkernel = rng_.normal(R * std::size_t(d.length));
+  std::vector<std::vector<float>> grads = {rng_.normal(R), rng_.normal(RM), rng_.normal(RM),
+                                           rng_.normal(RM), rng_.normal(RM)};
+  const ssm::S4dParams<float> p_dev{upload(log_dt), upload(a_re), upload(a_im), upload(c_re),
+                                    upload(c_im)};
+  const float* d_dk = upload(dkernel);
+  std::vector<float> runs[2][6];
+  for (auto& run : runs) {
+    std::vector<float*> d_g;
+    for (const auto& g : grads) d_g.push_back(upload(g));
+    float* d_kernel = poisoned(dkernel.size());
+    gpu_->s4d_kernel_forward(d, p_dev, d_kernel);
+    gpu_->s4d_kernel_backward(d, p_dev, d_dk, {d_g[0], d_g[1], d_g[2], d_g[3], d_g[4]});
+    run[0] = download(d_kernel, dkernel.size());
+    for (int i = 0; i < 5; ++i) run[1 + i] = download(d_g[size_t(i)], grads[size_t(i)].size());
+  }
+  const ssm::S4dParams<float> p{log_dt.data(), a_re.data(), a_im.data(), c_re.data(), c_im.data()};
+  std::vector<float> kernel(dkernel.size());
+  cpu_->s4d_kernel_forward(d, p, kernel.data());
+  cpu_->s4d_kernel_backward(d, p, dkernel.data(), {grads[0].data(), grads[1].data(),
+                                                   grads[2].data(), grads[3].data(), grads[4].data()});
+  EXPECT_REL_CLOSE(runs[0][0], kernel, kFp32Tolerance, "K");
+  const char* names[5] = {"dlog_dt", "da_re", "da_im", "dc_re", "dc_im"};
+  for (int i = 0; i < 5; ++i) EXPECT_REL_CLOSE(runs[0][1 + i], grads[size_t(i)], kFp32Tolerance, names[i]);
+  for (int i = 0; i < 6; ++i) EXPECT_TRUE(bit_identical(runs[0][i], runs[1][i])) << "rerun differs in " << i;
 }
 
 TEST_F(CudaSsmTest, BackendConvolverMatchesCpu) {
