@@ -3,14 +3,15 @@
 # compares it with the CPU backend: a development check of indexing and arithmetic before a
 # GPU is available (docs/gpu.md). Not part of CI (a few minutes: each emulated block starts
 # hundreds of threads). Usage: tools/cuda_emulation/run.sh <build dir with libbrt_kernels.a and
-# libbrt_core.a> (the optimizer check runs core's optimizers on the emulated kernels).
+# libbrt_core.a> (the optimizer check runs core's optimizers on the emulated kernels; tp runs
+# under mpirun -np 2).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-build=${1:?usage: run.sh <build dir> [kernels] [fft] [optimizer] [training]  (default: all)}
+build=${1:?usage: run.sh <build dir> [kernels] [fft] [optimizer] [training] [tp]  (default: all)}
 shift
 checks=("$@")
-[ ${#checks[@]} -eq 0 ] && checks=(kernels fft optimizer training)
+[ ${#checks[@]} -eq 0 ] && checks=(kernels fft optimizer training tp)
 wants() { local c; for c in "${checks[@]}"; do [ "$c" = "$1" ] && return 0; done; return 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -42,4 +43,16 @@ if wants training; then
   g++ "${flags[@]}" "$here/training.cpp" "${sources[@]}" "$build/core/libbrt_core.a" \
     "$build/parallel/libbrt_parallel.a" "${libs[@]}" $(pkg-config --libs ompi-c) -o "$work/training"
   "$work/training" ${EMU_TRAINING_CASE:-}
+fi
+if wants tp; then
+  # Tensor parallelism (TP = 2, two MPI ranks) on the emulated CudaBackend: the layers'
+  # collectives through parallel/nccl_communicator.cpp, built as brt_parallel_nccl builds it,
+  # over the NCCL emulation stubs/nccl.h (MPI collectives), against the CPU backend's TP run.
+  sources=()
+  for f in "$k"/*.cpp; do [ "$(basename "$f")" = gemm_peak.cpp ] || sources+=("$f"); done
+  g++ "${flags[@]}" -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 $(pkg-config --cflags ompi-c) \
+    "$here/training_tp.cpp" "$repo/parallel/nccl_communicator.cpp" "${sources[@]}" \
+    "$build/core/libbrt_core.a" "$build/parallel/libbrt_parallel.a" "${libs[@]}" \
+    $(pkg-config --libs ompi-c) -o "$work/training_tp"
+  mpirun --allow-run-as-root --oversubscribe -np 2 "$work/training_tp" ${EMU_TP_CASE:-}
 fi
