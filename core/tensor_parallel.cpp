@@ -89,46 +89,32 @@ bool host_path(const detail::TpLink* link) {
 }  // namespace
 
 template <typename T>
-void TensorParallel::all_reduce_sum(T* data, int64_t n) const {
+void TensorParallel::all_reduce(T* data, int64_t n, parallel::ReduceOp op) const {
   if (comm_ == nullptr || n == 0) return;
-  if (host_path(link_.get())) return host_all_reduce_sum(data, n);
-  constexpr auto type = parallel::dtype_of<T>();
+  if (host_path(link_.get())) {
+    comm_->all_reduce(std::span<T>(data, size_t(n)), op);
+    return;
+  }
   if (link_->device != nullptr)
-    return link_->keep(link_->device->all_reduce_async(data, data, n, type,
-                                                       parallel::ReduceOp::kSum, link_->stream));
+    return link_->keep(
+        link_->device->all_reduce_async(data, data, n, parallel::dtype_of<T>(), op, link_->stream));
   T* host = link_->host_buffer<T>(n);
   link_->memory->to_host(host, data, size_t(n) * sizeof(T));
-  comm_->all_reduce(std::span<T>(host, size_t(n)), parallel::ReduceOp::kSum);
+  comm_->all_reduce(std::span<T>(host, size_t(n)), op);
   link_->memory->from_host(data, host, size_t(n) * sizeof(T));
 }
 
 template <typename T>
-void TensorParallel::all_reduce_max(T* data, int64_t n) const {
-  if (comm_ == nullptr || n == 0) return;
-  if (host_path(link_.get())) {
-    comm_->all_reduce(std::span<T>(data, size_t(n)), parallel::ReduceOp::kMax);
-    return;
-  }
-  constexpr auto type = parallel::dtype_of<T>();
-  if (link_->device != nullptr)
-    return link_->keep(link_->device->all_reduce_async(data, data, n, type,
-                                                       parallel::ReduceOp::kMax, link_->stream));
-  T* host = link_->host_buffer<T>(n);
-  link_->memory->to_host(host, data, size_t(n) * sizeof(T));
-  comm_->all_reduce(std::span<T>(host, size_t(n)), parallel::ReduceOp::kMax);
-  link_->memory->from_host(data, host, size_t(n) * sizeof(T));
+void TensorParallel::copy_alone(const T* send, T* recv, int64_t n) const {
+  if (n == 0 || send == recv) return;
+  if (link_ != nullptr) link_->memory->copy(recv, send, size_t(n) * sizeof(T));
+  else std::copy(send, send + n, recv);
 }
 
 template <typename T>
 void TensorParallel::all_gather(const T* send, T* recv, int64_t n) const {
   const size_t total = size_t(n) * size_t(size_);
-  if (comm_ == nullptr) {
-    if (n > 0 && send != recv) {
-      if (link_ != nullptr) link_->memory->copy(recv, send, size_t(n) * sizeof(T));
-      else std::copy(send, send + n, recv);
-    }
-    return;
-  }
+  if (comm_ == nullptr) return copy_alone(send, recv, n);
   if (n == 0) return;
   if (host_path(link_.get())) {
     comm_->all_gather(std::span<const T>(send, size_t(n)), std::span<T>(recv, total));
@@ -147,13 +133,7 @@ void TensorParallel::all_gather(const T* send, T* recv, int64_t n) const {
 template <typename T>
 void TensorParallel::reduce_scatter(const T* send, T* recv, int64_t n) const {
   const size_t total = size_t(n) * size_t(size_);
-  if (comm_ == nullptr) {
-    if (n > 0 && send != recv) {
-      if (link_ != nullptr) link_->memory->copy(recv, send, size_t(n) * sizeof(T));
-      else std::copy(send, send + n, recv);
-    }
-    return;
-  }
+  if (comm_ == nullptr) return copy_alone(send, recv, n);
   if (n == 0) return;
   if (host_path(link_.get())) {
     comm_->reduce_scatter(std::span<const T>(send, total), std::span<T>(recv, size_t(n)));
@@ -176,8 +156,7 @@ void TensorParallel::host_all_reduce_sum(T* data, int64_t n) const {
 }
 
 #define BRT_INSTANTIATE_TP_COLLECTIVES(T)                                          \
-  template void TensorParallel::all_reduce_sum<T>(T*, int64_t) const;              \
-  template void TensorParallel::all_reduce_max<T>(T*, int64_t) const;              \
+  template void TensorParallel::all_reduce<T>(T*, int64_t, parallel::ReduceOp) const; \
   template void TensorParallel::all_gather<T>(const T*, T*, int64_t) const;        \
   template void TensorParallel::reduce_scatter<T>(const T*, T*, int64_t) const;    \
   template void TensorParallel::host_all_reduce_sum<T>(T*, int64_t) const;

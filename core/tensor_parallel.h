@@ -77,9 +77,9 @@ class TensorParallel {
   // In-place collectives over the TP group on buffers in the bound memory (host memory when
   // unbound); no-ops at TP = 1.
   template <typename T>
-  void all_reduce_sum(T* data, int64_t n) const;
+  void all_reduce_sum(T* data, int64_t n) const { all_reduce(data, n, parallel::ReduceOp::kSum); }
   template <typename T>
-  void all_reduce_max(T* data, int64_t n) const;
+  void all_reduce_max(T* data, int64_t n) const { all_reduce(data, n, parallel::ReduceOp::kMax); }
   // recv [size() * n] = every rank's send [n], rank-major (bound memory).
   template <typename T>
   void all_gather(const T* send, T* recv, int64_t n) const;
@@ -97,6 +97,12 @@ class TensorParallel {
   void reduce_input_grad(T* dx, int64_t n) const { all_reduce_sum(dx, n); }  // column backward
 
  private:
+  template <typename T>
+  void all_reduce(T* data, int64_t n, parallel::ReduceOp op) const;
+  // TP = 1: all_gather and reduce_scatter are a copy of send into recv (bound memory).
+  template <typename T>
+  void copy_alone(const T* send, T* recv, int64_t n) const;
+
   parallel::Communicator* comm_ = nullptr;
   int rank_ = 0, size_ = 1;
   std::shared_ptr<detail::TpLink> link_;  // null: host memory, host communicator

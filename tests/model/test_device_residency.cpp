@@ -19,6 +19,7 @@
 #include "core/model.h"
 #include "kernels/backend.h"
 #include "model_test_util.h"
+#include "tests/common/bit_identical.h"
 #include "tests/common/guarded_backend.h"
 
 namespace brt::testing {
@@ -81,16 +82,6 @@ RunResult run(kernels::Backend<float>& backend, const std::string& variant,
     r.values.push_back(model.params().value_to_host(i));
   }
   return r;
-}
-
-void expect_bit_identical(const std::vector<std::vector<float>>& a,
-                          const std::vector<std::vector<float>>& b, const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_EQ(a[i].size(), b[i].size()) << what << " " << i;
-    EXPECT_EQ(0, std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)))
-        << what << " " << i << " differs";
-  }
 }
 
 class DeviceResidency : public ::testing::TestWithParam<std::string> {};

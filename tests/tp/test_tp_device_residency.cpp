@@ -15,7 +15,6 @@
 // generation and the carry of this rank's features).
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -25,6 +24,7 @@
 #include "kernels/backend.h"
 #include "launch/batch_source.h"
 #include "parallel/process_groups.h"
+#include "tests/common/bit_identical.h"
 #include "tests/common/guarded_backend.h"
 #include "tests/tp/tp_test_util.h"
 
@@ -79,16 +79,6 @@ TpRunResult run(kernels::Backend<float>& backend, const core::ModelConfig& cfg,
   return r;
 }
 
-void expect_bit_identical(const std::vector<std::vector<float>>& a,
-                          const std::vector<std::vector<float>>& b, const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_EQ(a[i].size(), b[i].size()) << what << " " << i;
-    EXPECT_EQ(0, std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)))
-        << what << " " << i << " differs (rank " << world_rank() << ")";
-  }
-}
-
 class TpDeviceResidency : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TpDeviceResidency, GuardedMemoryRunIsBitIdenticalToTheCpuBackend) {
@@ -96,6 +86,7 @@ TEST_P(TpDeviceResidency, GuardedMemoryRunIsBitIdenticalToTheCpuBackend) {
   const core::TensorParallel tp(groups.tp());
   ASSERT_EQ(tp.size(), world_size());
   const core::ModelConfig cfg = tp_run(GetParam(), kStreams, 1).model;
+  SCOPED_TRACE("rank " + std::to_string(world_rank()));
   auto cpu = kernels::make_cpu_backend<float>();
   const TpRunResult want = run(*cpu, cfg, tp);
   GuardedBackend<float> guarded;

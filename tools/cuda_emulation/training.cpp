@@ -17,38 +17,17 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_optimizer_kernels.h"
 #include "compare.h"
+#include "training_common.h"
 
 using namespace brt;
 
 namespace {
 
 using emu_check::rel;
+using emu_check::Step;
+using emu_check::Trace;
 
 void check(const std::string& what, double err, double tol) { emu_check::report("  " + what, err, tol, 46); }
-
-struct Step {
-  std::vector<int32_t> inputs, targets;
-  std::vector<uint8_t> mask, doc_start;
-};
-
-Step make_step(const core::ModelConfig& cfg, int streams, int index) {
-  std::mt19937 gen(1000 + index);
-  std::uniform_int_distribution<int> token(0, cfg.vocab - 1);
-  Step s;
-  const size_t n = size_t(streams) * cfg.seq_len;
-  for (size_t i = 0; i < n; ++i) s.inputs.push_back(token(gen)), s.targets.push_back(token(gen));
-  s.mask.assign(n, 1);
-  s.mask[3] = 0;  // one padded target
-  s.doc_start.assign(size_t(streams), index == 0 ? 1 : 0);
-  if (index == 1) s.doc_start[0] = 1;  // one stream starts a new document at step 2
-  return s;
-}
-
-struct Trace {
-  std::vector<double> losses;
-  std::vector<std::vector<float>> grads;    // after the first backward
-  std::vector<std::vector<float>> weights;  // after the last step
-};
 
 Trace run(const core::ModelConfig& cfg, int streams, kernels::Backend<float>& backend,
           const core::OptimConfig& optim, int steps) {
@@ -59,7 +38,7 @@ Trace run(const core::ModelConfig& cfg, int streams, kernels::Backend<float>& ba
   auto optimizer = core::make_optimizer(optim, model.params(), {}, device_kernels.get());
   Trace t;
   for (int i = 0; i < steps; ++i) {
-    const Step s = make_step(cfg, streams, i);
+    const Step s = emu_check::make_step(cfg, streams, i, 1000, 0);
     model.params().zero_grads();
     const core::LossSums sums =
         model.forward({s.inputs.data(), s.targets.data(), s.mask.data(), s.doc_start.data()},

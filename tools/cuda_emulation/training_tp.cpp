@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "compare.h"
+#include "training_common.h"
 #include "core/model.h"
 #include "core/optimizer.h"
 #include "core/tensor_parallel.h"
@@ -33,32 +34,10 @@ using namespace brt;
 
 namespace {
 
+using emu_check::Step;
+using emu_check::Trace;
+
 constexpr int kTp = 2, kStreams = 2, kSteps = 3;
-
-struct Step {
-  std::vector<int32_t> inputs, targets;
-  std::vector<uint8_t> mask, doc_start;
-};
-
-// The same tokens on every TP rank (seeded by the step only).
-Step make_step(const core::ModelConfig& cfg, int index) {
-  std::mt19937 gen(2000 + index);
-  std::uniform_int_distribution<int> token(0, cfg.vocab - 1);
-  Step s;
-  const size_t n = size_t(kStreams) * cfg.seq_len;
-  for (size_t i = 0; i < n; ++i) s.inputs.push_back(token(gen)), s.targets.push_back(token(gen));
-  s.mask.assign(n, 1);
-  s.mask[3] = 0;  // one padded target
-  s.doc_start.assign(size_t(kStreams), index == 0 ? 1 : 0);
-  if (index == 1) s.doc_start[1] = 1;  // one stream starts a new document at step 2
-  return s;
-}
-
-struct Trace {
-  std::vector<double> losses;
-  std::vector<std::vector<float>> grads;    // this rank's shards, after the first backward
-  std::vector<std::vector<float>> weights;  // this rank's shards, after the last step
-};
 
 Trace run(const core::ModelConfig& cfg, kernels::Backend<float>& backend,
           const core::TensorParallel& tp, const core::OptimConfig& optim) {
@@ -72,7 +51,7 @@ Trace run(const core::ModelConfig& cfg, kernels::Backend<float>& backend,
   optimizer->set_reducer(&reducer);
   Trace t;
   for (int i = 0; i < kSteps; ++i) {
-    const Step s = make_step(cfg, i);
+    const Step s = emu_check::make_step(cfg, kStreams, i, 2000, 1);
     model.params().zero_grads();
     const core::LossSums sums =
         model.forward({s.inputs.data(), s.targets.data(), s.mask.data(), s.doc_start.data()},

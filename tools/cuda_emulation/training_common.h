@@ -1,0 +1,39 @@
+// What the emulator's training checks (training.cpp, training_tp.cpp) feed and record: the
+// batches of a micro model's steps and the trace compared between the two backends.
+#pragma once
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "core/model_config.h"
+
+namespace emu_check {
+
+struct Step {
+  std::vector<int32_t> inputs, targets;
+  std::vector<uint8_t> mask, doc_start;
+};
+
+// Random tokens of step `index` (seeded by seed + index: the same on every rank), one padded
+// target, every stream starting a document at step 0 and stream `restarting` again at step 1.
+inline Step make_step(const brt::core::ModelConfig& cfg, int streams, int index, unsigned seed,
+                      int restarting) {
+  std::mt19937 gen(seed + unsigned(index));
+  std::uniform_int_distribution<int> token(0, cfg.vocab - 1);
+  Step s;
+  const size_t n = size_t(streams) * cfg.seq_len;
+  for (size_t i = 0; i < n; ++i) s.inputs.push_back(token(gen)), s.targets.push_back(token(gen));
+  s.mask.assign(n, 1);
+  s.mask[3] = 0;  // one padded target
+  s.doc_start.assign(size_t(streams), index == 0 ? 1 : 0);
+  if (index == 1) s.doc_start[size_t(restarting)] = 1;  // a new document at step 2
+  return s;
+}
+
+struct Trace {
+  std::vector<double> losses;
+  std::vector<std::vector<float>> grads;    // (this rank's shards) after the first backward
+  std::vector<std::vector<float>> weights;  // (this rank's shards) after the last step
+};
+
+}  // namespace emu_check
