@@ -11,7 +11,7 @@ namespace brt::core {
 
 template <typename T>
 BstLayer<T>::BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, int streams,
-                      kernels::Memory& memory, const TensorParallel& tp)
+                      kernels::Backend<T>& backend, const TensorParallel& tp)
     : store_(store),
       cfg_(cfg),
       tp_(tp),
@@ -22,7 +22,8 @@ BstLayer<T>::BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, i
       mf_(cfg.bst_variant == BstVariant::kMF),
       ctx_keys_(mf_ ? cfg.ctx_states : cfg.window),
       kv_rows_(mf_ ? int64_t{streams} * cfg.blocks() * cfg.ctx_states : int64_t{streams} * cfg.seq_len),
-      ssm_(store, cfg, prefix_, streams, memory, tp) {
+      ssm_(store, cfg, prefix_, streams, backend, tp) {
+  kernels::Memory& memory = backend.memory();
   // Full logical sizes for the declarations; A and H below are this rank's.
   const int D = cfg.d_model, A_full = cfg.attn_width(), H_full = cfg.heads;
   const int A = shape_.width(), H = shape_.heads, N = cfg.seq_len, W = cfg.window;

@@ -29,10 +29,10 @@ namespace brt::core {
 template <typename T>
 class BstLayer : public Layer<T> {
  public:
-  // Every buffer lives in `memory` (the backend's: device memory under CUDA, docs/gpu.md);
-  // the host only stages the SSM's parameter-sized kernel generation (BstSsm).
+  // Every buffer lives in backend.memory() (device memory under CUDA, docs/gpu.md); the host
+  // only stages the implicit filter network's parameter-sized kernel generation (BstSsm).
   BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, int streams,
-           kernels::Memory& memory, const TensorParallel& tp = {});
+           kernels::Backend<T>& backend, const TensorParallel& tp = {});
 
   void forward(const StepContext<T>& ctx, const T* x, T* out) override;
   void backward(const StepContext<T>& ctx, const T* dout, T* dx,

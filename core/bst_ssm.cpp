@@ -45,13 +45,13 @@ InitSpec linear_default_init(int64_t fan_in) {
 
 template <typename T>
 BstSsm<T>::BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::string& prefix,
-                  int streams, kernels::Memory& memory, const TensorParallel& tp)
+                  int streams, kernels::Backend<T>& backend, const TensorParallel& tp)
     : store_(store),
       cfg_(cfg),
       tp_(tp),
       prefix_(prefix + "ssm."),
-      memory_(memory),
-      staged_(!memory.host_accessible() && cfg.ssm_kernel != SsmKernel::kS4D),
+      memory_(backend.memory()),
+      staged_(!memory_.host_accessible() && cfg.ssm_kernel != SsmKernel::kS4D),
       streams_(streams),
       channels_(ssm_channels(cfg)),
       d_full_(cfg.d_model / 4),
@@ -64,6 +64,7 @@ BstSsm<T>::BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::strin
   const int M = modes_;
   const int64_t R = int64_t{C} * Ds;
   const ShardSpec features{1, tp.rank(), tp.size(), 1};  // dim 1 of [C, Ds(, M)] and [H, Ds, D]
+  kernels::Memory& memory = memory_;
   conv_len_ = (!s4d_ && carry_) ? 2 * N : N;
   norm_ = declare_norm(store, prefix_ + "norm.scale", D);
   w_dn_ = declare_matrix(store, prefix_ + "w_dn", D, Ds_full, 1.0, tp.columns());
@@ -165,6 +166,8 @@ BstSsm<T>::BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::strin
     host_kernel_.assign(size_t(R) * N, T(0));
     host_dkernel_.assign(size_t(R) * N, T(0));
   }
+  // Plans and spectra (cuFFT work areas on the GPU) here, not in the first step.
+  conv_ = backend.make_fft_conv(conv_len_, C, streams, Ds);
 }
 
 template <typename T>
@@ -254,7 +257,6 @@ template <typename T>
 void BstSsm<T>::forward(kernels::Backend<T>& be, const uint8_t* doc_start, const T* x) {
   const int D = cfg_.d_model, Ds = d_small_, C = channels_, N = cfg_.seq_len, B = streams_;
   const int rows = B * N, R = C * Ds;
-  if (!conv_) conv_ = be.make_fft_conv(conv_len_, C, B, Ds);
   x_ = x;
   // Z = RMSNorm_ssm(X); U = Z·W_dn
   be.rmsnorm_forward(x, store_[norm_].value, rows, D, z_.data(), rstd_.data());

@@ -52,8 +52,9 @@ template <typename T>
 class BstSsm {
  public:
   // prefix: "layers.{i}." (parameters go under prefix + "ssm."). Buffers live in `memory`.
+  // Buffers in backend.memory(); the convolver is planned here (no allocation in a step).
   BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::string& prefix, int streams,
-         kernels::Memory& memory, const TensorParallel& tp = {});
+         kernels::Backend<T>& backend, const TensorParallel& tp = {});
   ~BstSsm();
 
   int channels() const { return channels_; }
@@ -105,8 +106,7 @@ class BstSsm {
   int log_dt_ = -1, a_re_ = -1, a_im_ = -1, c_re_ = -1, c_im_ = -1;
   int filter_[8] = {-1, -1, -1, -1, -1, -1, -1, -1};  // w0 b0 w1 b1 w2 b2 freq w_out
   std::vector<int> kernel_param_ids_;  // unstructured: filter_ (the staged generator)
-  // Made on the first forward, the first time the backend is seen (layers are built from its
-  // Memory alone); sized for (streams, Ds), so no later step allocates.
+  // Planned by the constructor for (streams, Ds): no step allocates.
   std::unique_ptr<kernels::FftConvolver<T>> conv_;
   std::unique_ptr<kernels::ssm::ImplicitFilter<T>> filter_net_;
 

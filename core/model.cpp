@@ -26,7 +26,7 @@ Model<T>::Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backen
   for (int i = 0; i < cfg_.layers; ++i) {
     const int64_t begin = params_.total_numel();
     if (cfg_.is_bst_layer(i))  // MODEL §7: the other layers of a BST model are standard
-      layers_.push_back(std::make_unique<BstLayer<T>>(params_, cfg_, i, streams, memory, tp_));
+      layers_.push_back(std::make_unique<BstLayer<T>>(params_, cfg_, i, streams, be_, tp_));
     else if (cfg_.is_recurrent_layer(i))
       layers_.push_back(
           std::make_unique<RecurrentLayer<T>>(params_, cfg_, i, streams, memory, tp_));

@@ -71,7 +71,7 @@ class LayerBench {
     cfg_.resolve();
     backend_ = kernels::make_cpu_backend<float>();
     if (cfg_.family == core::ModelFamily::kBST)
-      layer_ = std::make_unique<core::BstLayer<float>>(store_, cfg_, 0, 1, backend_->memory());
+      layer_ = std::make_unique<core::BstLayer<float>>(store_, cfg_, 0, 1, *backend_);
     else if (cfg_.family == core::ModelFamily::kRecurrent)
       layer_ = std::make_unique<core::RecurrentLayer<float>>(store_, cfg_, 0, 1, backend_->memory());
     else

@@ -28,12 +28,14 @@ template <typename T>
 struct LayerRig {
   core::ModelConfig cfg;
   core::ParamStore<T> store;
+  // The layer's buffers and convolver (the tests' forward calls may bring their own CPU backend).
+  std::unique_ptr<kernels::Backend<T>> backend = kernels::make_cpu_backend<T>();
   std::unique_ptr<core::BstLayer<T>> layer;
   core::BackwardScratch<T> scratch;
   int streams;
 
   LayerRig(const core::ModelConfig& c, int B, uint64_t seed = 99) : cfg(c), streams(B) {
-    layer = std::make_unique<core::BstLayer<T>>(store, cfg, 0, B, kernels::host_memory());
+    layer = std::make_unique<core::BstLayer<T>>(store, cfg, 0, B, *backend);
     store.finalize();
     store.initialize(seed);
     const int64_t rows = int64_t(B) * cfg.seq_len;

@@ -112,7 +112,7 @@ LayerRun run_layer(const core::ModelConfig& cfg, const TensorParallel& tp) {
   // Layer 1: recurrent in the recurrent variants (tp_run's recurrent_layers = [1]); BST
   // variants: the BST layer 0.
   if (cfg.is_bst_layer(0))
-    layer = std::make_unique<core::BstLayer<float>>(store, cfg, 0, B, backend->memory(), tp);
+    layer = std::make_unique<core::BstLayer<float>>(store, cfg, 0, B, *backend, tp);
   else if (cfg.is_recurrent_layer(1))
     layer = std::make_unique<core::RecurrentLayer<float>>(store, cfg, 1, B, backend->memory(), tp);
   else
