@@ -26,6 +26,7 @@
 #include "parallel/process_groups.h"
 #include "tests/common/bit_identical.h"
 #include "tests/common/guarded_backend.h"
+#include "tests/model/model_test_util.h"
 #include "tests/tp/tp_test_util.h"
 
 namespace brt::testing {
@@ -106,11 +107,7 @@ TEST_P(TpDeviceResidency, GuardedMemoryRunIsBitIdenticalToTheCpuBackend) {
 INSTANTIATE_TEST_SUITE_P(Variants, TpDeviceResidency,
                          ::testing::Values("rec:fixed:skip", "rec:lstm:dual", "bst:sh:s4d",
                                            "bst:mh:s4d", "bst:mf:unstructured"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n) if (c == ':') c = '_';
-                           return n;
-                         });
+                         variant_name);
 
 }  // namespace
 }  // namespace brt::testing

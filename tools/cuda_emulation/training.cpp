@@ -24,7 +24,6 @@ using namespace brt;
 namespace {
 
 using emu_check::rel;
-using emu_check::Step;
 using emu_check::Trace;
 
 void check(const std::string& what, double err, double tol) { emu_check::report("  " + what, err, tol, 46); }
@@ -36,21 +35,7 @@ Trace run(const core::ModelConfig& cfg, int streams, kernels::Backend<float>& ba
   std::unique_ptr<kernels::OptimizerKernels<float>> device_kernels;
   if (std::string(backend.name()) == "cuda") device_kernels = kernels::cuda::make_cuda_optimizer_kernels(backend);
   auto optimizer = core::make_optimizer(optim, model.params(), {}, device_kernels.get());
-  Trace t;
-  for (int i = 0; i < steps; ++i) {
-    const Step s = emu_check::make_step(cfg, streams, i, 1000, 0);
-    model.params().zero_grads();
-    const core::LossSums sums =
-        model.forward({s.inputs.data(), s.targets.data(), s.mask.data(), s.doc_start.data()},
-                      1.0f / float(s.mask.size() - 1));
-    model.backward();
-    if (i == 0)
-      for (int p = 0; p < model.params().size(); ++p) t.grads.push_back(model.params().grad_to_host(p));
-    optimizer->step();
-    t.losses.push_back(sums.nats / double(sums.count));
-  }
-  for (int p = 0; p < model.params().size(); ++p) t.weights.push_back(model.params().value_to_host(p));
-  return t;
+  return emu_check::record_steps(model, *optimizer, streams, steps, 1000, 0);
 }
 
 void compare(const std::string& variant, const std::string& optimizer, bool bf16) {

@@ -5,7 +5,9 @@
 #include <random>
 #include <vector>
 
+#include "core/model.h"
 #include "core/model_config.h"
+#include "core/optimizer.h"
 
 namespace emu_check {
 
@@ -35,5 +37,26 @@ struct Trace {
   std::vector<std::vector<float>> grads;    // (this rank's shards) after the first backward
   std::vector<std::vector<float>> weights;  // (this rank's shards) after the last step
 };
+
+// `steps` training steps of make_step's batches (seed, restarting): the mean loss of each
+// step, the gradients after the first backward and the weights after the last step.
+inline Trace record_steps(brt::core::Model<float>& model, brt::core::Optimizer<float>& optimizer,
+                          int streams, int steps, unsigned seed, int restarting) {
+  Trace t;
+  for (int i = 0; i < steps; ++i) {
+    const Step s = make_step(model.config(), streams, i, seed, restarting);
+    model.params().zero_grads();
+    const brt::core::LossSums sums =
+        model.forward({s.inputs.data(), s.targets.data(), s.mask.data(), s.doc_start.data()},
+                      1.0f / float(s.mask.size() - 1));
+    model.backward();
+    if (i == 0)
+      for (int p = 0; p < model.params().size(); ++p) t.grads.push_back(model.params().grad_to_host(p));
+    optimizer.step();
+    t.losses.push_back(sums.nats / double(sums.count));
+  }
+  for (int p = 0; p < model.params().size(); ++p) t.weights.push_back(model.params().value_to_host(p));
+  return t;
+}
 
 }  // namespace emu_check

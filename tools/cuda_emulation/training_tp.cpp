@@ -34,7 +34,6 @@ using namespace brt;
 
 namespace {
 
-using emu_check::Step;
 using emu_check::Trace;
 
 constexpr int kTp = 2, kStreams = 2, kSteps = 3;
@@ -49,21 +48,7 @@ Trace run(const core::ModelConfig& cfg, kernels::Backend<float>& backend,
   auto optimizer = core::make_optimizer(optim, model.params(), {}, device_kernels.get());
   core::TensorParallelStatReducer<float> reducer(model.params(), tp);
   optimizer->set_reducer(&reducer);
-  Trace t;
-  for (int i = 0; i < kSteps; ++i) {
-    const Step s = emu_check::make_step(cfg, kStreams, i, 2000, 1);
-    model.params().zero_grads();
-    const core::LossSums sums =
-        model.forward({s.inputs.data(), s.targets.data(), s.mask.data(), s.doc_start.data()},
-                      1.0f / float(s.mask.size() - 1));
-    model.backward();
-    if (i == 0)
-      for (int p = 0; p < model.params().size(); ++p) t.grads.push_back(model.params().grad_to_host(p));
-    optimizer->step();
-    t.losses.push_back(sums.nats / double(sums.count));
-  }
-  for (int p = 0; p < model.params().size(); ++p) t.weights.push_back(model.params().value_to_host(p));
-  return t;
+  return emu_check::record_steps(model, *optimizer, kStreams, kSteps, 2000, 1);
 }
 
 void compare(const parallel::ProcessGroups& groups, const std::string& variant,
