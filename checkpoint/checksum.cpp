@@ -1,6 +1,7 @@
 #include "checkpoint/checksum.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -94,6 +95,43 @@ void accumulate_checksums(const Shape& shape, const ChunkGrid& grid, const Slice
       idx[d] = 0;
     }
   }
+}
+
+namespace {
+uint64_t mix_words(uint64_t h, const unsigned char* bytes, size_t n) {
+  for (size_t at = 0; at < n; at += 8) {
+    uint64_t word = 0;
+    std::memcpy(&word, bytes + at, std::min<size_t>(8, n - at));  // little-endian host
+    h = fmix64(h ^ word) + kChecksumIndexKey;
+  }
+  return h;
+}
+}  // namespace
+
+uint64_t attribute_hash(std::string_view name, char kind, std::span<const unsigned char> bytes) {
+  uint64_t h = fmix64(name.size() + kChecksumIndexKey);
+  h = mix_words(h, reinterpret_cast<const unsigned char*>(name.data()), name.size());
+  const unsigned char k = static_cast<unsigned char>(kind);
+  h = mix_words(h, &k, 1);
+  h = fmix64(h ^ bytes.size()) + kChecksumIndexKey;
+  return mix_words(h, bytes.data(), bytes.size());
+}
+
+std::string hex64(uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+std::optional<uint64_t> parse_hex64(std::string_view text) {
+  if (text.size() != 16) return std::nullopt;
+  uint64_t value = 0;
+  for (char c : text) {
+    int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (digit < 0) return std::nullopt;
+    value = value << 4 | static_cast<uint64_t>(digit);
+  }
+  return value;
 }
 
 uint64_t sum_of(std::span<const uint64_t> chunk_sums) {

@@ -17,7 +17,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 
 #include "checkpoint/types.h"
 
@@ -62,5 +65,15 @@ void accumulate_checksums(const Shape& shape, const ChunkGrid& grid, const Slice
                           const void* data, size_t elem_size, std::span<uint64_t> chunk_sums);
 
 uint64_t sum_of(std::span<const uint64_t> chunk_sums);
+
+// Attributes (docs/checkpoint-format.md §4b): every root attribute's name, kind ('s' string,
+// 'i' int64, 'd' float64, 'u' uint64) and value bytes hashed together, so one changed byte of
+// the stored config, the step or the tokenizer hash is caught like damaged tensor data.
+//   h = fmix64(len(name) + 0x9E37...); then for each 8-byte little-endian word w of
+//   name, kind, value (each zero-padded to 8 bytes): h = fmix64(h ^ w) + 0x9E37...
+uint64_t attribute_hash(std::string_view name, char kind, std::span<const unsigned char> bytes);
+// "%016llx" of a hash (the form the checksum tables store), and its inverse (nullopt if malformed).
+std::string hex64(uint64_t value);
+std::optional<uint64_t> parse_hex64(std::string_view text);
 
 }  // namespace brt::checkpoint

@@ -118,20 +118,6 @@ void write_latest_pointer(const fs::path& dir, const std::string& file_name) {
   fsync_directory(dir);
 }
 
-std::vector<std::string> prune_checkpoints(const fs::path& dir, int keep_last) {
-  std::vector<std::string> warnings;
-  if (keep_last <= 0) return warnings;
-  const auto entries = list_checkpoints(dir);
-  for (size_t k = static_cast<size_t>(keep_last); k < entries.size(); ++k) {
-    std::error_code ec;
-    if (!fs::remove(entries[k].path, ec) || ec) {
-      warnings.push_back("could not delete old checkpoint " + entries[k].path.string() + ": " +
-                         ec.message());
-    }
-  }
-  return warnings;
-}
-
 void fsync_file(const fs::path& file) {
   fsync_path(file, O_RDONLY, "file");
 }

@@ -34,10 +34,6 @@ std::optional<std::filesystem::path> read_latest_pointer(const std::filesystem::
 // Throws SaveError naming the file.
 void write_latest_pointer(const std::filesystem::path& dir, const std::string& file_name);
 
-// Deletes committed checkpoints beyond the newest keep_last (keep_last <= 0 keeps all). Never
-// throws: returns a warning per file it could not delete.
-std::vector<std::string> prune_checkpoints(const std::filesystem::path& dir, int keep_last);
-
 // Durability helpers; throw SaveError with the path and strerror on failure.
 void fsync_file(const std::filesystem::path& file);
 void fsync_directory(const std::filesystem::path& dir);

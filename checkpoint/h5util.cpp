@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace brt::checkpoint::detail {
 
@@ -22,6 +23,16 @@ herr_t Hid::reset() {
   return status;
 }
 
+}  // namespace brt::checkpoint::detail
+
+namespace brt::checkpoint {
+void silence_hdf5_diagnostics() {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
+}  // namespace brt::checkpoint
+
+namespace brt::checkpoint::detail {
+
 QuietHdf5::QuietHdf5() {
   H5Eget_auto2(H5E_DEFAULT, &old_func_, &old_data_);
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
@@ -32,6 +43,27 @@ QuietHdf5::~QuietHdf5() {
 }
 
 namespace {
+// The sec2 driver's messages carry "time = ..., filename = '...', file descriptor = 19, errno =
+// 28, error message = 'No space left on device', ..."; keep what a person needs: the message and
+// errno (the file is named by the caller).
+std::string without_io_details(const std::string& message) {
+  const std::string key = "error message = '";
+  const size_t at = message.find(key);
+  if (at == std::string::npos) return message;
+  const size_t end = message.find('\'', at + key.size());
+  std::string text = message.substr(at + key.size(), end == std::string::npos ? std::string::npos : end - at - key.size());
+  const size_t errno_at = message.find("errno = ");
+  if (errno_at != std::string::npos) {
+    const size_t digits = errno_at + 8;
+    size_t stop = digits;
+    while (stop < message.size() && message[stop] >= '0' && message[stop] <= '9') ++stop;
+    text += " (errno " + message.substr(digits, stop - digits) + ")";
+  }
+  const size_t colon = message.find(": time = ");
+  const std::string head = message.substr(0, colon == std::string::npos ? 0 : colon);
+  return head.empty() ? text : head + ": " + text;
+}
+
 herr_t collect_error(unsigned, const H5E_error2_t* error, void* out) {
   auto* messages = static_cast<std::vector<std::string>*>(out);
   if (error->desc != nullptr && error->desc[0] != '\0') {
@@ -52,8 +84,10 @@ std::string hdf5_reason() {
   std::string reason;
   const size_t first = messages.size() > 3 ? messages.size() - 3 : 0;
   for (size_t k = first; k < messages.size(); ++k) {
+    std::string message = without_io_details(messages[k]);
+    if (reason.find(message) != std::string::npos) continue;  // the layers repeat each other
     if (!reason.empty()) reason += "; ";
-    reason += messages[k];
+    reason += message;
   }
   return reason;
 }
@@ -229,13 +263,23 @@ void write_attr_u64(hid_t obj, const std::string& name, uint64_t value) {
 }
 
 bool has_attr(hid_t obj, const std::string& name) {
-  return H5Aexists(obj, name.c_str()) > 0;
+  const htri_t exists = H5Aexists(obj, name.c_str());
+  if (exists < 0) {
+    throw CheckpointError("cannot read attribute '" + name + "' (object header damaged?): " + hdf5_reason());
+  }
+  return exists > 0;
 }
 
 namespace {
 Hid open_attr(hid_t obj, const std::string& name) {
   if (!has_attr(obj, name)) return Hid();
-  return Hid(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose);
+  Hid attr(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose);
+  if (!attr.valid()) throw CheckpointError("cannot open attribute '" + name + "': " + hdf5_reason());
+  return attr;
+}
+
+[[noreturn]] void unreadable(const std::string& name) {
+  throw CheckpointError("cannot read attribute '" + name + "': " + hdf5_reason());
 }
 }  // namespace
 
@@ -249,14 +293,14 @@ std::optional<std::string> read_attr_string(hid_t obj, const std::string& name) 
     H5Tset_size(mem.get(), H5T_VARIABLE);
     H5Tset_cset(mem.get(), H5Tget_cset(type.get()));
     char* text = nullptr;
-    if (H5Aread(attr.get(), mem.get(), &text) < 0) return std::nullopt;
+    if (H5Aread(attr.get(), mem.get(), &text) < 0) unreadable(name);
     std::string result = text ? text : "";
     Hid space(H5Aget_space(attr.get()), H5Sclose);
     H5Dvlen_reclaim(mem.get(), space.get(), H5P_DEFAULT, &text);
     return result;
   }
   std::string buffer(H5Tget_size(type.get()), '\0');
-  if (H5Aread(attr.get(), type.get(), buffer.data()) < 0) return std::nullopt;
+  if (H5Aread(attr.get(), type.get(), buffer.data()) < 0) unreadable(name);
   buffer.resize(std::strlen(buffer.c_str()));
   return buffer;
 }
@@ -266,9 +310,8 @@ std::optional<int64_t> read_attr_int(hid_t obj, const std::string& name) {
   if (!attr.valid()) return std::nullopt;
   Hid type(H5Aget_type(attr.get()), H5Tclose);
   int64_t value = 0;
-  if (H5Tget_class(type.get()) != H5T_INTEGER || H5Aread(attr.get(), H5T_NATIVE_INT64, &value) < 0) {
-    return std::nullopt;
-  }
+  if (H5Tget_class(type.get()) != H5T_INTEGER) return std::nullopt;
+  if (H5Aread(attr.get(), H5T_NATIVE_INT64, &value) < 0) unreadable(name);
   return value;
 }
 
@@ -278,9 +321,8 @@ std::optional<double> read_attr_double(hid_t obj, const std::string& name) {
   Hid type(H5Aget_type(attr.get()), H5Tclose);
   const H5T_class_t cls = H5Tget_class(type.get());
   double value = 0;
-  if ((cls != H5T_FLOAT && cls != H5T_INTEGER) || H5Aread(attr.get(), H5T_NATIVE_DOUBLE, &value) < 0) {
-    return std::nullopt;
-  }
+  if (cls != H5T_FLOAT && cls != H5T_INTEGER) return std::nullopt;
+  if (H5Aread(attr.get(), H5T_NATIVE_DOUBLE, &value) < 0) unreadable(name);
   return value;
 }
 
@@ -290,8 +332,66 @@ std::optional<std::vector<uint64_t>> read_attr_u64s(hid_t obj, const std::string
   Hid space(H5Aget_space(attr.get()), H5Sclose);
   const hssize_t n = H5Sget_simple_extent_npoints(space.get());
   std::vector<uint64_t> values(n > 0 ? static_cast<size_t>(n) : 0);
-  if (!values.empty() && H5Aread(attr.get(), H5T_NATIVE_UINT64, values.data()) < 0) return std::nullopt;
+  if (!values.empty() && H5Aread(attr.get(), H5T_NATIVE_UINT64, values.data()) < 0) unreadable(name);
   return values;
+}
+
+namespace {
+template <typename V>
+void append_bytes(std::vector<unsigned char>& out, const V* values, size_t n) {
+  const auto* p = reinterpret_cast<const unsigned char*>(values);
+  out.insert(out.end(), p, p + n * sizeof(V));
+}
+
+AttributeBytes attribute_bytes(hid_t obj, const std::string& name) {
+  AttributeBytes a;
+  a.name = name;
+  Hid attr = open_attr(obj, name);
+  if (!attr.valid()) unreadable(name);
+  Hid type(H5Aget_type(attr.get()), H5Tclose);
+  Hid space(H5Aget_space(attr.get()), H5Sclose);
+  if (!type.valid() || !space.valid()) unreadable(name);
+  const H5T_class_t cls = H5Tget_class(type.get());
+  if (cls == H5T_STRING) {
+    a.kind = 's';
+    const auto text = read_attr_string(obj, name);
+    if (!text) unreadable(name);
+    a.bytes.assign(text->begin(), text->end());
+    return a;
+  }
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  if (n < 0) unreadable(name);
+  if (cls == H5T_INTEGER && H5Tget_size(type.get()) == 8) {
+    const bool is_unsigned = H5Tget_sign(type.get()) == H5T_SGN_NONE;
+    a.kind = is_unsigned ? 'u' : 'i';
+    std::vector<uint64_t> values(static_cast<size_t>(n));
+    if (n > 0 && H5Aread(attr.get(), is_unsigned ? H5T_NATIVE_UINT64 : H5T_NATIVE_INT64, values.data()) < 0)
+      unreadable(name);
+    append_bytes(a.bytes, values.data(), values.size());
+  } else if (cls == H5T_FLOAT && H5Tget_size(type.get()) == 8) {
+    a.kind = 'd';
+    std::vector<double> values(static_cast<size_t>(n));
+    if (n > 0 && H5Aread(attr.get(), H5T_NATIVE_DOUBLE, values.data()) < 0) unreadable(name);
+    append_bytes(a.bytes, values.data(), values.size());
+  }
+  return a;
+}
+}  // namespace
+
+std::vector<AttributeBytes> read_all_attributes(hid_t obj) {
+  std::vector<std::string> names;
+  const herr_t status = H5Aiterate2(
+      obj, H5_INDEX_NAME, H5_ITER_INC, nullptr,
+      [](hid_t, const char* name, const H5A_info_t*, void* data) -> herr_t {
+        static_cast<std::vector<std::string>*>(data)->emplace_back(name);
+        return 0;
+      },
+      &names);
+  if (status < 0) throw CheckpointError("cannot list attributes (object header damaged?): " + hdf5_reason());
+  std::sort(names.begin(), names.end());
+  std::vector<AttributeBytes> out;
+  for (const auto& name : names) out.push_back(attribute_bytes(obj, name));
+  return out;
 }
 
 namespace {

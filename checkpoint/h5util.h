@@ -30,6 +30,7 @@ class Hid {
   hid_t get() const { return id_; }
   bool valid() const { return id_ >= 0; }
   herr_t reset();  // closes now; returns the close status
+  void release() { id_ = -1; }  // forgets the handle without closing it
  private:
   hid_t id_ = -1;
   Closer closer_ = nullptr;
@@ -47,9 +48,10 @@ class QuietHdf5 {
   void* old_data_ = nullptr;
 };
 
-// The innermost messages of the current HDF5 error stack, e.g. "unable to open file: ...errno =
-// 13, error message = 'Permission denied'". Empty if the stack is empty.
+// The innermost messages of the current HDF5 error stack, e.g. "unable to open file: file
+// write failed: No space left on device (errno 28)". Empty if the stack is empty.
 std::string hdf5_reason();
+
 
 // Communicator facts; works when MPI was never initialised (then: one process, no MPI calls).
 struct CommInfo {
@@ -79,11 +81,23 @@ void write_attr(hid_t obj, const std::string& name, int64_t value);
 void write_attr(hid_t obj, const std::string& name, double value);
 void write_attr(hid_t obj, const std::string& name, std::span<const uint64_t> values);
 void write_attr_u64(hid_t obj, const std::string& name, uint64_t value);
+// Attribute reads: nullopt when the attribute is absent (or of another type); a CheckpointError
+// with HDF5's reason when the object header cannot be read (damage), never a silent "absent".
 bool has_attr(hid_t obj, const std::string& name);
 std::optional<std::string> read_attr_string(hid_t obj, const std::string& name);
 std::optional<int64_t> read_attr_int(hid_t obj, const std::string& name);
 std::optional<double> read_attr_double(hid_t obj, const std::string& name);
 std::optional<std::vector<uint64_t>> read_attr_u64s(hid_t obj, const std::string& name);
+
+// Every attribute of `obj` as the value bytes its checksum covers (checksum.h,
+// attribute_hash): kind 's' string (UTF-8 bytes), 'i' int64, 'd' float64, 'u' uint64 (scalar
+// or array), '?' anything else. Sorted by name. Throws CheckpointError when they cannot be read.
+struct AttributeBytes {
+  std::string name;
+  char kind = '?';
+  std::vector<unsigned char> bytes;
+};
+std::vector<AttributeBytes> read_all_attributes(hid_t obj);
 
 // All dataset paths in the file, sorted (the same order on every rank).
 std::vector<std::string> list_datasets(hid_t file);

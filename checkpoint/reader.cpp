@@ -4,6 +4,7 @@
 #include <chrono>
 #include <future>
 #include <map>
+#include <optional>
 
 #include "checkpoint/checksum.h"
 #include "checkpoint/h5util.h"
@@ -34,6 +35,82 @@ struct CheckpointReader::Impl {
   std::map<std::string, size_t> index;
   std::map<std::string, std::vector<uint64_t>> stored_sums;  // per dataset, per chunk
   IoStats stats;
+  bool attributes_verified = false;  // version >= 2: every root attribute matched its checksum
+
+  [[noreturn]] void damaged(const std::vector<std::string>& problems) const {
+    std::string message = "checkpoint " + path.string() + " is damaged:";
+    const size_t shown = std::min<size_t>(problems.size(), 8);
+    for (size_t k = 0; k < shown; ++k) message += (shown > 1 ? "\n  " : " ") + problems[k];
+    if (problems.size() > shown) message += "\n  ... and " + std::to_string(problems.size() - shown) + " more";
+    throw CorruptCheckpointError(message);
+  }
+
+  // Every root attribute against the `attribute_checksums` table (when there is one).
+  void check_attribute_table(const std::vector<detail::AttributeBytes>& attrs) {
+    const auto table_it = std::find_if(attrs.begin(), attrs.end(), [](const detail::AttributeBytes& a) {
+      return a.name == kAttributeChecksumsAttr;
+    });
+    if (table_it == attrs.end()) return;  // version 1, or not a checkpoint: decided by the caller
+    std::map<std::string, uint64_t> table;
+    std::vector<std::string> problems;
+    const std::string text(table_it->bytes.begin(), table_it->bytes.end());
+    for (size_t begin = 0, end; (end = text.find('\n', begin)) != std::string::npos; begin = end + 1) {
+      const std::string line = text.substr(begin, end - begin);
+      const size_t tab = line.find('\t');
+      const auto hash = tab == std::string::npos ? std::nullopt : parse_hex64(line.substr(tab + 1));
+      if (!hash) {
+        problems.push_back("the attribute checksum table has a malformed line '" + line + "'");
+        continue;
+      }
+      table[line.substr(0, tab)] = *hash;
+    }
+    for (const auto& a : attrs) {
+      if (a.name == kAttributeChecksumsAttr) continue;
+      auto it = table.find(a.name);
+      if (it == table.end()) {
+        problems.push_back("root attribute '" + a.name + "' is not in the attribute checksum table");
+        continue;
+      }
+      if (attribute_hash(a.name, a.kind, a.bytes) != it->second)
+        problems.push_back("root attribute '" + a.name + "' does not match its checksum");
+      table.erase(it);
+    }
+    for (const auto& [name, hash] : table) problems.push_back("root attribute '" + name + "' is missing");
+    if (!problems.empty()) damaged(problems);
+    attributes_verified = true;
+  }
+
+  // The datasets against `tensor_manifest`: none missing, none extra, same type, shape and
+  // whole-tensor checksum (so a damaged name, shape or checksum attribute is reported as damage,
+  // not as "another model").
+  void check_manifest() const {
+    const auto text = detail::read_attr_string(file.get(), kTensorManifestAttr);
+    if (!text) damaged({std::string("root attribute '") + kTensorManifestAttr + "' is missing"});
+    std::map<std::string, std::string> manifest;
+    for (size_t begin = 0, end; (end = text->find('\n', begin)) != std::string::npos; begin = end + 1) {
+      const std::string line = text->substr(begin, end - begin);
+      const size_t tab = line.find('\t');
+      manifest[line.substr(0, tab)] = tab == std::string::npos ? "" : line.substr(tab + 1);
+    }
+    std::vector<std::string> problems;
+    for (const TensorInfo& t : tensors) {
+      auto it = manifest.find(t.path);
+      if (it == manifest.end()) {
+        problems.push_back("dataset " + t.path + " is not in the tensor manifest (a damaged name?)");
+        continue;
+      }
+      Hid dataset = open_dataset(t.path);
+      const auto whole = detail::read_attr_u64s(dataset.get(), "checksum");
+      const std::string have = std::string(dtype_name(t.dtype)) + "\t" + shape_string(t.shape) + "\t" +
+                               (whole && whole->size() == 1 ? hex64((*whole)[0]) : std::string("none"));
+      if (have != it->second)
+        problems.push_back("dataset " + t.path + " does not match the tensor manifest (stored " + have +
+                           ", manifest " + it->second + ")");
+      manifest.erase(it);
+    }
+    for (const auto& [name, entry] : manifest) problems.push_back("dataset " + name + " of the tensor manifest is missing");
+    if (!problems.empty()) damaged(problems);
+  }
 
   std::string where(const std::string& dataset) const { return "checkpoint " + path.string() + ", dataset " + dataset; }
 
@@ -79,7 +156,13 @@ struct CheckpointReader::Impl {
   }
 
   void load_tensor_list() {
-    for (const std::string& name : detail::list_datasets(file.get())) {
+    std::vector<std::string> names;
+    try {
+      names = detail::list_datasets(file.get());
+    } catch (const CheckpointError& e) {
+      throw CorruptCheckpointError("checkpoint " + path.string() + " is damaged: " + e.what());
+    }
+    for (const std::string& name : names) {
       Hid dataset = open_dataset(name);
       Hid type(H5Dget_type(dataset.get()), H5Tclose);
       Hid space(H5Dget_space(dataset.get()), H5Sclose);
@@ -94,8 +177,14 @@ struct CheckpointReader::Impl {
       info.path = name;
       info.dtype = *dtype;
       info.shape.assign(dims.begin(), dims.end());
-      const auto rows_per_chunk = detail::read_attr_int(dataset.get(), "checksum_rows_per_chunk");
-      auto sums = detail::read_attr_u64s(dataset.get(), "checksum_chunks");
+      std::optional<int64_t> rows_per_chunk;
+      std::optional<std::vector<uint64_t>> sums;
+      try {
+        rows_per_chunk = detail::read_attr_int(dataset.get(), "checksum_rows_per_chunk");
+        sums = detail::read_attr_u64s(dataset.get(), "checksum_chunks");
+      } catch (const CheckpointError& e) {
+        throw CorruptCheckpointError(where(name) + ": " + e.what());
+      }
       if (rows_per_chunk && *rows_per_chunk >= 1 && sums) {
         const ChunkGrid grid = chunk_grid_with(info.shape, *rows_per_chunk);
         if (static_cast<int64_t>(sums->size()) != grid.n_chunks) {
@@ -124,12 +213,23 @@ CheckpointReader::CheckpointReader(const fs::path& file, MPI_Comm comm, ReaderOp
   if (!fs::is_regular_file(file, ec)) {
     throw CorruptCheckpointError("checkpoint " + file.string() + " does not exist or is not a file");
   }
+  if (options.on_phase) options.on_phase("opening " + file.string());
   Hid fapl = detail::make_file_access(s.comm, options.driver, 0);
   s.file = Hid(H5Fopen(file.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
   if (!s.file.valid()) {
     throw CorruptCheckpointError("cannot open checkpoint " + file.string() +
                                  " (truncated, damaged or not HDF5): " + detail::hdf5_reason());
   }
+  std::vector<detail::AttributeBytes> attrs;
+  try {
+    attrs = detail::read_all_attributes(s.file.get());
+  } catch (const CheckpointError& e) {
+    throw CorruptCheckpointError("checkpoint " + file.string() +
+                                 " is damaged: its root group cannot be read (" + e.what() + ")");
+  }
+  // The attribute checksums first: a damaged 'format' or 'format_version' is damage, not
+  // "another format" (docs/checkpoint-format.md §4b).
+  s.check_attribute_table(attrs);
   const auto format = detail::read_attr_string(s.file.get(), "format");
   if (!format || *format != kFormatName) {
     throw FormatVersionError(file.string() + " is not a brt-dist checkpoint (root attribute 'format' is " +
@@ -143,7 +243,23 @@ CheckpointReader::CheckpointReader(const fs::path& file, MPI_Comm comm, ReaderOp
                              " (a newer brt-dist wrote it)");
   }
   s.version = *version;
-  s.load_tensor_list();
+  if (s.version >= 2 && !s.attributes_verified) {
+    throw CorruptCheckpointError("checkpoint " + file.string() + " is damaged: root attribute '" +
+                                 kAttributeChecksumsAttr + "' is missing (format version " +
+                                 std::to_string(s.version) + " files always carry it)");
+  }
+  try {
+    s.load_tensor_list();
+  } catch (const CorruptCheckpointError&) {
+    throw;
+  } catch (const CheckpointError& e) {
+    throw CorruptCheckpointError("checkpoint " + file.string() + " is damaged: " + e.what());
+  }
+  if (s.version >= 2) s.check_manifest();
+}
+
+bool CheckpointReader::attributes_verified() const {
+  return impl_->attributes_verified;
 }
 
 CheckpointReader::~CheckpointReader() {
@@ -183,20 +299,32 @@ std::vector<std::string> CheckpointReader::attr_names() const {
   return names;
 }
 
+namespace {
+// Attribute reads name the file when its structure cannot be read.
+template <typename Read>
+auto reading_attr(const fs::path& file, const std::string& name, Read read) {
+  detail::QuietHdf5 quiet;
+  try {
+    return read();
+  } catch (const CorruptCheckpointError&) {
+    throw;
+  } catch (const CheckpointError& e) {
+    throw CorruptCheckpointError("checkpoint " + file.string() + ", root attribute '" + name + "': " + e.what());
+  }
+}
+}  // namespace
+
 bool CheckpointReader::has_attr(const std::string& name) const {
-  return detail::has_attr(impl_->file.get(), name);
+  return reading_attr(impl_->path, name, [&] { return detail::has_attr(impl_->file.get(), name); });
 }
 std::optional<std::string> CheckpointReader::attr_string(const std::string& name) const {
-  detail::QuietHdf5 quiet;
-  return detail::read_attr_string(impl_->file.get(), name);
+  return reading_attr(impl_->path, name, [&] { return detail::read_attr_string(impl_->file.get(), name); });
 }
 std::optional<int64_t> CheckpointReader::attr_int(const std::string& name) const {
-  detail::QuietHdf5 quiet;
-  return detail::read_attr_int(impl_->file.get(), name);
+  return reading_attr(impl_->path, name, [&] { return detail::read_attr_int(impl_->file.get(), name); });
 }
 std::optional<double> CheckpointReader::attr_double(const std::string& name) const {
-  detail::QuietHdf5 quiet;
-  return detail::read_attr_double(impl_->file.get(), name);
+  return reading_attr(impl_->path, name, [&] { return detail::read_attr_double(impl_->file.get(), name); });
 }
 
 const std::vector<TensorInfo>& CheckpointReader::tensors() const {

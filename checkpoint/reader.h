@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -18,6 +19,9 @@ namespace brt::checkpoint {
 
 struct ReaderOptions {
   Driver driver = Driver::kAuto;
+  // Called with "opening FILE" before the collective open (writer.h, PhaseCallback); callers
+  // report their own later phases (reading, verifying) around the reads they make.
+  std::function<void(const std::string&)> on_phase;
 };
 
 struct TensorInfo {
@@ -45,8 +49,9 @@ struct VerifyReport {
 class CheckpointReader {
  public:
   // Collective over comm (MPI-IO open when it has several ranks; POSIX otherwise). Throws
-  // CorruptCheckpointError (missing, truncated, not HDF5) or FormatVersionError (not a brt-dist
-  // checkpoint, or a newer format version), naming the file.
+  // CorruptCheckpointError (missing, truncated, not HDF5, damaged structure, a root attribute
+  // that fails its checksum, a dataset that disagrees with the manifest) or FormatVersionError
+  // (not a brt-dist checkpoint, or a newer format version), naming the file and what is wrong.
   explicit CheckpointReader(const std::filesystem::path& file, MPI_Comm comm = MPI_COMM_SELF,
                             ReaderOptions options = {});
   ~CheckpointReader();  // collective when opened with MPI-IO
@@ -56,6 +61,8 @@ class CheckpointReader {
   const std::filesystem::path& path() const;
   int64_t format_version() const;
   Metadata metadata() const;  // missing attributes read as defaults
+  // False only for format version 1 files, whose root attributes carry no checksums.
+  bool attributes_verified() const;
 
   std::vector<std::string> attr_names() const;  // root attributes, sorted
   bool has_attr(const std::string& name) const;

@@ -4,6 +4,7 @@
 
 #include "checkpoint/directory.h"
 #include "checkpoint/h5util.h"
+#include "checkpoint/retention.h"
 
 namespace brt::checkpoint {
 namespace fs = std::filesystem;
@@ -24,7 +25,7 @@ namespace {
 void print_root_attributes(const CheckpointReader& reader, std::ostream& out) {
   static const char* const kShown[] = {"format", "format_version", "step", "tokens_seen", "world_size",
                                        "dp", "tp", "tokenizer_hash", "config_toml", "checksum_algorithm",
-                                       "checksum_chunk_elems"};
+                                       "checksum_chunk_elems", kTensorManifestAttr, kAttributeChecksumsAttr};
   for (const auto& name : reader.attr_names()) {
     if (std::find(std::begin(kShown), std::end(kShown), name) != std::end(kShown)) continue;
     out << "  " << name << ": ";
@@ -52,7 +53,11 @@ bool inspect(const fs::path& file, std::ostream& out, bool verify_checksums) {
       << "  tokens_seen: " << m.tokens_seen << "\n"
       << "  written by layout: world_size " << m.layout.world_size << ", dp " << m.layout.dp << ", tp "
       << m.layout.tp << "\n"
-      << "  tokenizer_hash: " << m.tokenizer_hash << "\n";
+      << "  tokenizer_hash: " << m.tokenizer_hash << "\n"
+      << "  root attributes: "
+      << (reader->attributes_verified() ? "every one matches its checksum"
+                                        : "not covered by checksums (format version 1)")
+      << "\n";
   print_root_attributes(*reader, out);
 
   VerifyReport report;
@@ -77,7 +82,7 @@ bool inspect(const fs::path& file, std::ostream& out, bool verify_checksums) {
   return report.ok;
 }
 
-LatestGood find_latest_good(const fs::path& dir, MPI_Comm comm) {
+LatestGood find_latest_good(const fs::path& dir, MPI_Comm comm, GoodCheckpoints* good) {
   const detail::CommInfo info = detail::comm_info(comm);
   LatestGood result;
   // Rank 0 lists, so every rank walks the same candidates even on a lagging shared file system.
@@ -100,6 +105,23 @@ LatestGood find_latest_good(const fs::path& dir, MPI_Comm comm) {
     std::string warning = "skipping damaged checkpoint " + candidate.string();
     for (const auto& problem : report.problems) warning += "\n  " + problem;
     result.warnings.push_back(warning);
+    result.damaged.push_back(candidate);
+  }
+  if (good != nullptr && result.path) {
+    good->mark(*result.path);
+    if (info.rank == 0) {
+      for (const auto& file : result.damaged) {
+        try {
+          result.set_aside.push_back(set_aside_damaged(file));
+          result.warnings.push_back("set aside damaged checkpoint " + file.string() + " as " +
+                                    result.set_aside.back().string());
+        } catch (const CheckpointError& e) {
+          result.warnings.push_back(e.what());
+        }
+      }
+      if (auto w = repoint_latest(dir, *good); !w.empty()) result.warnings.push_back(w);
+    }
+    detail::barrier(info);
   }
   return result;
 }

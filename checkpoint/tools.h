@@ -27,14 +27,22 @@ VerifyReport verify(const std::filesystem::path& file, MPI_Comm comm = MPI_COMM_
 // verify_checksums). Returns false if the file is damaged (also printed).
 bool inspect(const std::filesystem::path& file, std::ostream& out, bool verify_checksums = true);
 
+class GoodCheckpoints;  // retention.h
+
 struct LatestGood {
   std::optional<std::filesystem::path> path;  // nullopt: no good checkpoint in the directory
   int64_t step = 0;
   std::vector<std::string> warnings;  // one per damaged checkpoint or half-written *.tmp skipped
+  std::vector<std::filesystem::path> damaged;  // committed checkpoints that failed verification
+  std::vector<std::filesystem::path> set_aside;  // where they went (when a good one was found)
 };
 // Walks the committed checkpoints newest first, fully verifying each (collective over comm),
-// and returns the newest good one.
-LatestGood find_latest_good(const std::filesystem::path& dir, MPI_Comm comm = MPI_COMM_SELF);
+// and returns the newest good one. With `good`, the one found is added to it and, on rank 0 of
+// comm, the damaged newer ones are renamed aside (retention.h) and `latest` repointed at it, so
+// no later prune or resume counts or chooses them. Without a good checkpoint nothing is renamed:
+// the caller decides (an error naming `damaged`, or a fresh start that sets them aside).
+LatestGood find_latest_good(const std::filesystem::path& dir, MPI_Comm comm = MPI_COMM_SELF,
+                            GoodCheckpoints* good = nullptr);
 
 struct ExpectedTensor {
   std::string path;  // "/model/layers.0.attn.wq"

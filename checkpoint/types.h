@@ -11,7 +11,11 @@
 namespace brt::checkpoint {
 
 inline constexpr const char* kFormatName = "brt-dist-checkpoint";
-inline constexpr int64_t kFormatVersion = 1;
+// 2: root attributes covered by `attribute_checksums`, datasets listed in `tensor_manifest`
+// (docs/checkpoint-format.md §4b). Version 1 files still load, their attributes unverified.
+inline constexpr int64_t kFormatVersion = 2;
+inline constexpr const char* kTensorManifestAttr = "tensor_manifest";
+inline constexpr const char* kAttributeChecksumsAttr = "attribute_checksums";
 
 // Recommended groups (docs/checkpoint-format.md §2). Dataset paths are free-form absolute
 // HDF5 paths; these keep writers and readers of a run consistent.
@@ -119,6 +123,12 @@ struct IoStats {
   int64_t bytes = 0;  // tensor payload bytes (whole checkpoint for a save, this rank's reads for a load)
   double gb_per_s() const { return seconds > 0.0 ? static_cast<double>(bytes) / seconds / 1e9 : 0.0; }
 };
+
+// Turns off HDF5's own printing of error stacks for the whole process. Every failure already
+// reaches the caller as a CheckpointError carrying HDF5's reason; the printing would add only
+// noise, e.g. "HDF5: infinite loop closing library" at exit after a damaged file was refused.
+// Programs call it once at start (brt-dist's main does).
+void silence_hdf5_diagnostics();
 
 // How the file is opened. kAuto: POSIX (sec2) for one process, MPI-IO for several.
 enum class Driver { kAuto, kPosix, kMpiIo };

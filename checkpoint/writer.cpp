@@ -1,15 +1,20 @@
 #include "checkpoint/writer.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <future>
+#include <map>
 #include <set>
+#include <type_traits>
 
 #include "checkpoint/checksum.h"
 #include "checkpoint/directory.h"
 #include "checkpoint/h5util.h"
+#include "checkpoint/retention.h"
 
 namespace brt::checkpoint {
 namespace fs = std::filesystem;
@@ -31,6 +36,26 @@ struct CheckpointWriter::Impl {
   int64_t bytes = 0;
   Clock::time_point start;
   std::set<std::string> written;
+  std::map<std::string, uint64_t> attribute_hashes;  // root attribute -> attribute_hash
+  std::map<std::string, std::string> manifest;       // dataset path -> "dtype\tshape\tchecksum"
+
+  void phase(const std::string& what) const {
+    if (options.on_phase) options.on_phase(what);
+  }
+
+  // A root attribute, written and remembered for the attribute checksum table.
+  template <typename Value>
+  void put_attr(const std::string& name, const Value& value) {
+    detail::write_attr(file.get(), name, value);
+    const auto* bytes = reinterpret_cast<const unsigned char*>(&value);
+    attribute_hashes[name] = attribute_hash(name, std::is_same_v<Value, double> ? 'd' : 'i',
+                                            std::span<const unsigned char>(bytes, sizeof(Value)));
+  }
+  void put_attr(const std::string& name, std::string_view text) {
+    detail::write_attr(file.get(), name, text);
+    attribute_hashes[name] = attribute_hash(
+        name, 's', std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(text.data()), text.size()));
+  }
 
   // Collective agreement: if any rank failed, every rank abandons the save and throws the
   // gathered messages (so all ranks leave the collective protocol at the same call).
@@ -45,15 +70,25 @@ struct CheckpointWriter::Impl {
     throw SaveError(message);
   }
 
-  // Close and delete the temporary file; the previous checkpoints were never touched.
-  void abandon() {
+  // Close and delete the temporary file; the previous checkpoints were never touched. The
+  // file is emptied first: after a write error (disk full) HDF5 can only close it once its
+  // pending metadata fits, and a deleted file held open would keep its space.
+  // `collective`: every rank abandons together (a failure all agreed on). The destructor
+  // abandons alone (an exception on this rank only): no barrier, which could wait forever.
+  void abandon(bool collective = true) {
     failed = true;
-    file.reset();
+    if (collective) detail::barrier(comm);
+    if (comm.rank == 0 || !collective) ::truncate(tmp.c_str(), 0);
+    if (collective) detail::barrier(comm);
+    // Closing an MPI-IO file is collective: a rank abandoning alone would wait for the others
+    // there forever, so it leaves the handle to the process's end (the job is ending).
+    if (!collective && comm.size > 1) file.release();
+    file.reset();  // closes every object of the file, then the file
     if (comm.rank == 0) {
       std::error_code ec;
       if (fs::is_regular_file(tmp, ec)) fs::remove(tmp, ec);
     }
-    detail::barrier(comm);
+    if (collective) detail::barrier(comm);
   }
 
   void require_open() const {
@@ -75,6 +110,7 @@ CheckpointWriter::CheckpointWriter(const fs::path& dir, int64_t step, MPI_Comm c
   s.tmp = dir / (checkpoint_file_name(step) + ".tmp");
   s.start = Clock::now();
 
+  s.phase("creating");
   std::string error;
   if (s.comm.rank == 0) {
     std::error_code ec;
@@ -89,11 +125,11 @@ CheckpointWriter::CheckpointWriter(const fs::path& dir, int64_t step, MPI_Comm c
   if (!s.file.valid()) error = "cannot create " + s.tmp.string() + ": " + detail::hdf5_reason();
   s.agree(s.file.valid(), error);
   try {
-    detail::write_attr(s.file.get(), "format", std::string_view(kFormatName));
-    detail::write_attr(s.file.get(), "format_version", kFormatVersion);
-    detail::write_attr(s.file.get(), "step", step);
-    detail::write_attr(s.file.get(), "checksum_algorithm", std::string_view(kChecksumAlgorithm));
-    detail::write_attr(s.file.get(), "checksum_chunk_elems", kChecksumChunkElems);
+    s.put_attr("format", std::string_view(kFormatName));
+    s.put_attr("format_version", kFormatVersion);
+    s.put_attr("step", step);
+    s.put_attr("checksum_algorithm", std::string_view(kChecksumAlgorithm));
+    s.put_attr("checksum_chunk_elems", kChecksumChunkElems);
   } catch (const CheckpointError& e) {
     error = e.what();
   }
@@ -104,7 +140,7 @@ CheckpointWriter::~CheckpointWriter() {
   if (impl_ && !impl_->committed && !impl_->failed) {
     try {
       detail::QuietHdf5 quiet;
-      impl_->abandon();
+      impl_->abandon(/*collective=*/false);
     } catch (...) {
       // Destructors must not throw; the temporary file is at worst left behind, and
       // find_latest_good ignores *.tmp files.
@@ -136,9 +172,22 @@ void CheckpointWriter::set_metadata(const Metadata& metadata) {
 
 namespace {
 const std::set<std::string>& reserved_attrs() {
-  static const std::set<std::string> names = {"format", "format_version", "step",
-                                              "checksum_algorithm", "checksum_chunk_elems"};
+  static const std::set<std::string> names = {"format",           "format_version", "step",
+                                              "checksum_algorithm", "checksum_chunk_elems",
+                                              kTensorManifestAttr, kAttributeChecksumsAttr};
   return names;
+}
+
+std::string manifest_text(const std::map<std::string, std::string>& manifest) {
+  std::string text;
+  for (const auto& [path, entry] : manifest) text += path + "\t" + entry + "\n";
+  return text;
+}
+
+std::string attribute_table_text(const std::map<std::string, uint64_t>& hashes) {
+  std::string text;
+  for (const auto& [name, hash] : hashes) text += name + "\t" + hex64(hash) + "\n";
+  return text;
 }
 
 
@@ -151,7 +200,7 @@ void set_root_attr(CheckpointWriter::Impl& s, const std::string& name, const Val
   detail::QuietHdf5 quiet;
   std::string error;
   try {
-    detail::write_attr(s.file.get(), name, value);
+    s.put_attr(name, value);
   } catch (const CheckpointError& e) {
     error = s.final_path.string() + ": " + e.what();
   }
@@ -175,6 +224,7 @@ void CheckpointWriter::write_raw(const std::string& path, const Shape& shape, co
   detail::QuietHdf5 quiet;
   Impl& s = *impl_;
   const std::string where = s.final_path.string() + ":" + path;
+  s.phase("writing " + path);
 
   // Argument checks are agreed on too, so one rank's mistake cannot hang the others.
   std::string error;
@@ -232,10 +282,14 @@ void CheckpointWriter::write_raw(const std::string& path, const Shape& shape, co
   const herr_t status = H5Dwrite(dataset.get(), detail::memory_type(dtype), memory.get(),
                                  selection.get(), dxpl.get(), data ? data : &dummy);
   if (hashing.valid()) hashing.get();
+  // On failure the dataset stays open while abandon() closes the file: HDF5 (1.10) then frees
+  // the file once the dataset goes; closing the dataset first after a failed write leaves a
+  // half-closed file that crashes HDF5's shutdown at exit.
   if (status < 0) error = "cannot write dataset " + where + ": " + detail::hdf5_reason();
   s.agree(status >= 0, error);
 
   detail::sum_over_ranks(s.comm, sums);
+  s.manifest[path] = std::string(dtype_name(dtype)) + "\t" + shape_string(shape) + "\t" + hex64(sum_of(sums));
   try {
     detail::write_attr_u64(dataset.get(), "checksum", sum_of(sums));
     detail::write_attr(dataset.get(), "checksum_chunks", std::span<const uint64_t>(sums));
@@ -253,6 +307,16 @@ SaveResult CheckpointWriter::commit() {
   detail::QuietHdf5 quiet;
   Impl& s = *impl_;
   std::string error;
+  s.phase("closing");
+  try {
+    // The manifest and the attribute table last: they describe everything written before.
+    s.put_attr(kTensorManifestAttr, std::string_view(manifest_text(s.manifest)));
+    detail::write_attr(s.file.get(), kAttributeChecksumsAttr,
+                       std::string_view(attribute_table_text(s.attribute_hashes)));
+  } catch (const CheckpointError& e) {
+    error = s.final_path.string() + ": " + e.what();
+  }
+  s.agree(error.empty(), error);
   if (H5Fflush(s.file.get(), H5F_SCOPE_GLOBAL) < 0) {
     error = "cannot flush " + s.tmp.string() + ": " + detail::hdf5_reason();
   }
@@ -267,7 +331,9 @@ SaveResult CheckpointWriter::commit() {
   std::string warnings;
   if (s.comm.rank == 0) {
     try {
+      s.phase("syncing");
       fsync_file(s.tmp);
+      s.phase("renaming");
       if (std::rename(s.tmp.c_str(), s.final_path.c_str()) != 0) {
         throw SaveError("cannot rename " + s.tmp.string() + " to " + s.final_path.string() + ": " +
                         std::strerror(errno));
@@ -278,12 +344,17 @@ SaveResult CheckpointWriter::commit() {
     }
     if (error.empty()) {
       // From here the new checkpoint is committed; later trouble is only a warning.
+      GoodCheckpoints only_this_save;
+      GoodCheckpoints& good = s.options.good != nullptr ? *s.options.good : only_this_save;
+      good.mark(s.final_path);
       try {
+        s.phase("pointing latest");
         if (s.options.update_latest) write_latest_pointer(s.dir, s.final_path.filename().string());
       } catch (const SaveError& e) {
         warnings += std::string(e.what()) + "\n";
       }
-      for (const auto& w : prune_checkpoints(s.dir, s.options.keep_last)) warnings += w + "\n";
+      s.phase("pruning");
+      for (const auto& w : prune_checkpoints(s.dir, s.options.keep_last, good).warnings) warnings += w + "\n";
       for (const auto& stale : list_partial_checkpoints(s.dir)) {
         std::error_code ec;
         fs::remove(stale, ec);

@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -18,11 +19,22 @@
 
 namespace brt::checkpoint {
 
+class GoodCheckpoints;  // checkpoint/retention.h
+
+// Called with what the save is doing now ("creating", "writing /model/embed", "syncing",
+// "renaming", "pointing latest", "pruning"), on every rank, as each phase begins: a watchdog
+// puts a deadline on it (a stalled peer blocks the collective HDF5 calls), tests inject faults.
+using PhaseCallback = std::function<void(const std::string& phase)>;
+
 struct WriterOptions {
-  int keep_last = 3;           // committed checkpoints kept after a save; <= 0 keeps all
+  int keep_last = 3;           // good checkpoints kept after a save; <= 0 keeps all
   bool update_latest = true;   // point `latest` at the new checkpoint
   Driver driver = Driver::kAuto;
   size_t alignment = 64 * 1024;  // datasets of at least this many bytes start at a multiple of it
+  // The run's known-good checkpoints (retention.h): the new file is added and pruning counts
+  // only good files. Null: only the new file is known good, older ones are verified as needed.
+  GoodCheckpoints* good = nullptr;
+  PhaseCallback on_phase;
 };
 
 struct SaveResult {
@@ -72,7 +84,9 @@ class CheckpointWriter {
              this_rank_writes ? data : std::span<const T>());
   }
 
-  // Flush, close, fsync, rename to ckpt-<step>.h5, fsync the directory, update `latest`, prune.
+  // Writes the tensor manifest and the attribute checksums (docs/checkpoint-format.md §4b),
+  // then flush, close, fsync, rename to ckpt-<step>.h5, fsync the directory, update `latest`,
+  // prune (retention.h).
   SaveResult commit();
 
   const std::filesystem::path& final_path() const;

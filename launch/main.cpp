@@ -3,6 +3,7 @@
 #include <exception>
 #include <string>
 
+#include "checkpoint/types.h"
 #include "kernels/blas_env.h"
 #include "launch/commands.h"
 #include "launch/version.h"
@@ -35,6 +36,7 @@ void usage() {
 
 int main(int argc, char** argv) {
   brt::kernels::ensure_blas_core_type(argc, argv);
+  brt::checkpoint::silence_hdf5_diagnostics();
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
       std::string(argv[1]) == "help") {
     usage();

@@ -87,6 +87,7 @@ int write_fixture(const std::string& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ck::silence_hdf5_diagnostics();
   const std::string mode = argc > 1 ? argv[1] : "";
   try {
     if (mode == "slow" && argc == 4) return write_slow(argv[2], std::stoll(argv[3]));

@@ -37,6 +37,83 @@ def chunk_checksums(values, rows_per_chunk):
     return sums
 
 
+K = 0x9E3779B97F4A7C15
+M64 = (1 << 64) - 1
+
+
+def fmix64_int(x):
+    x ^= x >> 33
+    x = (x * 0xFF51AFD7ED558CCD) & M64
+    x ^= x >> 33
+    x = (x * 0xC4CEB9FE1A85EC53) & M64
+    return x ^ (x >> 33)
+
+
+def mix_words(h, data):
+    for at in range(0, len(data), 8):
+        word = int.from_bytes(data[at:at + 8].ljust(8, b"\0"), "little")
+        h = (fmix64_int(h ^ word) + K) & M64
+    return h
+
+
+def attribute_hash(name, kind, value_bytes):
+    """docs/checkpoint-format.md section 4b."""
+    name_bytes = name.encode()
+    h = fmix64_int((len(name_bytes) + K) & M64)
+    h = mix_words(h, name_bytes)
+    h = mix_words(h, kind.encode())
+    h = (fmix64_int(h ^ len(value_bytes)) + K) & M64
+    return mix_words(h, value_bytes)
+
+
+def attribute_kind_and_bytes(f, name):
+    value = f.attrs[name]
+    dtype = f.attrs.get_id(name).dtype
+    if isinstance(value, (str, bytes)):
+        return "s", value.encode() if isinstance(value, str) else value
+    if dtype.kind == "i":
+        return "i", np.atleast_1d(value).astype("<i8").tobytes()
+    if dtype.kind == "u":
+        return "u", np.atleast_1d(value).astype("<u8").tobytes()
+    if dtype.kind == "f":
+        return "d", np.atleast_1d(value).astype("<f8").tobytes()
+    return "?", b""
+
+
+def check_attribute_table(f, failures):
+    table = {}
+    for line in f.attrs["attribute_checksums"].splitlines():
+        name, hexhash = line.split("\t")
+        table[name] = int(hexhash, 16)
+    names = [n for n in f.attrs if n != "attribute_checksums"]
+    if sorted(names) != sorted(table):
+        failures.append("attribute table lists %s, file has %s" % (sorted(table), sorted(names)))
+    for name in names:
+        kind, data = attribute_kind_and_bytes(f, name)
+        if attribute_hash(name, kind, data) != table.get(name):
+            failures.append("root attribute %s does not match its checksum" % name)
+    return len(names)
+
+
+def check_manifest(f, failures):
+    manifest = {}
+    for line in f.attrs["tensor_manifest"].splitlines():
+        path, dtype, shape, checksum = line.split("\t")
+        manifest[path.lstrip("/")] = (dtype, shape, int(checksum, 16))
+    seen = []
+    f.visititems(lambda name, obj: seen.append(name) if isinstance(obj, h5py.Dataset) else None)
+    if sorted(seen) != sorted(manifest):
+        failures.append("manifest lists %s, file has %s" % (sorted(manifest), sorted(seen)))
+    names = {"float32": np.float32, "float64": np.float64, "int64": np.int64, "uint64": np.uint64}
+    for name in seen:
+        dtype, shape, checksum = manifest.get(name, ("", "", 0))
+        dataset = f[name]
+        if names.get(dtype) != dataset.dtype or shape != "[" + ", ".join(str(d) for d in dataset.shape) + "]":
+            failures.append("%s: manifest says %s %s, stored %s %s" % (name, dtype, shape, dataset.dtype, dataset.shape))
+        if int(dataset.attrs["checksum"]) != checksum:
+            failures.append("%s: manifest checksum differs" % name)
+
+
 def main(directory):
     with open(os.path.join(directory, "latest")) as pointer:
         name = pointer.read().strip()
@@ -52,8 +129,11 @@ def main(directory):
     failures = []
     with h5py.File(path, "r") as f:
         attrs = f.attrs
-        if attrs["format"] != "brt-dist-checkpoint" or int(attrs["format_version"]) != 1:
+        if attrs["format"] != "brt-dist-checkpoint" or int(attrs["format_version"]) != 2:
             failures.append("format attributes: %r %r" % (attrs["format"], attrs["format_version"]))
+        covered = check_attribute_table(f, failures)
+        check_manifest(f, failures)
+        print("root attributes: %d, each matching its checksum; tensor manifest matches" % covered)
         for key, want in [("step", 42), ("tokens_seen", 42 * 512), ("world_size", 1), ("dp", 1), ("tp", 1)]:
             if int(attrs[key]) != want:
                 failures.append("attribute %s = %r, expected %r" % (key, attrs[key], want))

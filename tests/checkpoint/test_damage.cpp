@@ -3,6 +3,8 @@
 // find_latest_good skipping all of them; inspect/verify output. Issue 4.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <fstream>
 #include <sstream>
 
 #include "tests/checkpoint/test_util.h"
@@ -84,16 +86,37 @@ TEST(Damage, FindLatestGoodSkipsDamagedAndHalfWrittenCheckpoints) {
   EXPECT_FALSE(find_latest_good(empty.path()).path.has_value());
 }
 
+// Rewrites an int64 root attribute in place; with `update_table` also its entry in the
+// attribute checksum table, as a writer of that value would have written it.
+void rewrite_int_attr(const fs::path& file, const std::string& name, int64_t value, bool update_table) {
+  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  hid_t a = H5Aopen(f, name.c_str(), H5P_DEFAULT);
+  H5Awrite(a, H5T_NATIVE_INT64, &value);
+  H5Aclose(a);
+  if (update_table) {
+    hid_t t = H5Aopen(f, kAttributeChecksumsAttr, H5P_DEFAULT);
+    hid_t type = H5Aget_type(t);
+    char* text = nullptr;
+    H5Aread(t, type, &text);
+    std::string table = text;
+    H5free_memory(text);
+    const size_t at = table.find(name + "\t") + name.size() + 1;
+    const auto* bytes = reinterpret_cast<const unsigned char*>(&value);
+    table.replace(at, 16, hex64(attribute_hash(name, 'i', {bytes, sizeof value})));
+    const char* out = table.c_str();
+    H5Awrite(t, type, &out);
+    H5Tclose(type);
+    H5Aclose(t);
+  }
+  H5Fclose(f);
+}
+
 TEST(Refusal, NewerFormatVersionIsRefused) {
   ScratchDir dir;
   write_simple(dir.path(), 1);
   const fs::path file = dir.path() / checkpoint_file_name(1);
-  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-  hid_t a = H5Aopen(f, "format_version", H5P_DEFAULT);
   const int64_t newer = kFormatVersion + 1;
-  H5Awrite(a, H5T_NATIVE_INT64, &newer);
-  H5Aclose(a);
-  H5Fclose(f);
+  rewrite_int_attr(file, "format_version", newer, /*update_table=*/true);
   try {
     CheckpointReader reader(file);
     FAIL() << "newer version accepted";
@@ -101,6 +124,88 @@ TEST(Refusal, NewerFormatVersionIsRefused) {
     const std::string message = e.what();
     EXPECT_NE(message.find("format version " + std::to_string(newer)), std::string::npos) << message;
     EXPECT_NE(message.find(file.string()), std::string::npos) << message;
+  }
+}
+
+TEST(Damage, ChangedRootAttributesAreDamageNamingTheAttribute) {
+  // One changed value in the attributes that decide the run (issue 14 item 3): the step, the
+  // format version (not "a newer brt-dist") and a byte of the stored config text.
+  ScratchDir dir;
+  write_simple(dir.path(), 1);
+  const fs::path file = dir.path() / checkpoint_file_name(1);
+  for (const std::string name : {"step", "format_version"}) {
+    const fs::path copy = dir.path() / ("changed-" + name + ".h5");
+    fs::copy_file(file, copy);
+    rewrite_int_attr(copy, name, 7, /*update_table=*/false);
+    try {
+      CheckpointReader reader(copy);
+      FAIL() << name << " changed without notice";
+    } catch (const CorruptCheckpointError& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("root attribute '" + name + "' does not match its checksum"), std::string::npos)
+          << message;
+      EXPECT_NE(message.find(copy.string()), std::string::npos) << message;
+    }
+    const VerifyReport report = verify(copy);
+    EXPECT_FALSE(report.ok) << name;
+  }
+  // The config text: one digit of "d_model = 1000" in the raw bytes ("1000" -> "0000").
+  const fs::path copy = dir.path() / "changed-config.h5";
+  fs::copy_file(file, copy);
+  std::string bytes;
+  {
+    std::ifstream in(copy, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const size_t at = bytes.find("d_model = 1000");
+  ASSERT_NE(at, std::string::npos);
+  flip_byte(copy, int64_t(at + 10), 0x01);
+  try {
+    CheckpointReader reader(copy);
+    FAIL() << "changed config text accepted";
+  } catch (const CorruptCheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("root attribute 'config_toml' does not match its checksum"),
+              std::string::npos) << e.what();
+  }
+}
+
+TEST(Damage, DamagedRootObjectHeaderIsReportedAsDamage) {
+  // A flipped byte in the root group's object header (issue 14 item 6): reported as damage
+  // naming the file and what could not be read, not as "not a brt-dist checkpoint".
+  ScratchDir dir;
+  write_simple(dir.path(), 1);
+  const fs::path file = dir.path() / checkpoint_file_name(1);
+  std::ifstream in(file, std::ios::binary);
+  unsigned char super[48];
+  in.read(reinterpret_cast<char*>(super), sizeof super);
+  uint64_t root = 0;
+  std::memcpy(&root, super + 36, 8);  // superblock v2: root group object header address
+  in.close();
+  flip_byte(file, int64_t(root + 12), 0x5A);
+  try {
+    CheckpointReader reader(file);
+    FAIL() << "damaged root header accepted";
+  } catch (const CorruptCheckpointError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find(file.string() + " is damaged"), std::string::npos) << message;
+    EXPECT_NE(message.find("root group cannot be read"), std::string::npos) << message;
+  }
+}
+
+TEST(Damage, RenamedOrMissingDatasetIsDamageNotAnotherModel) {
+  ScratchDir dir;
+  write_simple(dir.path(), 1);
+  const fs::path file = dir.path() / checkpoint_file_name(1);
+  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(H5Lmove(f, "/model/small", f, "/model/smalk", H5P_DEFAULT, H5P_DEFAULT), 0);
+  H5Fclose(f);
+  try {
+    CheckpointReader reader(file);
+    FAIL() << "renamed dataset accepted";
+  } catch (const CorruptCheckpointError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("dataset /model/smalk is not in the tensor manifest"), std::string::npos) << message;
+    EXPECT_NE(message.find("dataset /model/small of the tensor manifest is missing"), std::string::npos) << message;
   }
 }
 

@@ -111,12 +111,12 @@ inline int64_t dataset_data_offset(const fs::path& file, const std::string& data
   return offset == HADDR_UNDEF ? -1 : static_cast<int64_t>(offset);
 }
 
-inline void flip_byte(const fs::path& file, int64_t offset) {
+inline void flip_byte(const fs::path& file, int64_t offset, unsigned char mask = 0x5A) {
   std::fstream io(file, std::ios::in | std::ios::out | std::ios::binary);
   io.seekg(offset);
   char byte = 0;
   io.read(&byte, 1);
-  byte = static_cast<char>(byte ^ 0x5A);
+  byte = static_cast<char>(byte ^ mask);
   io.seekp(offset);
   io.write(&byte, 1);
 }
