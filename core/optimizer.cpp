@@ -34,10 +34,20 @@ Optimizer<T>::Optimizer(const OptimConfig& config, ParamStore<T>& store, const s
 
 template <typename T>
 StepStats Optimizer<T>::step() {
+  return apply(grad_norm());
+}
+
+template <typename T>
+double Optimizer<T>::grad_norm() {
+  return grad_norm_.compute(store_);
+}
+
+template <typename T>
+StepStats Optimizer<T>::apply(double grad_norm) {
   StepStats s;
   s.step = t_;
   s.lr = learning_rate(config_, t_);
-  s.grad_norm = grad_norm_.compute(store_);
+  s.grad_norm = grad_norm;
   s.clip_scale = clip_scale(s.grad_norm, config_.clip_norm);
   update(s.lr, s.clip_scale);
   ++t_;

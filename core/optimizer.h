@@ -70,8 +70,12 @@ class Optimizer {
   Optimizer& operator=(const Optimizer&) = delete;
 
   // One update from the store's current gradients (which it leaves unchanged): global norm,
-  // clip scale, lr = learning_rate(config, t), the rule's update, then t += 1.
+  // clip scale, lr = learning_rate(config, t), the rule's update, then t += 1. The same as
+  // apply(grad_norm()); the two halves let a caller look at the norm first and skip the update
+  // (launch/step_guard.h). grad_norm() is collective under a reducer, like step().
   StepStats step();
+  double grad_norm();
+  StepStats apply(double grad_norm);
 
   int64_t step_count() const { return t_; }
   void set_step_count(int64_t t);

@@ -1,6 +1,7 @@
 #include "data/prepare.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -166,12 +167,74 @@ void raise_if_any_failed(const std::string& local_error, MPI_Comm comm, const st
   throw std::runtime_error(stage + " failed on another rank (see its message)");
 }
 
+void phase(const PrepareOptions& options, const std::string& what) {
+  if (options.on_phase) options.on_phase(what);
+}
+
+constexpr int kHeartbeatTag = 7301;
+
+// Rank 0 runs `work` on a helper thread and sends every other rank a heartbeat each second
+// (0) and a last message when it is done (1); the others wait for that, each heartbeat
+// restarting their deadline. A stopped or dead rank 0 sends none: its peers time out.
+void on_rank_zero_with_heartbeat(const PrepareOptions& options, MPI_Comm comm, const std::string& waiting,
+                                 const std::function<void()>& work) {
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &ranks);
+  if (rank == 0) {
+    std::atomic<bool> done{false};
+    std::thread worker([&] {
+      work();
+      done = true;
+    });
+    std::vector<int> beats(static_cast<size_t>(ranks) * 64, 0);
+    std::vector<MPI_Request> sent;
+    size_t next = 0;
+    auto beat = [&](int value) {
+      for (int r = 1; r < ranks; ++r) {
+        if (next == beats.size()) {  // reuse the slots once the earlier sends completed
+          MPI_Waitall(static_cast<int>(sent.size()), sent.data(), MPI_STATUSES_IGNORE);
+          sent.clear();
+          next = 0;
+        }
+        beats[next] = value;
+        sent.emplace_back();
+        MPI_Isend(&beats[next++], 1, MPI_INT, r, kHeartbeatTag, comm, &sent.back());
+      }
+    };
+    auto last = std::chrono::steady_clock::now();
+    while (!done) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (ranks > 1 && std::chrono::steady_clock::now() - last >= std::chrono::seconds(1)) {
+        beat(0);
+        last = std::chrono::steady_clock::now();
+      }
+    }
+    worker.join();
+    if (ranks > 1) beat(1);
+    MPI_Waitall(static_cast<int>(sent.size()), sent.data(), MPI_STATUSES_IGNORE);
+    return;
+  }
+  int value = 0;
+  while (value == 0) {
+    phase(options, waiting);
+    MPI_Request request;
+    MPI_Irecv(&value, 1, MPI_INT, 0, kHeartbeatTag, comm, &request);
+    int got = 0;
+    while (!got) {
+      MPI_Test(&request, &got, MPI_STATUS_IGNORE);
+      if (!got) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+}
+
 Tokenizer obtain_tokenizer(const PrepareOptions& options, const std::vector<CorpusFile>& files,
                            MPI_Comm comm, bool* trained) {
   const fs::path stored = tokenizer_path(options.output_dir);
   *trained = false;
   std::string error;
-  if (comm_rank(comm) == 0) {
+  phase(options, "tokenizer");
+  on_rank_zero_with_heartbeat(options, comm, "waiting for world rank 0 to load or train the tokenizer", [&] {
     try {
       if (!options.tokenizer_model.empty()) {
         Tokenizer given = Tokenizer::load(options.tokenizer_model);
@@ -193,7 +256,7 @@ Tokenizer obtain_tokenizer(const PrepareOptions& options, const std::vector<Corp
     } catch (const std::exception& e) {
       error = e.what();
     }
-  }
+  });
   raise_if_any_failed(error, comm, "tokenizer");
   int trained_flag = *trained ? 1 : 0;
   MPI_Bcast(&trained_flag, 1, MPI_INT, 0, comm);
@@ -227,6 +290,7 @@ PrepareResult prepare_corpus(const PrepareOptions& options, MPI_Comm comm) {
   PrepareResult result;
   std::string error;
   std::vector<CorpusFile> files;
+  phase(options, "listing the corpus");
   try {
     files = collect_corpus_files(options);
     if (rank == 0) fs::create_directories(options.output_dir / "shards");
@@ -253,6 +317,7 @@ PrepareResult prepare_corpus(const PrepareOptions& options, MPI_Comm comm) {
   for (size_t round = 0; round < rounds; ++round) {
     int64_t local[4] = {0, 0, 0, 0};
     error.clear();
+    phase(options, "encoding shards, round " + std::to_string(round + 1) + " of " + std::to_string(rounds));
     if (round < mine.size()) {
       const PlannedShard& plan = shards[mine[round]];
       try {
@@ -289,6 +354,7 @@ PrepareResult prepare_corpus(const PrepareOptions& options, MPI_Comm comm) {
 
   // Rank 0 assembles the index and manifest from the shard metas (a shared file system).
   error.clear();
+  phase(options, "writing the document index and manifest");
   if (rank == 0) {
     try {
       Manifest manifest;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,12 @@ struct PrepareOptions {
   // bytes. Shards are the unit of work across ranks and of restart.
   int64_t shard_target_bytes = 4ll << 20;
   bool show_progress = true;  // rank 0 prints documents done/total and MB/s to stderr
+  // Called on every rank as each stage begins ("listing the corpus", "encoding shards, round
+  // 3 of 10", ...) and on ranks waiting for rank 0's tokenizer each time its heartbeat
+  // arrives: a watchdog puts a deadline on each (docs/reliability.md). Training a tokenizer
+  // may take longer than that deadline: rank 0 sends a heartbeat every second while it does,
+  // so only a stopped or dead rank 0 times the others out.
+  std::function<void(const std::string&)> on_phase;
 };
 
 struct PrepareResult {

@@ -40,4 +40,17 @@ CommandLine parse_command_line(int argc, char** argv,
   return cl;
 }
 
+std::string flag_or(const CommandLine& cl, const std::string& name, const std::string& fallback) {
+  auto it = cl.flags.find(name);
+  return it == cl.flags.end() ? fallback : it->second;
+}
+
+void reject_unknown_flags(const CommandLine& cl, std::initializer_list<const char*> known) {
+  for (const auto& [flag, value] : cl.flags) {
+    bool ok = false;
+    for (const char* k : known) ok = ok || flag == k;
+    if (!ok) throw std::invalid_argument("command line: unknown flag --" + flag);
+  }
+}
+
 }  // namespace brt::launch

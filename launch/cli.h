@@ -3,6 +3,7 @@
 // short flags name common keys (--steps, --peak-gflops, --resume).
 #pragma once
 
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
@@ -21,5 +22,10 @@ struct CommandLine {
 CommandLine parse_command_line(int argc, char** argv,
                                const std::map<std::string, std::string>& aliases,
                                const std::vector<std::string>& switches = {});
+
+// The value of --name, or `fallback`.
+std::string flag_or(const CommandLine& cl, const std::string& name, const std::string& fallback);
+// std::invalid_argument naming the first flag not in `known`.
+void reject_unknown_flags(const CommandLine& cl, std::initializer_list<const char*> known);
 
 }  // namespace brt::launch

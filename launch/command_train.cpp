@@ -1,4 +1,6 @@
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -33,11 +35,9 @@ int command_train(int argc, char** argv) {
   if (cl.positional.size() > 1)
     throw std::invalid_argument("command line: unexpected argument '" + cl.positional[1] + "'");
   std::vector<std::string> overrides = cl.overrides;
-  // --resume DIR: checkpoint into DIR and continue from its newest good checkpoint.
-  if (auto it = cl.flags.find("resume"); it != cl.flags.end()) {
-    overrides.push_back("checkpoint.dir=" + it->second);
-    overrides.push_back("checkpoint.resume=true");
-  }
+  // --resume FILE|DIR: continue from exactly that checkpoint, or DIR's newest good one; it must
+  // exist (launch/resume.h). Saves go to checkpoint.dir, by default the checkpoint's directory.
+  if (auto it = cl.flags.find("resume"); it != cl.flags.end()) overrides.push_back("checkpoint.resume_from=" + it->second);
   // --no-overlap: reduce gradients only after backward (the data-parallel benchmark's reference).
   if (cl.flags.count("no-overlap")) overrides.push_back("train.overlap=false");
   if (cl.flags.count("deterministic")) overrides.push_back("train.deterministic=true");
@@ -46,6 +46,14 @@ int command_train(int argc, char** argv) {
       throw std::invalid_argument("command line: unknown flag --" + flag);
   TrainOptions options;
   options.config = load_run_config(config_path, overrides);
+  CheckpointConfig& ck = options.config.checkpoint;
+  if (!ck.resume_from.empty() && ck.dir.empty()) {
+    std::error_code ec;
+    const bool file = std::filesystem::is_regular_file(ck.resume_from, ec);
+    ck.dir = file ? std::filesystem::path(ck.resume_from).parent_path().string() : ck.resume_from;
+    if (ck.dir.empty()) ck.dir = ".";
+  }
+  options.faults = FaultInjection::from_environment();
   // One process per rank under mpirun/srun; a plain start is a 1-rank world (Open MPI
   // singleton). DP = ranks / tp (docs/parallelism.md).
   return parallel::run_mpi_main(argc, argv, [&](parallel::MpiSession& session) {
@@ -59,8 +67,18 @@ int command_train(int argc, char** argv) {
     if (m.variant.rfind("bst", 0) == 0)
       split.push_back({"model.d_model / 4 (the BST SSM features Ds)", m.d_model / 4});
     parallel::validate_layout(session.world_size(), tp, split);
-    try {
-      const parallel::ProcessGroups groups = parallel::make_mpi_process_groups(MPI_COMM_WORLD, tp);
+    // Every wait of the run has a deadline (docs/reliability.md): collectives through the
+    // communicators' timeout, checkpoint I/O through the monitor's guards.
+    parallel::MonitorSettings watch;
+    watch.timeout_s = options.config.train.timeout_s;
+    watch.flight_dir = std::filesystem::path(ck.dir.empty() ? "." : ck.dir) / "flight";
+    session.monitor().configure(watch);
+    options.monitor = &session.monitor();
+    parallel::CommOptions comm;
+    comm.timeout = std::chrono::milliseconds(int64_t(options.config.train.timeout_s * 1000));
+    comm.monitor = &session.monitor();
+    {
+      const parallel::ProcessGroups groups = parallel::make_mpi_process_groups(MPI_COMM_WORLD, tp, comm);
       options.groups = &groups;
       if (groups.world_rank() == 0) std::printf("config: %s\n", config_path.c_str());
       // One GPU per rank by local rank (docs/gpu.md); train.device = "cuda" trains on it.
@@ -76,12 +94,8 @@ int command_train(int argc, char** argv) {
       return result.stopped_by_signal && result.steps_done < options.config.train.steps
                  ? kStoppedBySignalExitCode
                  : 0;
-    } catch (const std::exception& e) {
-      if (session.world_size() > 1) throw;  // run_mpi_main names the rank and ends the job
-      std::fprintf(stderr, "brt-dist train: error: %s\n", e.what());
-      return 1;
     }
-  });
+  }, "brt-dist train");
 }
 
 }  // namespace brt::launch

@@ -141,6 +141,11 @@ toml::table parse_toml(std::string_view text, const std::string& source) {
 }
 
 std::string read_file(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw ConfigError(path, "", "no such config file");
+  if (!fs::is_regular_file(path, ec))
+    throw ConfigError(path, "", fs::is_directory(path, ec) ? "is a directory, not a config file (give a .toml file)"
+                                                           : "is not a regular file (give a .toml file)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path, "", "cannot open the config file");
   std::ostringstream text;
@@ -293,6 +298,9 @@ void resolve(RunConfig& config, const ConfigSources* sources) {
   }
   if (config.data.source == "shards" && config.data.path.empty())
     throw ConfigError(source_of("data.source"), "data.path", "data.source = \"shards\" needs a shard directory");
+  if (config.train.rollback && config.checkpoint.dir.empty() && config.checkpoint.resume_from.empty())
+    throw ConfigError(source_of("train.rollback"), "train.rollback",
+                      "rolling back needs checkpoints to roll back to: set checkpoint.dir");
 }
 
 RunConfig parse_run_config(std::string_view toml_text, const std::string& source_name,

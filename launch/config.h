@@ -39,6 +39,13 @@ struct TrainConfig {
   bool overlap = true;              // DP: reduce gradient buckets during backward (--no-overlap)
   double bucket_mb = 4.0;           // DP: gradient bucket size in MiB
   int zero = 0;                     // 1: ZeRO-1, optimizer state sharded over DP ranks
+  // Never lose a run (docs/reliability.md).
+  double timeout_s = 600;           // a wait (collective, checkpoint I/O) longer than this ends the job
+  int max_skipped_steps = 5;        // consecutive skipped steps (non-finite, spikes) before stopping
+  bool rollback = false;            // ... or reload the last good checkpoint and skip those batches
+  int max_rollbacks = 3;            // rollbacks per run before it stops anyway
+  double skip_loss_z = 0;           // skip a step whose loss z-score exceeds this; 0 = off
+  double skip_grad_z = 0;           // same for the gradient norm; 0 = off
 };
 
 struct DataConfig {
@@ -60,6 +67,10 @@ struct CheckpointConfig {
   int keep = 3;                       // newest checkpoints kept; 0 = all
   bool resume = true;                 // continue from the newest checkpoint in `dir` if any
   std::string on_error = "stop";      // a failed save: "stop" the run or "continue" training
+  // --resume FILE|DIR: must exist; a FILE resumes from exactly that checkpoint.
+  std::string resume_from;
+  bool overwrite = false;             // allow a start that discards checkpoints already in `dir`
+  bool allow_fresh_start = false;     // start from step 0 when every checkpoint in `dir` is damaged
 };
 
 struct RunConfig {

@@ -181,6 +181,18 @@ std::vector<KeySpec> build_keys() {
   k.push_back(bool_key("train.overlap", train(&TrainConfig::overlap), "DP: all-reduce gradient buckets during backward"));
   k.push_back(float_key("train.bucket_mb", train(&TrainConfig::bucket_mb), 0.0, "DP: gradient bucket size, MiB"));
   k.push_back(int_key("train.zero", train(&TrainConfig::zero), 0, 1, "1: ZeRO-1, optimizer state sharded over DP ranks"));
+  k.push_back(float_key("train.timeout_s", train(&TrainConfig::timeout_s), 1.0,
+                        "a stalled wait (collective, checkpoint I/O) ends the job after this many seconds"));
+  k.push_back(int_key("train.max_skipped_steps", train(&TrainConfig::max_skipped_steps), 1, kIntMax,
+                      "consecutive skipped steps (non-finite or spike) before the run stops or rolls back"));
+  k.push_back(bool_key("train.rollback", train(&TrainConfig::rollback),
+                       "after max_skipped_steps: reload the last good checkpoint and skip those batches"));
+  k.push_back(int_key("train.max_rollbacks", train(&TrainConfig::max_rollbacks), 0, kIntMax,
+                      "rollbacks per run before it stops anyway"));
+  k.push_back(float_key("train.skip_loss_z", train(&TrainConfig::skip_loss_z), 0.0,
+                        "skip a step whose loss z-score (last 128 steps) exceeds this; 0 = off"));
+  k.push_back(float_key("train.skip_grad_z", train(&TrainConfig::skip_grad_z), 0.0,
+                        "skip a step whose gradient-norm z-score exceeds this; 0 = off"));
   // [data]
   k.push_back(string_key("data.source", data(&DataConfig::source), {"synthetic", "shards"}, "synthetic | shards"));
   k.push_back(string_key("data.path", data(&DataConfig::path), {}, "shard directory (source = shards)"));
@@ -196,7 +208,13 @@ std::vector<KeySpec> build_keys() {
   k.push_back(int_key("checkpoint.keep", ckpt(&CheckpointConfig::keep), 0, kIntMax, "newest kept; 0 = all"));
   k.push_back(bool_key("checkpoint.resume", ckpt(&CheckpointConfig::resume), "continue from the newest checkpoint"));
   k.push_back(string_key("checkpoint.on_error", ckpt(&CheckpointConfig::on_error), {"stop", "continue"},
-                         "a failed save stops the run, or training continues"));
+                         "a failed save stops the run, or training continues (a failed final save always fails)"));
+  k.push_back(string_key("checkpoint.resume_from", ckpt(&CheckpointConfig::resume_from), {},
+                         "--resume: a checkpoint FILE (exactly it) or DIR (its newest good one); must exist"));
+  k.push_back(bool_key("checkpoint.overwrite", ckpt(&CheckpointConfig::overwrite),
+                       "allow a start that deletes checkpoints of another run (or newer ones) in checkpoint.dir"));
+  k.push_back(bool_key("checkpoint.allow_fresh_start", ckpt(&CheckpointConfig::allow_fresh_start),
+                       "start from step 0 when every checkpoint in checkpoint.dir is damaged"));
   return k;
 }
 

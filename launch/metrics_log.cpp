@@ -35,18 +35,19 @@ void MetricsLog::train_step(const StepMetrics& m) {
   if (print_) {
     std::printf(
         "step %6ld/%ld | loss %.4f | bits/tok %.4f | lr %.3e | gnorm %.3f | %8.0f tok/s | "
-        "%7.2f GFLOP/s | MFU %5.1f%% | ETA %s\n",
+        "%7.2f GFLOP/s | MFU %5.1f%% | ETA %s%s\n",
         m.step, m.total_steps, m.loss, bits, m.lr, m.grad_norm, m.tokens_per_s, m.gflops,
-        100.0 * m.mfu, format_duration(m.eta_s).c_str());
+        100.0 * m.mfu, format_duration(m.eta_s).c_str(),
+        m.skipped_steps > 0 ? (" | skipped " + std::to_string(m.skipped_steps)).c_str() : "");
     std::fflush(stdout);
   }
   if (file_ != nullptr) {
     std::fprintf(file_,
                  "{\"event\":\"train\",\"step\":%ld,\"loss\":%.17g,\"bits_per_token\":%.8g,"
                  "\"lr\":%.8g,\"grad_norm\":%.8g,\"tokens_per_s\":%.8g,\"gflops\":%.8g,"
-                 "\"mfu\":%.8g,\"tokens_seen\":%ld,\"eta_s\":%.3f}\n",
+                 "\"mfu\":%.8g,\"tokens_seen\":%ld,\"eta_s\":%.3f,\"skipped_steps\":%ld}\n",
                  m.step, m.loss, bits, m.lr, m.grad_norm, m.tokens_per_s, m.gflops, m.mfu,
-                 m.tokens_seen, m.eta_s);
+                 m.tokens_seen, m.eta_s, m.skipped_steps);
     std::fflush(file_);
   }
 }

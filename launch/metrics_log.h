@@ -20,6 +20,7 @@ struct StepMetrics {
   double mfu = 0;             // gflops / peak
   double eta_s = 0;
   long tokens_seen = 0;
+  long skipped_steps = 0;     // so far in the run (launch/step_guard.h)
 };
 
 class MetricsLog {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 
@@ -20,6 +21,8 @@
 #include "launch/device_backend.h"
 #include "launch/evaluator.h"
 #include "launch/metrics_log.h"
+#include "launch/run_checkpoints.h"
+#include "launch/step_guard.h"
 #include "launch/stop_signal.h"
 #include "launch/training_checkpoint.h"
 #include "parallel/mpi_communicator.h"
@@ -50,6 +53,15 @@ std::unique_ptr<BatchSource> make_source(const RunConfig& cfg, const std::string
                                                    cfg.model.seq_len, seed, dp_rank * cfg.train.batch);
   }
   return make_shard_source(cfg, split, dp_rank, dp_size);
+}
+
+// Fault injection (launch/fault_injection.h, nonfinite@step=N): the step's loss and one
+// gradient element become NaN, as a real overflow would make them.
+template <typename T>
+void poison_step(core::Model<T>& model, core::LossSums& sums) {
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  model.memory().from_host(model.params().grads(), &nan, sizeof(T));
+  sums.nats = std::numeric_limits<double>::quiet_NaN();
 }
 
 template <typename T>
@@ -88,33 +100,6 @@ double evaluate_whole_split(core::Model<T>& model, const RunConfig& cfg, DataPar
                                       dp ? dp->size() : 1, reduce);
   model.restore_carried_state(saved);
   return r.tokens ? r.nats / double(r.tokens) : 0.0;
-}
-
-// Saves a checkpoint and prints its duration and throughput. A failure (disk full, permission)
-// never damages the previous checkpoint; checkpoint.on_error decides whether the run stops.
-template <typename T>
-void save_checkpoint_now(const RunConfig& cfg, core::Model<T>& model, core::Optimizer<T>& opt,
-                         const BatchSource& data, const RunPosition& pos,
-                         const std::string& tokenizer_hash, MetricsLog& log,
-                         const CheckpointRanks& ranks) {
-  try {
-    const auto r = save_training_checkpoint(cfg, model, opt, data, pos, tokenizer_hash, ranks);
-    char msg[512];
-    std::snprintf(msg, sizeof msg, "checkpoint saved: %s (%.3f GB in %.2f s, %.3f GB/s)",
-                  r.path.c_str(), r.stats.bytes / 1e9, r.stats.seconds, r.stats.gb_per_s());
-    log.event("checkpoint", {{"step", double(pos.step)}, {"seconds", r.stats.seconds},
-                             {"gb_per_s", r.stats.gb_per_s()}}, msg);
-    for (const auto& w : r.warnings) std::fprintf(stderr, "checkpoint warning: %s\n", w.c_str());
-  } catch (const checkpoint::CheckpointError& e) {
-    if (cfg.checkpoint.on_error == "continue") {
-      std::fprintf(stderr, "checkpoint FAILED at step %lld, training continues "
-                   "(checkpoint.on_error=continue): %s\n", (long long)pos.step, e.what());
-      return;
-    }
-    throw std::runtime_error(std::string("checkpoint failed at step ") +
-                             std::to_string(pos.step) + " (previous checkpoints are intact; "
-                             "set checkpoint.on_error=continue to keep training): " + e.what());
-  }
 }
 
 template <typename T>
@@ -236,69 +221,107 @@ TrainResult train_with(const TrainOptions& options) {
   MetricsLog log(print ? cfg.log.metrics_path : std::string(), print);
   StopSignal::install();
 
-  // Resume from the newest good checkpoint, if asked and one exists (issue 4).
-  RunPosition pos;
+  // Where the run starts (launch/resume.h): the newest good checkpoint, a given one, or step 0.
   const std::string tokenizer_hash = train_source->tokenizer_hash();
-  if (!cfg.checkpoint.dir.empty() && cfg.checkpoint.resume) {
-    const auto latest = checkpoint::find_latest_good(cfg.checkpoint.dir);
-    if (print)  // every rank verified the same files; one report is enough
-      for (const auto& w : latest.warnings) std::fprintf(stderr, "checkpoint warning: %s\n", w.c_str());
-    if (latest.path) {
-      checkpoint::IoStats io;
-      pos = load_training_checkpoint(*latest.path, cfg, model, *optimizer, train_source.get(),
-                                     tokenizer_hash, &io, ck_ranks);
-      if (print)
-        std::printf("resumed from %s at step %lld (%.3f GB in %.2f s, %.3f GB/s)\n",
-                    latest.path->c_str(), (long long)pos.step, io.bytes / 1e9, io.seconds,
-                    io.gb_per_s());
-    } else if (print) {
-      std::printf("no checkpoint in %s: starting from step 0\n", cfg.checkpoint.dir.c_str());
-    }
-  }
+  RunCheckpoints<T> checkpoints(cfg, ck_ranks, options.groups ? &options.groups->world() : nullptr,
+                                options.monitor, options.faults, world_rank, print);
+  StepGuard guard({cfg.train.max_skipped_steps, cfg.train.skip_loss_z, cfg.train.skip_grad_z});
+  RunPosition pos;
+  if (!cfg.checkpoint.dir.empty()) pos = checkpoints.start(model, *optimizer, *train_source, tokenizer_hash, guard);
 
   TrainResult result;
   data::Batch batch;
   core::LossSums window_sums;
   double window_seconds = 0, total_seconds = 0;
   int64_t window_steps = 0;
-  const int64_t first_step = pos.step;
+  int64_t first_step = pos.step;
+  core::StepStats st;
   for (int64_t step = first_step; step < cfg.train.steps; ++step) {
+    const int64_t number = step + 1;  // as the progress lines count
+    options.faults.at_step(number, world_rank);
     const auto t0 = Clock::now();
     train_source->next(batch);
-    int64_t local_count = 0;
-    for (uint8_t m : batch.mask) local_count += m;
-    // MODEL §10b: the mean over the GLOBAL batch's unmasked targets.
-    const int64_t count = dp ? dp->global_count(local_count) : local_count;
-    model.params().zero_grads();
-    core::LossSums sums = model.forward(model_input<T>(batch), count ? T(1) / T(count) : T(0));
-    if (dp) dp->begin_backward();
-    model.backward();
-    if (dp) dp->end_backward();  // gradients summed over DP ranks
-    const core::StepStats st = optimizer->step();
-    if (dp) {
-      dp->after_update();  // ZeRO-1: parameters from their owners
-      sums = {dp->global_nats(sums.nats), count};
+    const bool skip_batch = guard.skips_batch(number);  // rolled back past it (train.rollback)
+    if (guard.take_reset()) std::fill(batch.doc_start.begin(), batch.doc_start.end(), uint8_t(1));
+    StepVerdict verdict = StepVerdict::kApply;
+    core::LossSums sums;
+    if (skip_batch) {
+      guard.note_skipped_batch();
+      guard.request_reset();  // the next segment does not follow this one's state
+      log.event("skip", {{"step", double(number)}, {"skipped_steps", double(guard.total_skipped())}},
+                "skip  step " + std::to_string(number) + ": its batch is skipped (rolled back past it)");
+    } else {
+      int64_t local_count = 0;
+      for (uint8_t m : batch.mask) local_count += m;
+      // MODEL §10b: the mean over the GLOBAL batch's unmasked targets.
+      const int64_t count = dp ? dp->global_count(local_count) : local_count;
+      const T spike = options.faults.grad_spike_at(number) ? T(1000) : T(1);
+      model.params().zero_grads();
+      sums = model.forward(model_input<T>(batch), count ? spike / T(count) : T(0));
+      if (dp) dp->begin_backward();
+      model.backward();
+      if (dp) dp->end_backward();  // gradients summed over DP ranks
+      if (options.faults.nonfinite_at(number)) poison_step(model, sums);
+      if (dp) sums = {dp->global_nats(sums.nats), count};
+      sums.count = count;
+      const double loss = count ? sums.nats / double(count) : 0.0;
+      // The guard looks at the global loss and gradient norm before any update (step_guard.h).
+      const double grad_norm = optimizer->grad_norm();
+      verdict = guard.judge(number, loss, grad_norm);
+      if (verdict == StepVerdict::kApply) {
+        st = optimizer->apply(grad_norm);
+        if (dp) dp->after_update();  // ZeRO-1: parameters from their owners
+        result.losses.push_back(loss);
+        result.last_loss = loss;
+        window_sums.nats += sums.nats;
+        window_sums.count += sums.count;
+      } else {
+        char msg[256];
+        std::snprintf(msg, sizeof msg, "skip  step %lld: %s (loss %.4g, gradient norm %.4g); no update, %d in a row",
+                      (long long)number, verdict_reason(verdict), loss, grad_norm, guard.consecutive_skips());
+        log.event("skip", {{"step", double(number)}, {"loss", loss}, {"grad_norm", grad_norm},
+                           {"skipped_steps", double(guard.total_skipped())}}, msg);
+      }
     }
     backend->memory().synchronize();  // a GPU step's time includes its queued kernels
     const double dt = seconds_since(t0);
-    const double loss = count ? sums.nats / double(count) : 0.0;
-    if (!std::isfinite(loss))
-      throw std::runtime_error("loss is not finite at step " + std::to_string(step) +
-                               " (lower optim.lr or check the data)");
-    result.losses.push_back(loss);
-    result.last_loss = loss;
-    result.steps_done = step + 1;
-    pos.step = step + 1;
+    result.steps_done = number;
+    pos.step = number;
     pos.tokens_seen += int64_t(tokens_per_step);
-    window_sums.nats += sums.nats;
-    window_sums.count += sums.count;
     window_seconds += dt;
     total_seconds += dt;
     ++window_steps;
-    const bool last = step + 1 == cfg.train.steps;
-    if (cfg.log.every > 0 && ((step + 1) % cfg.log.every == 0 || last || step == 0)) {
+    if (guard.exhausted()) {
+      const auto& run = guard.recent_skips();
+      const std::string why = std::to_string(run.size()) + " consecutive steps skipped (steps " +
+                              std::to_string(run.front()) + ".." + std::to_string(run.back()) + ", last: " +
+                              verdict_reason(verdict) + "; train.max_skipped_steps = " +
+                              std::to_string(cfg.train.max_skipped_steps) + ")";
+      if (!cfg.train.rollback)
+        throw std::runtime_error(why + "; the run stops. " +
+                                 (checkpoints.last_good() ? "The last good checkpoint, " + checkpoints.last_good()->string() +
+                                                                ", is intact. "
+                                                          : std::string()) +
+                                 "Lower optim.lr, check the data, or set train.rollback=true");
+      if (guard.rollbacks() >= cfg.train.max_rollbacks)
+        throw std::runtime_error(why + " after " + std::to_string(guard.rollbacks()) +
+                                 " rollbacks (train.max_rollbacks); the run stops");
+      const std::vector<int64_t> bad = run;
+      const int rollbacks = guard.rollbacks();
+      pos = checkpoints.reload(model, *optimizer, *train_source, tokenizer_hash, guard, why);
+      guard.add_skip_batches(bad);  // on top of the checkpoint's own list
+      while (guard.rollbacks() <= rollbacks) guard.note_rollback();
+      log.event("rollback", {{"step", double(pos.step)}, {"rollbacks", double(guard.rollbacks())}},
+                why + "; rolled back to step " + std::to_string(pos.step) + ", its batches will be skipped");
+      step = pos.step - 1;  // the loop's ++step continues at pos.step
+      first_step = pos.step;
+      total_seconds = 0;
+      continue;
+    }
+    const bool last = number == cfg.train.steps;
+    if (cfg.log.every > 0 && (number % cfg.log.every == 0 || last || step == first_step)) {
       StepMetrics m;
-      m.step = step + 1;
+      m.step = number;
       m.total_steps = cfg.train.steps;
       m.loss = window_sums.count ? window_sums.nats / double(window_sums.count) : 0;
       m.lr = st.lr;
@@ -306,14 +329,15 @@ TrainResult train_with(const TrainOptions& options) {
       m.tokens_per_s = tokens_per_step * window_steps / window_seconds;
       m.gflops = flops.training() * m.tokens_per_s / 1e9;
       m.mfu = m.gflops / (peak * dp_size);  // the whole job's rate over every rank's peak
-      m.eta_s = total_seconds / double(step + 1 - first_step) * double(cfg.train.steps - step - 1);
+      m.eta_s = total_seconds / double(number - first_step) * double(cfg.train.steps - number);
       m.tokens_seen = long(pos.tokens_seen);
+      m.skipped_steps = long(guard.total_skipped());
       log.train_step(m);
       window_sums = {};
       window_seconds = 0;
       window_steps = 0;
     }
-    if (eval_source && (step + 1) % cfg.train.eval_every == 0) {
+    if (eval_source && number % cfg.train.eval_every == 0) {
       double eval_loss = 0;
       if (cfg.data.source == "shards" && cfg.train.eval_batches == 0) {
         // The whole held-out split, every document streamed through once (MODEL §8).
@@ -323,24 +347,24 @@ TrainResult train_with(const TrainOptions& options) {
         eval_loss = evaluate(model, *eval_source, n, dp.get());
       }
       char msg[160];
-      std::snprintf(msg, sizeof msg, "eval  step %6lld | %s loss %.4f | bits/tok %.4f",
-                    (long long)(step + 1), cfg.data.eval_split.c_str(), eval_loss,
-                    eval_loss / std::log(2.0));
-      log.event("eval", {{"step", double(step + 1)}, {"loss", eval_loss},
+      std::snprintf(msg, sizeof msg, "eval  step %6lld | %s loss %.4f | bits/tok %.4f", (long long)number,
+                    cfg.data.eval_split.c_str(), eval_loss, eval_loss / std::log(2.0));
+      log.event("eval", {{"step", double(number)}, {"loss", eval_loss},
                          {"bits_per_token", eval_loss / std::log(2.0)}}, msg);
     }
     const bool stopping = dp ? dp->any(StopSignal::requested()) : StopSignal::requested();
     const bool save_due = cfg.checkpoint.every > 0 && pos.step % cfg.checkpoint.every == 0;
     if (!cfg.checkpoint.dir.empty() && (save_due || last || stopping))
-      save_checkpoint_now(cfg, model, *optimizer, *train_source, pos, tokenizer_hash, log, ck_ranks);
+      checkpoints.save(model, *optimizer, *train_source, pos, tokenizer_hash, guard, log, last || stopping);
     if (stopping) {
       result.stopped_by_signal = true;
       if (print)
-        std::printf("stopping cleanly after step %lld (signal %d)\n", (long long)(step + 1),
+        std::printf("stopping cleanly after step %lld (signal %d)\n", (long long)number,
                     StopSignal::signal_number());
       break;
     }
   }
+  result.skipped_steps = guard.total_skipped();
   return result;
 }
 

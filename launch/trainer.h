@@ -3,9 +3,11 @@
 #pragma once
 
 #include "launch/config.h"
+#include "launch/fault_injection.h"
 
 namespace brt::parallel {
 class ProcessGroups;
+class JobMonitor;
 }
 
 namespace brt::launch {
@@ -19,6 +21,10 @@ struct TrainOptions {
   // The CUDA device this rank is bound to (launch/gpu_binding.h); -1: none. Used when
   // train.device = "cuda" (launch/device_backend.h).
   int gpu_device = -1;
+  // The process's watchdog (parallel/job_monitor.h): checkpoint saves and loads run under its
+  // deadline, phase by phase. Null: no deadline (tests).
+  parallel::JobMonitor* monitor = nullptr;
+  FaultInjection faults;  // the fault suite's injection points (tests/faults)
 };
 
 struct TrainResult {
@@ -26,6 +32,7 @@ struct TrainResult {
   double last_loss = 0;   // mean nats/target of the last step
   std::vector<double> losses;  // every step's loss (for tests and determinism checks)
   bool stopped_by_signal = false;
+  int64_t skipped_steps = 0;   // steps the guard skipped (launch/step_guard.h)
 };
 
 // Returns the result; throws with a clear message on bad input (config, data, checkpoint).

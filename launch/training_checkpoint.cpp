@@ -94,7 +94,8 @@ std::vector<std::vector<int64_t>> gather_cursors(const std::vector<int64_t>& min
 // over the TP group), in the same order, and the data-cursor gather of its DP group.
 template <typename T>
 void save_tp_shards_only(core::Model<T>& model, core::Optimizer<T>& optimizer,
-                         const BatchSource& data, const CheckpointRanks& ranks) {
+                         const BatchSource& data, const CheckpointRanks& ranks, const CheckpointIo& io) {
+  if (io.on_phase) io.on_phase("gathering tensor-parallel shards for TP rank 0");
   const core::TensorParallel& tp = ranks.tensor_parallel;
   std::vector<T> host, full, staging;
   const auto gather = [&](const core::ParamSpec& spec, const T* local) {
@@ -119,13 +120,15 @@ ck::SaveResult save_training_checkpoint(const RunConfig& config, core::Model<T>&
                                         core::Optimizer<T>& optimizer, const BatchSource& data,
                                         const RunPosition& pos,
                                         const std::string& tokenizer_hash,
-                                        const CheckpointRanks& ranks) {
+                                        const CheckpointRanks& ranks, const CheckpointIo& io) {
   ck::WriterOptions options;
   options.keep_last = config.checkpoint.keep;
+  options.good = io.good;
+  options.on_phase = io.on_phase;
   // Under TP the DP group of TP rank 0 writes; the other TP ranks only take part in the gathers.
   const core::TensorParallel& tp = ranks.tensor_parallel;
   if (tp.rank() != 0) {
-    save_tp_shards_only(model, optimizer, data, ranks);
+    save_tp_shards_only(model, optimizer, data, ranks, io);
     return {};
   }
   ck::CheckpointWriter writer(config.checkpoint.dir, pos.step, ranks.comm, options);
@@ -174,6 +177,19 @@ ck::SaveResult save_training_checkpoint(const RunConfig& config, core::Model<T>&
   const std::vector<int64_t> cursor = data.merge_cursors(gather_cursors(data.cursor(), ranks.comm));
   writer.write_whole<int64_t>(ck::join_path(ck::kDataGroup, "cursor"), {int64_t(cursor.size())},
                               std::span<const int64_t>(cursor), ranks.dp_rank == 0);
+  if (io.guard != nullptr) {  // the same on every rank (every decision is on global values)
+    const auto counters = io.guard->counters();
+    const auto windows = io.guard->windows();
+    // skip_batches as [n, step...]: never zero-size (MPI-IO cannot write an empty dataset).
+    std::vector<int64_t> skips = io.guard->skip_batches();
+    skips.insert(skips.begin(), int64_t(skips.size()));
+    writer.write_whole<int64_t>(ck::join_path(ck::kDataGroup, "guard_counters"), {int64_t(counters.size())},
+                                std::span<const int64_t>(counters), ranks.dp_rank == 0);
+    writer.write_whole<double>(ck::join_path(ck::kDataGroup, "guard_windows"), {int64_t(windows.size())},
+                               std::span<const double>(windows), ranks.dp_rank == 0);
+    writer.write_whole<int64_t>(ck::join_path(ck::kDataGroup, "skip_batches"), {int64_t(skips.size())},
+                                std::span<const int64_t>(skips), ranks.dp_rank == 0);
+  }
   return writer.commit();
 }
 
@@ -181,8 +197,10 @@ template <typename T>
 RunPosition load_training_checkpoint(const std::filesystem::path& file, const RunConfig& config,
                                      core::Model<T>& model, core::Optimizer<T>& optimizer,
                                      BatchSource* data, const std::string& tokenizer_hash,
-                                     ck::IoStats* stats, const CheckpointRanks& ranks) {
-  ck::CheckpointReader reader(file, ranks.comm);
+                                     ck::IoStats* stats, const CheckpointRanks& ranks, const CheckpointIo& io) {
+  ck::ReaderOptions reader_options;
+  reader_options.on_phase = io.on_phase;
+  ck::CheckpointReader reader(file, ranks.comm, reader_options);
   const ck::Metadata meta = reader.metadata();
   ck::require_tensors(reader, expected_parameters(model));
   if (!tokenizer_hash.empty() || !meta.tokenizer_hash.empty())
@@ -192,6 +210,7 @@ RunPosition load_training_checkpoint(const std::filesystem::path& file, const Ru
   std::vector<T> full, host;
   const auto read_into = [&](const std::string& path, const ck::Slice& slice, const core::ParamSpec& spec,
                              T* local) {
+    if (io.on_phase) io.on_phase("reading " + path);
     host.resize(size_t(spec.numel()));
     if (!spec.shard.sharded()) {
       reader.read<T>(path, slice, std::span<T>(host));
@@ -237,19 +256,36 @@ RunPosition load_training_checkpoint(const std::filesystem::path& file, const Ru
   if (data != nullptr)
     data->restore_global(reader.read_whole<int64_t>(ck::join_path(ck::kDataGroup, "cursor")),
                          ranks.dp_rank, ranks.dp_size);
+  const std::string guard_path = ck::join_path(ck::kDataGroup, "guard_counters");
+  if (io.guard != nullptr && reader.has(guard_path)) {  // older checkpoints have none: a fresh guard
+    try {
+      std::vector<int64_t> skips = reader.read_whole<int64_t>(ck::join_path(ck::kDataGroup, "skip_batches"));
+      if (skips.empty() || skips[0] != int64_t(skips.size()) - 1)
+        throw std::invalid_argument("/data/skip_batches does not start with its length");
+      skips.erase(skips.begin());
+      io.guard->restore(reader.read_whole<int64_t>(guard_path),
+                        reader.read_whole<double>(ck::join_path(ck::kDataGroup, "guard_windows")), skips);
+    } catch (const std::invalid_argument& e) {
+      throw ck::MismatchError(file.string() + ": " + e.what());
+    }
+  }
   if (stats != nullptr) *stats = reader.load_stats();
   return {meta.step, meta.tokens_seen};
 }
 
 template <typename T>
-void load_model_parameters(const std::filesystem::path& file, core::Model<T>& model) {
-  ck::CheckpointReader reader(file);
+void load_model_parameters(const std::filesystem::path& file, core::Model<T>& model,
+                           const ck::PhaseCallback& on_phase) {
+  ck::ReaderOptions reader_options;
+  reader_options.on_phase = on_phase;
+  ck::CheckpointReader reader(file, MPI_COMM_SELF, reader_options);
   ck::require_tensors(reader, expected_parameters(model));
   std::vector<T> full, host;
   core::ParamStore<T>& store = model.params();
   for (int i = 0; i < store.size(); ++i) {
     const core::Param<T>& p = store[i];
     const std::string path = ck::join_path(ck::kModelGroup, p.spec.name);
+    if (on_phase) on_phase("reading " + path);
     host.resize(size_t(p.numel()));
     if (!p.spec.shard.sharded()) {
       reader.read<T>(path, ck::Slice::whole(p.spec.shape), std::span<T>(host));
@@ -272,13 +308,14 @@ RunConfig config_of_checkpoint(const std::filesystem::path& file) {
   template ck::SaveResult save_training_checkpoint<T>(const RunConfig&, core::Model<T>&,       \
                                                       core::Optimizer<T>&, const BatchSource&, \
                                                       const RunPosition&, const std::string&,  \
-                                                      const CheckpointRanks&);                 \
+                                                      const CheckpointRanks&, const CheckpointIo&); \
   template RunPosition load_training_checkpoint<T>(const std::filesystem::path&,               \
                                                    const RunConfig&, core::Model<T>&,          \
                                                    core::Optimizer<T>&, BatchSource*,          \
                                                    const std::string&, ck::IoStats*,           \
-                                                   const CheckpointRanks&);                    \
-  template void load_model_parameters<T>(const std::filesystem::path&, core::Model<T>&);
+                                                   const CheckpointRanks&, const CheckpointIo&); \
+  template void load_model_parameters<T>(const std::filesystem::path&, core::Model<T>&,         \
+                                         const ck::PhaseCallback&);
 
 BRT_INSTANTIATE_CKPT(float)
 BRT_INSTANTIATE_CKPT(double)

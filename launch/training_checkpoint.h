@@ -15,6 +15,7 @@
 #include "core/optimizer.h"
 #include "launch/batch_source.h"
 #include "launch/config.h"
+#include "launch/step_guard.h"
 
 namespace brt::launch {
 
@@ -35,8 +36,20 @@ struct CheckpointRanks {
 };
 
 struct RunPosition {
-  int64_t step = 0;         // optimizer steps completed
+  int64_t step = 0;         // training steps completed (applied or skipped)
   int64_t tokens_seen = 0;  // input tokens consumed by training
+};
+
+// What a save or load reports and shares beyond the tensors.
+struct CheckpointIo {
+  // The run's known-good checkpoints (checkpoint/retention.h): saves add theirs, pruning counts
+  // only good files. Null: only the new save is known good.
+  checkpoint::GoodCheckpoints* good = nullptr;
+  // Each phase of the save or load as it begins ("writing /model/embed", "reading /optim/...").
+  checkpoint::PhaseCallback on_phase;
+  // The step guard's state (skip counters, z-score windows, batches to skip) is saved with the
+  // run and restored on load (/data/guard_*, /data/skip_batches). Null: none.
+  StepGuard* guard = nullptr;
 };
 
 template <typename T>
@@ -44,7 +57,8 @@ checkpoint::SaveResult save_training_checkpoint(const RunConfig& config, core::M
                                                 core::Optimizer<T>& optimizer,
                                                 const BatchSource& data, const RunPosition& pos,
                                                 const std::string& tokenizer_hash,
-                                                const CheckpointRanks& ranks = {});
+                                                const CheckpointRanks& ranks = {},
+                                                const CheckpointIo& io = {});
 
 // Loads `file` into the model, optimizer and data source and returns where the run stood.
 // Refuses (checkpoint::MismatchError / CheckpointError naming the file and what differs) a
@@ -55,11 +69,13 @@ RunPosition load_training_checkpoint(const std::filesystem::path& file, const Ru
                                      core::Model<T>& model, core::Optimizer<T>& optimizer,
                                      BatchSource* data, const std::string& tokenizer_hash,
                                      checkpoint::IoStats* stats = nullptr,
-                                     const CheckpointRanks& ranks = {});
+                                     const CheckpointRanks& ranks = {},
+                                     const CheckpointIo& io = {});
 
 // Loads only the model parameters (evaluation, generation): any layout, one process.
 template <typename T>
-void load_model_parameters(const std::filesystem::path& file, core::Model<T>& model);
+void load_model_parameters(const std::filesystem::path& file, core::Model<T>& model,
+                           const checkpoint::PhaseCallback& on_phase = {});
 
 // The resolved config stored in a checkpoint (for eval/inspect).
 RunConfig config_of_checkpoint(const std::filesystem::path& file);

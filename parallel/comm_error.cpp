@@ -43,10 +43,12 @@ void abort_job(const std::string& message, int exit_code) {
   // One write() call: async-signal-safe-ish and not interleaved with other ranks mid-line.
   const ssize_t written = ::write(2, message.data(), message.size());
   (void)written;
-  int initialized = 0, finalized = 0;
+  int initialized = 0, finalized = 0, world = 1;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
-  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  if (initialized && !finalized) MPI_Comm_size(MPI_COMM_WORLD, &world);
+  // One process has nobody to stop: exit quietly instead of Open MPI's MPI_ABORT banner.
+  if (initialized && !finalized && world > 1) MPI_Abort(MPI_COMM_WORLD, exit_code);
   ::_exit(exit_code);
 }
 

@@ -2,6 +2,8 @@
 // rejects the same mistakes with the same message) and the Request handle.
 #include "parallel/communicator.h"
 
+#include <cstring>
+
 #include <cstdio>
 #include <exception>
 #include <stdexcept>
@@ -129,5 +131,15 @@ Request Communicator::broadcast_async(void* buf, int64_t count, DataType type, i
 }
 
 Request Communicator::barrier_async(Stream stream) { return start_barrier(stream); }
+
+void broadcast_string(Communicator& group, std::string& text, int root) {
+  // The communicator carries numbers: the length, then the bytes packed into int64 words.
+  int64_t length = static_cast<int64_t>(text.size());
+  group.broadcast(std::span<int64_t>(&length, 1), root);
+  std::vector<int64_t> words(static_cast<size_t>((length + 7) / 8), 0);
+  if (group.rank() == root) std::memcpy(words.data(), text.data(), text.size());
+  group.broadcast(std::span<int64_t>(words), root);
+  text.assign(reinterpret_cast<const char*>(words.data()), static_cast<size_t>(length));
+}
 
 }  // namespace brt::parallel

@@ -50,12 +50,17 @@ struct Stream {
   bool is_host() const { return handle == nullptr; }
 };
 
+class JobMonitor;  // parallel/job_monitor.h
+
 // Settings every backend honours.
 struct CommOptions {
   // A collective still incomplete this long after it was issued ends the job with a report
   // naming it and the ranks it waits for (parallel/comm_error.h). Checked whenever its
-  // request is tested or waited on.
+  // request is tested or waited on. brt-dist sets it from train.timeout_s.
   std::chrono::milliseconds timeout = std::chrono::minutes(10);
+  // When set: every collective is recorded in its flight recorder, and a timeout ends the job
+  // through JobMonitor::fail (flight records of every rank compared in the report).
+  JobMonitor* monitor = nullptr;
 };
 
 // One in-flight collective. Backends implement it; callers hold it inside a Request.
@@ -93,6 +98,10 @@ class Request {
 
 // Waits for every request, in order.
 void wait_all(std::span<Request> requests);
+
+class Communicator;
+// `text` on every rank of `group` becomes root's (blocking; the group's deadline applies).
+void broadcast_string(Communicator& group, std::string& text, int root);
 
 // Collectives over one process group. All ranks of the group must issue the same
 // collectives in the same order (as in MPI and NCCL). Counts are in elements.

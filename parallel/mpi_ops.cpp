@@ -4,6 +4,7 @@
 // for when the timeout fires.
 #include "parallel/mpi_ops.h"
 
+#include "parallel/job_monitor.h"
 #include "parallel/rank_order_reduce.h"
 
 #include <algorithm>
@@ -47,6 +48,8 @@ class P2pOp : public PendingOp {
 
   // Posts phase 0; called by the factory once the derived object exists.
   void start() {
+    if (JobMonitor* monitor = group_->options.monitor)
+      flight_ = monitor->recorder().begin(info_.op, info_.group, info_.sequence, info_.bytes);
     if (!post_phase(0)) finished_ = true;
     progress();
   }
@@ -157,6 +160,7 @@ class P2pOp : public PendingOp {
       ++phase_;
       if (!post_phase(phase_)) finished_ = true;
     }
+    if (JobMonitor* monitor = group_->options.monitor) monitor->recorder().end(flight_);
   }
 
   void check_deadline() const {
@@ -172,11 +176,12 @@ class P2pOp : public PendingOp {
     std::sort(missing.begin(), missing.end());
     std::vector<RankLocation> where;
     for (int peer : missing) where.push_back(group_->location(peer));
-    abort_job(describe_timeout(info_, group_->location(group_->rank),
-                               std::chrono::duration<double>(waited).count(),
-                               std::chrono::duration<double>(group_->options.timeout).count(),
-                               where),
-              kCollectiveTimeoutExitCode);
+    const std::string report = describe_timeout(info_, group_->location(group_->rank),
+                                                std::chrono::duration<double>(waited).count(),
+                                                std::chrono::duration<double>(group_->options.timeout).count(),
+                                                where);
+    if (JobMonitor* monitor = group_->options.monitor) monitor->fail(report, kCollectiveTimeoutExitCode);
+    abort_job(report, kCollectiveTimeoutExitCode);
   }
 
   std::shared_ptr<const MpiGroup> group_;
@@ -190,6 +195,7 @@ class P2pOp : public PendingOp {
   std::vector<MPI_Status> statuses_;     // allocation per poll
   int phase_ = 0;
   bool finished_ = false;
+  uint64_t flight_ = 0;  // the flight recorder's token (options.monitor)
 };
 
 CollectiveInfo make_info(const MpiGroup& group, uint64_t seq, std::string op, DataType type,

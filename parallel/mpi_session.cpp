@@ -1,30 +1,18 @@
 #include "parallel/mpi_session.h"
 
+#include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <set>
+#include <thread>
+#include <vector>
 
 #include "parallel/comm_error.h"
 #include "parallel/launch_env.h"
 #include "parallel/layout.h"
 
 namespace brt::parallel {
-
-MpiSession::MpiSession(int* argc, char*** argv, int requested_thread_level) {
-  exit_if_started_without_pmi(process_env());
-  MPI_Init_thread(argc, argv, requested_thread_level, &thread_level_);
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
-  MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
-}
-
-MpiSession::~MpiSession() {
-  if (std::uncaught_exceptions() > 0) {
-    abort_job("brt::parallel: world rank " + std::to_string(world_rank_) +
-                  " is leaving MPI with an exception in flight; aborting the job so the other "
-                  "ranks do not wait for it (use run_mpi_main to have the message printed)\n",
-              1);
-  }
-  MPI_Finalize();
-}
 
 namespace {
 
@@ -37,18 +25,101 @@ std::string host_name() {
 
 }  // namespace
 
-int run_mpi_main(int argc, char** argv, const std::function<int(MpiSession&)>& body) {
+MpiSession::MpiSession(int* argc, char*** argv, int requested_thread_level) {
+  exit_if_started_without_pmi(process_env());
+  MPI_Init_thread(argc, argv, requested_thread_level, &thread_level_);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+  host_ = host_name();
+  MPI_Comm_dup(MPI_COMM_WORLD, &error_comm_);
+  monitor_ = std::make_unique<JobMonitor>(RankLocation{world_rank_, host_}, world_size_);
+}
+
+MpiSession::~MpiSession() {
+  if (std::uncaught_exceptions() > 0) {
+    abort_job("brt::parallel: world rank " + std::to_string(world_rank_) +
+                  " is leaving MPI with an exception in flight; aborting the job so the other "
+                  "ranks do not wait for it (use run_mpi_main to have the message printed)\n",
+              1);
+  }
+  monitor_.reset();  // the watchdog thread stops before MPI does
+  if (error_comm_ != MPI_COMM_NULL) MPI_Comm_free(&error_comm_);
+  MPI_Finalize();
+}
+
+namespace {
+
+// True when every rank of the session arrives here within kErrorAgreementSeconds.
+bool every_rank_failed(MpiSession& session) {
+  MPI_Request request;
+  MPI_Ibarrier(session.error_comm(), &request);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kErrorAgreementSeconds);
+  int done = 0;
+  while (true) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+// The distinct messages of all ranks, on world rank 0 ("" elsewhere). Every rank calls it.
+std::string agreed_message(MpiSession& session, const std::string& mine) {
+  constexpr int kLength = 4096;
+  std::vector<char> buffer(kLength, 0), all;
+  std::memcpy(buffer.data(), mine.data(), std::min<size_t>(mine.size(), kLength - 1));
+  if (session.world_rank() == 0) all.resize(size_t(kLength) * size_t(session.world_size()));
+  MPI_Gather(buffer.data(), kLength, MPI_CHAR, all.data(), kLength, MPI_CHAR, 0, session.error_comm());
+  if (session.world_rank() != 0) return "";
+  std::vector<std::string> messages;
+  std::vector<std::vector<int>> ranks;
+  for (int r = 0; r < session.world_size(); ++r) {
+    const std::string text(all.data() + size_t(r) * kLength);
+    size_t k = 0;
+    while (k < messages.size() && messages[k] != text) ++k;
+    if (k == messages.size()) {
+      messages.push_back(text);
+      ranks.emplace_back();
+    }
+    ranks[k].push_back(r);
+  }
+  if (messages.size() == 1) return messages[0];
+  std::string out;
+  for (size_t k = 0; k < messages.size(); ++k) {
+    out += "\n  world rank" + std::string(ranks[k].size() > 1 ? "s " : " ");
+    for (size_t i = 0; i < ranks[k].size(); ++i) out += (i ? "," : "") + std::to_string(ranks[k][i]);
+    out += ": " + messages[k];
+  }
+  return out;
+}
+
+}  // namespace
+
+int run_mpi_main(int argc, char** argv, const std::function<int(MpiSession&)>& body,
+                 const std::string& program) {
   MpiSession session(&argc, &argv);
+  std::string error;
+  int status = 1;
   try {
     return body(session);
   } catch (const LayoutError& e) {
-    if (session.world_rank() == 0) std::fprintf(stderr, "error: %s\n", e.what());
-    return kLaunchRefusedExitCode;
+    error = e.what();
+    status = kLaunchRefusedExitCode;
   } catch (const std::exception& e) {
-    abort_job("error on world rank " + std::to_string(session.world_rank()) + " (host " +
-                  host_name() + "): " + e.what() + "\n",
-              1);
+    error = e.what();
   }
+  if (session.world_size() == 1) {
+    std::fprintf(stderr, "%s: error: %s\n", program.c_str(), error.c_str());
+    return status;
+  }
+  if (every_rank_failed(session)) {
+    const std::string message = agreed_message(session, error);
+    if (session.world_rank() == 0) std::fprintf(stderr, "%s: error: %s\n", program.c_str(), message.c_str());
+    return status;
+  }
+  session.monitor().fail(program + ": error on world rank " + std::to_string(session.world_rank()) + " (host " +
+                             session.host() + "): " + error,
+                         1);
 }
 
 }  // namespace brt::parallel

@@ -6,7 +6,10 @@
 #include <mpi.h>
 
 #include <functional>
+#include <memory>
 #include <string>
+
+#include "parallel/job_monitor.h"
 
 namespace brt::parallel {
 
@@ -24,18 +27,33 @@ class MpiSession {
   int thread_level() const { return thread_level_; }
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }
+  const std::string& host() const { return host_; }
+  // This process's watchdog and flight recorder (job_monitor.h); commands configure its
+  // timeout and flight directory from their config and pass it to their communicators.
+  JobMonitor& monitor() { return *monitor_; }
+  // A duplicate of MPI_COMM_WORLD that only run_mpi_main's error agreement uses.
+  MPI_Comm error_comm() const { return error_comm_; }
 
  private:
   int thread_level_ = MPI_THREAD_SINGLE;
   int world_rank_ = 0;
   int world_size_ = 1;
+  std::string host_;
+  MPI_Comm error_comm_ = MPI_COMM_NULL;
+  std::unique_ptr<JobMonitor> monitor_;
 };
 
-// Runs body(session) inside an MpiSession and returns its exit status. Exceptions:
-//  - LayoutError (parallel/layout.h) is thrown identically by every rank before any work:
-//    world rank 0 prints it, everyone finalizes, status 2;
-//  - anything else may be on one rank only: that rank prints "world rank R (host): what()"
-//    and aborts the job (status 1), since the others may be blocked in a collective.
-int run_mpi_main(int argc, char** argv, const std::function<int(MpiSession&)>& body);
+// Runs body(session) inside an MpiSession and returns its exit status. An exception escaping
+// body is the command's error, printed as "<program>: error: <what>" on stderr:
+//  - one process: printed, status 1 (2 for a LayoutError), MPI finalized normally;
+//  - several: the ranks that failed wait up to kErrorAgreementSeconds for the others. If every
+//    rank failed (a bad config, a missing or damaged file: every rank checks the same thing),
+//    world rank 0 prints the distinct messages once and every rank finalizes: status 1 (2 for
+//    LayoutError), no MPI abort. Otherwise the error is on some ranks only, the others may be
+//    blocked in a collective: the monitor's fail() reports it with the flight records, naming
+//    the rank and host, and aborts the job (status 1).
+inline constexpr double kErrorAgreementSeconds = 10.0;
+int run_mpi_main(int argc, char** argv, const std::function<int(MpiSession&)>& body,
+                 const std::string& program = "brt-dist");
 
 }  // namespace brt::parallel

@@ -310,7 +310,8 @@ def run_sweep(table, sweep_dir, brt_dist, mpirun="mpirun", ranks_all=None, extra
         (run_dir / "ckpt").mkdir(parents=True, exist_ok=True)
         overrides = row["overrides"] + list(extra)
         cmd = [mpirun, *mpirun_args, "-np", str(ranks), brt_dist, "train", row["config"], *overrides,
-               f"log.metrics_path={run_dir / 'metrics.jsonl'}", "--resume", str(run_dir / "ckpt")]
+               f"log.metrics_path={run_dir / 'metrics.jsonl'}", f"checkpoint.dir={run_dir / 'ckpt'}",
+               "checkpoint.resume=true"]
         print(f"scaling_study: {row['name']}: {shlex.join(cmd)}", flush=True)
         with open(run_dir / "train.log", "a") as log:
             rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode

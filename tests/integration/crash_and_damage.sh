@@ -56,17 +56,21 @@ fi
 grep -qi "shape\|mismatch" "$work/mismatch.log" || fail "unclear refusal: $(cat "$work/mismatch.log")"
 
 # A failing save (the checkpoint directory cannot be created: its parent is a regular file,
-# which fails for root too) stops the run by default, or is reported while training goes on
-# with checkpoint.on_error=continue.
+# which fails for root too) stops the run by default; with checkpoint.on_error=continue it is
+# reported while training goes on, but a failed FINAL save still fails the job (exit non-zero,
+# so Slurm does not record an unsaved end as success).
 touch "$work/not-a-dir"
 if "$bin" train configs/tiny.toml "${SMALL[@]}" train.steps=2 checkpoint.dir="$work/not-a-dir/ckpt" > "$work/stop.log" 2>&1; then
   fail "a failed save did not stop the run"
 fi
 grep -q "checkpoint failed" "$work/stop.log" || fail "unclear save failure: $(cat "$work/stop.log")"
-"$bin" train configs/tiny.toml "${SMALL[@]}" train.steps=2 checkpoint.dir="$work/not-a-dir/ckpt" \
-  checkpoint.on_error=continue > "$work/continue.log" 2>&1 || fail "on_error=continue stopped: $(cat "$work/continue.log")"
+if "$bin" train configs/tiny.toml "${SMALL[@]}" train.steps=2 checkpoint.every=1 checkpoint.dir="$work/not-a-dir/ckpt" \
+  checkpoint.on_error=continue > "$work/continue.log" 2>&1; then
+  fail "on_error=continue exited 0 although the final save failed: $(cat "$work/continue.log")"
+fi
 grep -q "training continues" "$work/continue.log" || fail "no save-failure report: $(cat "$work/continue.log")"
-grep -q "step      2/2" "$work/continue.log" || fail "training did not finish: $(cat "$work/continue.log")"
+grep -q "step      2/2" "$work/continue.log" || fail "training did not go on: $(cat "$work/continue.log")"
+grep -q "the final checkpoint failed at step 2" "$work/continue.log" || fail "final-save failure not named: $(cat "$work/continue.log")"
 
 # h5py reads every parameter with the documented shape.
 /usr/bin/python3 - "$newest" <<'PY'

@@ -19,7 +19,7 @@ steps=1500 every=1000
 args=(configs/tiny.toml "${SMALL[@]}" train.steps="$steps" log.every=50 checkpoint.every="$every"
       checkpoint.keep=0 log.metrics_path="$work/metrics.jsonl")
 
-mpirun --oversubscribe -np "$np" "$bin" train "${args[@]}" --resume "$work/ckpt" > "$work/first.log" 2>&1 &
+mpirun --oversubscribe -np "$np" "$bin" train "${args[@]}" checkpoint.dir="$work/ckpt" > "$work/first.log" 2>&1 &
 run_pid=$!
 # Signal once training is under way (the handler is installed before the first step).
 for _ in $(seq 300); do

@@ -1,0 +1,184 @@
+// `brt-dist eval` and `brt-dist generate`: a checkpoint's model on a split or a prompt, on any
+// layout (--tp), every wait under train.timeout_s and every error named (docs/reliability.md).
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include "launch/cli.h"
+#include "launch/commands.h"
+#include "launch/config.h"
+#include "launch/device_backend.h"
+#include "launch/evaluator.h"
+#include "launch/generator.h"
+#include "launch/gpu_binding.h"
+#include "launch/training_checkpoint.h"
+#include "parallel/launch_env.h"
+#include "parallel/layout.h"
+#include "parallel/mpi_session.h"
+#include "parallel/process_groups.h"
+
+namespace brt::launch {
+
+namespace {
+
+// The checkpoint's run may have trained elsewhere (a GPU, fp64): where eval and generate
+// compute is this command's --device / --precision (default cpu, fp32), like its --tp.
+void reset_device_settings(RunConfig& cfg) {
+  cfg.train.device = "cpu";
+  cfg.train.precision = "fp32";
+}
+
+// The backend eval and generate compute on (docs/gpu.md): the CPU, or (--device cuda) the GPU
+// of this rank's local rank in fp32 or bf16. Throws naming the key and rank on a bad setting.
+std::unique_ptr<kernels::Backend<float>> command_backend(const RunConfig& cfg, int streams,
+                                                         int world_rank, const char* command) {
+  if (cfg.train.precision == "fp64")
+    throw std::invalid_argument(std::string(command) + ": train.precision = \"fp64\" is not "
+                                "supported here (it computes in fp32, or bf16 on the GPU)");
+  int gpu_device = -1;
+  if (cfg.train.device == "cuda") {
+    const parallel::LaunchInfo where =
+        parallel::query_launch_info(MPI_COMM_WORLD, parallel::process_env());
+    gpu_device = bind_gpu_for_local_rank(where.local_rank).device;
+  }
+  validate_device_settings(cfg.train, gpu_device, world_rank);
+  return make_run_backend<float>(cfg.train, gpu_device, cfg.model, streams);
+}
+
+// The checkpoint's config (its attributes verified: checkpoint/reader.h) with this command's
+// overrides, and the monitor's deadline set from train.timeout_s.
+RunConfig command_config(parallel::MpiSession& mpi, const CommandLine& cl, const std::string& ckpt,
+                         const char* command) {
+  if (ckpt.empty())
+    throw std::invalid_argument(std::string("--checkpoint FILE is required (see brt-dist ") + command +
+                                " --help)");
+  RunConfig cfg;
+  {
+    auto watched = mpi.monitor().guard("checkpoint open");
+    cfg = config_of_checkpoint(ckpt);
+  }
+  cfg.train.tp = 1;  // the layout is this command's (--tp), not the saving run's
+  reset_device_settings(cfg);
+  for (const auto& o : cl.overrides) apply_override(cfg, o);
+  parallel::MonitorSettings watch;
+  watch.timeout_s = cfg.train.timeout_s;
+  mpi.monitor().configure(watch);
+  return cfg;
+}
+
+// The process groups of `--tp` over the world, after the layout check names any model key that
+// does not split (docs/parallelism.md, "Tensor parallelism"); collectives under the deadline.
+parallel::ProcessGroups tensor_parallel_groups(parallel::MpiSession& mpi, const RunConfig& cfg) {
+  const core::ModelConfig& m = cfg.model;
+  std::vector<parallel::SplitByTp> split = {
+      {"model.heads", m.heads}, {"model.d_ff", m.d_ff}, {"model.vocab", m.vocab}};
+  if (m.variant.rfind("rec", 0) == 0) split.push_back({"model.state_size", m.state_size});
+  parallel::validate_layout(mpi.world_size(), cfg.train.tp, split);
+  parallel::CommOptions comm;
+  comm.timeout = std::chrono::milliseconds(int64_t(cfg.train.timeout_s * 1000));
+  comm.monitor = &mpi.monitor();
+  return parallel::make_mpi_process_groups(MPI_COMM_WORLD, cfg.train.tp, comm);
+}
+
+void load_watched(parallel::MpiSession& mpi, const std::string& ckpt, core::Model<float>& model) {
+  auto watched = mpi.monitor().guard("checkpoint load");
+  load_model_parameters(ckpt, model, [&watched](const std::string& phase) { watched.phase(phase); });
+}
+
+int run_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
+  const std::string ckpt = flag_or(cl, "checkpoint", cl.positional.empty() ? "" : cl.positional[0]);
+  RunConfig cfg = command_config(mpi, cl, ckpt, "eval");
+  cfg.data.source = "shards";
+  resolve(cfg);
+  const std::string split = flag_or(cl, "split", cfg.data.eval_split);
+  // --tp T: T consecutive ranks share each model (vocabulary-parallel cross-entropy: every
+  // rank of a TP group gets the whole rows' losses); DP = ranks / T.
+  const parallel::ProcessGroups groups = tensor_parallel_groups(mpi, cfg);
+  auto backend = command_backend(cfg, cfg.train.batch, mpi.world_rank(), "eval");
+  std::unique_ptr<parallel::Communicator> device_tp;
+  core::Model<float> model(cfg.model, cfg.train.batch, *backend,
+                           make_run_tensor_parallel(groups.tp(), *backend, device_tp));
+  load_watched(mpi, ckpt, model);
+  // Documents are dealt to the streams of all DP ranks; totals are summed over the dp group.
+  parallel::Communicator& dp = groups.dp();
+  const SumReducer sum_over_ranks = [&dp](std::vector<double>& v) { dp.all_reduce(v); };
+  const bool root = mpi.world_rank() == 0;
+  const EvalReport r = evaluate_split(model, cfg, split, groups.dp_rank(), dp.size(),
+                                      sum_over_ranks, root && !cl.flags.count("quiet"));
+  if (!root) return 0;
+  std::printf("%s", r.text().c_str());
+  if (auto path = flag_or(cl, "json", ""); !path.empty()) {
+    std::ofstream out(path);
+    if (!out) throw std::runtime_error("eval: cannot write " + path);
+    out << r.json() << "\n";
+  }
+  return 0;
+}
+
+int run_generate(parallel::MpiSession& mpi, const CommandLine& cl) {
+  const std::string ckpt = flag_or(cl, "checkpoint", cl.positional.empty() ? "" : cl.positional[0]);
+  RunConfig cfg = command_config(mpi, cl, ckpt, "generate");
+  // One block per segment: the carried state is the whole context before the current block.
+  cfg.model.seq_len = cfg.model.window;
+  std::string tokenizer_path = flag_or(cl, "tokenizer", "");
+  if (tokenizer_path.empty() && !cfg.data.path.empty())
+    tokenizer_path = (std::filesystem::path(cfg.data.path) / "tokenizer.model").string();
+  if (tokenizer_path.empty())
+    throw std::invalid_argument("generate: the checkpoint's run had no tokenizer (synthetic data); "
+                                "give --tokenizer FILE.model");
+  const data::Tokenizer tokenizer = data::Tokenizer::load(tokenizer_path);
+  // --tp T under mpirun -np T: the ranks share one model; logits are gathered over the
+  // vocabulary slices, every rank draws the same tokens, world rank 0 prints.
+  if (mpi.world_size() != cfg.train.tp)
+    throw std::invalid_argument("generate: runs on exactly --tp ranks (" + std::to_string(cfg.train.tp) +
+                                "), not " + std::to_string(mpi.world_size()));
+  const parallel::ProcessGroups groups = tensor_parallel_groups(mpi, cfg);
+  const bool root = mpi.world_rank() == 0;
+  auto backend = command_backend(cfg, 1, mpi.world_rank(), "generate");
+  std::unique_ptr<parallel::Communicator> device_tp;
+  core::Model<float> model(cfg.model, 1, *backend,
+                           make_run_tensor_parallel(groups.tp(), *backend, device_tp));
+  load_watched(mpi, ckpt, model);
+  SamplingOptions opt;
+  opt.max_tokens = std::stoi(flag_or(cl, "max-tokens", "200"));
+  opt.temperature = std::stod(flag_or(cl, "temperature", "0.8"));
+  opt.top_k = std::stoi(flag_or(cl, "top-k", "0"));
+  opt.top_p = std::stod(flag_or(cl, "top-p", "0.95"));
+  opt.seed = std::stoull(flag_or(cl, "seed", "1"));
+  const std::string prompt = flag_or(cl, "prompt", "");
+  if (root && !cl.flags.count("quiet")) std::printf("%s", prompt.c_str());
+  Generator gen(model);
+  generate_text(gen, tokenizer, prompt, opt, [root](const std::string& piece) {
+    if (!root) return;
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+  });
+  if (root) std::printf("\n");
+  return 0;
+}
+
+}  // namespace
+
+int command_eval(int argc, char** argv) {
+  const CommandLine cl = parse_command_line(
+      argc, argv, {{"data", "data.path"}, {"batch", "train.batch"}, {"tp", "train.tp"},
+                   {"device", "train.device"}, {"precision", "train.precision"}}, {"quiet"});
+  reject_unknown_flags(cl, {"checkpoint", "split", "json", "quiet"});
+  return parallel::run_mpi_main(
+      argc, argv, [&](parallel::MpiSession& mpi) { return run_eval(mpi, cl); }, "brt-dist eval");
+}
+
+int command_generate(int argc, char** argv) {
+  const CommandLine cl = parse_command_line(
+      argc, argv, {{"tp", "train.tp"}, {"device", "train.device"}, {"precision", "train.precision"}},
+      {"quiet"});
+  reject_unknown_flags(cl, {"checkpoint", "prompt", "tokenizer", "max-tokens", "temperature",
+                            "top-k", "top-p", "seed", "quiet"});
+  return parallel::run_mpi_main(
+      argc, argv, [&](parallel::MpiSession& mpi) { return run_generate(mpi, cl); }, "brt-dist generate");
+}
+
+}  // namespace brt::launch

@@ -1,0 +1,52 @@
+// Faults the fault suite injects at exact points (tests/faults, docs/reliability.md), chosen by
+// the environment variable BRT_FAULT_INJECT; unset, nothing happens. Items separated by ';',
+// each an action and its place separated by '@':
+//   kill@checkpoint save: renaming          SIGKILL when that phase begins (prefix match)
+//   stop@checkpoint save: writing /model/embed@rank=1     SIGSTOP world rank 1 there
+//   kill@checkpoint save: writing@nth=3     the third time such a phase begins
+//   nonfinite@step=5                        step 5's loss and a gradient become NaN
+//   gradspike@step=9                        step 9's gradients are scaled by 1000
+//   stop@step=4@rank=1                      SIGSTOP world rank 1 as step 4 begins
+// Steps count from 1 as the progress lines do. Every injection prints one line on stderr.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace brt::launch {
+
+class FaultInjection {
+ public:
+  // Parses BRT_FAULT_INJECT (an empty spec injects nothing). Throws std::invalid_argument
+  // naming the item it cannot read.
+  static FaultInjection from_environment();
+  explicit FaultInjection(const std::string& spec = "");
+  FaultInjection(const FaultInjection& other);
+  FaultInjection& operator=(const FaultInjection& other);
+
+  // Called as a phase begins ("checkpoint save: writing /model/embed"): may kill or stop.
+  void at_phase(const std::string& phase, int world_rank) const;
+  // Called as step `step` (from 1) begins: may stop or kill.
+  void at_step(int64_t step, int world_rank) const;
+  bool nonfinite_at(int64_t step) const { return nonfinite_steps_.count(step) != 0; }
+  bool grad_spike_at(int64_t step) const { return grad_spike_steps_.count(step) != 0; }
+
+ private:
+  struct Fault {
+    std::string action;  // "kill" | "stop"
+    std::string phase;   // prefix of the phase text; empty for a step fault
+    int64_t step = 0;
+    int rank = -1;       // -1: every rank
+    int nth = 1;
+  };
+  void fire(const Fault& fault, const std::string& where, int world_rank) const;
+  std::vector<Fault> faults_;
+  std::set<int64_t> nonfinite_steps_, grad_spike_steps_;
+  mutable std::mutex mutex_;
+  mutable std::vector<int> hits_;  // per fault: how often its place was reached
+};
+
+}  // namespace brt::launch

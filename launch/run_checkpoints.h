@@ -1,0 +1,70 @@
+// A training run's checkpoints as one concern (docs/reliability.md): where it starts
+// (launch/resume.h), its saves (under the watchdog's deadline, phase by phase, with the fault
+// suite's injection points), what happens when a save fails, and rollback to the last good
+// checkpoint for the step guard. The trainer calls it; it owns the run's known-good set.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "checkpoint/checkpoint.h"
+#include "core/model.h"
+#include "core/optimizer.h"
+#include "launch/batch_source.h"
+#include "launch/config.h"
+#include "launch/fault_injection.h"
+#include "launch/metrics_log.h"
+#include "launch/step_guard.h"
+#include "launch/training_checkpoint.h"
+
+namespace brt::parallel {
+class Communicator;
+class JobMonitor;
+}  // namespace brt::parallel
+
+namespace brt::launch {
+
+template <typename T>
+class RunCheckpoints {
+ public:
+  // `world` (null: one process) carries the resume decision; `monitor` (null: no deadlines)
+  // watches every save and load; `faults` may kill or stop at their phases.
+  RunCheckpoints(const RunConfig& cfg, const CheckpointRanks& ranks, parallel::Communicator* world,
+                 parallel::JobMonitor* monitor, const FaultInjection& faults, int world_rank, bool print);
+
+  // Chooses the start (launch/resume.h) and loads it into model, optimizer, data and guard.
+  // Returns the position (step 0 for a fresh start). Prints the notes on the printing rank.
+  RunPosition start(core::Model<T>& model, core::Optimizer<T>& optimizer, BatchSource& data,
+                    const std::string& tokenizer_hash, StepGuard& guard);
+
+  // Saves now. A failure never harms earlier checkpoints; it stops the run (throws) unless
+  // checkpoint.on_error = "continue" and this is not the final save: a failed final save is
+  // always an error, so the job's exit status says the run's end was not saved.
+  void save(core::Model<T>& model, core::Optimizer<T>& optimizer, const BatchSource& data, const RunPosition& pos,
+            const std::string& tokenizer_hash, StepGuard& guard, MetricsLog& log, bool final_save);
+
+  // The newest checkpoint this run saved or started from, if any.
+  const std::optional<std::filesystem::path>& last_good() const { return last_good_; }
+
+  // Reloads last_good() (model, optimizer, data cursor, carried state, guard) and returns its
+  // position. Throws std::runtime_error if there is none.
+  RunPosition reload(core::Model<T>& model, core::Optimizer<T>& optimizer, BatchSource& data,
+                     const std::string& tokenizer_hash, StepGuard& guard, const std::string& why);
+
+ private:
+  RunPosition load(const std::filesystem::path& file, core::Model<T>& model, core::Optimizer<T>& optimizer,
+                   BatchSource& data, const std::string& tokenizer_hash, StepGuard& guard, const char* verb);
+
+  const RunConfig& cfg_;
+  CheckpointRanks ranks_;
+  parallel::Communicator* world_;
+  parallel::JobMonitor* monitor_;
+  const FaultInjection& faults_;
+  int world_rank_;
+  bool print_;
+  checkpoint::GoodCheckpoints good_;
+  std::optional<std::filesystem::path> last_good_;
+};
+
+}  // namespace brt::launch

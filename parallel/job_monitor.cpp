@@ -1,0 +1,210 @@
+#include "parallel/job_monitor.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace brt::parallel {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kDumpRequest = "dump-request";
+constexpr double kGatherSeconds = 5.0;  // how long a failing rank waits for the others' records
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Written beside and renamed into place, so a reader never sees half a file.
+void write_file_atomically(const fs::path& path, const std::string& text) {
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp);
+    out << text;
+    if (!out) return;
+  }
+  fs::rename(tmp, path, ec);
+}
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", s);
+  return buf;
+}
+
+}  // namespace
+
+JobMonitor::JobMonitor(RankLocation self, int world_size, MonitorSettings settings)
+    : self_(std::move(self)), world_size_(world_size), settings_(std::move(settings)),
+      created_(wall_seconds()) {
+  watchdog_ = std::thread([this] { watch(); });
+}
+
+JobMonitor::~JobMonitor() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
+}
+
+void JobMonitor::configure(const MonitorSettings& settings) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    settings_ = settings;
+  }
+  wake_.notify_all();
+}
+
+MonitorSettings JobMonitor::settings() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return settings_;
+}
+
+JobMonitor::Guard JobMonitor::guard(const std::string& operation) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Open open;
+  open.slot = next_slot_++;
+  open.operation = operation;
+  open.since = wall_seconds();
+  open.flight = recorder_.begin(operation, kLocalGroup, local_sequence_++, 0);
+  open_.push_back(open);
+  return Guard(this, open.slot);
+}
+
+void JobMonitor::set_phase(uint64_t slot, const std::string& what) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (Open& open : open_) {
+    if (open.slot != slot) continue;
+    recorder_.end(open.flight);
+    open.phase = what;
+    open.since = wall_seconds();
+    open.flight = recorder_.begin(open.operation + ": " + what, kLocalGroup, local_sequence_++, 0);
+  }
+}
+
+void JobMonitor::end_guard(uint64_t slot) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = open_.begin(); it != open_.end(); ++it) {
+    if (it->slot != slot) continue;
+    recorder_.end(it->flight);
+    open_.erase(it);
+    return;
+  }
+}
+
+JobMonitor::Guard::Guard(Guard&& other) noexcept : monitor_(other.monitor_), slot_(other.slot_) {
+  other.monitor_ = nullptr;
+}
+
+JobMonitor::Guard& JobMonitor::Guard::operator=(Guard&& other) noexcept {
+  if (this != &other) {
+    if (monitor_ != nullptr) monitor_->end_guard(slot_);
+    monitor_ = other.monitor_;
+    slot_ = other.slot_;
+    other.monitor_ = nullptr;
+  }
+  return *this;
+}
+
+JobMonitor::Guard::~Guard() {
+  if (monitor_ != nullptr) monitor_->end_guard(slot_);
+}
+
+void JobMonitor::Guard::phase(const std::string& what) {
+  if (monitor_ != nullptr) monitor_->set_phase(slot_, what);
+}
+
+fs::path JobMonitor::own_record() const {
+  return settings().flight_dir / ("rank-" + std::to_string(self_.world_rank) + ".jsonl");
+}
+
+void JobMonitor::write_own_record(double request) const {
+  write_file_atomically(own_record(), flight_jsonl(recorder_.entries(), self_, world_size_, request));
+}
+
+void JobMonitor::answer_dump_request() {
+  const fs::path request_file = settings().flight_dir / kDumpRequest;
+  std::error_code ec;
+  if (!fs::exists(request_file, ec)) return;
+  const double request = std::atof(read_file(request_file).c_str());
+  if (request < created_ || request == answered_request_) return;  // another job's, or answered
+  answered_request_ = request;
+  write_own_record(request);
+}
+
+void JobMonitor::watch() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_) {
+    const double period = std::clamp(settings_.timeout_s / 20.0, 0.05, 0.5);
+    wake_.wait_for(lock, std::chrono::duration<double>(period));
+    if (stopping_) break;
+    if (!open_.empty()) {
+      const Open& innermost = open_.back();
+      const double waited = wall_seconds() - innermost.since;
+      if (waited > settings_.timeout_s) {
+        std::string what = innermost.operation + (innermost.phase.empty() ? "" : ": " + innermost.phase);
+        const std::string report = "brt-dist: timeout on world rank " + std::to_string(self_.world_rank) +
+                                   " (host " + self_.host + "): " + what + " has not finished after " +
+                                   seconds_text(waited) + " s (" + settings_.timeout_key + " = " +
+                                   seconds_text(settings_.timeout_s) +
+                                   "); a peer is stalled or dead, or the file system hangs. Ending the job.";
+        lock.unlock();
+        fail(report, kCollectiveTimeoutExitCode);
+      }
+    }
+    lock.unlock();
+    answer_dump_request();
+    lock.lock();
+  }
+}
+
+void JobMonitor::fail(const std::string& report, int exit_code) {
+  if (failing_.exchange(true)) {
+    for (;;) ::pause();  // the first caller ends the process
+  }
+  const MonitorSettings s = settings();
+  const double request = wall_seconds();
+  write_own_record(request);
+  std::vector<std::optional<RankFlight>> records(static_cast<size_t>(world_size_));
+  if (world_size_ > 1) {
+    write_file_atomically(s.flight_dir / kDumpRequest, std::to_string(request) + "\n");
+    // The other ranks' watchdogs answer within a poll period; a stopped or dead rank never does.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kGatherSeconds);
+    while (true) {
+      int have = 0;
+      for (int r = 0; r < world_size_; ++r) {
+        auto& slot = records[static_cast<size_t>(r)];
+        if (slot) {
+          ++have;
+          continue;
+        }
+        auto flight = parse_flight_jsonl(read_file(s.flight_dir / ("rank-" + std::to_string(r) + ".jsonl")));
+        if (flight && flight->request >= created_) {
+          slot = std::move(flight);
+          ++have;
+        }
+      }
+      if (have == world_size_ || std::chrono::steady_clock::now() > deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  } else {
+    records[0] = parse_flight_jsonl(flight_jsonl(recorder_.entries(), self_, 1, request));
+  }
+  std::string message = report;
+  if (message.empty() || message.back() != '\n') message += '\n';
+  message += "flight records of the last " + std::to_string(FlightRecorder::kCapacity) + " operations per rank (" +
+             (s.flight_dir / "rank-K.jsonl").string() + "):\n" + describe_divergence(records, wall_seconds());
+  abort_job(message, exit_code);
+}
+
+}  // namespace brt::parallel
