@@ -163,17 +163,24 @@ void raise_if_any_failed(const std::string& local_error, MPI_Comm comm, const st
   MPI_Iallreduce(&failed, &any, 1, MPI_INT, MPI_MAX, comm, &request);
   wait_without_spinning(request);
   if (!any) return;
-  if (failed) throw std::runtime_error("rank " + std::to_string(comm_rank(comm)) + ": " + local_error);
+  // The same text on every rank that failed (run_mpi_main prints it once, naming ranks only
+  // when their messages differ).
+  if (failed) throw std::runtime_error(local_error);
   throw std::runtime_error(stage + " failed on another rank (see its message)");
 }
 
 void phase(const PrepareOptions& options, const std::string& what) {
   if (options.on_phase) options.on_phase(what);
 }
+void working(const PrepareOptions& options, const std::string& what) {
+  if (options.on_work) options.on_work(what);
+}
 
 constexpr int kHeartbeatTag = 7301;
+// Well inside the smallest deadline (--timeout-s >= 1), and cheap: one int per rank.
+constexpr auto kHeartbeatPeriod = std::chrono::milliseconds(200);
 
-// Rank 0 runs `work` on a helper thread and sends every other rank a heartbeat each second
+// Rank 0 runs `work` on a helper thread and sends every other rank a heartbeat every 200 ms
 // (0) and a last message when it is done (1); the others wait for that, each heartbeat
 // restarting their deadline. A stopped or dead rank 0 sends none: its peers time out.
 void on_rank_zero_with_heartbeat(const PrepareOptions& options, MPI_Comm comm, const std::string& waiting,
@@ -182,6 +189,7 @@ void on_rank_zero_with_heartbeat(const PrepareOptions& options, MPI_Comm comm, c
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &ranks);
   if (rank == 0) {
+    working(options, "world rank 0 loads or trains the tokenizer");
     std::atomic<bool> done{false};
     std::thread worker([&] {
       work();
@@ -205,7 +213,7 @@ void on_rank_zero_with_heartbeat(const PrepareOptions& options, MPI_Comm comm, c
     auto last = std::chrono::steady_clock::now();
     while (!done) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      if (ranks > 1 && std::chrono::steady_clock::now() - last >= std::chrono::seconds(1)) {
+      if (ranks > 1 && std::chrono::steady_clock::now() - last >= kHeartbeatPeriod) {
         beat(0);
         last = std::chrono::steady_clock::now();
       }
@@ -317,7 +325,7 @@ PrepareResult prepare_corpus(const PrepareOptions& options, MPI_Comm comm) {
   for (size_t round = 0; round < rounds; ++round) {
     int64_t local[4] = {0, 0, 0, 0};
     error.clear();
-    phase(options, "encoding shards, round " + std::to_string(round + 1) + " of " + std::to_string(rounds));
+    working(options, "encoding shards, round " + std::to_string(round + 1) + " of " + std::to_string(rounds));
     if (round < mine.size()) {
       const PlannedShard& plan = shards[mine[round]];
       try {
@@ -333,6 +341,8 @@ PrepareResult prepare_corpus(const PrepareOptions& options, MPI_Comm comm) {
         error = e.what();
       }
     }
+    phase(options, "waiting for the other ranks to finish round " + std::to_string(round + 1) + " of " +
+                       std::to_string(rounds));
     raise_if_any_failed(error, comm, "prepare");
     int64_t summed[4];
     MPI_Request request;
@@ -354,7 +364,8 @@ PrepareResult prepare_corpus(const PrepareOptions& options, MPI_Comm comm) {
 
   // Rank 0 assembles the index and manifest from the shard metas (a shared file system).
   error.clear();
-  phase(options, "writing the document index and manifest");
+  if (rank == 0) working(options, "world rank 0 writes the document index and manifest");
+  else phase(options, "waiting for world rank 0 to write the document index and manifest");
   if (rank == 0) {
     try {
       Manifest manifest;

@@ -33,9 +33,12 @@ struct PrepareOptions {
   // Called on every rank as each stage begins ("listing the corpus", "encoding shards, round
   // 3 of 10", ...) and on ranks waiting for rank 0's tokenizer each time its heartbeat
   // arrives: a watchdog puts a deadline on each (docs/reliability.md). Training a tokenizer
-  // may take longer than that deadline: rank 0 sends a heartbeat every second while it does,
+  // may take longer than that deadline: rank 0 sends a heartbeat every 200 ms while it does,
   // so only a stopped or dead rank 0 times the others out.
   std::function<void(const std::string&)> on_phase;
+  // Called as this rank starts work of its own (training the tokenizer, encoding a shard):
+  // not a wait, so a watchdog records it without a deadline.
+  std::function<void(const std::string&)> on_work;
 };
 
 struct PrepareResult {

@@ -11,6 +11,7 @@
 #include "launch/cli.h"
 #include "launch/commands.h"
 #include "launch/config.h"
+#include "launch/fault_injection.h"
 #include "parallel/mpi_session.h"
 
 namespace brt::launch {
@@ -42,8 +43,16 @@ int run_prepare(const CommandLine& cl, parallel::MpiSession& mpi) {
   watch.timeout_key = "--timeout-s";
   mpi.monitor().configure(watch);
   auto watched = mpi.monitor().guard("prepare");
+  const FaultInjection faults = FaultInjection::from_environment();
   data::PrepareOptions opt;
-  opt.on_phase = [&watched](const std::string& phase) { watched.phase(phase); };
+  opt.on_phase = [&](const std::string& phase) {
+    watched.phase(phase);
+    faults.at_phase("prepare: " + phase, mpi.world_rank());
+  };
+  opt.on_work = [&](const std::string& what) {
+    watched.working(what);
+    faults.at_phase("prepare: " + what, mpi.world_rank());
+  };
   opt.output_dir = flag_or(cl, "out", "");
   if (opt.output_dir.empty()) throw std::invalid_argument("prepare: --out DIR is required");
   opt.corpus_dir = flag_or(cl, "corpus", "");
@@ -85,11 +94,15 @@ int run_prepare(const CommandLine& cl, parallel::MpiSession& mpi) {
 }  // namespace
 
 int command_prepare(int argc, char** argv) {
-  const CommandLine cl = parse_command_line(argc, argv, {}, {"kjv", "quiet"});
-  reject_unknown_flags(cl, {"corpus", "files", "out", "tokenizer", "vocab", "model-type", "on-bad-document",
-                            "shard-mb", "kjv", "quiet", "bible", "config", "timeout-s"});
   return parallel::run_mpi_main(
-      argc, argv, [&](parallel::MpiSession& mpi) { return run_prepare(cl, mpi); }, "brt-dist prepare");
+      argc, argv,
+      [&](parallel::MpiSession& mpi) {  // the command line read here: a bad flag is reported once
+        const CommandLine cl = parse_command_line(argc, argv, {}, {"kjv", "quiet"});
+        reject_unknown_flags(cl, {"corpus", "files", "out", "tokenizer", "vocab", "model-type",
+                                  "on-bad-document", "shard-mb", "kjv", "quiet", "bible", "config", "timeout-s"});
+        return run_prepare(cl, mpi);
+      },
+      "brt-dist prepare");
 }
 
 }  // namespace brt::launch

@@ -12,6 +12,7 @@
 #include "launch/config.h"
 #include "launch/device_backend.h"
 #include "launch/evaluator.h"
+#include "launch/fault_injection.h"
 #include "launch/generator.h"
 #include "launch/gpu_binding.h"
 #include "launch/training_checkpoint.h"
@@ -83,9 +84,14 @@ parallel::ProcessGroups tensor_parallel_groups(parallel::MpiSession& mpi, const 
   return parallel::make_mpi_process_groups(MPI_COMM_WORLD, cfg.train.tp, comm);
 }
 
+// The model's tensors, under the deadline phase by phase (and the fault suite's injection points).
 void load_watched(parallel::MpiSession& mpi, const std::string& ckpt, core::Model<float>& model) {
+  const FaultInjection faults = FaultInjection::from_environment();
   auto watched = mpi.monitor().guard("checkpoint load");
-  load_model_parameters(ckpt, model, [&watched](const std::string& phase) { watched.phase(phase); });
+  load_model_parameters(ckpt, model, [&](const std::string& phase) {
+    watched.phase(phase);
+    faults.at_phase("checkpoint load: " + phase, mpi.world_rank());
+  });
 }
 
 int run_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
@@ -162,23 +168,32 @@ int run_generate(parallel::MpiSession& mpi, const CommandLine& cl) {
 
 }  // namespace
 
+// The command lines are read inside run_mpi_main: a bad flag is reported once per job.
 int command_eval(int argc, char** argv) {
-  const CommandLine cl = parse_command_line(
-      argc, argv, {{"data", "data.path"}, {"batch", "train.batch"}, {"tp", "train.tp"},
-                   {"device", "train.device"}, {"precision", "train.precision"}}, {"quiet"});
-  reject_unknown_flags(cl, {"checkpoint", "split", "json", "quiet"});
   return parallel::run_mpi_main(
-      argc, argv, [&](parallel::MpiSession& mpi) { return run_eval(mpi, cl); }, "brt-dist eval");
+      argc, argv,
+      [&](parallel::MpiSession& mpi) {
+        const CommandLine cl = parse_command_line(
+            argc, argv, {{"data", "data.path"}, {"batch", "train.batch"}, {"tp", "train.tp"},
+                         {"device", "train.device"}, {"precision", "train.precision"}}, {"quiet"});
+        reject_unknown_flags(cl, {"checkpoint", "split", "json", "quiet"});
+        return run_eval(mpi, cl);
+      },
+      "brt-dist eval");
 }
 
 int command_generate(int argc, char** argv) {
-  const CommandLine cl = parse_command_line(
-      argc, argv, {{"tp", "train.tp"}, {"device", "train.device"}, {"precision", "train.precision"}},
-      {"quiet"});
-  reject_unknown_flags(cl, {"checkpoint", "prompt", "tokenizer", "max-tokens", "temperature",
-                            "top-k", "top-p", "seed", "quiet"});
   return parallel::run_mpi_main(
-      argc, argv, [&](parallel::MpiSession& mpi) { return run_generate(mpi, cl); }, "brt-dist generate");
+      argc, argv,
+      [&](parallel::MpiSession& mpi) {
+        const CommandLine cl = parse_command_line(
+            argc, argv, {{"tp", "train.tp"}, {"device", "train.device"}, {"precision", "train.precision"}},
+            {"quiet"});
+        reject_unknown_flags(cl, {"checkpoint", "prompt", "tokenizer", "max-tokens", "temperature",
+                                  "top-k", "top-p", "seed", "quiet"});
+        return run_generate(mpi, cl);
+      },
+      "brt-dist generate");
 }
 
 }  // namespace brt::launch

@@ -18,11 +18,11 @@
 
 namespace brt::launch {
 
-int command_train(int argc, char** argv) {
-  // Handle SIGINT/SIGTERM/SIGUSR1 from the very start: a signal that arrives while the model is
-  // being built is honoured at the first step boundary (after any resume) instead of killing
-  // the rank before it can checkpoint.
-  StopSignal::install();
+namespace {
+
+// The command line and config of a training run. Inside run_mpi_main, so a bad key or flag is
+// printed once for the whole job, not once per rank.
+TrainOptions train_options(int argc, char** argv) {
   const CommandLine cl = parse_command_line(
       argc, argv, {{"steps", "train.steps"}, {"peak-gflops", "train.peak_gflops"},
                    {"seed", "train.seed"}, {"threads", "train.threads"},
@@ -46,6 +46,7 @@ int command_train(int argc, char** argv) {
       throw std::invalid_argument("command line: unknown flag --" + flag);
   TrainOptions options;
   options.config = load_run_config(config_path, overrides);
+  options.config_path = config_path;
   CheckpointConfig& ck = options.config.checkpoint;
   if (!ck.resume_from.empty() && ck.dir.empty()) {
     std::error_code ec;
@@ -54,9 +55,21 @@ int command_train(int argc, char** argv) {
     if (ck.dir.empty()) ck.dir = ".";
   }
   options.faults = FaultInjection::from_environment();
+  return options;
+}
+
+}  // namespace
+
+int command_train(int argc, char** argv) {
+  // Handle SIGINT/SIGTERM/SIGUSR1 from the very start: a signal that arrives while the model is
+  // being built is honoured at the first step boundary (after any resume) instead of killing
+  // the rank before it can checkpoint.
+  StopSignal::install();
   // One process per rank under mpirun/srun; a plain start is a 1-rank world (Open MPI
   // singleton). DP = ranks / tp (docs/parallelism.md).
   return parallel::run_mpi_main(argc, argv, [&](parallel::MpiSession& session) {
+    TrainOptions options = train_options(argc, argv);
+    const CheckpointConfig& ck = options.config.checkpoint;
     const int tp = options.config.train.tp;
     // Everything tensor parallelism splits (docs/parallelism.md, "Tensor parallelism").
     const auto& m = options.config.model;
@@ -80,7 +93,7 @@ int command_train(int argc, char** argv) {
     {
       const parallel::ProcessGroups groups = parallel::make_mpi_process_groups(MPI_COMM_WORLD, tp, comm);
       options.groups = &groups;
-      if (groups.world_rank() == 0) std::printf("config: %s\n", config_path.c_str());
+      if (groups.world_rank() == 0) std::printf("config: %s\n", options.config_path.c_str());
       // One GPU per rank by local rank (docs/gpu.md); train.device = "cuda" trains on it.
       const parallel::LaunchInfo where = parallel::query_launch_info(MPI_COMM_WORLD, parallel::process_env());
       const GpuBinding gpu = bind_gpu_for_local_rank(where.local_rank);

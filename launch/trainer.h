@@ -14,6 +14,7 @@ namespace brt::launch {
 
 struct TrainOptions {
   RunConfig config;
+  std::string config_path;  // for messages
   bool quiet = false;  // no progress lines (tests)
   // The run's process groups (launch/data_parallel.h); null = one process, no MPI needed.
   // Only world rank 0 prints and writes the metrics file.

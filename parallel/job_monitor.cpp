@@ -14,7 +14,13 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kDumpRequest = "dump-request";
-constexpr double kGatherSeconds = 5.0;  // how long a failing rank waits for the others' records
+// How long a failing rank waits for the others' records: their watchdogs poll at most every
+// 0.5 s, so healthy ranks answer well within it; a stopped or dead one never does.
+constexpr double kGatherSeconds = 2.0;
+// A watchdog that itself did not run for this long beyond its period was stopped (SIGSTOP,
+// a frozen VM): the waits it watches restart instead of timing out at once on SIGCONT, which
+// would blame a peer for this process's own pause.
+constexpr double kSelfPauseSeconds = 2.0;
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path);
@@ -81,12 +87,13 @@ JobMonitor::Guard JobMonitor::guard(const std::string& operation) {
   return Guard(this, open.slot);
 }
 
-void JobMonitor::set_phase(uint64_t slot, const std::string& what) {
+void JobMonitor::set_phase(uint64_t slot, const std::string& what, bool watched) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (Open& open : open_) {
     if (open.slot != slot) continue;
     recorder_.end(open.flight);
     open.phase = what;
+    open.watched = watched;
     open.since = wall_seconds();
     open.flight = recorder_.begin(open.operation + ": " + what, kLocalGroup, local_sequence_++, 0);
   }
@@ -121,7 +128,11 @@ JobMonitor::Guard::~Guard() {
 }
 
 void JobMonitor::Guard::phase(const std::string& what) {
-  if (monitor_ != nullptr) monitor_->set_phase(slot_, what);
+  if (monitor_ != nullptr) monitor_->set_phase(slot_, what, true);
+}
+
+void JobMonitor::Guard::working(const std::string& what) {
+  if (monitor_ != nullptr) monitor_->set_phase(slot_, what, false);
 }
 
 fs::path JobMonitor::own_record() const {
@@ -144,11 +155,16 @@ void JobMonitor::answer_dump_request() {
 
 void JobMonitor::watch() {
   std::unique_lock<std::mutex> lock(mutex_);
+  double last_wake = wall_seconds();
   while (!stopping_) {
     const double period = std::clamp(settings_.timeout_s / 20.0, 0.05, 0.5);
     wake_.wait_for(lock, std::chrono::duration<double>(period));
     if (stopping_) break;
-    if (!open_.empty()) {
+    const double now = wall_seconds();
+    if (now - last_wake > period + kSelfPauseSeconds)
+      for (Open& open : open_) open.since = now;
+    last_wake = now;
+    if (!open_.empty() && open_.back().watched) {
       const Open& innermost = open_.back();
       const double waited = wall_seconds() - innermost.since;
       if (waited > settings_.timeout_s) {
@@ -203,7 +219,7 @@ void JobMonitor::fail(const std::string& report, int exit_code) {
   std::string message = report;
   if (message.empty() || message.back() != '\n') message += '\n';
   message += "flight records of the last " + std::to_string(FlightRecorder::kCapacity) + " operations per rank (" +
-             (s.flight_dir / "rank-K.jsonl").string() + "):\n" + describe_divergence(records, wall_seconds());
+             (s.flight_dir / "rank-K.jsonl").string() + "):\n" + describe_divergence(records, request);
   abort_job(message, exit_code);
 }
 

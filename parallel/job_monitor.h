@@ -55,6 +55,9 @@ class JobMonitor {
     Guard& operator=(const Guard&) = delete;
     ~Guard();
     void phase(const std::string& what);
+    // The next step is this rank's own work (training a tokenizer, encoding a shard), not a
+    // wait: recorded, but not under the deadline (a peer waiting for it has its own).
+    void working(const std::string& what);
 
    private:
     friend class JobMonitor;
@@ -75,10 +78,11 @@ class JobMonitor {
     std::string operation, phase;
     double since = 0;  // wall seconds of the last phase change
     uint64_t flight = 0;
+    bool watched = true;  // false while this rank works on its own (Guard::working)
   };
   void watch();
   void end_guard(uint64_t slot);
-  void set_phase(uint64_t slot, const std::string& what);
+  void set_phase(uint64_t slot, const std::string& what, bool watched);
   void answer_dump_request();
   std::filesystem::path own_record() const;
   void write_own_record(double request) const;

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The non-finite and spike guard (issue 14 item 8), with injected faults:
+#   step_guard.sh BIN skip       step 5's loss and a gradient are NaN: skipped, logged, counted;
+#                                resume from a later checkpoint is bit-exact with the skip in
+#                                its history
+#   step_guard.sh BIN stop       steps 5-7 NaN, train.max_skipped_steps=3: the run stops with a
+#                                message naming the intact last checkpoint
+#   step_guard.sh BIN rollback   the same with train.rollback=true: reload ckpt-4, skip the
+#                                batches of steps 5-7, finish; resume bit-exact afterwards
+#   step_guard.sh BIN spike      step 45's gradients x1000 with train.skip_grad_z=5: skipped
+source "$(dirname "$0")/lib.sh"
+case_name=$2
+case $case_name in
+  skip)
+    args=(train.steps=10 checkpoint.every=3 checkpoint.keep=0)
+    BRT_FAULT_INJECT="nonfinite@step=5" run fault.log 60 "${TRAIN[@]}" "${args[@]}" checkpoint.dir=a log.metrics_path=a.jsonl
+    expect_rc 0 "a run with one non-finite step"
+    expect_text fault.log "skip  step 5: non-finite loss or gradient norm"
+    grep -q '"event":"skip","step":5,' a.jsonl || fail "no skip event in the metrics"
+    grep '"event":"train"' a.jsonl | tail -1 | grep -q '"skipped_steps":1}' || fail "skipped_steps not counted"
+    for f in a/ckpt-*.h5; do verify_ok "$f"; done
+    mkdir b && cp "$(ckpt a 6)" b/
+    run resumed.log 60 "${TRAIN[@]}" "${args[@]}" checkpoint.dir=b log.metrics_path=b.jsonl
+    expect_rc 0 "resume after the skip"
+    expect_text resumed.log "resumed from b/ckpt-00000006.h5 at step 6"
+    same_losses a.jsonl b.jsonl 6
+    "$bin" ckpt diff "$(ckpt a 10)" "$(ckpt b 10)" > /dev/null || fail "final checkpoints differ"
+    record "guard(non-finite step)" "NaN loss and gradient at step 5" "0" "$(first_line fault.log 'skip  step 5')" \
+      "no update at step 5, skipped_steps 1 in the metrics; resume from ckpt-6: steps 7-10 and the final checkpoint bit-identical"
+    ;;
+  stop)
+    args=(train.steps=10 checkpoint.every=4 checkpoint.keep=0 train.max_skipped_steps=3)
+    run first.log 60 "${TRAIN[@]}" "${args[@]}" train.steps=4 optim.total_steps=10 checkpoint.dir=c
+    sha4=$(sha "$(ckpt c 4)")
+    BRT_FAULT_INJECT="nonfinite@step=5;nonfinite@step=6;nonfinite@step=7" run fault.log 60 "${TRAIN[@]}" "${args[@]}" checkpoint.dir=c
+    expect_rc 1 "three non-finite steps in a row"
+    expect_text fault.log "3 consecutive steps skipped (steps 5..7, last: non-finite loss or gradient norm; train.max_skipped_steps = 3); the run stops. The last good checkpoint, c/ckpt-00000004.h5, is intact."
+    expect_clean_error fault.log
+    [ "$(sha "$(ckpt c 4)")" = "$sha4" ] || fail "ckpt-4 changed"
+    [ ! -e "$(ckpt c 8)" ] || fail "saved after the stop"
+    record "guard(consecutive non-finite)" "NaN at steps 5, 6, 7; max_skipped_steps=3" "$rc" "$(first_line fault.log 'consecutive steps skipped')" \
+      "ckpt-4 sha256 unchanged; nothing saved after it"
+    ;;
+  rollback)
+    args=(train.steps=12 checkpoint.every=4 checkpoint.keep=0 train.max_skipped_steps=3 train.rollback=true)
+    BRT_FAULT_INJECT="nonfinite@step=5;nonfinite@step=6;nonfinite@step=7" run fault.log 60 "${TRAIN[@]}" "${args[@]}" \
+      checkpoint.dir=a log.metrics_path=a.jsonl
+    expect_rc 0 "a run that rolls back"
+    expect_text fault.log "rolled back to a/ckpt-00000004.h5 at step 4"
+    expect_text fault.log "skip  step 5: its batch is skipped (rolled back past it)"
+    expect_text fault.log "skip  step 7: its batch is skipped (rolled back past it)"
+    grep -q '"event":"rollback"' a.jsonl || fail "no rollback event in the metrics"
+    expect_text fault.log "step     12/12"
+    mkdir b && cp "$(ckpt a 8)" b/
+    run resumed.log 60 "${TRAIN[@]}" "${args[@]}" checkpoint.dir=b log.metrics_path=b.jsonl
+    expect_rc 0 "resume after the rollback"
+    same_losses a.jsonl b.jsonl 8
+    "$bin" ckpt diff "$(ckpt a 12)" "$(ckpt b 12)" > /dev/null || fail "final checkpoints differ"
+    record "guard(rollback)" "NaN at steps 5, 6, 7; max_skipped_steps=3, rollback=true" "0" "$(first_line fault.log 'rolled back to')" \
+      "reloaded ckpt-4, skipped the batches of steps 5-7, finished 12 steps; resume from ckpt-8: steps 9-12 and the final checkpoint bit-identical"
+    ;;
+  spike)
+    args=(train.steps=50 checkpoint.every=50 train.skip_grad_z=5)
+    BRT_FAULT_INJECT="gradspike@step=45" run fault.log 60 "${TRAIN[@]}" "${args[@]}" checkpoint.dir=a log.metrics_path=a.jsonl
+    expect_rc 0 "a run with a gradient spike"
+    expect_text fault.log "skip  step 45: gradient-norm spike (train.skip_grad_z)"
+    [ "$(grep -c '^skip  step' fault.log)" -eq 1 ] || fail "other steps were skipped too: $(grep '^skip' fault.log)"
+    record "guard(gradient spike)" "gradients x1000 at step 45; skip_grad_z=5" "0" "$(first_line fault.log 'skip  step 45')" \
+      "only that step skipped; the run finished"
+    ;;
+  *) fail "unknown case $case_name" ;;
+esac
