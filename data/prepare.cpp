@@ -137,11 +137,6 @@ int64_t write_shard(const fs::path& dir, const PlannedShard& plan, const std::ve
   return bytes_read;
 }
 
-int comm_rank(MPI_Comm comm) {
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  return rank;
-}
 
 // Waits by polling with short sleeps: a blocking MPI call spins, and a rank waiting for rank 0
 // to train the tokenizer (or for a bigger shard elsewhere) would take a core from the ranks

@@ -50,9 +50,9 @@ TrainOptions train_options(int argc, char** argv) {
   CheckpointConfig& ck = options.config.checkpoint;
   if (!ck.resume_from.empty() && ck.dir.empty()) {
     std::error_code ec;
-    const bool file = std::filesystem::is_regular_file(ck.resume_from, ec);
-    ck.dir = file ? std::filesystem::path(ck.resume_from).parent_path().string() : ck.resume_from;
-    if (ck.dir.empty()) ck.dir = ".";
+    const std::filesystem::path from = ck.resume_from;
+    const std::filesystem::path dir = std::filesystem::is_regular_file(from, ec) ? from.parent_path() : from;
+    ck.dir = (dir.empty() ? std::filesystem::path(".") : dir).string();
   }
   options.faults = FaultInjection::from_environment();
   return options;

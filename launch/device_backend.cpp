@@ -102,11 +102,13 @@ parallel::Stream backend_stream(kernels::Backend<float>& backend) {
   return {};
 }
 
-std::unique_ptr<parallel::Communicator> make_device_group(MPI_Comm group, const std::string& name) {
+std::unique_ptr<parallel::Communicator> make_device_group(MPI_Comm group, const std::string& name,
+                                                          const parallel::CommOptions& options) {
 #ifdef BRT_WITH_NCCL
-  return std::make_unique<parallel::NcclCommunicator>(group, name + "-nccl");
+  return std::make_unique<parallel::NcclCommunicator>(group, name + "-nccl", options);
 #else
   (void)group;
+  (void)options;
   throw std::invalid_argument("data and tensor parallelism on the CUDA backend need NCCL, and "
                               "this build has none (group " + name + ")");
 #endif
@@ -121,7 +123,7 @@ core::TensorParallel make_run_tensor_parallel(parallel::Communicator& tp_group,
     const auto* mpi_tp = dynamic_cast<const parallel::MpiCommunicator*>(&tp_group);
     if (mpi_tp == nullptr)
       throw std::logic_error("tensor parallelism on the GPU needs the MPI backend's tp group");
-    device_tp = make_device_group(mpi_tp->mpi_comm(), "tp");
+    device_tp = make_device_group(mpi_tp->mpi_comm(), "tp", mpi_tp->options());
   }
   return core::TensorParallel(tp_group, backend.memory(), device_tp.get(), backend_stream(backend));
 }

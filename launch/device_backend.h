@@ -52,7 +52,9 @@ parallel::Stream backend_stream(kernels::Backend<T>&) { return {}; }
 // The device communicator (NCCL) over the same ranks as `group` (an MPI communicator): the
 // data-parallel gradient reductions and the tensor-parallel collectives of a model in GPU
 // memory. Collective over `group`.
-std::unique_ptr<parallel::Communicator> make_device_group(MPI_Comm group, const std::string& name);
+// The same ranks on the device's communicator (NCCL), with the MPI group's timeout and monitor.
+std::unique_ptr<parallel::Communicator> make_device_group(MPI_Comm group, const std::string& name,
+                                                          const parallel::CommOptions& options = {});
 
 // The tensor-parallel context of a model on `backend` over `tp_group` (an MPI communicator;
 // docs/parallelism.md): on the CUDA backend with TP > 1 its collectives run on an NCCL

@@ -17,7 +17,7 @@ void usage() {
       "commands:\n"
       "  train CONFIG [key=value ...]   train a model (e.g. configs/tiny.toml train.steps=100)\n"
       "                                 [--tp T] [--device cpu|cuda] [--precision fp32|bf16|fp64]\n"
-      "                                 [--deterministic] [--resume DIR] [--no-overlap]\n"
+      "                                 [--deterministic] [--resume FILE|DIR] [--no-overlap]\n"
       "  prepare ...                    corpus -> tokenizer -> token shards\n"
       "  eval CONFIG --checkpoint F     bits/token, bits/byte, word perplexity of a split [--tp T]\n"
       "                                 [--device cpu|cuda] [--precision fp32|bf16]\n"

@@ -50,6 +50,22 @@ int64_t step_of(const fs::path& file) {
   return reader.metadata().step;
 }
 
+// The newest good checkpoint of `dir` into the plan (true), or none: then an error if they are
+// all damaged (refuse_if_all_damaged), false if there are none at all.
+bool newest_good_into_plan(const CheckpointConfig& cfg, const fs::path& dir, ck::GoodCheckpoints& good,
+                           const ck::PhaseCallback& on_phase, ResumePlan& plan, int64_t& start_step) {
+  if (on_phase) on_phase("verifying the checkpoints of " + dir.string());
+  const ck::LatestGood found = ck::find_latest_good(dir, MPI_COMM_SELF, &good);
+  plan.notes.insert(plan.notes.end(), found.warnings.begin(), found.warnings.end());
+  if (found.path) {
+    plan.from = found.path;
+    start_step = found.step;
+    return true;
+  }
+  refuse_if_all_damaged(cfg, found, dir, plan);
+  return false;
+}
+
 void decide(const CheckpointConfig& cfg, ck::GoodCheckpoints& good, const ck::PhaseCallback& on_phase,
             ResumePlan& plan) {
   const fs::path dir = cfg.dir;
@@ -69,33 +85,16 @@ void decide(const CheckpointConfig& cfg, ck::GoodCheckpoints& good, const ck::Ph
       plan.from = source;
       start_step = step_of(source);
     } else if (fs::is_directory(source, ec)) {
-      if (on_phase) on_phase("verifying the checkpoints of " + source.string());
-      const ck::LatestGood found = ck::find_latest_good(source, MPI_COMM_SELF, &good);
-      plan.notes.insert(plan.notes.end(), found.warnings.begin(), found.warnings.end());
-      if (found.path) {
-        plan.from = found.path;
-        start_step = found.step;
-      } else {
-        refuse_if_all_damaged(cfg, found, source, plan);
-        if (!cfg.allow_fresh_start)
-          throw std::runtime_error("--resume " + source.string() + ": the directory holds no checkpoint to resume "
-                                   "from (to start a new run that checkpoints there, set checkpoint.dir=" +
-                                   source.string() + " instead)");
-      }
+      if (!newest_good_into_plan(cfg, source, good, on_phase, plan, start_step) && !cfg.allow_fresh_start)
+        throw std::runtime_error("--resume " + source.string() + ": the directory holds no checkpoint to resume "
+                                 "from (to start a new run that checkpoints there, set checkpoint.dir=" +
+                                 source.string() + " instead)");
     } else {
       throw std::runtime_error("--resume " + source.string() + ": no such file or directory (to start a new run "
                                "that checkpoints there, set checkpoint.dir=" + source.string() + " instead)");
     }
   } else if (!dir.empty() && cfg.resume && fs::is_directory(dir, ec)) {
-    if (on_phase) on_phase("verifying the checkpoints of " + dir.string());
-    const ck::LatestGood found = ck::find_latest_good(dir, MPI_COMM_SELF, &good);
-    plan.notes.insert(plan.notes.end(), found.warnings.begin(), found.warnings.end());
-    if (found.path) {
-      plan.from = found.path;
-      start_step = found.step;
-    } else {
-      refuse_if_all_damaged(cfg, found, dir, plan);
-    }
+    newest_good_into_plan(cfg, dir, good, on_phase, plan, start_step);
   }
   if (dir.empty() || !fs::is_directory(dir, ec)) return;
 
@@ -139,9 +138,10 @@ ResumePlan plan_resume(const CheckpointConfig& cfg, parallel::Communicator* worl
   }
   if (world != nullptr && world->size() > 1) {
     // "E<message>" or "P<path>\n<note>\n<note>..." from world rank 0.
-    std::string packed = error.empty() ? "P" + (plan.from ? plan.from->string() : std::string()) : "E" + error;
+    std::string packed(1, error.empty() ? 'P' : 'E');
+    packed += error.empty() ? (plan.from ? plan.from->string() : std::string()) : error;
     if (error.empty())
-      for (const auto& n : plan.notes) packed += "\n" + n;
+      for (const auto& n : plan.notes) packed.append("\n").append(n);
     if (on_phase) on_phase("waiting for world rank 0 to choose the checkpoint");
     parallel::broadcast_string(*world, packed, 0);
     if (packed[0] == 'E') {

@@ -139,7 +139,7 @@ TrainResult train_with(const TrainOptions& options) {
   if (options.groups) {
     const auto* mpi_dp = dynamic_cast<const parallel::MpiCommunicator*>(&options.groups->dp());
     if (mpi_dp == nullptr) throw std::logic_error("checkpoints need the MPI backend's dp group");
-    if (on_gpu && options.groups->dp().size() > 1) device_dp = make_device_group(mpi_dp->mpi_comm(), "dp");
+    if (on_gpu && options.groups->dp().size() > 1) device_dp = make_device_group(mpi_dp->mpi_comm(), "dp", mpi_dp->options());
     // Gradient buckets run on NCCL's stream after the backend's kernels that produced them.
     parallel::Stream grads_stream = backend_stream(*backend);
     grads_stream.overlap = true;

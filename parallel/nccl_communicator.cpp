@@ -1,5 +1,7 @@
 #include "parallel/nccl_communicator.h"
 
+#include "parallel/job_monitor.h"
+
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <unistd.h>
@@ -72,6 +74,8 @@ class NcclPendingOp final : public PendingOp {
   NcclPendingOp(std::shared_ptr<NcclGroup> group, CollectiveInfo info, cudaStream_t stream)
       : group_(std::move(group)), info_(std::move(info)),
         started_(std::chrono::steady_clock::now()) {
+    if (JobMonitor* monitor = group_->options.monitor)
+      flight_ = monitor->recorder().begin(info_.op, info_.group, info_.sequence, info_.bytes);
     const cudaError_t status = cudaEventCreateWithFlags(&event_, cudaEventDisableTiming);
     if (status == cudaSuccess) {
       record_status_ = cudaEventRecord(event_, stream);
@@ -93,6 +97,7 @@ class NcclPendingOp final : public PendingOp {
     const cudaError_t status = cudaEventQuery(event_);
     if (status == cudaSuccess) {
       done_ = true;
+      if (JobMonitor* monitor = group_->options.monitor) monitor->recorder().end(flight_);
       return true;
     }
     if (status != cudaErrorNotReady) fail(std::string("CUDA: ") + cudaGetErrorString(status));
@@ -114,8 +119,9 @@ class NcclPendingOp final : public PendingOp {
       for (int r = 0; r < group_->size; ++r) {
         if (r != group_->rank) peers.push_back({group_->world_ranks[r], group_->hosts[r]});
       }
-      abort_job(describe_timeout(info_, group_->self(), waited, limit, peers),
-                kCollectiveTimeoutExitCode);
+      const std::string report = describe_timeout(info_, group_->self(), waited, limit, peers);
+      if (JobMonitor* monitor = group_->options.monitor) monitor->fail(report, kCollectiveTimeoutExitCode);
+      abort_job(report, kCollectiveTimeoutExitCode);
     }
     return false;
   }
@@ -138,6 +144,7 @@ class NcclPendingOp final : public PendingOp {
   cudaEvent_t event_ = nullptr;
   cudaError_t record_status_ = cudaSuccess;
   bool done_ = false;
+  uint64_t flight_ = 0;  // the flight recorder's token (options.monitor)
 };
 
 }  // namespace
