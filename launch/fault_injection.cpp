@@ -68,8 +68,8 @@ FaultInjection::FaultInjection(const std::string& spec) {
       (fault.action == "nonfinite" ? nonfinite_steps_ : grad_spike_steps_).insert(fault.step);
       continue;
     }
-    if (fault.action != "kill" && fault.action != "stop")
-      throw std::invalid_argument("BRT_FAULT_INJECT: '" + item + "': actions are kill, stop, nonfinite, gradspike");
+    if (fault.action != "kill" && fault.action != "stop" && fault.action != "throw")
+      throw std::invalid_argument("BRT_FAULT_INJECT: '" + item + "': actions are kill, stop, throw, nonfinite, gradspike");
     if (fault.phase.empty() == (fault.step <= 0))
       throw std::invalid_argument("BRT_FAULT_INJECT: '" + item + "' needs a phase or @step=N (one of them)");
     faults_.push_back(fault);
@@ -78,6 +78,11 @@ FaultInjection::FaultInjection(const std::string& spec) {
 }
 
 void FaultInjection::fire(const Fault& fault, const std::string& where, int world_rank) const {
+  if (fault.action == "throw") {
+    std::string message = "fault injection: an error at ";
+    message.append(where).append(" on world rank ").append(std::to_string(world_rank));
+    throw std::runtime_error(message);
+  }
   std::fprintf(stderr, "fault injection: %s at %s on world rank %d (pid %d)\n",
                fault.action == "kill" ? "SIGKILL" : "SIGSTOP", where.c_str(), world_rank, int(::getpid()));
   std::fflush(stderr);

@@ -7,6 +7,7 @@
 //   nonfinite@step=5                        step 5's loss and a gradient become NaN
 //   gradspike@step=9                        step 9's gradients are scaled by 1000
 //   stop@step=4@rank=1                      SIGSTOP world rank 1 as step 4 begins
+//   throw@step=4@rank=1                     an exception on world rank 1 only (a fatal error)
 // Steps count from 1 as the progress lines do. Every injection prints one line on stderr.
 #pragma once
 
@@ -36,7 +37,7 @@ class FaultInjection {
 
  private:
   struct Fault {
-    std::string action;  // "kill" | "stop"
+    std::string action;  // "kill" | "stop" | "throw"
     std::string phase;   // prefix of the phase text; empty for a step fault
     int64_t step = 0;
     int rank = -1;       // -1: every rank

@@ -15,24 +15,32 @@ double wall_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+FlightEntry* FlightRecorder::slot(uint64_t token) {
+  const uint64_t id = token / 2;
+  return token % 2 ? &local_[id % kLocalCapacity] : &ring_[id % kCapacity];
+}
+
 uint64_t FlightRecorder::begin(const std::string& op, const std::string& group, uint64_t sequence,
                                int64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t id = next_++;
-  ring_[id % kCapacity] = {op, group, sequence, bytes, wall_seconds(), -1, id};
-  return id;
+  const uint64_t token = id * 2 + (group == kLocalGroup ? 1 : 0);
+  *slot(token) = {op, group, sequence, bytes, wall_seconds(), -1, id};
+  return token;
 }
 
 void FlightRecorder::end(uint64_t token) {
   std::lock_guard<std::mutex> lock(mutex_);
-  FlightEntry& e = ring_[token % kCapacity];
-  if (e.id == token) e.end = wall_seconds();  // else already overwritten by newer entries
+  FlightEntry* e = slot(token);
+  if (e->id == token / 2) e->end = wall_seconds();  // else already overwritten by newer entries
 }
 
 std::vector<FlightEntry> FlightRecorder::entries() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<FlightEntry> out;
   for (const FlightEntry& e : ring_)
+    if (e.id != 0) out.push_back(e);
+  for (const FlightEntry& e : local_)
     if (e.id != 0) out.push_back(e);
   std::sort(out.begin(), out.end(), [](const FlightEntry& a, const FlightEntry& b) { return a.id < b.id; });
   return out;

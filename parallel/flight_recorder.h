@@ -30,16 +30,20 @@ struct FlightEntry {
 
 class FlightRecorder {
  public:
-  static constexpr size_t kCapacity = 64;
+  static constexpr size_t kCapacity = 64;       // collectives kept
+  static constexpr size_t kLocalCapacity = 16;  // local operations kept (a save has one per dataset)
   // Records an operation that starts now; returns the token end() takes.
   uint64_t begin(const std::string& op, const std::string& group, uint64_t sequence, int64_t bytes);
   void end(uint64_t token);
-  // The kept entries, oldest first. Thread-safe (the watchdog reads while the main thread writes).
+  // The kept entries (the last kCapacity collectives and kLocalCapacity local operations),
+  // oldest first. Thread-safe (the watchdog reads while the main thread writes).
   std::vector<FlightEntry> entries() const;
 
  private:
+  FlightEntry* slot(uint64_t token);  // token = id * 2 + (local ? 1 : 0)
   mutable std::mutex mutex_;
   std::array<FlightEntry, kCapacity> ring_{};
+  std::array<FlightEntry, kLocalCapacity> local_{};
   uint64_t next_ = 1;
 };
 

@@ -218,7 +218,7 @@ void JobMonitor::fail(const std::string& report, int exit_code) {
   }
   std::string message = report;
   if (message.empty() || message.back() != '\n') message += '\n';
-  message += "flight records of the last " + std::to_string(FlightRecorder::kCapacity) + " operations per rank (" +
+  message += "flight records of the last " + std::to_string(FlightRecorder::kCapacity) + " collectives per rank (" +
              (s.flight_dir / "rank-K.jsonl").string() + "):\n" + describe_divergence(records, request);
   abort_job(message, exit_code);
 }

@@ -1,5 +1,6 @@
 #include "parallel/mpi_session.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -49,11 +50,13 @@ MpiSession::~MpiSession() {
 
 namespace {
 
-// True when every rank of the session arrives here within kErrorAgreementSeconds.
+// True when every rank of the session arrives here within kErrorAgreementSeconds (or half the
+// timeout, if shorter: the healthy ranks' collectives must not time out first).
 bool every_rank_failed(MpiSession& session) {
   MPI_Request request;
   MPI_Ibarrier(session.error_comm(), &request);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kErrorAgreementSeconds);
+  const double window = std::min(kErrorAgreementSeconds, session.monitor().settings().timeout_s / 2);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(window);
   int done = 0;
   while (true) {
     MPI_Test(&request, &done, MPI_STATUS_IGNORE);

@@ -46,7 +46,8 @@ class MpiSession {
 // Runs body(session) inside an MpiSession and returns its exit status. An exception escaping
 // body is the command's error, printed as "<program>: error: <what>" on stderr:
 //  - one process: printed, status 1 (2 for a LayoutError), MPI finalized normally;
-//  - several: the ranks that failed wait up to kErrorAgreementSeconds for the others. If every
+//  - several: the ranks that failed wait up to kErrorAgreementSeconds (at most half the
+//    monitor's timeout) for the others. If every
 //    rank failed (a bad config, a missing or damaged file: every rank checks the same thing),
 //    world rank 0 prints the distinct messages once and every rank finalizes: status 1 (2 for
 //    LayoutError), no MPI abort. Otherwise the error is on some ranks only, the others may be

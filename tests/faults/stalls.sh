@@ -8,6 +8,8 @@
 #   stalls.sh BIN load            SIGSTOP world rank 1 as it opens the checkpoint to resume
 #   stalls.sh BIN step            SIGSTOP world rank 1 as step 4 begins (a collective stalls)
 #   stalls.sh BIN kill_rank       SIGKILL world rank 1 as step 4 begins
+#   stalls.sh BIN error_one_rank  an exception on world rank 1 only as step 4 begins: the job
+#                                 is aborted (exit 1) with the error, rank and flight records
 source "$(dirname "$0")/lib.sh"
 case_name=$2
 args=(train.steps=8 checkpoint.every=1 checkpoint.keep=0 train.timeout_s=5)
@@ -48,7 +50,7 @@ case $case_name in
     injected="SIGSTOP (from outside) one rank while a ckpt-*.h5.tmp exists"
     expect_rc 124 "$injected"
     expect_text fault.log "timeout on world rank"
-    expect_text fault.log "flight records of the last 64 operations per rank"
+    expect_text fault.log "flight records of the last 64 collectives per rank"
     ;;
   load)
     BRT_FAULT_INJECT="stop@checkpoint load: opening@rank=1" run fault.log 60 "${faulty[@]}"
@@ -71,6 +73,14 @@ case $case_name in
     expect_nonzero "$injected"
     expect_text fault.log "signal 9"
     ;;
+  error_one_rank)
+    BRT_FAULT_INJECT="throw@step=4@rank=1" run fault.log 60 "${faulty[@]}"
+    injected="an exception on world rank 1 only as step 4 begins"
+    expect_rc 1 "$injected"
+    expect_text fault.log "brt-dist train: error on world rank 1 (host "
+    expect_text fault.log "fault injection: an error at step 4 on world rank 1"
+    expect_text fault.log "flight records of the last 64 collectives per rank"
+    ;;
   *) fail "unknown case $case_name" ;;
 esac
 fault_rc=$rc fault_secs=$secs
@@ -85,5 +95,5 @@ from=$(sed -nE 's/^resumed from .*ckpt-0*([0-9]+)\.h5 at step.*/\1/p' resumed.lo
 same_losses ref.jsonl resumed.jsonl "$from"
 "$bin" ckpt diff "$(ckpt ref 8)" "$(ckpt c 8)" > /dev/null || fail "final checkpoint differs from the reference"
 record "stall($case_name)" "$injected" "$fault_rc after ${fault_secs} s" \
-  "$(first_line fault.log 'timeout on world rank|signal 9|collective timeout')" \
+  "$(first_line fault.log 'timeout on world rank|signal 9|collective timeout|error on world rank')" \
   "ckpt-2 sha256 unchanged; newest $(basename "$newest") verifies; resumed from step $from; steps $((from + 1))-8 and the final checkpoint bit-identical"

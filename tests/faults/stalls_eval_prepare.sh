@@ -41,7 +41,7 @@ BRT_FAULT_INJECT="stop@checkpoint load: reading /model/embed@rank=1" run eval.lo
   --checkpoint "$(ckpt c 2)" train.timeout_s=5 --quiet
 expect_rc 124 "a stopped rank 1 during eval"
 expect_text eval.log "timeout on world rank 0 (host "
-expect_text eval.log "flight records of the last 64 operations per rank"
+expect_text eval.log "flight records of the last 64 collectives per rank"
 [ "$secs" -le 20 ] || fail "eval took $secs s to end"
 verify_ok "$(ckpt c 2)"
 record "stall(eval)" "SIGSTOP world rank 1 as eval loads /model/embed" "124 after ${secs} s" \

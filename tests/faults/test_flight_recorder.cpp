@@ -23,6 +23,14 @@ TEST(FlightRecorder, KeepsTheLast64OperationsInOrder) {
   EXPECT_EQ(e.back().sequence, 99u);
   EXPECT_GE(e.back().end, e.back().start);
   EXPECT_LT(e[0].end, 0);
+  // Local operations have their own, smaller ring: a save's many phases cannot push the
+  // collectives out.
+  for (int i = 0; i < 40; ++i) r.end(r.begin("checkpoint save: writing /model/x", kLocalGroup, uint64_t(i), 0));
+  const auto mixed = r.entries();
+  EXPECT_EQ(mixed.size(), FlightRecorder::kCapacity + FlightRecorder::kLocalCapacity);
+  EXPECT_EQ(mixed.front().sequence, 36u);
+  EXPECT_EQ(mixed.back().group, kLocalGroup);
+  EXPECT_EQ(mixed.back().sequence, 39u);
 }
 
 TEST(FlightRecorder, JsonlRoundTrip) {
