@@ -20,24 +20,6 @@ namespace {
 
 constexpr int kNoLayoutFits = 3;
 
-// A config is a path, or a name under configs/ ("tiny" -> configs/tiny.toml).
-std::string resolve_config_path(const std::string& arg) {
-  namespace fs = std::filesystem;
-  if (fs::exists(arg)) return arg;
-  std::string named = "configs/";
-  named += arg;
-  if (!arg.ends_with(".toml")) named += ".toml";
-  if (fs::exists(named)) return named;
-  std::string known;
-  if (fs::is_directory("configs"))
-    for (const auto& e : fs::directory_iterator("configs"))
-      if (e.path().extension() == ".toml") {
-        known += ' ';
-        known += e.path().stem().string();
-      }
-  throw std::invalid_argument("unknown config '" + arg + "': no such file, nor " + named +
-                              (known.empty() ? std::string() : "; configs here:") + known);
-}
 
 int parse_positive(const std::string& text, const std::string& flag) {
   size_t used = 0;

@@ -326,6 +326,29 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   return config;
 }
 
+std::string value_text(const ConfigValue& value) {
+  std::string out;
+  append_value(out, value);
+  return out;
+}
+
+std::string resolve_config_path(const std::string& arg) {
+  if (fs::exists(arg)) return arg;
+  std::string named = "configs/";
+  named += arg;
+  if (!arg.ends_with(".toml")) named += ".toml";
+  if (fs::exists(named)) return named;
+  std::string known;
+  std::error_code ec;
+  if (fs::is_directory("configs", ec))
+    for (const auto& e : fs::directory_iterator("configs"))
+      if (e.path().extension() == ".toml") {
+        known += ' ';
+        known += e.path().stem().string();
+      }
+  throw ConfigError(arg, "", "no such config file, nor " + named + (known.empty() ? std::string() : "; configs here:") + known);
+}
+
 std::string render_toml(const RunConfig& config) {
   std::string out = "# brt-dist run configuration, fully resolved (every key; see launch/config_keys.cpp)\n";
   std::string section;

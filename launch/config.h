@@ -118,6 +118,10 @@ void resolve(RunConfig& config, const ConfigSources* sources = nullptr);
 // The whole resolved config as TOML (every key, one section each, with the key's help as a
 // comment). parse_run_config(render_toml(c), ...) gives back a config equal to c.
 std::string render_toml(const RunConfig& config);
+// A config is a path, or a name under configs/ ("tiny" -> configs/tiny.toml); ConfigError
+// listing the configs there otherwise.
+std::string resolve_config_path(const std::string& arg);
+
 // True when every key of config_keys() has the same value in both.
 bool same_values(const RunConfig& a, const RunConfig& b);
 

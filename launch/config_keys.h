@@ -29,5 +29,7 @@ const std::vector<KeySpec>& config_keys();
 // nullptr when unknown.
 const KeySpec* find_key(const std::string& key);
 const char* type_name(ValueType type);
+// A value as TOML writes it ("512", "1e-3", "\"cosine\"", "[9, 19]").
+std::string value_text(const ConfigValue& value);
 
 }  // namespace brt::launch

@@ -61,7 +61,10 @@ void MetricsLog::event(const std::string& kind,
   }
   if (file_ == nullptr) return;
   std::fprintf(file_, "{\"event\":\"%s\"", kind.c_str());
-  for (const auto& [k, v] : values) std::fprintf(file_, ",\"%s\":%.10g", k.c_str(), v);
+  for (const auto& [k, v] : values) {
+    if (std::isfinite(v)) std::fprintf(file_, ",\"%s\":%.10g", k.c_str(), v);
+    else std::fprintf(file_, ",\"%s\":null", k.c_str());  // JSON has no NaN (a skipped step's loss)
+  }
   std::fprintf(file_, "}\n");
   std::fflush(file_);
 }

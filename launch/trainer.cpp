@@ -64,6 +64,19 @@ void poison_step(core::Model<T>& model, core::LossSums& sums) {
   sums.nats = std::numeric_limits<double>::quiet_NaN();
 }
 
+// The resolved config beside the metrics (runs/x/metrics.jsonl -> runs/x/metrics.config.toml),
+// what `brt-dist config show` prints: a run's curves always come with what made them.
+void write_resolved_config(const RunConfig& cfg) {
+  std::string path = cfg.log.metrics_path;
+  if (path.size() > 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0) path.resize(path.size() - 6);
+  path += ".config.toml";
+  std::FILE* out = std::fopen(path.c_str(), "w");
+  if (out == nullptr) throw std::runtime_error("cannot write " + path);
+  const std::string text = render_toml(cfg);
+  const bool ok = std::fwrite(text.data(), 1, text.size(), out) == text.size();
+  if (std::fclose(out) != 0 || !ok) throw std::runtime_error("cannot write " + path);
+}
+
 template <typename T>
 core::ModelInput model_input(const data::Batch& b) {
   return {b.inputs.data(), b.targets.data(), b.mask.data(), b.doc_start.data()};
@@ -219,6 +232,7 @@ TrainResult train_with(const TrainOptions& options) {
   std::unique_ptr<BatchSource> eval_source;
   if (cfg.train.eval_every > 0) eval_source = make_source(cfg, cfg.data.eval_split, dp_rank, dp_size);
   MetricsLog log(print ? cfg.log.metrics_path : std::string(), print);
+  if (print && !cfg.log.metrics_path.empty()) write_resolved_config(cfg);
   StopSignal::install();
 
   // Where the run starts (launch/resume.h): the newest good checkpoint, a given one, or step 0.
