@@ -15,7 +15,9 @@
 #include "launch/fault_injection.h"
 #include "launch/generator.h"
 #include "launch/gpu_binding.h"
+#include "launch/threads.h"
 #include "launch/training_checkpoint.h"
+#include "parallel/core_share.h"
 #include "parallel/launch_env.h"
 #include "parallel/layout.h"
 #include "parallel/mpi_session.h"
@@ -67,6 +69,7 @@ RunConfig command_config(parallel::MpiSession& mpi, const CommandLine& cl, const
   parallel::MonitorSettings watch;
   watch.timeout_s = cfg.train.timeout_s;
   mpi.monitor().configure(watch);
+  apply_threads(choose_threads(cfg.train.threads, parallel::query_core_share(MPI_COMM_WORLD)));
   return cfg;
 }
 

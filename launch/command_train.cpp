@@ -11,6 +11,7 @@
 #include "launch/gpu_binding.h"
 #include "launch/stop_signal.h"
 #include "launch/trainer.h"
+#include "parallel/core_share.h"
 #include "parallel/layout.h"
 #include "parallel/launch_env.h"
 #include "parallel/mpi_session.h"
@@ -87,6 +88,7 @@ int command_train(int argc, char** argv) {
     watch.flight_dir = std::filesystem::path(ck.dir.empty() ? "." : ck.dir) / "flight";
     session.monitor().configure(watch);
     options.monitor = &session.monitor();
+    options.threads = choose_threads(options.config.train.threads, parallel::query_core_share(MPI_COMM_WORLD));
     parallel::CommOptions comm;
     comm.timeout = std::chrono::milliseconds(int64_t(options.config.train.timeout_s * 1000));
     comm.monitor = &session.monitor();

@@ -10,7 +10,7 @@
 #include "launch/version.h"
 
 int main(int argc, char** argv) {
-  brt::kernels::ensure_blas_core_type(argc, argv);
+  brt::kernels::ensure_blas_core_type(argc, argv, /*passive_waiting=*/true);
   brt::checkpoint::silence_hdf5_diagnostics();
   if (argc < 2) {
     std::fputs(brt::launch::overview_text().c_str(), stderr);

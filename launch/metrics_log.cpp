@@ -35,9 +35,9 @@ void MetricsLog::train_step(const StepMetrics& m) {
   if (print_) {
     std::printf(
         "step %6ld/%ld | loss %.4f | bits/tok %.4f | lr %.3e | gnorm %.3f | %8.0f tok/s | "
-        "%7.2f GFLOP/s | MFU %5.1f%% | ETA %s%s\n",
+        "%7.2f GFLOP/s | MFU %5.1f%%%s | ETA %s%s\n",
         m.step, m.total_steps, m.loss, bits, m.lr, m.grad_norm, m.tokens_per_s, m.gflops,
-        100.0 * m.mfu, format_duration(m.eta_s).c_str(),
+        100.0 * m.mfu, m.mfu_note.empty() ? "" : (" (" + m.mfu_note + ")").c_str(), format_duration(m.eta_s).c_str(),
         m.skipped_steps > 0 ? (" | skipped " + std::to_string(m.skipped_steps)).c_str() : "");
     std::fflush(stdout);
   }

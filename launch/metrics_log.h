@@ -18,6 +18,7 @@ struct StepMetrics {
   double tokens_per_s = 0;
   double gflops = 0;          // achieved, by MODEL §10's count
   double mfu = 0;             // gflops / peak
+  std::string mfu_note;       // why an MFU above 100% is printed (launch/mfu.h); else empty
   double eta_s = 0;
   long tokens_seen = 0;
   long skipped_steps = 0;     // so far in the run (launch/step_guard.h)

@@ -15,16 +15,17 @@
 #include "core/optimizer.h"
 #include "core/param_count.h"
 #include "kernels/backend.h"
-#include "kernels/gemm_peak.h"
 #include "launch/batch_source.h"
 #include "launch/data_parallel.h"
 #include "launch/device_backend.h"
 #include "launch/evaluator.h"
 #include "launch/metrics_log.h"
+#include "launch/mfu.h"
 #include "launch/run_checkpoints.h"
 #include "launch/step_guard.h"
 #include "launch/stop_signal.h"
 #include "launch/training_checkpoint.h"
+#include "parallel/core_share.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/process_groups.h"
 
@@ -119,7 +120,9 @@ template <typename T>
 TrainResult train_with(const TrainOptions& options) {
   const RunConfig& cfg = options.config;
   const bool print = !options.quiet && (!options.groups || options.groups->world_rank() == 0);
-  if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);
+  const std::string threads_line =
+      apply_threads(options.threads.threads > 0 ? options.threads
+                                                : choose_threads(cfg.train.threads, parallel::query_core_share(MPI_COMM_NULL)));
   const int world_rank = options.groups ? options.groups->world_rank() : 0;
   validate_device_settings(cfg.train, options.gpu_device, world_rank);
   // The backend decides where every buffer lives (host or device memory, docs/gpu.md).
@@ -176,18 +179,7 @@ TrainResult train_with(const TrainOptions& options) {
   const int64_t optim_bytes = mem.optimizer;
   // ---- end data parallelism ----
 
-  double peak = cfg.train.peak_gflops;
-  std::string peak_source = "train.peak_gflops";
-  if (peak <= 0 && on_gpu) {
-    // MFU against the bf16 dense matrix peak measured now on this GPU (issue 6).
-    peak = measure_gpu_bf16_peak_gflops();
-    peak_source = "measured: cuBLAS 8192^3 bf16 GEMM, fp32 accumulation";
-  } else if (peak <= 0) {
-    const kernels::GemmPeak p = kernels::measure_sgemm_peak(2048, 5);
-    peak = p.gflops;
-    peak_source = "measured: median of " + std::to_string(p.calls) + " 2048^3 sgemm, " +
-                  std::to_string(p.threads) + " threads";
-  }
+  MfuPeak peak(cfg.train.peak_gflops, on_gpu);
   const core::FlopBreakdown flops = core::flops_per_token(mc);
   const double tokens_per_step = double(cfg.train.batch) * dp_size * mc.seq_len;
   if (print) {
@@ -216,11 +208,12 @@ TrainResult train_with(const TrainOptions& options) {
                   dp->owned_mask().empty() ? "off" : "on");
     std::printf("FLOPs/token (MODEL §10, training = 3x forward): %.4g; peak %.1f GFLOP/s per rank "
                 "(%s); MFU = achieved / (ranks x peak)\n",
-                flops.training(), peak, peak_source.c_str());
+                flops.training(), peak.gflops(), peak.source().c_str());
     std::printf("data: %d streams x %d tokens per step, %s; %lld steps, %s, %s precision\n",
                 cfg.train.batch, mc.seq_len, cfg.data.source.c_str(),
                 (long long)cfg.train.steps, core::to_string(cfg.optim.kind),
                 cfg.train.precision.c_str());
+    std::printf("%s\n", threads_line.c_str());
     std::printf("device: %s (%s backend, memory %s)%s\n", cfg.train.device.c_str(), backend->name(),
                 backend->memory().name().c_str(),
                 cfg.train.deterministic ? "; deterministic: NCCL_ALGO/NCCL_PROTO pinned" : "");
@@ -342,7 +335,7 @@ TrainResult train_with(const TrainOptions& options) {
       m.grad_norm = st.grad_norm;
       m.tokens_per_s = tokens_per_step * window_steps / window_seconds;
       m.gflops = flops.training() * m.tokens_per_s / 1e9;
-      m.mfu = m.gflops / (peak * dp_size);  // the whole job's rate over every rank's peak
+      m.mfu = peak.mfu(m.gflops, dp_size, m.mfu_note);  // the whole job's rate over every rank's peak
       m.eta_s = total_seconds / double(number - first_step) * double(cfg.train.steps - number);
       m.tokens_seen = long(pos.tokens_seen);
       m.skipped_steps = long(guard.total_skipped());

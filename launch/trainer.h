@@ -4,6 +4,7 @@
 
 #include "launch/config.h"
 #include "launch/fault_injection.h"
+#include "launch/threads.h"
 
 namespace brt::parallel {
 class ProcessGroups;
@@ -26,6 +27,8 @@ struct TrainOptions {
   // deadline, phase by phase. Null: no deadline (tests).
   parallel::JobMonitor* monitor = nullptr;
   FaultInjection faults;  // the fault suite's injection points (tests/faults)
+  // OpenMP threads per rank (launch/threads.h); threads = 0: chosen for this process alone.
+  ThreadChoice threads{0, ""};
 };
 
 struct TrainResult {

@@ -1,0 +1,32 @@
+// An honest MFU (issue 15 item 3): the peak it divides by is robust to a busy start, and an
+// MFU above 100% is never printed without saying why.
+//  - Measured (CPU): the best of several 2048³ sgemm calls, since other load only ever slows a
+//    call down; when an MFU above 100% would be printed, the peak is measured again (kept if
+//    higher), up to kMaxRemeasures times.
+//  - train.peak_gflops, or the GPU's bf16 GEMM peak: used as given; above 100% the note says
+//    that the peak is below the achieved rate.
+#pragma once
+
+#include <string>
+
+namespace brt::launch {
+
+class MfuPeak {
+ public:
+  static constexpr int kMaxRemeasures = 3;
+  // configured > 0: train.peak_gflops. Else measured now (on_gpu: the bf16 GEMM peak).
+  MfuPeak(double configured_gflops, bool on_gpu);
+
+  double gflops() const { return gflops_; }
+  const std::string& source() const { return source_; }
+  // achieved / (ranks x peak). `note` is set (else cleared) when the result is above 1.
+  double mfu(double achieved_gflops, int ranks, std::string& note);
+
+ private:
+  double gflops_ = 0;
+  std::string source_;
+  bool remeasurable_ = false;
+  int remeasures_ = 0;
+};
+
+}  // namespace brt::launch
