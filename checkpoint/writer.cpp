@@ -300,6 +300,7 @@ void CheckpointWriter::write_raw(const std::string& path, const Shape& shape, co
   if (dataset.reset() < 0 && error.empty()) error = "cannot close dataset " + where + ": " + detail::hdf5_reason();
   s.agree(error.empty(), error);
   s.bytes += shape_numel(shape) * static_cast<int64_t>(dtype_size(dtype));
+  if (s.options.on_bytes) s.options.on_bytes(s.bytes);
 }
 
 SaveResult CheckpointWriter::commit() {

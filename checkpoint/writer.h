@@ -35,6 +35,8 @@ struct WriterOptions {
   // only good files. Null: only the new file is known good, older ones are verified as needed.
   GoodCheckpoints* good = nullptr;
   PhaseCallback on_phase;
+  // After each dataset: the tensor bytes written so far (progress of a long save).
+  std::function<void(int64_t bytes)> on_bytes;
 };
 
 struct SaveResult {

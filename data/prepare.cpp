@@ -267,11 +267,6 @@ Tokenizer obtain_tokenizer(const PrepareOptions& options, const std::vector<Corp
   return Tokenizer::load(stored);
 }
 
-void print_progress(int64_t docs_done, int64_t docs_total, int64_t bytes, double seconds) {
-  std::fprintf(stderr, "prepare: documents %lld/%lld, %.1f MB encoded, %.1f MB/s\n",
-               static_cast<long long>(docs_done), static_cast<long long>(docs_total), bytes / 1e6,
-               seconds > 0 ? bytes / 1e6 / seconds : 0.0);
-}
 
 }  // namespace
 
@@ -315,10 +310,11 @@ PrepareResult prepare_corpus(const PrepareOptions& options, MPI_Comm comm) {
   // One shard per rank per round; the Allreduce after each round carries progress and
   // failures, so rank 0 can print global progress and no rank waits on a failed one.
   const auto start = std::chrono::steady_clock::now();
-  double last_print = -1e9;
   int64_t totals[4] = {0, 0, 0, 0};  // documents done, bytes encoded, shards written, reused
+  int64_t bytes_total = 0, bytes_done = 0;
+  for (const auto& plan : shards) bytes_total += plan.bytes;
   for (size_t round = 0; round < rounds; ++round) {
-    int64_t local[4] = {0, 0, 0, 0};
+    int64_t local[5] = {0, 0, 0, 0, 0};  // ... and input bytes of the shard this rank finished
     error.clear();
     working(options, "encoding shards, round " + std::to_string(round + 1) + " of " + std::to_string(rounds));
     if (round < mine.size()) {
@@ -332,6 +328,7 @@ PrepareResult prepare_corpus(const PrepareOptions& options, MPI_Comm comm) {
           local[2] = 1;
         }
         local[0] = static_cast<int64_t>(plan.doc_ids.size());
+        local[4] = plan.bytes;
       } catch (const std::exception& e) {
         error = e.what();
       }
@@ -339,16 +336,15 @@ PrepareResult prepare_corpus(const PrepareOptions& options, MPI_Comm comm) {
     phase(options, "waiting for the other ranks to finish round " + std::to_string(round + 1) + " of " +
                        std::to_string(rounds));
     raise_if_any_failed(error, comm, "prepare");
-    int64_t summed[4];
+    int64_t summed[5];
     MPI_Request request;
-    MPI_Iallreduce(local, summed, 4, MPI_INT64_T, MPI_SUM, comm, &request);
+    MPI_Iallreduce(local, summed, 5, MPI_INT64_T, MPI_SUM, comm, &request);
     wait_without_spinning(request);
     for (int k = 0; k < 4; ++k) totals[k] += summed[k];
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (rank == 0 && options.show_progress && (elapsed - last_print >= 1.0 || round + 1 == rounds)) {
-      print_progress(totals[0], static_cast<int64_t>(files.size()), totals[1], elapsed);
-      last_print = elapsed;  // at most one line a second
-    }
+    bytes_done += summed[4];
+    if (rank == 0 && options.on_progress)
+      options.on_progress({totals[0], static_cast<int64_t>(files.size()), bytes_done, bytes_total,
+                           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
   }
   result.encode_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.bytes_encoded = totals[1];

@@ -39,6 +39,13 @@ struct PrepareOptions {
   // Called as this rank starts work of its own (training the tokenizer, encoding a shard):
   // not a wait, so a watchdog records it without a deadline.
   std::function<void(const std::string&)> on_work;
+  // Called on rank 0 after each round of shards with the whole job's progress so far.
+  struct Progress {
+    int64_t documents_done = 0, documents_total = 0;
+    int64_t bytes_done = 0, bytes_total = 0;  // input bytes encoded (reused shards count as done)
+    double seconds = 0;
+  };
+  std::function<void(const Progress&)> on_progress;
 };
 
 struct PrepareResult {

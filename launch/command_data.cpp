@@ -12,6 +12,7 @@
 #include "launch/commands.h"
 #include "launch/config.h"
 #include "launch/fault_injection.h"
+#include "launch/progress.h"
 #include "parallel/mpi_session.h"
 
 namespace brt::launch {
@@ -81,6 +82,16 @@ int run_prepare(const CommandLine& cl, parallel::MpiSession& mpi) {
   opt.bad_documents = data::parse_bad_document_policy(flag_or(cl, "on-bad-document", "fail"));
   opt.shard_target_bytes = int64_t(std::stod(flag_or(cl, "shard-mb", "4")) * (1 << 20));
   opt.show_progress = !cl.flags.count("quiet");
+  Progress shown("prepare", opt.show_progress && mpi.world_rank() == 0);
+  opt.on_progress = [&shown](const data::PrepareOptions::Progress& p) {
+    char detail[200];
+    std::snprintf(detail, sizeof detail, "%lld/%lld documents, %s of %s, %s", (long long)p.documents_done,
+                  (long long)p.documents_total, Progress::bytes_text(double(p.bytes_done)).c_str(),
+                  Progress::bytes_text(double(p.bytes_total)).c_str(),
+                  Progress::rate_text(double(p.bytes_done), p.seconds).c_str());
+    if (p.documents_done >= p.documents_total) shown.finish(detail);
+    else shown.update(p.bytes_total > 0 ? double(p.bytes_done) / double(p.bytes_total) : -1, detail);
+  };
   const data::PrepareResult r = data::prepare_corpus(opt, MPI_COMM_WORLD);
   if (mpi.world_rank() == 0)
     std::printf("prepare: %lld documents in %d shards (%d written, %d reused), tokenizer %s%s, "

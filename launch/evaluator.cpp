@@ -1,5 +1,7 @@
 #include "launch/evaluator.h"
 
+#include "launch/progress.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -104,6 +106,8 @@ EvalReport evaluate_split(core::Model<T>& model, const RunConfig& cfg, const std
   std::vector<double> acc(size_t(dataset->num_documents()) * per_doc, 0.0);
   data::Batch batch;
   int64_t steps = 0, local_tokens = 0;
+  Progress shown("eval " + split, progress);
+  const double expected_tokens = double(totals.tokens) / std::max(1, dp_size);  // this rank's share, about
   while (streams.next(batch)) {
     model.forward({batch.inputs.data(), batch.targets.data(), batch.mask.data(),
                    batch.doc_start.data()}, T(0));
@@ -125,9 +129,17 @@ EvalReport evaluate_split(core::Model<T>& model, const RunConfig& cfg, const std
       }
     }
     local_tokens += int64_t(std::count(batch.mask.begin(), batch.mask.end(), uint8_t(1)));
-    if (progress && ++steps % 50 == 0)
-      std::fprintf(stderr, "eval %s: %lld segments, %lld tokens on this rank\n", split.c_str(),
-                   (long long)steps, (long long)local_tokens);
+    ++steps;
+    char detail[160];
+    std::snprintf(detail, sizeof detail, "%lld segments, %lld tokens on this rank, %.0f tokens/s", (long long)steps,
+                  (long long)local_tokens, local_tokens / std::max(1e-9, shown.elapsed_s()));
+    shown.update(expected_tokens > 0 ? double(local_tokens) / expected_tokens : -1, detail);
+  }
+  {
+    char detail[160];
+    std::snprintf(detail, sizeof detail, "%lld segments, %lld tokens on this rank in %.1f s", (long long)steps,
+                  (long long)local_tokens, shown.elapsed_s());
+    shown.finish(detail);
   }
   // Each document was read by exactly one stream on one rank: the sum over ranks only adds
   // zeros, so it is exact.

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "launch/progress.h"
 #include "launch/resume.h"
 #include "parallel/communicator.h"
 #include "parallel/job_monitor.h"
@@ -12,25 +13,36 @@ namespace brt::launch {
 namespace {
 
 // One save or load under the watchdog: every phase restarts its deadline (JobMonitor::Guard)
-// and passes the fault suite's injection points ("checkpoint save: renaming").
+// and passes the fault suite's injection points ("checkpoint save: renaming"); one that takes
+// longer than 2 s shows its progress (MB, MB/s).
 struct WatchedOperation {
   parallel::JobMonitor::Guard guard;
   std::string operation;
   const FaultInjection* faults;
   int world_rank;
-  checkpoint::PhaseCallback callback() {
-    return [this](const std::string& phase) {
+  Progress shown;
+  CheckpointIo io(checkpoint::GoodCheckpoints* good, StepGuard* step_guard) {
+    CheckpointIo out;
+    out.good = good;
+    out.guard = step_guard;
+    out.on_phase = [this](const std::string& phase) {
       guard.phase(phase);
       faults->at_phase(operation + ": " + phase, world_rank);
     };
+    out.on_bytes = [this](int64_t bytes) {
+      shown.update(-1, Progress::bytes_text(double(bytes)) + ", " + Progress::rate_text(double(bytes), shown.elapsed_s()));
+    };
+    return out;
   }
 };
 
+constexpr double kShowIoAfterSeconds = 2.0;
+
 WatchedOperation watch(parallel::JobMonitor* monitor, const std::string& operation, const FaultInjection& faults,
-                       int world_rank) {
+                       int world_rank, bool print) {
   faults.at_phase(operation, world_rank);
   return {monitor != nullptr ? monitor->guard(operation) : parallel::JobMonitor::Guard(), operation, &faults,
-          world_rank};
+          world_rank, Progress(operation, print, kShowIoAfterSeconds)};
 }
 
 }  // namespace
@@ -46,8 +58,8 @@ template <typename T>
 RunPosition RunCheckpoints<T>::load(const std::filesystem::path& file, core::Model<T>& model,
                                     core::Optimizer<T>& optimizer, BatchSource& data,
                                     const std::string& tokenizer_hash, StepGuard& guard, const char* verb) {
-  WatchedOperation watched = watch(monitor_, "checkpoint load", faults_, world_rank_);
-  CheckpointIo io{&good_, watched.callback(), &guard};
+  WatchedOperation watched = watch(monitor_, "checkpoint load", faults_, world_rank_, print_);
+  const CheckpointIo io = watched.io(&good_, &guard);
   checkpoint::IoStats stats;
   const RunPosition pos = load_training_checkpoint(file, cfg_, model, optimizer, &data, tokenizer_hash, &stats,
                                                    ranks_, io);
@@ -63,8 +75,8 @@ RunPosition RunCheckpoints<T>::start(core::Model<T>& model, core::Optimizer<T>& 
                                      const std::string& tokenizer_hash, StepGuard& guard) {
   ResumePlan plan;
   {
-    WatchedOperation watched = watch(monitor_, "checkpoint resume", faults_, world_rank_);
-    plan = plan_resume(cfg_.checkpoint, world_, good_, watched.callback());
+    WatchedOperation watched = watch(monitor_, "checkpoint resume", faults_, world_rank_, print_);
+    plan = plan_resume(cfg_.checkpoint, world_, good_, watched.io(&good_, nullptr).on_phase);
   }
   if (print_)
     for (const auto& note : plan.notes) std::fprintf(stderr, "checkpoint warning: %s\n", note.c_str());
@@ -90,8 +102,8 @@ void RunCheckpoints<T>::save(core::Model<T>& model, core::Optimizer<T>& optimize
   std::string error;
   checkpoint::SaveResult r;
   try {
-    WatchedOperation watched = watch(monitor_, "checkpoint save", faults_, world_rank_);
-    CheckpointIo io{&good_, watched.callback(), &guard};
+    WatchedOperation watched = watch(monitor_, "checkpoint save", faults_, world_rank_, print_);
+    const CheckpointIo io = watched.io(&good_, &guard);
     r = save_training_checkpoint(cfg_, model, optimizer, data, pos, tokenizer_hash, ranks_, io);
   } catch (const checkpoint::CheckpointError& e) {
     error = e.what();

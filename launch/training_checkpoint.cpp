@@ -125,6 +125,7 @@ ck::SaveResult save_training_checkpoint(const RunConfig& config, core::Model<T>&
   options.keep_last = config.checkpoint.keep;
   options.good = io.good;
   options.on_phase = io.on_phase;
+  options.on_bytes = io.on_bytes;
   // Under TP the DP group of TP rank 0 writes; the other TP ranks only take part in the gathers.
   const core::TensorParallel& tp = ranks.tensor_parallel;
   if (tp.rank() != 0) {
@@ -220,6 +221,7 @@ RunPosition load_training_checkpoint(const std::filesystem::path& file, const Ru
       core::extract_shard(spec, full.data(), host.data());
     }
     model.memory().from_host(local, host.data(), host.size() * sizeof(T));
+    if (io.on_bytes) io.on_bytes(reader.load_stats().bytes);
   };
   const auto& params = model.params().params();
   for (auto& p : model.params().params())

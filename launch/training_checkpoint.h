@@ -47,6 +47,8 @@ struct CheckpointIo {
   checkpoint::GoodCheckpoints* good = nullptr;
   // Each phase of the save or load as it begins ("writing /model/embed", "reading /optim/...").
   checkpoint::PhaseCallback on_phase;
+  // Tensor bytes written or read so far (progress of a long save or load).
+  std::function<void(int64_t bytes)> on_bytes;
   // The step guard's state (skip counters, z-score windows, batches to skip) is saved with the
   // run and restored on load (/data/guard_*, /data/skip_batches). Null: none.
   StepGuard* guard = nullptr;
