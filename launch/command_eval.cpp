@@ -87,6 +87,12 @@ parallel::ProcessGroups tensor_parallel_groups(parallel::MpiSession& mpi, const 
   return parallel::make_mpi_process_groups(MPI_COMM_WORLD, cfg.train.tp, comm);
 }
 
+bool overrides_key(const CommandLine& cl, const std::string& key) {
+  for (const auto& o : cl.overrides)
+    if (o.rfind(key + "=", 0) == 0) return true;
+  return false;
+}
+
 // The model's tensors, under the deadline phase by phase (and the fault suite's injection points).
 void load_watched(parallel::MpiSession& mpi, const std::string& ckpt, core::Model<float>& model) {
   const FaultInjection faults = FaultInjection::from_environment();
@@ -100,6 +106,10 @@ void load_watched(parallel::MpiSession& mpi, const std::string& ckpt, core::Mode
 int run_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
   const std::string ckpt = flag_or(cl, "checkpoint", cl.positional.empty() ? "" : cl.positional[0]);
   RunConfig cfg = command_config(mpi, cl, ckpt, "eval");
+  const int64_t trained_seq_len = config_of_checkpoint(ckpt).model.seq_len;
+  // Longer contexts (docs/evaluation.md): model.seq_len=N2 evaluates on longer segments. XL
+  // attends over the whole segment, so its window follows unless given.
+  if (cfg.model.variant == "xl" && !overrides_key(cl, "model.window")) cfg.model.window = cfg.model.seq_len;
   cfg.data.source = "shards";
   resolve(cfg);
   const std::string split = flag_or(cl, "split", cfg.data.eval_split);
@@ -116,7 +126,7 @@ int run_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
   const SumReducer sum_over_ranks = [&dp](std::vector<double>& v) { dp.all_reduce(v); };
   const bool root = mpi.world_rank() == 0;
   const EvalReport r = evaluate_split(model, cfg, split, groups.dp_rank(), dp.size(),
-                                      sum_over_ranks, root && !cl.flags.count("quiet"));
+                                      sum_over_ranks, root && !cl.flags.count("quiet"), trained_seq_len);
   if (!root) return 0;
   std::printf("%s", r.text().c_str());
   if (auto path = flag_or(cl, "json", ""); !path.empty()) {

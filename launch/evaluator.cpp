@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 
@@ -31,6 +32,37 @@ std::string bucket_name(const PositionBucket& b) {
   return b.end < 0 ? k(b.begin) + "+" : k(b.begin) + "-" + k(b.end);
 }
 
+std::string bucket_line(const PositionBucket& b) {
+  char line[160];
+  std::snprintf(line, sizeof line, "    %-10s %10lld tokens  %.4f bits/token\n", bucket_name(b).c_str(),
+                (long long)b.tokens, b.tokens ? b.nats / double(b.tokens) / std::log(2.0) : 0.0);
+  return line;
+}
+
+void json_buckets(std::ostringstream& o, const std::vector<PositionBucket>& buckets) {
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    const auto& b = buckets[i];
+    o << (i ? "," : "") << "{\"begin\":" << b.begin << ",\"end\":" << (b.end < 0 ? -1 : b.end)
+      << ",\"tokens\":" << b.tokens << ",\"nats\":" << b.nats << ",\"bits_per_token\":"
+      << (b.tokens ? b.nats / double(b.tokens) / std::log(2.0) : 0.0) << "}";
+  }
+}
+
+// Edges W, 2W, 4W, ... and the training length, the last bucket ending at N: [0, W), [W, 2W),
+// ..., so the tokens past the length the model was trained on get buckets of their own.
+std::vector<PositionBucket> segment_buckets(int64_t seq_len, int64_t window, int64_t trained_seq_len) {
+  std::set<int64_t> edges = {seq_len};
+  for (int64_t e = std::max<int64_t>(1, window); e < seq_len; e *= 2) edges.insert(e);
+  if (trained_seq_len > 0 && trained_seq_len < seq_len) edges.insert(trained_seq_len);
+  std::vector<PositionBucket> out;
+  int64_t begin = 0;
+  for (int64_t e : edges) {
+    out.push_back({begin, e, 0, 0});
+    begin = e;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string EvalReport::text() const {
@@ -43,12 +75,11 @@ std::string EvalReport::text() const {
                 (long long)words, seconds, tokens ? nats / double(tokens) : 0.0, bits_per_token(),
                 bits_per_byte(), word_perplexity());
   o << line << "  loss by position in the document:\n";
-  for (const auto& b : buckets) {
-    std::snprintf(line, sizeof line, "    %-10s %10lld tokens  %.4f bits/token\n",
-                  bucket_name(b).c_str(), (long long)b.tokens,
-                  b.tokens ? b.nats / double(b.tokens) / std::log(2.0) : 0.0);
-    o << line;
-  }
+  for (const auto& b : buckets) o << bucket_line(b);
+  std::snprintf(line, sizeof line, "  loss by position in the segment (N = %lld, W = %lld, trained at N = %lld):\n",
+                (long long)seq_len, (long long)window, (long long)trained_seq_len);
+  o << line;
+  for (const auto& b : segment_buckets) o << bucket_line(b);
   return o.str();
 }
 
@@ -59,20 +90,19 @@ std::string EvalReport::json() const {
     << ",\"bytes\":" << bytes << ",\"words\":" << words << ",\"nats\":" << nats
     << ",\"bits_per_token\":" << bits_per_token() << ",\"bits_per_byte\":" << bits_per_byte()
     << ",\"word_perplexity\":" << word_perplexity() << ",\"seconds\":" << seconds
+    << ",\"seq_len\":" << seq_len << ",\"window\":" << window << ",\"trained_seq_len\":" << trained_seq_len
     << ",\"position_buckets\":[";
-  for (size_t i = 0; i < buckets.size(); ++i) {
-    const auto& b = buckets[i];
-    o << (i ? "," : "") << "{\"begin\":" << b.begin << ",\"end\":" << (b.end < 0 ? -1 : b.end)
-      << ",\"tokens\":" << b.tokens << ",\"nats\":" << b.nats << ",\"bits_per_token\":"
-      << (b.tokens ? b.nats / double(b.tokens) / std::log(2.0) : 0.0) << "}";
-  }
+  json_buckets(o, buckets);
+  o << "],\"segment_buckets\":[";
+  json_buckets(o, segment_buckets);
   o << "]}";
   return o.str();
 }
 
 template <typename T>
 EvalReport evaluate_split(core::Model<T>& model, const RunConfig& cfg, const std::string& split,
-                          int dp_rank, int dp_size, const SumReducer& reduce, bool progress) {
+                          int dp_rank, int dp_size, const SumReducer& reduce, bool progress,
+                          int64_t trained_seq_len) {
   const auto t0 = std::chrono::steady_clock::now();
   auto dataset = data::TokenDataset::open(cfg.data.path, data::parse_split(split));
   data::StreamOptions opt;
@@ -92,6 +122,10 @@ EvalReport evaluate_split(core::Model<T>& model, const RunConfig& cfg, const std
   r.bytes = totals.bytes;
   r.words = totals.words;
   r.buckets = {{0, 512}, {512, 4096}, {4096, 32768}, {32768, -1}};
+  r.seq_len = model.config().seq_len;
+  r.window = model.config().window;
+  r.trained_seq_len = trained_seq_len > 0 ? trained_seq_len : r.seq_len;
+  r.segment_buckets = segment_buckets(r.seq_len, r.window, r.trained_seq_len);
   for (auto& ref : model.carried_state()) {  // start clean; documents reset it anyway
     int64_t n = 1;
     for (auto s : ref.shape) n *= s;
@@ -102,7 +136,8 @@ EvalReport evaluate_split(core::Model<T>& model, const RunConfig& cfg, const std
   // numbers in the same order and reports identical totals.
   std::unordered_map<int64_t, size_t> index_of;
   for (int64_t i = 0; i < dataset->num_documents(); ++i) index_of[dataset->document(i).doc_id] = size_t(i);
-  const size_t nb = r.buckets.size(), per_doc = 1 + 2 * nb;  // nats, then (nats, tokens) per bucket
+  // nats, then (nats, tokens) per document bucket, then per segment bucket
+  const size_t nb = r.buckets.size(), ns = r.segment_buckets.size(), per_doc = 1 + 2 * (nb + ns);
   std::vector<double> acc(size_t(dataset->num_documents()) * per_doc, 0.0);
   data::Batch batch;
   int64_t steps = 0, local_tokens = 0;
@@ -124,6 +159,14 @@ EvalReport evaluate_split(core::Model<T>& model, const RunConfig& cfg, const std
         if (target_pos >= b.begin && (b.end < 0 || target_pos < b.end)) {
           doc[1 + 2 * k] += l;
           doc[2 + 2 * k] += 1;
+          break;
+        }
+      }
+      const int64_t in_segment = int64_t(i % size_t(batch.seq));
+      for (size_t k = 0; k < ns; ++k) {
+        if (in_segment < r.segment_buckets[k].end) {
+          doc[1 + 2 * (nb + k)] += l;
+          doc[2 + 2 * (nb + k)] += 1;
           break;
         }
       }
@@ -152,14 +195,18 @@ EvalReport evaluate_split(core::Model<T>& model, const RunConfig& cfg, const std
       r.buckets[k].tokens += int64_t(doc[2 + 2 * k]);
       r.tokens += int64_t(doc[2 + 2 * k]);
     }
+    for (size_t k = 0; k < ns; ++k) {
+      r.segment_buckets[k].nats += doc[1 + 2 * (nb + k)];
+      r.segment_buckets[k].tokens += int64_t(doc[2 + 2 * (nb + k)]);
+    }
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
 
-template EvalReport evaluate_split<float>(core::Model<float>&, const RunConfig&,
-                                          const std::string&, int, int, const SumReducer&, bool);
-template EvalReport evaluate_split<double>(core::Model<double>&, const RunConfig&,
-                                           const std::string&, int, int, const SumReducer&, bool);
+template EvalReport evaluate_split<float>(core::Model<float>&, const RunConfig&, const std::string&, int, int,
+                                          const SumReducer&, bool, int64_t);
+template EvalReport evaluate_split<double>(core::Model<double>&, const RunConfig&, const std::string&, int, int,
+                                           const SumReducer&, bool, int64_t);
 
 }  // namespace brt::launch

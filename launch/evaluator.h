@@ -26,7 +26,12 @@ struct EvalReport {
   int64_t bytes = 0;      // UTF-8 bytes of the split's (normalised) text
   int64_t words = 0;      // whitespace-separated words of the split's text
   double nats = 0;
-  std::vector<PositionBucket> buckets;
+  std::vector<PositionBucket> buckets;  // by target position within the document
+  // By position within the segment (of seq_len tokens): [0, W), [W, 2W), [2W, 4W), ... up to
+  // seq_len — evaluated at a longer seq_len than training's, the buckets past the training
+  // length show how the model generalises to longer contexts (docs/evaluation.md).
+  std::vector<PositionBucket> segment_buckets;
+  int64_t seq_len = 0, window = 0, trained_seq_len = 0;
   double seconds = 0;
   double bits_per_token() const;
   double bits_per_byte() const;
@@ -40,9 +45,11 @@ using SumReducer = std::function<void(std::vector<double>&)>;
 
 // Evaluates `split` of cfg.data.path with this rank's streams (dp_rank of dp_size) and, with a
 // reducer, sums the totals over ranks so every layout reports the same numbers.
+// `trained_seq_len` (0: the model's) is the segment length the model was trained at: an edge
+// of the segment-position buckets when evaluating at a longer one.
 template <typename T>
 EvalReport evaluate_split(core::Model<T>& model, const RunConfig& cfg, const std::string& split,
                           int dp_rank = 0, int dp_size = 1, const SumReducer& reduce = {},
-                          bool progress = false);
+                          bool progress = false, int64_t trained_seq_len = 0);
 
 }  // namespace brt::launch
