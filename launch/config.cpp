@@ -346,7 +346,8 @@ std::string resolve_config_path(const std::string& arg) {
         known += ' ';
         known += e.path().stem().string();
       }
-  throw ConfigError(arg, "", "no such config file, nor " + named + (known.empty() ? std::string() : "; configs here:") + known);
+  throw ConfigError("", "", "unknown config '" + arg + "': no such file, nor " + named +
+                               (known.empty() ? std::string() : "; configs here:") + known);
 }
 
 std::string render_toml(const RunConfig& config) {

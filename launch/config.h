@@ -71,6 +71,7 @@ struct CheckpointConfig {
   std::string resume_from;
   bool overwrite = false;             // allow a start that discards checkpoints already in `dir`
   bool allow_fresh_start = false;     // start from step 0 when every checkpoint in `dir` is damaged
+  bool async = true;                  // write in the background while training goes on
 };
 
 struct RunConfig {

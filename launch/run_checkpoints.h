@@ -4,7 +4,10 @@
 // checkpoint for the step guard. The trainer calls it; it owns the run's known-good set.
 #pragma once
 
+#include <mpi.h>
+
 #include <filesystem>
+#include <future>
 #include <optional>
 #include <string>
 
@@ -30,19 +33,30 @@ class RunCheckpoints {
  public:
   // `world` (null: one process) carries the resume decision; `monitor` (null: no deadlines)
   // watches every save and load; `faults` may kill or stop at their phases.
+  // Collective over the writing group (it gets a communicator for the background writer).
   RunCheckpoints(const RunConfig& cfg, const CheckpointRanks& ranks, parallel::Communicator* world,
                  parallel::JobMonitor* monitor, const FaultInjection& faults, int world_rank, bool print);
+  ~RunCheckpoints();  // waits for a save in flight
+  RunCheckpoints(const RunCheckpoints&) = delete;
+  RunCheckpoints& operator=(const RunCheckpoints&) = delete;
 
   // Chooses the start (launch/resume.h) and loads it into model, optimizer, data and guard.
   // Returns the position (step 0 for a fresh start). Prints the notes on the printing rank.
   RunPosition start(core::Model<T>& model, core::Optimizer<T>& optimizer, BatchSource& data,
                     const std::string& tokenizer_hash, StepGuard& guard);
 
-  // Saves now. A failure never harms earlier checkpoints; it stops the run (throws) unless
+  // Saves now: with checkpoint.async the state is copied to the host and a writer thread
+  // saves it while training goes on (at most one in flight; the final save is written before
+  // this returns). A failure never harms earlier checkpoints; it stops the run (throws) unless
   // checkpoint.on_error = "continue" and this is not the final save: a failed final save is
-  // always an error, so the job's exit status says the run's end was not saved.
+  // always an error, so the job's exit status says the run's end was not saved. A background
+  // save's outcome is reported when the next save begins (or finish_pending).
   void save(core::Model<T>& model, core::Optimizer<T>& optimizer, const BatchSource& data, const RunPosition& pos,
             const std::string& tokenizer_hash, StepGuard& guard, MetricsLog& log, bool final_save);
+  // Waits for the save in flight, if any, and reports it as save() would.
+  void finish_pending(MetricsLog& log);
+  // How long the training thread stopped for the last save (snapshot and any wait).
+  double last_stall_s() const { return last_stall_s_; }
 
   // The newest checkpoint this run saved or started from, if any.
   const std::optional<std::filesystem::path>& last_good() const { return last_good_; }
@@ -53,6 +67,16 @@ class RunCheckpoints {
                      const std::string& tokenizer_hash, StepGuard& guard, const std::string& why);
 
  private:
+  struct SaveOutcome {
+    int64_t step = 0;
+    checkpoint::SaveResult result;
+    std::string error;  // empty: saved
+    bool background = false;
+    double stall_s = 0;     // the training thread stopped this long for this save, in all
+    double snapshot_s = 0;  // of which: copying the state to the host (background saves)
+  };
+  std::string agree(std::string error);
+  void report(const SaveOutcome& outcome, MetricsLog& log, bool final_save);
   RunPosition load(const std::filesystem::path& file, core::Model<T>& model, core::Optimizer<T>& optimizer,
                    BatchSource& data, const std::string& tokenizer_hash, StepGuard& guard, const char* verb);
 
@@ -65,6 +89,11 @@ class RunCheckpoints {
   bool print_;
   checkpoint::GoodCheckpoints good_;
   std::optional<std::filesystem::path> last_good_;
+  bool background_ = false;
+  MPI_Comm writer_comm_ = MPI_COMM_NULL;
+  TrainingSnapshot<T> snapshot_;  // the host copy the writer thread saves (buffers reused)
+  std::future<SaveOutcome> pending_;
+  double last_stall_s_ = 0;
 };
 
 }  // namespace brt::launch

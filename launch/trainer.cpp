@@ -315,6 +315,7 @@ TrainResult train_with(const TrainOptions& options) {
                                  " rollbacks (train.max_rollbacks); the run stops");
       const std::vector<int64_t> bad = run;
       const int rollbacks = guard.rollbacks();
+      checkpoints.finish_pending(log);  // a save in flight may be the one to roll back to
       pos = checkpoints.reload(model, *optimizer, *train_source, tokenizer_hash, guard, why);
       guard.add_skip_batches(bad);  // on top of the checkpoint's own list
       while (guard.rollbacks() <= rollbacks) guard.note_rollback();

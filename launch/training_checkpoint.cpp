@@ -90,30 +90,125 @@ std::vector<std::vector<int64_t>> gather_cursors(const std::vector<int64_t>& min
   return out;
 }
 
-// What a TP rank other than 0 does during a save: the same gathers as TP rank 0 (collective
-// over the TP group), in the same order, and the data-cursor gather of its DP group.
+}  // namespace
+
 template <typename T>
-void save_tp_shards_only(core::Model<T>& model, core::Optimizer<T>& optimizer,
-                         const BatchSource& data, const CheckpointRanks& ranks, const CheckpointIo& io) {
-  if (io.on_phase) io.on_phase("gathering tensor-parallel shards for TP rank 0");
-  const core::TensorParallel& tp = ranks.tensor_parallel;
-  std::vector<T> host, full, staging;
-  const auto gather = [&](const core::ParamSpec& spec, const T* local) {
-    if (!spec.shard.sharded()) return;
-    host = kernels::copy_to_host(model.memory(), local, size_t(spec.numel()));  // backend memory
-    full.resize(size_t(spec.global_numel()));
-    core::gather_shards(tp, spec, host.data(), full.data(), staging);
-  };
-  const auto& params = model.params().params();
-  for (size_t p = 0; p < params.size(); ++p)
-    if (writes_param(ranks, int(p))) gather(params[p].spec, params[p].value);
-  for (const auto& s : optimizer.state())
-    if (writes_param(ranks, s.param)) gather(optimizer_state_spec(s, params[size_t(s.param)].spec), s.data);
-  for (const auto& ref : model.carried_state()) gather(full_spec_of(ref.name, ref.shape, ref.shard), ref.data);
-  gather_cursors(data.cursor(), ranks.comm);
+int64_t TrainingSnapshot<T>::bytes() const {
+  int64_t n = 0;
+  for (const auto& t : tensors) n += int64_t(t.data.size() * sizeof(T));
+  return n;
 }
 
-}  // namespace
+template <typename T>
+void take_training_snapshot(TrainingSnapshot<T>& out, const RunConfig& config, core::Model<T>& model,
+                            core::Optimizer<T>& optimizer, const BatchSource& data, const RunPosition& pos,
+                            const std::string& tokenizer_hash, const CheckpointRanks& ranks,
+                            const StepGuard* guard) {
+  // Under TP the DP group of TP rank 0 writes; every TP rank takes part in the gathers, in the
+  // same order (collective over the TP group), and every DP rank in the cursor gather.
+  const core::TensorParallel& tp = ranks.tensor_parallel;
+  out.writes = tp.rank() == 0;
+  out.dp_rank = ranks.dp_rank;
+  out.meta.step = pos.step;
+  out.meta.tokens_seen = pos.tokens_seen;
+  out.meta.config_toml = render_toml(config);
+  out.meta.tokenizer_hash = tokenizer_hash;
+  out.meta.layout = {ranks.world, ranks.dp_size, ranks.tp};
+  out.optimizer_step = optimizer.step_count();
+  out.model_variant = model.config().variant;
+  out.precision = config.train.precision;
+  size_t next = 0;
+  // One tensor of the snapshot, its buffer reused from the last save. Parameters, optimizer
+  // state and carried state live in backend memory (device memory under CUDA): copied to the
+  // host, sharded ones gathered whole over TP.
+  std::vector<T> host, staging;
+  const auto add = [&](const std::string& path, const ck::Shape& shape, std::optional<ck::Slice> mine,
+                       const core::ParamSpec& spec, const T* local) {
+    if (next == out.tensors.size()) out.tensors.emplace_back();
+    auto& t = out.tensors[next++];
+    t.path = path;
+    t.shape = shape;
+    t.mine = std::move(mine);
+    if (!t.mine) {
+      t.data.clear();
+      return;
+    }
+    if (!spec.shard.sharded()) {
+      if (!out.writes) {  // a TP rank other than 0 writes nothing and gathers nothing here
+        t.data.clear();
+        return;
+      }
+      t.data.resize(size_t(spec.numel()));
+      model.memory().to_host(t.data.data(), local, t.data.size() * sizeof(T));
+      return;
+    }
+    host.resize(size_t(spec.numel()));
+    model.memory().to_host(host.data(), local, host.size() * sizeof(T));
+    t.data.resize(size_t(spec.global_numel()));
+    core::gather_shards(tp, spec, host.data(), t.data.data(), staging);
+  };
+  const auto& params = model.params().params();
+  for (size_t p = 0; p < params.size(); ++p) {
+    const bool mine = writes_param(ranks, int(p));
+    const auto& spec = params[p].spec;
+    add(ck::join_path(ck::kModelGroup, spec.name), spec.shape,
+        mine ? std::optional<ck::Slice>(ck::Slice::whole(spec.shape)) : std::nullopt, spec, params[p].value);
+  }
+  for (const auto& st : optimizer.state()) {
+    const bool mine = writes_param(ranks, st.param);
+    if (mine && st.data == nullptr)
+      throw std::logic_error("checkpoint: DP rank " + std::to_string(ranks.dp_rank) + " writes " + st.name +
+                             " but holds no optimizer state for it (ZeRO-1 owner mismatch)");
+    const core::ParamSpec spec = optimizer_state_spec(st, params[size_t(st.param)].spec);
+    add(ck::join_path(ck::kOptimGroup, st.name), spec.shape,
+        mine ? std::optional<ck::Slice>(ck::Slice::whole(spec.shape)) : std::nullopt, spec, st.data);
+  }
+  // Per-stream tensors: this rank's streams are its slice along dim 0 (MODEL §8).
+  for (const auto& ref : model.carried_state()) {
+    const core::ParamSpec spec = full_spec_of(ref.name, ref.shape, ref.shard);
+    add(ck::join_path(ck::kStateGroup, ref.name), global_shape(spec.shape, ranks.dp_size),
+        stream_slice(spec.shape, ranks), spec, ref.data);
+  }
+  out.tensors.resize(next);
+  // The data cursor of every global stream, merged from all DP ranks (written by DP rank 0).
+  out.ints.clear();
+  out.ints.push_back({ck::join_path(ck::kDataGroup, "cursor"),
+                      data.merge_cursors(gather_cursors(data.cursor(), ranks.comm))});
+  out.guard_windows.clear();
+  out.has_guard = guard != nullptr;
+  if (guard != nullptr) {  // the same on every rank (every decision is on global values)
+    // skip_batches as [n, step...]: never zero-size (MPI-IO cannot write an empty dataset).
+    std::vector<int64_t> skips = guard->skip_batches();
+    skips.insert(skips.begin(), int64_t(skips.size()));
+    out.ints.push_back({ck::join_path(ck::kDataGroup, "guard_counters"), guard->counters()});
+    out.ints.push_back({ck::join_path(ck::kDataGroup, "skip_batches"), std::move(skips)});
+    out.guard_windows = guard->windows();
+  }
+}
+
+template <typename T>
+ck::SaveResult write_training_snapshot(const TrainingSnapshot<T>& snap, const std::string& dir, int keep,
+                                       MPI_Comm comm, const CheckpointIo& io) {
+  if (!snap.writes) return {};
+  ck::WriterOptions options;
+  options.keep_last = keep;
+  options.good = io.good;
+  options.on_phase = io.on_phase;
+  options.on_bytes = io.on_bytes;
+  ck::CheckpointWriter writer(dir, snap.meta.step, comm, options);
+  writer.set_metadata(snap.meta);
+  writer.set_attr_int("optimizer_step", snap.optimizer_step);
+  writer.set_attr_string("model_variant", snap.model_variant);
+  writer.set_attr_string("precision", snap.precision);
+  for (const auto& t : snap.tensors) writer.write<T>(t.path, t.shape, t.mine, std::span<const T>(t.data));
+  const bool ints_writer = snap.dp_rank == 0;
+  for (const auto& i : snap.ints)
+    writer.write_whole<int64_t>(i.path, {int64_t(i.values.size())}, std::span<const int64_t>(i.values), ints_writer);
+  if (snap.has_guard)
+    writer.write_whole<double>(ck::join_path(ck::kDataGroup, "guard_windows"), {int64_t(snap.guard_windows.size())},
+                               std::span<const double>(snap.guard_windows), ints_writer);
+  return writer.commit();
+}
 
 template <typename T>
 ck::SaveResult save_training_checkpoint(const RunConfig& config, core::Model<T>& model,
@@ -121,77 +216,9 @@ ck::SaveResult save_training_checkpoint(const RunConfig& config, core::Model<T>&
                                         const RunPosition& pos,
                                         const std::string& tokenizer_hash,
                                         const CheckpointRanks& ranks, const CheckpointIo& io) {
-  ck::WriterOptions options;
-  options.keep_last = config.checkpoint.keep;
-  options.good = io.good;
-  options.on_phase = io.on_phase;
-  options.on_bytes = io.on_bytes;
-  // Under TP the DP group of TP rank 0 writes; the other TP ranks only take part in the gathers.
-  const core::TensorParallel& tp = ranks.tensor_parallel;
-  if (tp.rank() != 0) {
-    save_tp_shards_only(model, optimizer, data, ranks, io);
-    return {};
-  }
-  ck::CheckpointWriter writer(config.checkpoint.dir, pos.step, ranks.comm, options);
-  // Parameters, optimizer state and carried state live in backend memory (device memory under
-  // CUDA; the optimizer's state in the parameter store's memory): staged through `host`.
-  std::vector<T> host, full, staging;
-  const auto whole = [&](const core::ParamSpec& spec, const T* local) {
-    host = kernels::copy_to_host(model.memory(), local, size_t(spec.numel()));
-    if (!spec.shard.sharded()) return std::span<const T>(host);
-    full.resize(size_t(spec.global_numel()));
-    core::gather_shards(tp, spec, host.data(), full.data(), staging);
-    return std::span<const T>(full);
-  };
-  ck::Metadata meta;
-  meta.step = pos.step;
-  meta.tokens_seen = pos.tokens_seen;
-  meta.config_toml = render_toml(config);
-  meta.tokenizer_hash = tokenizer_hash;
-  meta.layout = {ranks.world, ranks.dp_size, ranks.tp};
-  writer.set_metadata(meta);
-  writer.set_attr_int("optimizer_step", optimizer.step_count());
-  writer.set_attr_string("model_variant", model.config().variant);
-  writer.set_attr_string("precision", config.train.precision);
-  const auto& params = model.params().params();
-  for (size_t p = 0; p < params.size(); ++p) {
-    const bool mine = writes_param(ranks, int(p));
-    writer.write_whole<T>(ck::join_path(ck::kModelGroup, params[p].spec.name), params[p].spec.shape,
-                          mine ? whole(params[p].spec, params[p].value) : std::span<const T>(), mine);
-  }
-  for (const auto& s : optimizer.state()) {
-    const bool mine = writes_param(ranks, s.param);
-    if (mine && s.data == nullptr)
-      throw std::logic_error("checkpoint: DP rank " + std::to_string(ranks.dp_rank) + " writes " + s.name +
-                             " but holds no optimizer state for it (ZeRO-1 owner mismatch)");
-    const core::ParamSpec spec = optimizer_state_spec(s, params[size_t(s.param)].spec);
-    writer.write_whole<T>(ck::join_path(ck::kOptimGroup, s.name), spec.shape,
-                          mine ? whole(spec, s.data) : std::span<const T>(), mine);
-  }
-  // Per-stream tensors: this rank's streams are its slice along dim 0 (MODEL §8).
-  for (const auto& ref : model.carried_state()) {
-    const core::ParamSpec spec = full_spec_of(ref.name, ref.shape, ref.shard);
-    writer.write<T>(ck::join_path(ck::kStateGroup, ref.name), global_shape(spec.shape, ranks.dp_size),
-                    stream_slice(spec.shape, ranks), whole(spec, ref.data));
-  }
-  // The data cursor of every global stream, merged from all DP ranks (written by rank 0).
-  const std::vector<int64_t> cursor = data.merge_cursors(gather_cursors(data.cursor(), ranks.comm));
-  writer.write_whole<int64_t>(ck::join_path(ck::kDataGroup, "cursor"), {int64_t(cursor.size())},
-                              std::span<const int64_t>(cursor), ranks.dp_rank == 0);
-  if (io.guard != nullptr) {  // the same on every rank (every decision is on global values)
-    const auto counters = io.guard->counters();
-    const auto windows = io.guard->windows();
-    // skip_batches as [n, step...]: never zero-size (MPI-IO cannot write an empty dataset).
-    std::vector<int64_t> skips = io.guard->skip_batches();
-    skips.insert(skips.begin(), int64_t(skips.size()));
-    writer.write_whole<int64_t>(ck::join_path(ck::kDataGroup, "guard_counters"), {int64_t(counters.size())},
-                                std::span<const int64_t>(counters), ranks.dp_rank == 0);
-    writer.write_whole<double>(ck::join_path(ck::kDataGroup, "guard_windows"), {int64_t(windows.size())},
-                               std::span<const double>(windows), ranks.dp_rank == 0);
-    writer.write_whole<int64_t>(ck::join_path(ck::kDataGroup, "skip_batches"), {int64_t(skips.size())},
-                                std::span<const int64_t>(skips), ranks.dp_rank == 0);
-  }
-  return writer.commit();
+  TrainingSnapshot<T> snap;
+  take_training_snapshot(snap, config, model, optimizer, data, pos, tokenizer_hash, ranks, io.guard);
+  return write_training_snapshot(snap, config.checkpoint.dir, config.checkpoint.keep, ranks.comm, io);
 }
 
 template <typename T>
@@ -307,6 +334,12 @@ RunConfig config_of_checkpoint(const std::filesystem::path& file) {
 }
 
 #define BRT_INSTANTIATE_CKPT(T)                                                                \
+  template struct TrainingSnapshot<T>;                                                         \
+  template void take_training_snapshot<T>(TrainingSnapshot<T>&, const RunConfig&, core::Model<T>&, \
+                                          core::Optimizer<T>&, const BatchSource&, const RunPosition&, \
+                                          const std::string&, const CheckpointRanks&, const StepGuard*); \
+  template ck::SaveResult write_training_snapshot<T>(const TrainingSnapshot<T>&, const std::string&, int, \
+                                                     MPI_Comm, const CheckpointIo&);            \
   template ck::SaveResult save_training_checkpoint<T>(const RunConfig&, core::Model<T>&,       \
                                                       core::Optimizer<T>&, const BatchSource&, \
                                                       const RunPosition&, const std::string&,  \

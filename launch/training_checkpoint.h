@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,46 @@ struct CheckpointIo {
   StepGuard* guard = nullptr;
 };
 
+// Everything a save writes, copied to the host (asynchronous checkpoints, issue 15 item 4):
+// taken on the training thread between steps (collective: the TP gathers and the data-cursor
+// gather), then written by any thread while training goes on. A snapshot reuses its buffers
+// from one save to the next.
+template <typename T>
+struct TrainingSnapshot {
+  bool writes = true;  // false on TP ranks other than 0: they only took part in the gathers
+  int dp_rank = 0;     // DP rank 0 writes the replicated integer arrays
+  checkpoint::Metadata meta;
+  int64_t optimizer_step = 0;
+  std::string model_variant, precision;
+  struct Tensor {
+    std::string path;
+    checkpoint::Shape shape;
+    std::optional<checkpoint::Slice> mine;  // this rank's part (nullopt: none)
+    std::vector<T> data;
+  };
+  std::vector<Tensor> tensors;  // in the order written: /model, /optim, /state
+  struct Ints {
+    std::string path;
+    std::vector<int64_t> values;
+  };
+  std::vector<Ints> ints;  // /data/cursor, the guard's counters and batches to skip
+  bool has_guard = false;
+  std::vector<double> guard_windows;
+  int64_t bytes() const;  // tensor bytes held
+};
+
+template <typename T>
+void take_training_snapshot(TrainingSnapshot<T>& out, const RunConfig& config, core::Model<T>& model,
+                            core::Optimizer<T>& optimizer, const BatchSource& data, const RunPosition& pos,
+                            const std::string& tokenizer_hash, const CheckpointRanks& ranks,
+                            const StepGuard* guard);
+// Collective over `comm` (the writing DP group's; a thread of its own may do this while the
+// training thread uses the others). Returns {} on ranks that do not write.
+template <typename T>
+checkpoint::SaveResult write_training_snapshot(const TrainingSnapshot<T>& snapshot, const std::string& dir, int keep,
+                                               MPI_Comm comm, const CheckpointIo& io = {});
+
+// take_training_snapshot + write_training_snapshot on this thread: the synchronous save.
 template <typename T>
 checkpoint::SaveResult save_training_checkpoint(const RunConfig& config, core::Model<T>& model,
                                                 core::Optimizer<T>& optimizer,

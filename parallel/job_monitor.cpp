@@ -164,19 +164,19 @@ void JobMonitor::watch() {
     if (now - last_wake > period + kSelfPauseSeconds)
       for (Open& open : open_) open.since = now;
     last_wake = now;
-    if (!open_.empty() && open_.back().watched) {
-      const Open& innermost = open_.back();
-      const double waited = wall_seconds() - innermost.since;
-      if (waited > settings_.timeout_s) {
-        std::string what = innermost.operation + (innermost.phase.empty() ? "" : ": " + innermost.phase);
-        const std::string report = "brt-dist: timeout on world rank " + std::to_string(self_.world_rank) +
-                                   " (host " + self_.host + "): " + what + " has not finished after " +
-                                   seconds_text(waited) + " s (" + settings_.timeout_key + " = " +
-                                   seconds_text(settings_.timeout_s) +
-                                   "); a peer is stalled or dead, or the file system hangs. Ending the job.";
-        lock.unlock();
-        fail(report, kCollectiveTimeoutExitCode);
-      }
+    // Every open operation is watched, whichever thread opened it (a background checkpoint
+    // writer has its own beside the training thread's).
+    for (const Open& open : open_) {
+      if (!open.watched) continue;
+      const double waited = wall_seconds() - open.since;
+      if (waited <= settings_.timeout_s) continue;
+      const std::string what = open.operation + (open.phase.empty() ? "" : ": " + open.phase);
+      const std::string report = "brt-dist: timeout on world rank " + std::to_string(self_.world_rank) + " (host " +
+                                 self_.host + "): " + what + " has not finished after " + seconds_text(waited) +
+                                 " s (" + settings_.timeout_key + " = " + seconds_text(settings_.timeout_s) +
+                                 "); a peer is stalled or dead, or the file system hangs. Ending the job.";
+      lock.unlock();
+      fail(report, kCollectiveTimeoutExitCode);
     }
     lock.unlock();
     answer_dump_request();

@@ -45,7 +45,7 @@ class JobMonitor {
 
   // An operation under the deadline. phase() starts its next step (the deadline restarts: a
   // save of many tensors may take longer than the timeout, no single write may). Movable;
-  // ends the operation when destroyed. Guards nest: the innermost open one is watched.
+  // ends the operation when destroyed. Every open guard is watched, from any thread.
   class Guard {
    public:
     Guard() = default;

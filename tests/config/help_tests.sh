@@ -33,7 +33,7 @@ grep -q "^lr = 0.02 " "$work/a.toml" || fail "override not applied"
 "$bin" config show "$work/a.toml" > "$work/b.toml" || fail "config show of its own output"
 diff "$work/a.toml" "$work/b.toml" > /dev/null || fail "config show is not a fixed point"
 "$bin" config show no-such-config > "$work/err.txt" 2>&1 && fail "config show of a missing config exited 0"
-grep -q "no such config file" "$work/err.txt" || fail "unclear error: $(cat "$work/err.txt")"
+grep -q "unknown config .no-such-config.: no such file" "$work/err.txt" || fail "unclear error: $(cat "$work/err.txt")"
 # train writes the resolved config beside its metrics.
 (cd "$work" && "$bin" train "$OLDPWD/configs/tiny.toml" data.source=synthetic train.steps=1 train.eval_every=0 \
    train.peak_gflops=1 log.metrics_path=run/metrics.jsonl > train.log 2>&1) || fail "train: $(tail -3 "$work/train.log")"

@@ -4,8 +4,11 @@
 # earlier checkpoints keep their sha256, the newest committed one verifies, `latest` names an
 # existing good file, and the next start resumes and finishes bit-exactly like a run that was
 # never killed.
+#   kill_points.sh BIN [async|sync]   the save written by a background thread (checkpoint.async,
+#                                     the default) or by the training thread
 source "$(dirname "$0")/lib.sh"
-args=(train.steps=6 checkpoint.every=1 checkpoint.keep=3)
+mode=${2:-async}
+args=(train.steps=6 checkpoint.every=1 checkpoint.keep=3 checkpoint.async=$([ "$mode" = async ] && echo true || echo false))
 run ref.log 60 "${TRAIN[@]}" "${args[@]}" checkpoint.dir=ref log.metrics_path=ref.jsonl
 expect_rc 0 "reference run"
 for phase in "creating" "writing /model/embed" "writing /optim/" "writing /data/cursor" "closing" \
@@ -31,7 +34,7 @@ for phase in "creating" "writing /model/embed" "writing /optim/" "writing /data/
   [ -n "$from" ] || fail "$phase: did not resume"
   same_losses ref.jsonl "$d.jsonl" "$from"
   "$bin" ckpt diff "$(ckpt ref 6)" "$(ckpt "$d" 6)" > /dev/null || fail "$phase: final checkpoint differs from the reference"
-  record "kill_during_save($phase)" "SIGKILL as '$phase' of the step-3 save begins" "137" \
+  record "kill_during_${mode}_save($phase)" "SIGKILL as '$phase' of the step-3 save begins" "137" \
     "$(first_line killed.log 'fault injection')" \
     "ckpt-1, ckpt-2 sha256 unchanged; newest $(basename "$newest") verifies; resumed from step $from; steps $((from + 1))-6 and the final checkpoint bit-identical"
 done

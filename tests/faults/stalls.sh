@@ -3,7 +3,9 @@
 # timeout (plus the few seconds the report takes), exit 124 for a stall, with a report naming
 # the rank, host and operation and the flight records of the ranks; the last good checkpoint
 # is untouched and the next start resumes bit-exactly.
-#   stalls.sh BIN save_injected   SIGSTOP world rank 1 as it writes /model/embed (2nd save)
+#   stalls.sh BIN save_injected   SIGSTOP world rank 1 as it writes /model/embed (a synchronous
+#                                 save: the stall is inside HDF5's collective MPI-IO)
+#   stalls.sh BIN save_async      the same during a background save (checkpoint.async)
 #   stalls.sh BIN save_external   SIGSTOP a rank from outside while ckpt-*.h5.tmp exists
 #   stalls.sh BIN load            SIGSTOP world rank 1 as it opens the checkpoint to resume
 #   stalls.sh BIN step            SIGSTOP world rank 1 as step 4 begins (a collective stalls)
@@ -24,11 +26,18 @@ sha2=$(sha "$(ckpt c 2)")
 faulty=("${NP2[@]}" "${TRAIN[@]}" "${args[@]}" checkpoint.dir=c log.metrics_path=faulty.jsonl)
 case $case_name in
   save_injected)
-    BRT_FAULT_INJECT="stop@checkpoint save: writing /model/embed@rank=1" run fault.log 60 "${faulty[@]}"
-    injected="SIGSTOP world rank 1 as the step-3 save writes /model/embed"
+    BRT_FAULT_INJECT="stop@checkpoint save: writing /model/embed@rank=1" run fault.log 60 "${faulty[@]}" checkpoint.async=false
+    injected="SIGSTOP world rank 1 as the step-3 save (synchronous) writes /model/embed"
     expect_rc 124 "$injected"
     expect_text fault.log "timeout on world rank 0 (host "
     expect_text fault.log "checkpoint save: writing /model/embed has not finished after"
+    expect_text fault.log "no flight record from world rank 1"
+    ;;
+  save_async)
+    BRT_FAULT_INJECT="stop@checkpoint save: writing /model/embed@rank=1" run fault.log 60 "${faulty[@]}" checkpoint.async=true
+    injected="SIGSTOP world rank 1 as the step-3 background save writes /model/embed"
+    expect_rc 124 "$injected"
+    expect_text fault.log "timeout on world rank 0 (host "  # the writer's guard or the next step's collective
     expect_text fault.log "no flight record from world rank 1"
     ;;
   save_external)
