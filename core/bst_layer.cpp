@@ -19,6 +19,7 @@ BstLayer<T>::BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, i
       dims_{streams, cfg.seq_len, cfg.window, shape_.heads, cfg.head_dim},
       prefix_("layers." + std::to_string(index) + "."),
       streams_(streams),
+      every_stream_starts_(size_t(streams), 1),
       mf_(cfg.bst_variant == BstVariant::kMF),
       ctx_keys_(mf_ ? cfg.ctx_states : cfg.window),
       kv_rows_(mf_ ? int64_t{streams} * cfg.blocks() * cfg.ctx_states : int64_t{streams} * cfg.seq_len),
@@ -124,10 +125,13 @@ void BstLayer<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
                               store_[rel_bias_].value, store_[scale1_].value, a_self_.data(),
                               probs_self_.data());
   // Context states (§7.1) and their keys/values (§7.2).
-  ssm_.forward(be, ctx.doc_start, x);
+  // The SSM carry restarts at a document start, or at every segment under the ablation.
+  const uint8_t* carry_reset =
+      ablation_ == CarryAblation::kSegment ? every_stream_starts_.data() : ctx.doc_start;
+  ssm_.forward(be, carry_reset, x);
   const T* context = ssm_.context();
   if (mf_) {
-    assemble_mf_context(be, ctx.doc_start);
+    assemble_mf_context(be, carry_reset);
     context = ctx_blocks_.data();
   }
   context_proj_forward(be, store_, cproj_, shape_, context, mf_ ? kv_rows_ : int64_t(rows),
@@ -155,6 +159,8 @@ void BstLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx,
   const int D = shape_.d_model, A = shape_.width(), N = cfg_.seq_len, B = streams_;
   const int rows = B * N;
   const int64_t na = int64_t(rows) * A;
+  if (ablation_ != CarryAblation::kNone)
+    throw std::logic_error(prefix_ + ": backward with a carry ablation set (evaluation only)");
   T* da_self = scratch.d_attn[0].data();
   T* da_cross = scratch.d_attn[1].data();
   dual_output_backward(be, store_, wo_, mlp_, mlp_acts_, y_.data(), a_self_.data(),
@@ -199,6 +205,15 @@ void BstLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx,
     }
   }
   ssm_.backward(be, dctx_.data(), dx);
+}
+
+template <typename T>
+void BstLayer<T>::accumulate_diagnostics(kernels::Backend<T>& be, const uint8_t* mask,
+                                         T* scratch_a, T* scratch_b, LayerDiagnostics& out) {
+  out.kind = "bst";
+  accumulate_state_share(be, a_self_.data(), a_cross_.data(), store_[wo_].value,
+                         streams_ * cfg_.seq_len, shape_.width(), shape_.d_model, mask,
+                         scratch_a, scratch_b, out.state_share);
 }
 
 template <typename T>

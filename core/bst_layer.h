@@ -41,6 +41,12 @@ class BstLayer : public Layer<T> {
   std::vector<TensorRef<T>> carried_state() override;
   int64_t activation_bytes() const override;
   int64_t backward_scratch_bytes() const override;
+  // The segment ablation restarts the SSM carry (and MF's carried context) at every segment;
+  // there is no per-block state to reset, so the block ablation leaves BST as it is.
+  void set_carry_ablation(CarryAblation a) override { ablation_ = a; }
+  bool has_diagnostics() const override { return !tp_.active(); }
+  void accumulate_diagnostics(kernels::Backend<T>& be, const uint8_t* mask, T* scratch_a,
+                              T* scratch_b, LayerDiagnostics& out) override;
 
   // The SSM sublayer, for tests (its context() is Ctx of MODEL §7.1).
   const BstSsm<T>& ssm() const { return ssm_; }
@@ -56,6 +62,8 @@ class BstLayer : public Layer<T> {
   kernels::WindowAttnDims dims_;
   std::string prefix_;
   int streams_;
+  CarryAblation ablation_ = CarryAblation::kNone;  // eval diagnostics only
+  std::vector<uint8_t> every_stream_starts_;       // [B] of 1: the segment ablation's resets
   bool mf_;
   int ctx_keys_;       // keys per block: W (SH/MH) or S_ctx (MF)
   int64_t kv_rows_;    // rows of K̂c/Vc: B·N (SH/MH) or B·T·S_ctx (MF)

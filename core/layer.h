@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/diagnostics.h"
 #include "core/param.h"
 #include "kernels/backend.h"
 
@@ -75,6 +76,16 @@ class Layer {
   // Bytes of gradient scratch the layer owns for its backward (beyond the model's shared
   // BackwardScratch).
   virtual int64_t backward_scratch_bytes() const { return 0; }
+
+  // Evaluation diagnostics (core/diagnostics.h). A layer that carries no state (standard
+  // layers) ignores the ablation and has no statistics.
+  virtual void set_carry_ablation(CarryAblation) {}
+  // False when this layer has nothing to report (or cannot, e.g. under tensor parallelism).
+  virtual bool has_diagnostics() const { return false; }
+  // After a forward: adds this segment's statistics. mask: [B*N] host, the predicted targets;
+  // scratch_a, scratch_b: [B*N, D] backend memory the layer may overwrite.
+  virtual void accumulate_diagnostics(kernels::Backend<T>&, const uint8_t* /*mask*/,
+                                      T* /*scratch_a*/, T* /*scratch_b*/, LayerDiagnostics&) {}
 };
 
 }  // namespace brt::core

@@ -128,6 +128,8 @@ LossSums Model<T>::forward(const ModelInput& in, T grad_scale) {
 template <typename T>
 void Model<T>::backward() {
   if (!have_forward_) throw std::logic_error("Model::backward without forward");
+  if (ablation_ != CarryAblation::kNone)
+    throw std::logic_error("Model::backward with a carry ablation set (evaluation only)");
   const int D = cfg_.d_model, V = cfg_.vocab, rows = streams_ * cfg_.seq_len;
   const int64_t nd = int64_t(rows) * D;
   const StepContext<T> ctx{be_, streams_, cfg_.seq_len, doc_start_.data()};
@@ -199,6 +201,41 @@ void Model<T>::restore_carried_state(const std::vector<std::vector<T>>& snapshot
                              std::to_string(snapshot[i].size()));
     memory().from_host(refs[i].data, snapshot[i].data(), snapshot[i].size() * sizeof(T));
   }
+}
+
+template <typename T>
+void Model<T>::set_carry_ablation(CarryAblation a) {
+  ablation_ = a;
+  for (auto& layer : layers_) layer->set_carry_ablation(a);
+}
+
+template <typename T>
+bool Model<T>::carry_ablation_applies(CarryAblation a) const {
+  for (int i = 0; i < cfg_.layers; ++i) {
+    if (a == CarryAblation::kSegment && cfg_.is_bst_layer(i) && cfg_.ssm_carry) return true;
+    if (a != CarryAblation::kNone && cfg_.is_recurrent_layer(i) && !cfg_.is_bst_layer(i))
+      return true;
+  }
+  return false;
+}
+
+template <typename T>
+std::vector<LayerDiagnostics> Model<T>::new_layer_diagnostics() const {
+  std::vector<LayerDiagnostics> out;
+  for (size_t l = 0; l < layers_.size(); ++l)
+    if (layers_[l]->has_diagnostics()) {
+      out.emplace_back();
+      out.back().layer = int(l);
+    }
+  return out;
+}
+
+template <typename T>
+void Model<T>::accumulate_diagnostics(const uint8_t* mask, std::vector<LayerDiagnostics>& stats) {
+  if (!have_forward_) throw std::logic_error("Model::accumulate_diagnostics without forward");
+  for (auto& s : stats)
+    layers_.at(size_t(s.layer))
+        ->accumulate_diagnostics(be_, mask, scratch_.d_model.data(), scratch_.d_norm.data(), s);
 }
 
 template <typename T>

@@ -98,6 +98,16 @@ class Model {
   void restore_carried_state(const std::vector<std::vector<T>>& snapshot);
   MemoryReport memory_report() const;
 
+  // Evaluation diagnostics (core/diagnostics.h, docs/evaluation.md). The ablation holds for
+  // every forward until set back to kNone; backward() refuses while it is set.
+  void set_carry_ablation(CarryAblation a);
+  // Whether the ablation changes anything in this model (a layer carries the state it resets).
+  bool carry_ablation_applies(CarryAblation a) const;
+  // One entry per layer with statistics (recurrent and BST layers; none under TP); after each
+  // forward, accumulate_diagnostics adds that segment's. mask: [B*N] host, the targets counted.
+  std::vector<LayerDiagnostics> new_layer_diagnostics() const;
+  void accumulate_diagnostics(const uint8_t* mask, std::vector<LayerDiagnostics>& stats);
+
  private:
   ModelConfig cfg_;
   int streams_;
@@ -109,6 +119,7 @@ class Model {
   std::vector<std::unique_ptr<Layer<T>>> layers_;
   std::vector<std::pair<int64_t, int64_t>> layer_ranges_;
   std::function<void(int)> hook_;
+  CarryAblation ablation_ = CarryAblation::kNone;
 
   // Checks the token ids and copies the step's input tokens into inputs_ (backend memory;
   // under TP this rank's local ids, -1 for other ranks' tokens) and doc_start into doc_start_

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cmath>
+#include <stdexcept>
 
 #include "core/linear.h"
 #include "core/standard_layer.h"
@@ -110,16 +111,20 @@ void RecurrentLayer<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
                               probs_ee_.data());
   // Σ_0: the learned initial state at a document start, else the carried state (§8).
   const int64_t sd = int64_t(S / tp_.size()) * D;  // one stream's rows of Σ on this rank
+  // The eval ablations (core/diagnostics.h) restart Σ at every segment.
+  const bool reset_state = ablation_ != CarryAblation::kNone;
   for (int b = 0; b < B; ++b)
-    be.copy(ctx.doc_start[b] ? store_[state_init_].value : sigma_.data() + b * sd, sd,
-            sigma0_.data() + b * sd);
+    be.copy(ctx.doc_start[b] || reset_state ? store_[state_init_].value : sigma_.data() + b * sd,
+            sd, sigma0_.data() + b * sd);
   state_.forward(be, sigma0_.data(), k_ext_.data(), v_ext_.data());
-  // A_es: block t's tokens read Σ_t (W×S per head, no mask).
+  // A_es: block t's tokens read Σ_t (W×S per head, no mask); the block ablation: Σ_0 always.
   const kernels::CrossAttnDims to_state{B, W, S, H, dh, int64_t(N) * A, int64_t(S) * A, false};
-  for (int t = 0; t < cfg_.blocks(); ++t)
-    be.cross_attention_forward(to_state, q2 + t * block, state_.keys(t), state_.values(t),
+  for (int t = 0; t < cfg_.blocks(); ++t) {
+    const int read = ablation_ == CarryAblation::kBlock ? 0 : t;
+    be.cross_attention_forward(to_state, q2 + t * block, state_.keys(read), state_.values(read),
                                store_[scale2_].value, a_es_.data() + t * block,
                                probs_es_.data() + int64_t(t) * B * H * W * S);
+  }
   // Y = X + concat(A_ee, A_es)·Wo_e;  Z = Y + MLP(Y)
   dual_output_forward(be, store_, tp_, wo_, mlp_, mlp_acts_, x, a_ee_.data(), a_es_.data(), rows,
                       A, y_.data(), out);
@@ -137,6 +142,8 @@ void RecurrentLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx
   const int S = cfg_.state_size, W = cfg_.window, N = cfg_.seq_len, B = streams_;
   const int rows = B * N;
   const int64_t na = int64_t(rows) * A, block = int64_t(W) * A;
+  if (ablation_ != CarryAblation::kNone)
+    throw std::logic_error(prefix_ + ": backward with a carry ablation set (evaluation only)");
   T* da_ee = scratch.d_attn[0].data();
   T* da_es = scratch.d_attn[1].data();
   dual_output_backward(be, store_, wo_, mlp_, mlp_acts_, y_.data(), a_ee_.data(), a_es_.data(),
@@ -178,6 +185,23 @@ void RecurrentLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx
   const std::array<const T*, 4> grads = {dq, dk, dv, dq2};
   projections_backward(be, store_, proj_, shape_, x_, rows, proj_acts_, grads, dx,
                        scratch.d_attn[0].data(), scratch.d_norm.data());
+}
+
+template <typename T>
+void RecurrentLayer<T>::accumulate_diagnostics(kernels::Backend<T>& be, const uint8_t* mask,
+                                               T* scratch_a, T* scratch_b,
+                                               LayerDiagnostics& out) {
+  const int N = cfg_.seq_len, B = streams_;
+  out.kind = "recurrent";
+  out.gate_kind = cfg_.gate == GateKind::kFixed ? "fixed" : "lstm";
+  out.dual = cfg_.rec_config == RecurrentConfig::kDual;
+  accumulate_state_share(be, a_ee_.data(), a_es_.data(), store_[wo_].value, B * N,
+                         shape_.width(), shape_.d_model, mask, scratch_a, scratch_b,
+                         out.state_share);
+  std::vector<uint8_t> active(size_t(B), 0);  // streams with a predicted target this segment
+  for (int b = 0; b < B; ++b)
+    for (int n = 0; n < N && !active[size_t(b)]; ++n) active[size_t(b)] = mask[size_t(b) * N + n];
+  state_.accumulate_gate_statistics(be.memory(), active.data(), out);
 }
 
 template <typename T>

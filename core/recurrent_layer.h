@@ -31,6 +31,10 @@ class RecurrentLayer : public Layer<T> {
   std::vector<TensorRef<T>> carried_state() override;
   int64_t activation_bytes() const override;
   int64_t backward_scratch_bytes() const override;
+  void set_carry_ablation(CarryAblation a) override { ablation_ = a; }
+  bool has_diagnostics() const override { return !tp_.active(); }
+  void accumulate_diagnostics(kernels::Backend<T>& be, const uint8_t* mask, T* scratch_a,
+                              T* scratch_b, LayerDiagnostics& out) override;
 
  private:
   ParamStore<T>& store_;
@@ -40,6 +44,7 @@ class RecurrentLayer : public Layer<T> {
   kernels::WindowAttnDims dims_;
   std::string prefix_;
   int streams_;
+  CarryAblation ablation_ = CarryAblation::kNone;  // eval diagnostics only
   ProjectionParams proj_;  // q, k, v, q2 over RMSNorm_e(X)
   int wo_, scale1_, scale2_, rel_bias_, state_init_;
   MlpParams mlp_;

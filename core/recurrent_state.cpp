@@ -1,6 +1,7 @@
 #include "core/recurrent_state.h"
 
 #include <array>
+#include <cmath>
 
 #include "core/linear.h"
 
@@ -266,6 +267,36 @@ int64_t RecurrentStateSide<T>::backward_scratch_bytes() const {
                         &zi_, &sig_full_, &full_a_, &full_b_})
     n += static_cast<int64_t>(v->size());
   return n * static_cast<int64_t>(sizeof(T)) + seq_scratch_.bytes();
+}
+
+template <typename T>
+void RecurrentStateSide<T>::accumulate_gate_statistics(kernels::Memory& memory,
+                                                       const uint8_t* active,
+                                                       LayerDiagnostics& out) const {
+  const int D = cfg_.d_model, S_local = local_rows_ / streams_;
+  const auto one_gate = [&](const GateParams& p, const std::vector<GateActs<T>>& acts,
+                            MomentSums& gate, MomentSums& input) {
+    if (p.kind == GateKind::kFixed) {  // g = σ(b), a parameter: counted once (MODEL §5.3)
+      if (gate.count > 0) return;
+      for (T b : kernels::copy_to_host(memory, store_[p.bias].value, size_t(D)))
+        gate.add(1.0 / (1.0 + std::exp(-double(b))));
+      return;
+    }
+    for (const auto& a : acts) {  // lstm: f and i of each block, the active streams' rows
+      const auto f = kernels::copy_to_host(memory, a.f.data(), a.f.size());
+      const auto i = kernels::copy_to_host(memory, a.i.data(), a.i.size());
+      for (int b = 0; b < streams_; ++b) {
+        if (!active[b]) continue;
+        const size_t begin = size_t(b) * S_local * D, end = begin + size_t(S_local) * D;
+        for (size_t k = begin; k < end; ++k) {
+          gate.add(double(f[k]));
+          input.add(double(i[k]));
+        }
+      }
+    }
+  };
+  one_gate(gate1_, gate1_acts_, out.gate, out.gate_input);
+  if (dual_) one_gate(gate2_, gate2_acts_, out.gate2, out.gate2_input);
 }
 
 template class RecurrentStateSide<float>;

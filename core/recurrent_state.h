@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/blocks.h"
+#include "core/diagnostics.h"
 #include "core/gate.h"
 #include "core/model_config.h"
 #include "core/param_store.h"
@@ -42,6 +43,10 @@ class RecurrentStateSide {
   const T* values(int t) const { return proj_acts_[t].out[2].data(); }  // V_s of Σ_t
   int64_t activation_bytes() const;
   int64_t backward_scratch_bytes() const;
+  // Eval diagnostics after a forward: the gate values of the streams with active[b] != 0
+  // (fixed: σ(b) per channel, once; lstm: f and i of every state entry of every block).
+  void accumulate_gate_statistics(kernels::Memory& memory, const uint8_t* active,
+                                  LayerDiagnostics& out) const;
 
  private:
   ParamStore<T>& store_;

@@ -125,8 +125,15 @@ int run_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
   parallel::Communicator& dp = groups.dp();
   const SumReducer sum_over_ranks = [&dp](std::vector<double>& v) { dp.all_reduce(v); };
   const bool root = mpi.world_rank() == 0;
-  const EvalReport r = evaluate_split(model, cfg, split, groups.dp_rank(), dp.size(),
-                                      sum_over_ranks, root && !cl.flags.count("quiet"), trained_seq_len);
+  EvalOptions options;
+  options.dp_rank = groups.dp_rank();
+  options.dp_size = dp.size();
+  options.reduce = sum_over_ranks;
+  options.progress = root && !cl.flags.count("quiet");
+  options.trained_seq_len = trained_seq_len;
+  options.ablate = cl.flags.count("ablate") > 0;
+  options.layer_stats = true;  // none under TP (core/layer.h)
+  const EvalReport r = evaluate_split(model, cfg, split, options);
   if (!root) return 0;
   std::printf("%s", r.text().c_str());
   if (auto path = flag_or(cl, "json", ""); !path.empty()) {
@@ -188,8 +195,9 @@ int command_eval(int argc, char** argv) {
       [&](parallel::MpiSession& mpi) {
         const CommandLine cl = parse_command_line(
             argc, argv, {{"data", "data.path"}, {"batch", "train.batch"}, {"tp", "train.tp"},
-                         {"device", "train.device"}, {"precision", "train.precision"}}, {"quiet"});
-        reject_unknown_flags(cl, {"checkpoint", "split", "json", "quiet"});
+                         {"device", "train.device"}, {"precision", "train.precision"}},
+            {"quiet", "ablate"});
+        reject_unknown_flags(cl, {"checkpoint", "split", "json", "quiet", "ablate"});
         return run_eval(mpi, cl);
       },
       "brt-dist eval");

@@ -80,6 +80,9 @@ std::string EvalReport::text() const {
                 (long long)seq_len, (long long)window, (long long)trained_seq_len);
   o << line;
   for (const auto& b : segment_buckets) o << bucket_line(b);
+  if (!long_range.empty()) long_range_text(o, long_range, window, layers);
+  ablation_text(o, ablations, bits_per_token());
+  layers_text(o, layer_stats);
   return o.str();
 }
 
@@ -95,25 +98,135 @@ std::string EvalReport::json() const {
   json_buckets(o, buckets);
   o << "],\"segment_buckets\":[";
   json_buckets(o, segment_buckets);
-  o << "]}";
+  o << "],\"layers_total\":" << layers << ",\"long_range\":";
+  long_range_json(o, long_range);
+  o << ",\"ablation\":";
+  ablation_json(o, ablations, bits_per_token());
+  o << ",\"layers\":";
+  layers_json(o, layer_stats);
+  o << "}";
   return o.str();
 }
 
+namespace {
+
+// Where one pass keeps its sums per document: nats, then (nats, tokens) per document-position
+// bucket, per segment-position bucket and per long-range class.
+struct DocSlots {
+  size_t nb, ns, nl;
+  size_t per_doc() const { return 1 + 2 * (nb + ns + nl); }
+  size_t segment(size_t k) const { return 1 + 2 * (nb + k); }
+  size_t long_range(size_t k) const { return 1 + 2 * (nb + ns + k); }
+};
+
+void add_to(double* doc, size_t slot, double nats) {
+  doc[slot] += nats;
+  doc[slot + 1] += 1;
+}
+
+// Sums the per-document totals and the layer statistics over ranks in one reduction.
+void reduce_with(const SumReducer& reduce, std::vector<double>& acc,
+                 std::vector<core::LayerDiagnostics>* stats) {
+  std::vector<double*> extra;
+  if (stats != nullptr)
+    for (auto& s : *stats)
+      for (double* v : s.sums()) extra.push_back(v);
+  const size_t n = acc.size();
+  for (double* v : extra) acc.push_back(*v);
+  reduce(acc);
+  for (size_t k = 0; k < extra.size(); ++k) *extra[k] = acc[n + k];
+  acc.resize(n);
+}
+
+// One pass over the split: the per-document sums (summed over ranks), and with `stats` the
+// layer statistics. The carried state starts clean; documents reset it anyway.
+template <typename T>
+std::vector<double> evaluate_pass(core::Model<T>& model,
+                                  const std::shared_ptr<const data::TokenDataset>& dataset,
+                                  const data::StreamOptions& stream_options, const EvalReport& r,
+                                  const EvalOptions& opt, const std::string& label,
+                                  std::vector<core::LayerDiagnostics>* stats) {
+  for (auto& ref : model.carried_state()) {
+    int64_t n = 1;
+    for (auto s : ref.shape) n *= s;
+    model.memory().fill_zero(ref.data, size_t(n) * sizeof(T));  // backend memory
+  }
+  data::DocumentStreams streams(dataset, stream_options);
+  // Totals are kept per document (and bucket) and summed in document order at the end, so
+  // every layout — however documents fall on ranks and streams — adds the same numbers in
+  // the same order and reports identical totals.
+  std::unordered_map<int64_t, size_t> index_of;
+  for (int64_t i = 0; i < dataset->num_documents(); ++i) index_of[dataset->document(i).doc_id] = size_t(i);
+  const DocSlots slots{r.buckets.size(), r.segment_buckets.size(), r.long_range.size()};
+  std::vector<double> acc(size_t(dataset->num_documents()) * slots.per_doc(), 0.0);
+  RepeatDistances repeats(model.streams());
+  data::Batch batch;
+  int64_t steps = 0, local_tokens = 0;
+  Progress shown(label, opt.progress);
+  const double expected_tokens = double(dataset->totals().tokens) / std::max(1, opt.dp_size);  // about
+  while (streams.next(batch)) {
+    model.forward({batch.inputs.data(), batch.targets.data(), batch.mask.data(),
+                   batch.doc_start.data()}, T(0));
+    if (stats != nullptr) model.accumulate_diagnostics(batch.mask.data(), *stats);
+    const std::vector<T> losses = model.row_losses();  // a host copy
+    for (int b = 0; b < batch.streams; ++b)
+      if (batch.doc_start[size_t(b)] && batch.doc_id[size_t(b)] >= 0)
+        repeats.start_document(b, batch.inputs[size_t(b) * batch.seq]);
+    for (size_t i = 0; i < batch.mask.size(); ++i) {  // each stream's targets in order
+      if (!batch.mask[i]) continue;
+      const int stream = int(i / size_t(batch.seq));
+      double* doc = acc.data() + index_of.at(batch.doc_id[size_t(stream)]) * slots.per_doc();
+      const double l = double(losses[i]);
+      doc[0] += l;
+      const int64_t target_pos = batch.position[i] + 1;
+      for (size_t k = 0; k < slots.nb; ++k) {
+        const auto& b = r.buckets[k];
+        if (target_pos >= b.begin && (b.end < 0 || target_pos < b.end)) {
+          add_to(doc, 1 + 2 * k, l);
+          break;
+        }
+      }
+      const int64_t in_segment = int64_t(i % size_t(batch.seq));
+      for (size_t k = 0; k < slots.ns; ++k)
+        if (in_segment < r.segment_buckets[k].end) {
+          add_to(doc, slots.segment(k), l);
+          break;
+        }
+      const int64_t distance = repeats.advance(stream, batch.targets[i], target_pos);
+      add_to(doc, slots.long_range(long_range_class_of(r.long_range, distance)), l);
+    }
+    local_tokens += int64_t(std::count(batch.mask.begin(), batch.mask.end(), uint8_t(1)));
+    ++steps;
+    char detail[160];
+    std::snprintf(detail, sizeof detail, "%lld segments, %lld tokens on this rank, %.0f tokens/s", (long long)steps,
+                  (long long)local_tokens, local_tokens / std::max(1e-9, shown.elapsed_s()));
+    shown.update(expected_tokens > 0 ? double(local_tokens) / expected_tokens : -1, detail);
+  }
+  char detail[160];
+  std::snprintf(detail, sizeof detail, "%lld segments, %lld tokens on this rank in %.1f s", (long long)steps,
+                (long long)local_tokens, shown.elapsed_s());
+  shown.finish(detail);
+  // Each document was read by exactly one stream on one rank: the sum over ranks only adds
+  // zeros, so it is exact.
+  if (opt.reduce) reduce_with(opt.reduce, acc, stats);
+  return acc;
+}
+
+}  // namespace
+
 template <typename T>
 EvalReport evaluate_split(core::Model<T>& model, const RunConfig& cfg, const std::string& split,
-                          int dp_rank, int dp_size, const SumReducer& reduce, bool progress,
-                          int64_t trained_seq_len) {
+                          const EvalOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   auto dataset = data::TokenDataset::open(cfg.data.path, data::parse_split(split));
-  data::StreamOptions opt;
-  opt.streams_per_rank = model.streams();
-  opt.seq_len = model.config().seq_len;
-  opt.dp_rank = dp_rank;
-  opt.dp_size = dp_size;
-  opt.single_pass = true;
-  opt.shuffle = false;
-  opt.bos_id = data::Tokenizer::load(data::tokenizer_path(cfg.data.path)).bos_id();
-  data::DocumentStreams streams(dataset, opt);
+  data::StreamOptions stream_options;
+  stream_options.streams_per_rank = model.streams();
+  stream_options.seq_len = model.config().seq_len;
+  stream_options.dp_rank = opt.dp_rank;
+  stream_options.dp_size = opt.dp_size;
+  stream_options.single_pass = true;
+  stream_options.shuffle = false;
+  stream_options.bos_id = data::Tokenizer::load(data::tokenizer_path(cfg.data.path)).bos_id();
 
   EvalReport r;
   r.split = split;
@@ -124,89 +237,71 @@ EvalReport evaluate_split(core::Model<T>& model, const RunConfig& cfg, const std
   r.buckets = {{0, 512}, {512, 4096}, {4096, 32768}, {32768, -1}};
   r.seq_len = model.config().seq_len;
   r.window = model.config().window;
-  r.trained_seq_len = trained_seq_len > 0 ? trained_seq_len : r.seq_len;
+  r.layers = model.config().layers;
+  r.trained_seq_len = opt.trained_seq_len > 0 ? opt.trained_seq_len : r.seq_len;
   r.segment_buckets = segment_buckets(r.seq_len, r.window, r.trained_seq_len);
-  for (auto& ref : model.carried_state()) {  // start clean; documents reset it anyway
-    int64_t n = 1;
-    for (auto s : ref.shape) n *= s;
-    model.memory().fill_zero(ref.data, size_t(n) * sizeof(T));  // backend memory
-  }
-  // Totals are kept per document (and position bucket) and summed in document order at the
-  // end, so every layout — however documents fall on ranks and streams — adds the same
-  // numbers in the same order and reports identical totals.
-  std::unordered_map<int64_t, size_t> index_of;
-  for (int64_t i = 0; i < dataset->num_documents(); ++i) index_of[dataset->document(i).doc_id] = size_t(i);
-  // nats, then (nats, tokens) per document bucket, then per segment bucket
-  const size_t nb = r.buckets.size(), ns = r.segment_buckets.size(), per_doc = 1 + 2 * (nb + ns);
-  std::vector<double> acc(size_t(dataset->num_documents()) * per_doc, 0.0);
-  data::Batch batch;
-  int64_t steps = 0, local_tokens = 0;
-  Progress shown("eval " + split, progress);
-  const double expected_tokens = double(totals.tokens) / std::max(1, dp_size);  // this rank's share, about
-  while (streams.next(batch)) {
-    model.forward({batch.inputs.data(), batch.targets.data(), batch.mask.data(),
-                   batch.doc_start.data()}, T(0));
-    const std::vector<T> losses = model.row_losses();  // a host copy
-    for (size_t i = 0; i < batch.mask.size(); ++i) {
-      if (!batch.mask[i]) continue;
-      const size_t stream = i / size_t(batch.seq);
-      double* doc = acc.data() + index_of.at(batch.doc_id[stream]) * per_doc;
-      const double l = double(losses[i]);
-      doc[0] += l;
-      const int64_t target_pos = batch.position[i] + 1;
-      for (size_t k = 0; k < nb; ++k) {
-        const auto& b = r.buckets[k];
-        if (target_pos >= b.begin && (b.end < 0 || target_pos < b.end)) {
-          doc[1 + 2 * k] += l;
-          doc[2 + 2 * k] += 1;
-          break;
-        }
-      }
-      const int64_t in_segment = int64_t(i % size_t(batch.seq));
-      for (size_t k = 0; k < ns; ++k) {
-        if (in_segment < r.segment_buckets[k].end) {
-          doc[1 + 2 * (nb + k)] += l;
-          doc[2 + 2 * (nb + k)] += 1;
-          break;
-        }
-      }
-    }
-    local_tokens += int64_t(std::count(batch.mask.begin(), batch.mask.end(), uint8_t(1)));
-    ++steps;
-    char detail[160];
-    std::snprintf(detail, sizeof detail, "%lld segments, %lld tokens on this rank, %.0f tokens/s", (long long)steps,
-                  (long long)local_tokens, local_tokens / std::max(1e-9, shown.elapsed_s()));
-    shown.update(expected_tokens > 0 ? double(local_tokens) / expected_tokens : -1, detail);
-  }
-  {
-    char detail[160];
-    std::snprintf(detail, sizeof detail, "%lld segments, %lld tokens on this rank in %.1f s", (long long)steps,
-                  (long long)local_tokens, shown.elapsed_s());
-    shown.finish(detail);
-  }
-  // Each document was read by exactly one stream on one rank: the sum over ranks only adds
-  // zeros, so it is exact.
-  if (reduce) reduce(acc);
+  r.long_range = long_range_classes(r.window, r.layers);
+  if (opt.layer_stats) r.layer_stats = model.new_layer_diagnostics();
+  const DocSlots slots{r.buckets.size(), r.segment_buckets.size(), r.long_range.size()};
+
+  const std::vector<double> acc =
+      evaluate_pass(model, dataset, stream_options, r, opt, "eval " + split,
+                    opt.layer_stats ? &r.layer_stats : nullptr);
   for (int64_t d = 0; d < dataset->num_documents(); ++d) {
-    const double* doc = acc.data() + size_t(d) * per_doc;
+    const double* doc = acc.data() + size_t(d) * slots.per_doc();
     r.nats += doc[0];
-    for (size_t k = 0; k < nb; ++k) {
+    for (size_t k = 0; k < slots.nb; ++k) {
       r.buckets[k].nats += doc[1 + 2 * k];
       r.buckets[k].tokens += int64_t(doc[2 + 2 * k]);
       r.tokens += int64_t(doc[2 + 2 * k]);
     }
-    for (size_t k = 0; k < ns; ++k) {
-      r.segment_buckets[k].nats += doc[1 + 2 * (nb + k)];
-      r.segment_buckets[k].tokens += int64_t(doc[2 + 2 * (nb + k)]);
+    for (size_t k = 0; k < slots.ns; ++k) {
+      r.segment_buckets[k].nats += doc[slots.segment(k)];
+      r.segment_buckets[k].tokens += int64_t(doc[slots.segment(k) + 1]);
+    }
+    for (size_t k = 0; k < slots.nl; ++k) {
+      r.long_range[k].nats += doc[slots.long_range(k)];
+      r.long_range[k].tokens += int64_t(doc[slots.long_range(k) + 1]);
+    }
+  }
+  if (opt.ablate) {
+    // The same split with the carried state reset (core/diagnostics.h): how much the model
+    // relies on what its state carries across segments, and across blocks.
+    for (const auto mode : {core::CarryAblation::kSegment, core::CarryAblation::kBlock}) {
+      AblationResult a;
+      a.mode = core::carry_ablation_name(mode);
+      a.applies = model.carry_ablation_applies(mode);
+      a.long_range = long_range_classes(r.window, r.layers);
+      model.set_carry_ablation(mode);
+      std::vector<double> ablated;
+      try {
+        ablated = evaluate_pass(model, dataset, stream_options, r, opt,
+                                "eval " + split + " (ablation: " + a.mode + ")", nullptr);
+      } catch (...) {
+        model.set_carry_ablation(core::CarryAblation::kNone);
+        throw;
+      }
+      model.set_carry_ablation(core::CarryAblation::kNone);
+      for (int64_t d = 0; d < dataset->num_documents(); ++d) {
+        const double* doc = ablated.data() + size_t(d) * slots.per_doc();
+        a.nats += doc[0];
+        for (size_t k = 0; k < slots.nl; ++k) {
+          a.long_range[k].nats += doc[slots.long_range(k)];
+          a.long_range[k].tokens += int64_t(doc[slots.long_range(k) + 1]);
+          a.tokens += int64_t(doc[slots.long_range(k) + 1]);
+        }
+      }
+      r.ablations.push_back(std::move(a));
     }
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
 
-template EvalReport evaluate_split<float>(core::Model<float>&, const RunConfig&, const std::string&, int, int,
-                                          const SumReducer&, bool, int64_t);
-template EvalReport evaluate_split<double>(core::Model<double>&, const RunConfig&, const std::string&, int, int,
-                                           const SumReducer&, bool, int64_t);
+template EvalReport evaluate_split<float>(core::Model<float>&, const RunConfig&, const std::string&,
+                                          const EvalOptions&);
+template EvalReport evaluate_split<double>(core::Model<double>&, const RunConfig&, const std::string&,
+                                           const EvalOptions&);
+
 
 }  // namespace brt::launch

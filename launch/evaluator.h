@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/model.h"
+#include "launch/eval_diagnostics.h"
 #include "launch/config.h"
 
 namespace brt::launch {
@@ -32,6 +33,12 @@ struct EvalReport {
   // length show how the model generalises to longer contexts (docs/evaluation.md).
   std::vector<PositionBucket> segment_buckets;
   int64_t seq_len = 0, window = 0, trained_seq_len = 0;
+  int layers = 0;
+  // By the distance to the target token's previous occurrence in its document (first, ≤ W,
+  // ≤ W·L, beyond): does the model get right what only carried state can bring back?
+  std::vector<LongRangeClass> long_range;
+  std::vector<AblationResult> ablations;           // with EvalOptions::ablate
+  std::vector<core::LayerDiagnostics> layer_stats;  // recurrent and BST layers (TP = 1)
   double seconds = 0;
   double bits_per_token() const;
   double bits_per_byte() const;
@@ -43,13 +50,21 @@ struct EvalReport {
 // Sums a vector of doubles over the ranks that evaluate together (identity on one process).
 using SumReducer = std::function<void(std::vector<double>&)>;
 
-// Evaluates `split` of cfg.data.path with this rank's streams (dp_rank of dp_size) and, with a
-// reducer, sums the totals over ranks so every layout reports the same numbers.
-// `trained_seq_len` (0: the model's) is the segment length the model was trained at: an edge
-// of the segment-position buckets when evaluating at a longer one.
+struct EvalOptions {
+  int dp_rank = 0, dp_size = 1;  // this rank's share of the documents
+  SumReducer reduce;             // sums the totals over the ranks that evaluate together
+  bool progress = false;
+  // The segment length the model was trained at (0: the model's): an edge of the
+  // segment-position buckets when evaluating at a longer one.
+  int64_t trained_seq_len = 0;
+  bool ablate = false;       // two more passes: the carried state reset per segment, per block
+  bool layer_stats = false;  // gate and state-share statistics of recurrent/BST layers
+};
+
+// Evaluates `split` of cfg.data.path with this rank's streams; with a reducer, every layout
+// reports the same totals.
 template <typename T>
 EvalReport evaluate_split(core::Model<T>& model, const RunConfig& cfg, const std::string& split,
-                          int dp_rank = 0, int dp_size = 1, const SumReducer& reduce = {},
-                          bool progress = false, int64_t trained_seq_len = 0);
+                          const EvalOptions& options = {});
 
 }  // namespace brt::launch

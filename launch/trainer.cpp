@@ -110,8 +110,11 @@ double evaluate_whole_split(core::Model<T>& model, const RunConfig& cfg, DataPar
   SumReducer reduce;
   if (dp != nullptr && dp->size() > 1)
     reduce = [dp](std::vector<double>& v) { dp->group().all_reduce(v); };
-  const EvalReport r = evaluate_split(model, cfg, cfg.data.eval_split, dp ? dp->rank() : 0,
-                                      dp ? dp->size() : 1, reduce);
+  EvalOptions options;
+  options.dp_rank = dp ? dp->rank() : 0;
+  options.dp_size = dp ? dp->size() : 1;
+  options.reduce = reduce;
+  const EvalReport r = evaluate_split(model, cfg, cfg.data.eval_split, options);
   model.restore_carried_state(saved);
   return r.tokens ? r.nats / double(r.tokens) : 0.0;
 }
