@@ -44,7 +44,8 @@ struct MomentSums {
 };
 
 struct LayerDiagnostics {
-  int layer = -1;
+  int layer = -1;   // the layer's index in the model (MODEL §9's layers.{i})
+  int source = -1;  // which of the model's Layer objects reports it (the feedback stack is one)
   std::string kind;       // "recurrent" | "bst"
   std::string gate_kind;  // "fixed" | "lstm"; empty for BST
   bool dual = false;

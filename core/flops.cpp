@@ -17,8 +17,13 @@ FlopBreakdown flops_per_token(const ModelConfig& cfg) {
       if (cfg.gate == GateKind::kLSTM) per_state += 2 * (2 * F * D);
     }
     const double extra = 2 * (2 * D * A) + 4 * S * A + (S / W) * per_state;
+    // Feedback (MODEL §5.4; §10 does not list it): every other layer adds the recurrent
+    // layer's token-side extra, its q2 and the state half of Wo, 2(2DA), and attention to the
+    // S state vectors, 4SA.
+    const double feedback_extra = 2 * (2 * D * A) + 4 * S * A;
     for (int i = 0; i < cfg.layers; ++i)
       if (cfg.is_recurrent_layer(i)) f.recurrent += extra;
+      else if (cfg.feedback) f.recurrent += feedback_extra;
   }
   if (cfg.family == ModelFamily::kBST) {
     // MODEL §10 BST extra over a standard layer (counted with the recurrent extras).

@@ -7,6 +7,7 @@
 
 #include "core/blocks.h"
 #include "core/bst_layer.h"
+#include "core/feedback_stack.h"
 #include "core/recurrent_layer.h"
 #include "core/standard_layer.h"
 
@@ -23,7 +24,7 @@ Model<T>::Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backen
   // MODEL §1: E ~ N(0, 1); §2: final RMSNorm gain.
   // Under TP, E is split by rows (vocabulary ranges).
   embed_ = declare_normal(params_, "embed", {V, D}, 1.0, tp_.rows());
-  for (int i = 0; i < cfg_.layers; ++i) {
+  for (int i = 0; i < cfg_.layers && !cfg_.feedback; ++i) {
     const int64_t begin = params_.total_numel();
     if (cfg_.is_bst_layer(i))  // MODEL §7: the other layers of a BST model are standard
       layers_.push_back(std::make_unique<BstLayer<T>>(params_, cfg_, i, streams, be_, tp_));
@@ -34,6 +35,11 @@ Model<T>::Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backen
       layers_.push_back(std::make_unique<StandardLayer<T>>(params_, cfg_, i, streams, memory, tp_));
     layer_ranges_.emplace_back(begin, params_.total_numel());
   }
+  if (cfg_.feedback) {  // MODEL §5.4: the layers run block-major, as one stack
+    const int64_t begin = params_.total_numel();
+    layers_.push_back(std::make_unique<FeedbackStack<T>>(params_, cfg_, streams, memory, tp_));
+    layer_ranges_.emplace_back(begin, params_.total_numel());
+  }
   final_norm_ = declare_norm(params_, "final_norm.scale", D);
   params_.finalize(memory);
 
@@ -42,7 +48,7 @@ Model<T>::Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backen
   targets_.allocate(memory, rows, "target tokens");
   mask_.allocate(memory, rows, "target mask");
   doc_start_.assign(size_t(streams), 0);
-  resid_.resize(size_t(cfg_.layers) + 1);
+  resid_.resize(layers_.size() + 1);  // the feedback stack is one layer of L
   for (auto& r : resid_) r.allocate(memory, rows * D, "residual stream");
   final_h_.allocate(memory, rows * D, "final norm output");
   final_rstd_.allocate(memory, rows, "final norm rstd");
@@ -225,7 +231,7 @@ std::vector<LayerDiagnostics> Model<T>::new_layer_diagnostics() const {
   for (size_t l = 0; l < layers_.size(); ++l)
     if (layers_[l]->has_diagnostics()) {
       out.emplace_back();
-      out.back().layer = int(l);
+      out.back().layer = out.back().source = int(l);
     }
   return out;
 }
@@ -234,7 +240,7 @@ template <typename T>
 void Model<T>::accumulate_diagnostics(const uint8_t* mask, std::vector<LayerDiagnostics>& stats) {
   if (!have_forward_) throw std::logic_error("Model::accumulate_diagnostics without forward");
   for (auto& s : stats)
-    layers_.at(size_t(s.layer))
+    layers_.at(size_t(s.source))
         ->accumulate_diagnostics(be_, mask, scratch_.d_model.data(), scratch_.d_norm.data(), s);
 }
 

@@ -43,7 +43,8 @@ void check_layer_list(std::vector<int>& layers, int count, const char* key) {
 }
 
 const char* kVariantHelp =
-    "expected slide | xl | rec:{fixed|lstm}:{skip|dual} | bst:{sh|mh|mf}:{s4d|unstructured}";
+    "expected slide | xl | rec:{fixed|lstm}:{skip|dual} | feedback:{fixed|lstm}:{skip|dual} | "
+    "bst:{sh|mh|mf}:{s4d|unstructured}";
 
 }  // namespace
 
@@ -70,7 +71,7 @@ void ModelConfig::resolve() {
       fail("model.variant", bad + kVariantHelp + hint);
     }
     family = head == "slide" ? ModelFamily::kSlide : ModelFamily::kXL;
-  } else if (head == "rec") {
+  } else if (head == "rec" || head == "feedback") {
     if (parts.size() != 3) fail("model.variant", bad + kVariantHelp);
     if (parts[1] == "fixed") gate = GateKind::kFixed;
     else if (parts[1] == "lstm") gate = GateKind::kLSTM;
@@ -79,6 +80,7 @@ void ModelConfig::resolve() {
     else if (parts[2] == "dual") rec_config = RecurrentConfig::kDual;
     else fail("model.variant", bad + "the configuration is skip | dual, not \"" + parts[2] + "\"");
     family = ModelFamily::kRecurrent;
+    feedback = head == "feedback";
   } else if (head == "bst") {
     if (parts.size() != 3) fail("model.variant", bad + kVariantHelp);
     if (parts[1] == "sh") bst_variant = BstVariant::kSH;
@@ -89,8 +91,6 @@ void ModelConfig::resolve() {
     else if (parts[2] == "unstructured") ssm_kernel = SsmKernel::kUnstructured;
     else fail("model.variant", bad + "the SSM kernel is s4d | unstructured, not \"" + parts[2] + "\"");
     family = ModelFamily::kBST;
-  } else if (head == "feedback") {
-    fail("model.variant", "\"" + variant + "\": the feedback variant (MODEL §5.4) is not implemented yet");
   } else {
     fail("model.variant", bad + kVariantHelp);
   }
@@ -119,6 +119,9 @@ void ModelConfig::resolve() {
       recurrent_layers = layers == 24 ? std::vector<int>{9, 19} : std::vector<int>{std::max(0, layers - 3)};
     }
     check_layer_list(recurrent_layers, layers, "model.recurrent_layers");
+    if (feedback && recurrent_layers.size() != 1)
+      fail("model.recurrent_layers", "the feedback variant is defined for one recurrent layer "
+                                     "(MODEL §5.4), not " + std::to_string(recurrent_layers.size()));
   } else {
     recurrent_layers.clear();
   }

@@ -16,6 +16,7 @@ enum class SsmKernel { kS4D, kUnstructured };
 
 struct ModelConfig {
   // Variant name as in MODEL.md: "slide", "xl", "rec:fixed:skip", "rec:lstm:dual", ...,
+  // "feedback:fixed:skip", ...,
   // "bst:sh:s4d", ... The layer count is a separate key (13-layer slide, 24-layer forms).
   std::string variant = "rec:fixed:skip";
   int layers = 12;        // L
@@ -41,6 +42,9 @@ struct ModelConfig {
   RecurrentConfig rec_config = RecurrentConfig::kSkip;
   BstVariant bst_variant = BstVariant::kSH;
   SsmKernel ssm_kernel = SsmKernel::kS4D;
+  // "feedback:{gate}:{config}" (MODEL §5.4): family kRecurrent with one recurrent layer whose
+  // state every other layer's tokens also read; the stack runs block-major.
+  bool feedback = false;
 
   int attn_width() const { return heads * head_dim; }  // A
   int blocks() const { return seq_len / window; }      // T

@@ -29,6 +29,11 @@ int64_t recurrent_layer_extra(const ModelConfig& c) {
   return token_side + state_side;
 }
 
+int64_t feedback_layer_extra(const ModelConfig& c) {
+  const int64_t D = c.d_model, A = c.attn_width(), H = c.heads;
+  return D * A /*attn.wq2*/ + A * D /*wo widened A->2A*/ + H /*attn.scale2*/;  // MODEL §5.4
+}
+
 int64_t bst_layer_extra(const ModelConfig& c) {
   const int64_t D = c.d_model, A = c.attn_width(), H = c.heads, Ds = D / 4;
   const int64_t C = c.bst_variant == BstVariant::kSH ? 1 : c.bst_variant == BstVariant::kMH ? H : c.ctx_states;
@@ -51,6 +56,7 @@ int64_t count_non_embedding_parameters(const ModelConfig& c) {
   for (int i = 0; i < c.layers; ++i) {
     total += standard_layer_parameters(c);
     if (c.is_recurrent_layer(i)) total += recurrent_layer_extra(c);
+    else if (c.feedback) total += feedback_layer_extra(c);
     if (c.is_bst_layer(i)) total += bst_layer_extra(c);
   }
   return total;

@@ -18,6 +18,7 @@ int64_t count_non_embedding_parameters(const ModelConfig& config);
 // The pieces, for tests and reports.
 int64_t standard_layer_parameters(const ModelConfig& config);  // MODEL §4: 4DA + 2DF + 2D + 33H
 int64_t recurrent_layer_extra(const ModelConfig& config);      // MODEL §5/§9 additions (gate, config)
+int64_t feedback_layer_extra(const ModelConfig& config);       // §5.4: a non-recurrent layer's wq2, scale2, wo half
 int64_t bst_layer_extra(const ModelConfig& config);            // MODEL §7/§9 additions
 
 }  // namespace brt::core

@@ -112,130 +112,175 @@ const T* RecurrentStateSide<T>::all_rows(kernels::Backend<T>& be, const T* local
 template <typename T>
 void RecurrentStateSide<T>::forward(kernels::Backend<T>& be, const T* sigma0, const T* k_ext,
                                     const T* v_ext) {
+  const int W = cfg_.window, N = cfg_.seq_len, A = shape_.width();
+  begin_forward(be, sigma0);
+  for (int t = 0; t < cfg_.blocks(); ++t) {
+    forward_keys(be, t);
+    const int64_t win = int64_t(t) * W * A;
+    forward_update(be, t, k_ext + win, v_ext + win, int64_t(W + N) * A);
+  }
+}
+
+template <typename T>
+void RecurrentStateSide<T>::begin_forward(kernels::Backend<T>& be, const T* sigma0) {
+  be.copy(sigma0, static_cast<int64_t>(local_rows_) * shape_.d_model, sigma_[0].data());
+}
+
+template <typename T>
+void RecurrentStateSide<T>::forward_keys(kernels::Backend<T>& be, int t) {
+  // Sequence parallel: all-gather Σ's rows before the column-parallel projections.
+  projections_forward(be, store_, proj_, shape_, all_rows(be, sigma_[t].data(), sig_full_), rows_,
+                      proj_acts_[t]);
+}
+
+template <typename T>
+void RecurrentStateSide<T>::forward_update(kernels::Backend<T>& be, int t, const T* k_win,
+                                           const T* v_win, int64_t kv_stride) {
   const int D = shape_.d_model, A = shape_.width(), H = shape_.heads, dh = shape_.head_dim;
-  const int S = cfg_.state_size, W = cfg_.window, N = cfg_.seq_len, R = rows_, RL = local_rows_;
-  be.copy(sigma0, static_cast<int64_t>(RL) * D, sigma_[0].data());
+  const int S = cfg_.state_size, W = cfg_.window, R = rows_, RL = local_rows_;
   // Σ_t attends to itself (S×S) and to block t's 2W-token window (S×2W), no mask (§5.2).
   const kernels::CrossAttnDims self{streams_, S, S, H, dh, int64_t(S) * A, int64_t(S) * A, false};
-  const kernels::CrossAttnDims window{streams_, S, 2 * W, H, dh, int64_t(S) * A,
-                                      int64_t(W + N) * A, false};
+  const kernels::CrossAttnDims window{streams_, S, 2 * W, H, dh, int64_t(S) * A, kv_stride, false};
   const T* wo = store_[wo_].value;
-  for (int t = 0; t < cfg_.blocks(); ++t) {
-    const T* sig = sigma_[t].data();  // this rank's rows
-    ProjectionActs<T>& pa = proj_acts_[t];
-    // Sequence parallel: all-gather Σ's rows before the column-parallel projections.
-    projections_forward(be, store_, proj_, shape_, all_rows(be, sig, sig_full_), R, pa);
-    be.cross_attention_forward(self, pa.out[0].data(), pa.out[1].data(), pa.out[2].data(),
-                               store_[scale1_].value, a_ss_[t].data(), probs_ss_[t].data());
-    const int64_t win = int64_t(t) * W * A;
-    be.cross_attention_forward(window, pa.out[3].data(), k_ext + win, v_ext + win,
-                               store_[scale2_].value, a_se_[t].data(), probs_se_[t].data());
-    // c = concat(A_ss, A_se); u = c·Wo_s (Wo_s rows [0, A) act on A_ss, [A, 2A) on A_se).
-    // Row-parallel Wo_s: the partial sums over every row are reduce-scattered to their owners.
-    T* u1_all = seq_.active() ? full_a_.data() : u1_[t].data();
-    linear_forward(be, a_ss_[t].data(), R, A, wo, D, u1_all);
-    linear_forward(be, a_se_[t].data(), R, A, wo + int64_t(A) * D, D, u1_all, T(1));
-    if (seq_.active())
-      seq_.reduce_scatter(be, u1_all, u1_[t].data(), D, seq_scratch_.staging.data());
-    const std::array<std::pair<const T*, int>, 2> c = {{{a_ss_[t].data(), A}, {a_se_[t].data(), A}}};
-    T* next = sigma_[t + 1].data();
-    if (!dual_) {
-      gate_forward(be, store_, gate1_, sig, u1_[t].data(), c, RL, next, gate1_acts_[t],
-                   zf_.data(), zi_.data(), seq_scratch());
-      continue;
-    }
-    // dual: U = Gate1(Σ, c·Wo_s); m = ReLU(RMSNorm_s2(U)·W1_s); Σ' = Gate2(U, m·W2_s, y = m).
-    gate_forward(be, store_, gate1_, sig, u1_[t].data(), c, RL, gated_[t].data(), gate1_acts_[t],
-                 zf_.data(), zi_.data(), seq_scratch());
-    // The MLP runs on every row (its W2 output is all-reduced inside); this rank keeps its rows.
-    T* u2_all = seq_.active() ? full_a_.data() : u2_[t].data();
-    mlp_forward(be, store_, mlp_, all_rows(be, gated_[t].data(), sig_full_), R, mlp_acts_[t],
-                u2_all, T(0));
-    if (seq_.active()) {
-      be.fill(u2_[t].data(), int64_t(RL) * D, T(0));
-      seq_.add_local_rows(be, u2_all, u2_[t].data(), D);
-    }
-    const std::array<std::pair<const T*, int>, 1> m = {{{mlp_acts_[t].m.data(), mlp_.d_ff}}};
-    gate_forward(be, store_, gate2_, gated_[t].data(), u2_[t].data(), m, RL, next,
-                 gate2_acts_[t], zf_.data(), zi_.data(), seq_scratch());
+  const T* sig = sigma_[t].data();  // this rank's rows
+  ProjectionActs<T>& pa = proj_acts_[t];
+  be.cross_attention_forward(self, pa.out[0].data(), pa.out[1].data(), pa.out[2].data(),
+                             store_[scale1_].value, a_ss_[t].data(), probs_ss_[t].data());
+  be.cross_attention_forward(window, pa.out[3].data(), k_win, v_win, store_[scale2_].value,
+                             a_se_[t].data(), probs_se_[t].data());
+  // c = concat(A_ss, A_se); u = c·Wo_s (Wo_s rows [0, A) act on A_ss, [A, 2A) on A_se).
+  // Row-parallel Wo_s: the partial sums over every row are reduce-scattered to their owners.
+  T* u1_all = seq_.active() ? full_a_.data() : u1_[t].data();
+  linear_forward(be, a_ss_[t].data(), R, A, wo, D, u1_all);
+  linear_forward(be, a_se_[t].data(), R, A, wo + int64_t(A) * D, D, u1_all, T(1));
+  if (seq_.active())
+    seq_.reduce_scatter(be, u1_all, u1_[t].data(), D, seq_scratch_.staging.data());
+  const std::array<std::pair<const T*, int>, 2> c = {{{a_ss_[t].data(), A}, {a_se_[t].data(), A}}};
+  T* next = sigma_[t + 1].data();
+  if (!dual_) {
+    gate_forward(be, store_, gate1_, sig, u1_[t].data(), c, RL, next, gate1_acts_[t], zf_.data(),
+                 zi_.data(), seq_scratch());
+    return;
   }
+  // dual: U = Gate1(Σ, c·Wo_s); m = ReLU(RMSNorm_s2(U)·W1_s); Σ' = Gate2(U, m·W2_s, y = m).
+  gate_forward(be, store_, gate1_, sig, u1_[t].data(), c, RL, gated_[t].data(), gate1_acts_[t],
+               zf_.data(), zi_.data(), seq_scratch());
+  // The MLP runs on every row (its W2 output is all-reduced inside); this rank keeps its rows.
+  T* u2_all = seq_.active() ? full_a_.data() : u2_[t].data();
+  mlp_forward(be, store_, mlp_, all_rows(be, gated_[t].data(), sig_full_), R, mlp_acts_[t], u2_all,
+              T(0));
+  if (seq_.active()) {
+    be.fill(u2_[t].data(), int64_t(RL) * D, T(0));
+    seq_.add_local_rows(be, u2_all, u2_[t].data(), D);
+  }
+  const std::array<std::pair<const T*, int>, 1> m = {{{mlp_acts_[t].m.data(), mlp_.d_ff}}};
+  gate_forward(be, store_, gate2_, gated_[t].data(), u2_[t].data(), m, RL, next, gate2_acts_[t],
+               zf_.data(), zi_.data(), seq_scratch());
 }
 
 template <typename T>
 void RecurrentStateSide<T>::backward(kernels::Backend<T>& be, const T* k_ext, const T* v_ext,
                                      const T* dk_s, const T* dv_s, T* dk_ext, T* dv_ext,
                                      T* d_sigma0) {
-  const int D = shape_.d_model, A = shape_.width(), H = shape_.heads, dh = shape_.head_dim;
-  const int S = cfg_.state_size, W = cfg_.window, N = cfg_.seq_len, R = rows_, RL = local_rows_;
-  const int64_t rd = int64_t(R) * D, ra = int64_t(R) * A, ld = int64_t(RL) * D;
-  const kernels::CrossAttnDims self{streams_, S, S, H, dh, int64_t(S) * A, int64_t(S) * A, false};
-  const kernels::CrossAttnDims window{streams_, S, 2 * W, H, dh, int64_t(S) * A,
-                                      int64_t(W + N) * A, false};
-  auto& wo = store_[wo_];
-  // Σ_T is carried to the next segment detached (§8): no gradient enters from above.
-  be.fill(d_next_.data(), ld, T(0));
+  const int W = cfg_.window, N = cfg_.seq_len, A = shape_.width();
+  const int64_t ra = int64_t(rows_) * A;
+  begin_backward(be);
   for (int t = cfg_.blocks() - 1; t >= 0; --t) {
-    const T* sig = sigma_[t].data();
-    const std::array<std::pair<const T*, int>, 2> c = {{{a_ss_[t].data(), A}, {a_se_[t].data(), A}}};
-    be.fill(d_cur_.data(), ld, T(0));
-    be.fill(du1_.data(), ld, T(0));
-    be.fill(d_ass_.data(), ra, T(0));
-    be.fill(d_ase_.data(), ra, T(0));
-    const std::array<T*, 2> dc = {d_ass_.data(), d_ase_.data()};
-    if (!dual_) {
-      gate_backward(be, store_, gate1_, sig, u1_[t].data(), c, RL, gate1_acts_[t], d_next_.data(),
-                    d_cur_.data(), du1_.data(), dc, dzf_.data(), dzi_.data(), seq_scratch());
-    } else {
-      const std::array<std::pair<const T*, int>, 1> m = {{{mlp_acts_[t].m.data(), mlp_.d_ff}}};
-      const std::array<T*, 1> dm = {dm_.data()};
-      be.fill(d_gated_.data(), ld, T(0));
-      be.fill(du2_.data(), ld, T(0));
-      be.fill(dm_.data(), int64_t(R) * mlp_.d_ff, T(0));
-      gate_backward(be, store_, gate2_, gated_[t].data(), u2_[t].data(), m, RL, gate2_acts_[t],
-                    d_next_.data(), d_gated_.data(), du2_.data(), dm, dzf_.data(),
-                    dzi_.data(), seq_scratch());
-      // The MLP ran on every row: gather du2 and U, and keep this rank's rows of dU (complete
-      // on every rank: the column-parallel W1's input gradient is all-reduced inside).
-      const T* du2_all = all_rows(be, du2_.data(), full_a_);
-      const T* gated_all = all_rows(be, gated_[t].data(), full_b_);
-      T* d_gated_all = seq_.active() ? sig_full_.data() : d_gated_.data();
-      if (seq_.active()) be.fill(d_gated_all, rd, T(0));
-      mlp_backward(be, store_, mlp_, gated_all, R, mlp_acts_[t], du2_all, d_gated_all,
-                   scratch_f_.data(), scratch_d_.data(), dm_.data());
-      if (seq_.active()) seq_.add_local_rows(be, d_gated_all, d_gated_.data(), D);
-      gate_backward(be, store_, gate1_, sig, u1_[t].data(), c, RL, gate1_acts_[t],
-                    d_gated_.data(), d_cur_.data(), du1_.data(), dc, dzf_.data(), dzi_.data(),
-                    seq_scratch());
-    }
-    // u = A_ss·Wo_s[0:A] + A_se·Wo_s[A:2A] (du gathered: Wo_s read every row)
-    const T* du1_all = all_rows(be, du1_.data(), full_a_);
-    linear_backward(be, a_ss_[t].data(), R, A, wo.value, D, du1_all, d_ass_.data(), wo.grad);
-    linear_backward(be, a_se_[t].data(), R, A, wo.value + int64_t(A) * D, D, du1_all,
-                    d_ase_.data(), wo.grad + int64_t(A) * D);
-    const ProjectionActs<T>& pa = proj_acts_[t];
-    for (auto* v : {&dq_, &dq2_}) be.fill(v->data(), ra, T(0));
-    // K̂_s and V_s of Σ_t also fed the tokens of block t (their gradient arrives in dk_s/dv_s).
-    be.copy(dk_s + int64_t(t) * ra, ra, dk_.data());
-    be.copy(dv_s + int64_t(t) * ra, ra, dv_.data());
-    be.cross_attention_backward(self, pa.out[0].data(), pa.out[1].data(), pa.out[2].data(),
-                                store_[scale1_].value, probs_ss_[t].data(), d_ass_.data(),
-                                dq_.data(), dk_.data(), dv_.data(), store_[scale1_].grad);
     const int64_t win = int64_t(t) * W * A;
-    be.cross_attention_backward(window, pa.out[3].data(), k_ext + win, v_ext + win,
-                                store_[scale2_].value, probs_se_[t].data(), d_ase_.data(),
-                                dq2_.data(), dk_ext + win, dv_ext + win, store_[scale2_].grad);
-    const std::array<const T*, 4> grads = {dq_.data(), dk_.data(), dv_.data(), dq2_.data()};
-    // The projections read every row of Σ_t; their input gradient is complete on every rank
-    // (all-reduced inside), so this rank keeps its rows.
-    const T* sig_all = all_rows(be, sig, sig_full_);
-    T* d_sig_all = seq_.active() ? full_b_.data() : d_cur_.data();
-    if (seq_.active()) be.fill(d_sig_all, rd, T(0));
-    projections_backward(be, store_, proj_, shape_, sig_all, R, pa, grads, d_sig_all,
-                         scratch_a_.data(), scratch_d_.data());
-    if (seq_.active()) seq_.add_local_rows(be, d_sig_all, d_cur_.data(), D);
-    std::swap(d_next_, d_cur_);
+    backward_update(be, t, k_ext + win, v_ext + win, int64_t(W + N) * A, dk_ext + win,
+                    dv_ext + win);
+    backward_keys(be, t, dk_s + int64_t(t) * ra, dv_s + int64_t(t) * ra);
   }
-  be.copy(d_next_.data(), ld, d_sigma0);
+  end_backward(be, d_sigma0);
+}
+
+template <typename T>
+void RecurrentStateSide<T>::begin_backward(kernels::Backend<T>& be) {
+  // Σ_T is carried to the next segment detached (§8): no gradient enters from above.
+  be.fill(d_next_.data(), int64_t(local_rows_) * shape_.d_model, T(0));
+}
+
+template <typename T>
+void RecurrentStateSide<T>::end_backward(kernels::Backend<T>& be, T* d_sigma0) {
+  be.copy(d_next_.data(), int64_t(local_rows_) * shape_.d_model, d_sigma0);
+}
+
+template <typename T>
+void RecurrentStateSide<T>::backward_update(kernels::Backend<T>& be, int t, const T* k_win,
+                                            const T* v_win, int64_t kv_stride, T* dk_win,
+                                            T* dv_win) {
+  const int D = shape_.d_model, A = shape_.width(), H = shape_.heads, dh = shape_.head_dim;
+  const int S = cfg_.state_size, W = cfg_.window, R = rows_, RL = local_rows_;
+  const int64_t rd = int64_t(R) * D, ra = int64_t(R) * A, ld = int64_t(RL) * D;
+  const kernels::CrossAttnDims window{streams_, S, 2 * W, H, dh, int64_t(S) * A, kv_stride, false};
+  auto& wo = store_[wo_];
+  const T* sig = sigma_[t].data();
+  const std::array<std::pair<const T*, int>, 2> c = {{{a_ss_[t].data(), A}, {a_se_[t].data(), A}}};
+  be.fill(d_cur_.data(), ld, T(0));
+  be.fill(du1_.data(), ld, T(0));
+  be.fill(d_ass_.data(), ra, T(0));
+  be.fill(d_ase_.data(), ra, T(0));
+  const std::array<T*, 2> dc = {d_ass_.data(), d_ase_.data()};
+  if (!dual_) {
+    gate_backward(be, store_, gate1_, sig, u1_[t].data(), c, RL, gate1_acts_[t], d_next_.data(),
+                  d_cur_.data(), du1_.data(), dc, dzf_.data(), dzi_.data(), seq_scratch());
+  } else {
+    const std::array<std::pair<const T*, int>, 1> m = {{{mlp_acts_[t].m.data(), mlp_.d_ff}}};
+    const std::array<T*, 1> dm = {dm_.data()};
+    be.fill(d_gated_.data(), ld, T(0));
+    be.fill(du2_.data(), ld, T(0));
+    be.fill(dm_.data(), int64_t(R) * mlp_.d_ff, T(0));
+    gate_backward(be, store_, gate2_, gated_[t].data(), u2_[t].data(), m, RL, gate2_acts_[t],
+                  d_next_.data(), d_gated_.data(), du2_.data(), dm, dzf_.data(), dzi_.data(),
+                  seq_scratch());
+    // The MLP ran on every row: gather du2 and U, and keep this rank's rows of dU (complete
+    // on every rank: the column-parallel W1's input gradient is all-reduced inside).
+    const T* du2_all = all_rows(be, du2_.data(), full_a_);
+    const T* gated_all = all_rows(be, gated_[t].data(), full_b_);
+    T* d_gated_all = seq_.active() ? sig_full_.data() : d_gated_.data();
+    if (seq_.active()) be.fill(d_gated_all, rd, T(0));
+    mlp_backward(be, store_, mlp_, gated_all, R, mlp_acts_[t], du2_all, d_gated_all,
+                 scratch_f_.data(), scratch_d_.data(), dm_.data());
+    if (seq_.active()) seq_.add_local_rows(be, d_gated_all, d_gated_.data(), D);
+    gate_backward(be, store_, gate1_, sig, u1_[t].data(), c, RL, gate1_acts_[t], d_gated_.data(),
+                  d_cur_.data(), du1_.data(), dc, dzf_.data(), dzi_.data(), seq_scratch());
+  }
+  // u = A_ss·Wo_s[0:A] + A_se·Wo_s[A:2A] (du gathered: Wo_s read every row)
+  const T* du1_all = all_rows(be, du1_.data(), full_a_);
+  linear_backward(be, a_ss_[t].data(), R, A, wo.value, D, du1_all, d_ass_.data(), wo.grad);
+  linear_backward(be, a_se_[t].data(), R, A, wo.value + int64_t(A) * D, D, du1_all,
+                  d_ase_.data(), wo.grad + int64_t(A) * D);
+  for (auto* v : {&dq_, &dq2_}) be.fill(v->data(), ra, T(0));
+  be.cross_attention_backward(window, proj_acts_[t].out[3].data(), k_win, v_win,
+                              store_[scale2_].value, probs_se_[t].data(), d_ase_.data(),
+                              dq2_.data(), dk_win, dv_win, store_[scale2_].grad);
+}
+
+template <typename T>
+void RecurrentStateSide<T>::backward_keys(kernels::Backend<T>& be, int t, const T* dk_s_t,
+                                          const T* dv_s_t) {
+  const int D = shape_.d_model, A = shape_.width(), H = shape_.heads, dh = shape_.head_dim;
+  const int S = cfg_.state_size, R = rows_;
+  const int64_t rd = int64_t(R) * D, ra = int64_t(R) * A;
+  const kernels::CrossAttnDims self{streams_, S, S, H, dh, int64_t(S) * A, int64_t(S) * A, false};
+  const ProjectionActs<T>& pa = proj_acts_[t];
+  // K̂_s and V_s of Σ_t also fed the tokens of block t (their gradient arrives in dk_s/dv_s).
+  be.copy(dk_s_t, ra, dk_.data());
+  be.copy(dv_s_t, ra, dv_.data());
+  be.cross_attention_backward(self, pa.out[0].data(), pa.out[1].data(), pa.out[2].data(),
+                              store_[scale1_].value, probs_ss_[t].data(), d_ass_.data(),
+                              dq_.data(), dk_.data(), dv_.data(), store_[scale1_].grad);
+  const std::array<const T*, 4> grads = {dq_.data(), dk_.data(), dv_.data(), dq2_.data()};
+  // The projections read every row of Σ_t; their input gradient is complete on every rank
+  // (all-reduced inside), so this rank keeps its rows.
+  const T* sig = sigma_[t].data();
+  const T* sig_all = all_rows(be, sig, sig_full_);
+  T* d_sig_all = seq_.active() ? full_b_.data() : d_cur_.data();
+  if (seq_.active()) be.fill(d_sig_all, rd, T(0));
+  projections_backward(be, store_, proj_, shape_, sig_all, R, pa, grads, d_sig_all,
+                       scratch_a_.data(), scratch_d_.data());
+  if (seq_.active()) seq_.add_local_rows(be, d_sig_all, d_cur_.data(), D);
+  std::swap(d_next_, d_cur_);
 }
 
 template <typename T>

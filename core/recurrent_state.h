@@ -38,6 +38,23 @@ class RecurrentStateSide {
   void backward(kernels::Backend<T>& be, const T* k_ext, const T* v_ext, const T* dk_s,
                 const T* dv_s, T* dk_ext, T* dv_ext, T* d_sigma0);
 
+  // The same, block by block (the feedback stack, core/feedback_stack.h, interleaves the
+  // other layers' blocks between them); forward() and backward() are exactly these in order.
+  // A block's 2W-row window: rows [0, 2W) of stream b start at k_win + b·kv_stride.
+  void begin_forward(kernels::Backend<T>& be, const T* sigma0);     // Σ_0
+  void forward_keys(kernels::Backend<T>& be, int t);                // keys(t), values(t) of Σ_t
+  void forward_update(kernels::Backend<T>& be, int t, const T* k_win, const T* v_win,
+                      int64_t kv_stride);                           // Σ_{t+1}
+  void begin_backward(kernels::Backend<T>& be);  // no gradient enters Σ_T (detached, §8)
+  // From the gradient w.r.t. Σ_{t+1}: through the gate and the attentions' outputs;
+  // accumulates the window's dk_win, dv_win (same layout as k_win).
+  void backward_update(kernels::Backend<T>& be, int t, const T* k_win, const T* v_win,
+                       int64_t kv_stride, T* dk_win, T* dv_win);
+  // dk_s_t, dv_s_t: [B·S, A] the tokens' gradient w.r.t. K̂_s, V_s of Σ_t; completes the
+  // gradient w.r.t. Σ_t (block t − 1's update reads it next).
+  void backward_keys(kernels::Backend<T>& be, int t, const T* dk_s_t, const T* dv_s_t);
+  void end_backward(kernels::Backend<T>& be, T* d_sigma0);  // the gradient w.r.t. Σ_0
+
   const T* sigma(int t) const { return sigma_[t].data(); }  // Σ_t, t in [0, T]
   const T* keys(int t) const { return proj_acts_[t].out[1].data(); }    // K̂_s of Σ_t
   const T* values(int t) const { return proj_acts_[t].out[2].data(); }  // V_s of Σ_t

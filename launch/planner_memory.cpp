@@ -93,8 +93,10 @@ Declared declared_params(const core::ModelConfig& c) {
       add_bst_layer(s, c);
       continue;
     }
-    const bool rec = c.is_recurrent_layer(i);
-    if (rec) {  // RecurrentStateSide is a member built before the token side's body runs.
+    const bool rec = c.is_recurrent_layer(i) || c.feedback;  // the recurrent token side
+    // RecurrentStateSide is a member built before the token side's body runs (in the feedback
+    // stack, before every layer's token side).
+    if (c.feedback ? i == 0 : c.is_recurrent_layer(i)) {
       s.add({D}, -1);     // state.norm.scale
       s.add({S, D}, -1);  // state.ids (replicated)
       for (int k = 0; k < 4; ++k) s.add({D, A}, 1);  // state.wq, wk, wv, wq2: heads
@@ -114,7 +116,7 @@ Declared declared_params(const core::ModelConfig& c) {
     if (rec) s.add({H}, 0);          // attn.scale2
     s.add({H, kT5Buckets}, 0);       // attn.rel_bias
     add_mlp(s, D, F);
-    if (rec) s.add({S, D}, 0);  // state.init: state rows
+    if (c.is_recurrent_layer(i)) s.add({S, D}, 0);  // state.init: state rows
   }
   s.add({D}, -1);  // final_norm.scale
   return s;
@@ -164,11 +166,12 @@ LayerElems standard_layer_elems(const RankDims& d, int64_t B) {
   return e;
 }
 
+void add_state_side(LayerElems& e, const RankDims& d, const core::ModelConfig& c, int64_t B);
+
 // core/recurrent_layer.cpp + core/recurrent_state.cpp constructors.
 LayerElems recurrent_layer_elems(const RankDims& d, const core::ModelConfig& c, int64_t B) {
   const int64_t D = d.D, A = d.A, H = d.H, F = d.F, W = d.W, S = d.S, Tb = d.Tb, rows = B * d.N;
   const int64_t cache = B * W * A, ext = B * (W + d.N) * A, sd = B * d.S_local * D;
-  const bool lstm = c.gate == core::GateKind::kLSTM, dual = c.rec_config == core::RecurrentConfig::kDual;
   LayerElems e;
   // Token side (reported by RecurrentLayer::activation_bytes).
   e.reported = projection_acts(rows, D, A, H, 4, 3) + 2 * cache + 2 * ext /*k,v_ext*/ +
@@ -176,7 +179,33 @@ LayerElems recurrent_layer_elems(const RankDims& d, const core::ModelConfig& c, 
                Tb * B * H * W * S /*probs_es*/ + rows * D /*y*/ + mlp_acts(rows, D, F, d.tp);
   e.scratch = 2 * ext /*dk_ext, dv_ext*/ + sd /*d_sigma0*/ + 2 * Tb * B * S * A /*dk_s, dv_s*/;
   e.carried = 2 * cache + sd;  // k_cache, v_cache, sigma
-  // State side: R = B·S rows per block for the projections, RL = this rank's rows.
+  add_state_side(e, d, c, B);
+  return e;
+}
+
+// core/feedback_stack.cpp constructor (MODEL §5.4): every layer's token side per block
+// (B·W rows, block-major), the two-block window layout, and one state side.
+LayerElems feedback_stack_elems(const RankDims& d, const core::ModelConfig& c, int64_t B) {
+  const int64_t D = d.D, A = d.A, H = d.H, F = d.F, W = d.W, S = d.S, Tb = d.Tb, L = c.layers;
+  const int64_t bw = B * W, cache = B * W * A, sd = B * d.S_local * D, two = 2 * bw * A;
+  LayerElems e;
+  const int64_t per_block = projection_acts(bw, D, A, H, 4, 3) + 4 * two /*q,k,v,a_ext*/ +
+                            B * 2 * H * W * 2 * W /*probs_ext*/ + 2 * bw * A /*a_ee, a_es*/ +
+                            B * H * W * S /*probs_es*/ + bw * D /*y*/ + mlp_acts(bw, D, F, d.tp);
+  e.reported = (L + 1) * Tb * bw * D /*res_*/ + L * Tb * per_block + 2 * L * cache /*caches used*/ +
+               cache /*zero_cache*/ + sd /*sigma0*/;
+  e.scratch = 2 * L * Tb * bw * A /*dk_, dv_*/ + 6 * two + 4 * bw * A + 2 * B * S * A /*dk_s, dv_s*/ +
+              2 * bw * D /*dres*/ + sd /*d_sigma0*/;
+  e.carried = 2 * L * cache + sd;
+  add_state_side(e, d, c, B);
+  return e;
+}
+
+// core/recurrent_state.cpp constructor: R = B·S rows per block for the projections, RL =
+// this rank's rows.
+void add_state_side(LayerElems& e, const RankDims& d, const core::ModelConfig& c, int64_t B) {
+  const int64_t D = d.D, A = d.A, H = d.H, F = d.F, W = d.W, S = d.S, Tb = d.Tb;
+  const bool lstm = c.gate == core::GateKind::kLSTM, dual = c.rec_config == core::RecurrentConfig::kDual;
   const int64_t R = B * S, rd = R * D, ra = R * A, ld = B * d.S_local * D;
   const int64_t gate_acts = lstm ? 2 * ld : 0;
   e.reported += (Tb + 1) * ld /*sigma_*/ +
@@ -188,7 +217,6 @@ LayerElems recurrent_layer_elems(const RankDims& d, const core::ModelConfig& c, 
   }
   e.scratch += 7 * ld /*d_next .. zi*/ + rd /*scratch_d*/ + 7 * ra /*d_ass .. scratch_a*/;
   if (d.tp) e.scratch += 5 * rd;  // sig_full, full_a, full_b; sequence-parallel full + staging
-  return e;
 }
 
 // core/bst_ssm.cpp + core/bst_context.cpp + core/bst_layer.cpp constructors (MODEL §7).
@@ -304,12 +332,15 @@ MemoryPrediction predict_rank_memory(const core::ModelConfig& cfg_in, const core
   // core/model.cpp: resid [L+1][rows, D], final_h, final_rstd, logits [rows, V/TP], row_loss,
   // scratch d_model, d_norm [rows, D], d_ff [2, rows, F/TP], d_attn 6×[rows, A/TP], d_resid_a,
   // _b; under TP the vocabulary-parallel cross-entropy's max, sum and target (double) per row.
-  int64_t reported = (full.layers + 1) * rows * D + rows * D + rows + rows * d.V + rows + 2 * rows * D +
+  const int64_t layer_objects = full.feedback ? 1 : full.layers;  // the feedback stack is one
+  int64_t reported = (layer_objects + 1) * rows * D + rows * D + rows + rows * d.V + rows + 2 * rows * D +
                      2 * rows * d.F + 6 * rows * d.A + 2 * rows * D;
   const int64_t xent_bytes = d.tp ? rows * 3 * 8 : 0;
   int64_t scratch = 0, carried = 0, reported_bytes = 0;
   for (int i = 0; i < full.layers; ++i) {
-    const LayerElems e = full.is_bst_layer(i)         ? bst_layer_elems(d, full, B, tp, elem_bytes)
+    if (full.feedback && i > 0) break;
+    const LayerElems e = full.feedback                ? feedback_stack_elems(d, full, B)
+                         : full.is_bst_layer(i)         ? bst_layer_elems(d, full, B, tp, elem_bytes)
                          : full.is_recurrent_layer(i) ? recurrent_layer_elems(d, full, B)
                                                       : standard_layer_elems(d, B);
     reported += e.reported;

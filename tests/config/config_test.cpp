@@ -128,9 +128,9 @@ TEST(Config, CrossKeyErrorsNameTheKeyAndWhereItWasSet) {
   EXPECT_TRUE(contains(msg, "command line: model.window: 48 does not divide")) << msg;
   msg = error_of([&] { load_run_config((kConfigs / "tiny.toml").string(), {"model.variant=xl"}); });
   EXPECT_TRUE(contains(msg, "model.window")) << msg;  // xl needs W == N
-  msg = error_of([&] { load_run_config((kConfigs / "tiny.toml").string(), {"model.variant=feedback:fixed:skip"}); });
+  msg = error_of([&] { load_run_config((kConfigs / "tiny.toml").string(), {"model.variant=feedback:fixed:tripple"}); });
   EXPECT_TRUE(contains(msg, "command line: model.variant:")) << msg;
-  EXPECT_TRUE(contains(msg, "not implemented yet")) << msg;
+  EXPECT_TRUE(contains(msg, "the configuration is skip | dual, not \"tripple\"")) << msg;
   msg = error_of([&] { load_run_config((kConfigs / "tiny.toml").string(), {"model.recurrent_layers=[4]"}); });
   EXPECT_TRUE(contains(msg, "model.recurrent_layers: [4] names layer 4, outside [0, model.layers = 4)")) << msg;
   msg = error_of([&] { load_run_config((kConfigs / "tiny.toml").string(), {"data.source=shards", "data.path="}); });

@@ -51,7 +51,17 @@ TEST(ModelConfig, ParsesEveryVariant) {
   EXPECT_EQ(resolved(with_variant("bst:mh:s4d")).bst_variant, BstVariant::kMH);
   for (const char* bad : {"", "rec", "rec:fixed", "rec:tanh:skip", "rec:fixed:triple", "bst:xx:s4d", "slide:13L", "gpt"})
     EXPECT_NE(error_of(with_variant(bad)).find("model.variant"), std::string::npos) << bad;
-  EXPECT_NE(error_of(with_variant("feedback:fixed:skip")).find("not implemented yet"), std::string::npos);
+  const ModelConfig f = resolved(with_variant("feedback:lstm:dual"));
+  EXPECT_TRUE(f.feedback);
+  EXPECT_EQ(f.family, ModelFamily::kRecurrent);
+  EXPECT_EQ(f.gate, GateKind::kLSTM);
+  EXPECT_FALSE(resolved(with_variant("rec:lstm:dual")).feedback);
+  for (const char* bad : {"feedback", "feedback:fixed", "feedback:gru:skip"})
+    EXPECT_NE(error_of(with_variant(bad)).find("model.variant"), std::string::npos) << bad;
+  // MODEL §5.4 is defined for one recurrent layer (24 layers default to two).
+  EXPECT_NE(error_of(with_variant("feedback:fixed:skip", 24)).find("model.recurrent_layers: the feedback "
+                                                                      "variant is defined for one recurrent layer"),
+            std::string::npos);
 }
 
 TEST(ModelConfig, DefaultLayerLists) {

@@ -120,7 +120,7 @@ TEST_P(DpGradients, BucketSizeAndOverlapDoNotChangeABit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, DpGradients,
-                         ::testing::Values("slide", "rec:fixed:skip", "rec:lstm:dual"),
+                         ::testing::Values("slide", "rec:fixed:skip", "rec:lstm:dual", "feedback:lstm:dual"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n) if (c == ':') c = '_';

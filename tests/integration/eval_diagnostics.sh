@@ -20,7 +20,7 @@ for split, n in [("train", 2), ("validation", 2)]:
             f.write("\n".join(" ".join(random.choice(words) for _ in range(10)) + "." for _ in range(150)))
 PY
 "$bin" prepare --corpus corpus --out data --vocab 320 --quiet > prepare.log 2>&1 || fail "prepare: $(tail -3 prepare.log)"
-for variant in slide rec:fixed:skip rec:lstm:dual bst:mf:s4d; do
+for variant in slide rec:fixed:skip rec:lstm:dual feedback:fixed:skip bst:mf:s4d; do
   name=${variant//:/_}
   "$bin" train "$OLDPWD/configs/tiny.toml" "${SMALL[@]}" model.variant=$variant model.bst_layers=[0] model.vocab=320 \
     data.source=shards data.path=data train.steps=8 checkpoint.dir="$name" log.metrics_path= > "$name.train.log" 2>&1 ||
@@ -49,6 +49,7 @@ for a in modes.values():
     assert a["tokens"] == r["tokens"] and math.isfinite(a["bits_per_token"])
     assert abs(a["delta_bits_per_token"] - (a["bits_per_token"] - r["bits_per_token"])) < 1e-9
 expect = {"slide": (False, False), "rec:fixed:skip": (True, True), "rec:lstm:dual": (True, True),
+          "feedback:fixed:skip": (True, True),
           "bst:mf:s4d": (True, False)}[variant]
 for mode, applies in zip(("segment", "block"), expect):
     a = modes[mode]
@@ -64,6 +65,7 @@ else:
     assert len(layers) == 1 and 0 <= layers[0]["state_share"] <= 1, layers
     kind = layers[0]["kind"]
     assert kind == ("bst" if variant.startswith("bst") else "recurrent"), layers
+    assert layers[0]["layer"] == (0 if variant.startswith("bst") else 1), layers
     if kind == "recurrent":
         g = layers[0]["gate"]
         assert 0 < g["mean"] < 1 and g["std"] >= 0, g

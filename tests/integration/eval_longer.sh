@@ -17,7 +17,7 @@ for split, n in [("train", 2), ("validation", 1)]:
             f.write("\n".join(" ".join(random.choice(words) for _ in range(10)) + "." for _ in range(400)))
 PY
 "$bin" prepare --corpus corpus --out data --vocab 320 --quiet > prepare.log 2>&1 || fail "prepare: $(tail -3 prepare.log)"
-for variant in slide xl rec:fixed:skip rec:lstm:dual bst:sh:s4d bst:mh:s4d bst:mf:s4d bst:sh:unstructured bst:mf:unstructured; do
+for variant in slide xl rec:fixed:skip rec:lstm:dual feedback:fixed:skip bst:sh:s4d bst:mh:s4d bst:mf:s4d bst:sh:unstructured bst:mf:unstructured; do
   extra=(); [ "$variant" = xl ] && extra=(model.window=32)
   name=${variant//:/_}
   "$bin" train "$OLDPWD/configs/tiny.toml" "${SMALL[@]}" model.variant=$variant model.bst_layers=[0] model.vocab=320 \

@@ -30,6 +30,8 @@ inline core::ModelConfig tiny_config(const std::string& variant) {
   c.state_size = 3;
   c.recurrent_layers = {1};
   if (variant == "xl") c.window = c.seq_len;
+  // Feedback (MODEL §5.4): a layer below and one above the recurrent layer read its state.
+  if (variant.rfind("feedback:", 0) == 0) c.layers = 3;
   return c;
 }
 

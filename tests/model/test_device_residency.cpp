@@ -116,7 +116,8 @@ TEST_P(DeviceResidency, GuardedMemoryRunIsBitIdenticalToTheCpuBackend) {
 
 INSTANTIATE_TEST_SUITE_P(Variants, DeviceResidency,
                          ::testing::Values("slide", "xl", "rec:fixed:skip", "rec:lstm:dual",
-                                           "bst:sh:s4d", "bst:sh:unstructured", "bst:mh:s4d",
+                                           "feedback:lstm:dual", "bst:sh:s4d",
+                                           "bst:sh:unstructured", "bst:mh:s4d",
                                            "bst:mh:unstructured", "bst:mf:s4d",
                                            "bst:mf:unstructured"),
                          variant_name);

@@ -48,7 +48,7 @@ TEST_P(Generation, BlockAtATimeGreedyMatchesOneLongSegment) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, Generation,
-                         ::testing::Values("slide", "rec:fixed:skip", "rec:lstm:dual"),
+                         ::testing::Values("slide", "rec:fixed:skip", "rec:lstm:dual", "feedback:fixed:skip"),
                          variant_name);
 
 TEST(Generation, SamplingIsDeterministicForASeed) {

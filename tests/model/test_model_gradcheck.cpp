@@ -60,7 +60,9 @@ TEST_P(ModelGradCheck, EveryParameterMatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, ModelGradCheck,
                          ::testing::Values("slide", "xl", "rec:fixed:skip", "rec:lstm:skip",
-                                           "rec:fixed:dual", "rec:lstm:dual"), variant_name);
+                                           "rec:fixed:dual", "rec:lstm:dual",
+                                           "feedback:fixed:skip", "feedback:lstm:dual"),
+                         variant_name);
 
 }  // namespace
 }  // namespace brt::testing

@@ -43,7 +43,8 @@ TEST_P(NoAllocation, StepLoopAllocatesNothingAfterTheFirstStep) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, NoAllocation,
-                         ::testing::Values("slide", "rec:lstm:dual", "bst:mf:s4d", "bst:mh:unstructured"),
+                         ::testing::Values("slide", "rec:lstm:dual", "feedback:lstm:dual", "bst:mf:s4d",
+                                           "bst:mh:unstructured"),
                          variant_name);
 
 }  // namespace

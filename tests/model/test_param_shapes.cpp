@@ -23,7 +23,8 @@ TEST_P(DeclaredParameters, CountEqualsTheSpecShapes) {
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, DeclaredParameters,
                          ::testing::Values("slide", "xl", "rec:fixed:skip", "rec:lstm:skip",
-                                           "rec:fixed:dual", "rec:lstm:dual"), variant_name);
+                                           "rec:fixed:dual", "rec:lstm:dual", "feedback:fixed:skip",
+                                           "feedback:lstm:dual"), variant_name);
 
 TEST(DeclaredParameters, The150mExampleOfModelSection12) {
   // The segment length does not change any parameter shape; a short one keeps the test small.

@@ -184,6 +184,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"lstm_dual_adamw", "configs/tiny.toml",
                            {"model.variant=rec:lstm:dual", "optim.kind=adamw", "optim.lr=0.001", "optim.min_lr=0.0001",
                             "model.d_model=256", "model.layers=3", "train.batch=2"}},
+                      Case{"feedback_lstm_dual", "configs/tiny.toml",
+                           {"model.variant=feedback:lstm:dual", "model.layers=3", "model.recurrent_layers=[1]"}},
                       Case{"slide", "configs/tiny.toml", {"model.variant=slide", "model.layers=2"}},
                       Case{"bst_sh_s4d", "configs/tiny.toml", {"model.variant=bst:sh:s4d", "model.layers=2"}},
                       Case{"bst_mf_s4d", "configs/tiny.toml", {"model.variant=bst:mf:s4d", "model.layers=2"}},

@@ -5,14 +5,14 @@
 # position bucket's) within 1e-5 relative (vocabulary-parallel cross-entropy: another fp32
 # reduction order). Greedy generation (--top-k 1) at --tp 2 gives the TP = 1 text (logits
 # gathered over the vocabulary slices; every rank draws the same tokens, rank 0 prints).
-# usage: eval_generate_tp.sh MPIEXEC BRT_DIST   (run from the source tree)
+# usage: eval_generate_tp.sh MPIEXEC BRT_DIST [VARIANT]   (run from the source tree)
 source "$(dirname "$0")/../integration/common.sh"
-mpiexec=$1 bin=$2
+mpiexec=$1 bin=$2 variant=${3:-rec:fixed:skip}
 command -v bible > /dev/null || { echo "SKIP: bible-kjv not installed"; exit 0; }
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 mpi=("$mpiexec" --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS=1)
 "$bin" prepare --kjv --out "$work/data" --vocab 512 --quiet > "$work/prepare.log" || fail "prepare: $(cat "$work/prepare.log")"
-"${mpi[@]}" -np 2 "$bin" train configs/tiny.toml "${SMALL[@]}" model.vocab=512 data.source=shards \
+"${mpi[@]}" -np 2 "$bin" train configs/tiny.toml "${SMALL[@]}" model.variant=$variant model.vocab=512 data.source=shards \
   data.path="$work/data" train.steps=4 checkpoint.every=4 checkpoint.dir="$work/ckpt" --tp 2 \
   > "$work/train.log" 2>&1 || fail "train --tp 2: $(tail -20 "$work/train.log")"
 ckpt="$work/ckpt/ckpt-00000004.h5"
@@ -46,4 +46,4 @@ gen=(generate --checkpoint "$ckpt" --prompt "$prompt" --max-tokens 30 --top-k 1 
 "${mpi[@]}" -np 2 "$bin" "${gen[@]}" --tp 2 > "$work/g2.txt" 2>&1 || fail "generate --tp 2: $(cat "$work/g2.txt")"
 cmp -s "$work/g1.txt" "$work/g2.txt" || fail "greedy text differs at --tp 2: $(cat "$work/g1.txt") vs $(cat "$work/g2.txt")"
 [ "$(wc -c < "$work/g1.txt")" -gt "${#prompt}" ] || fail "generate produced no text: $(cat "$work/g1.txt")"
-echo "eval_generate_tp: eval totals and greedy generation at --tp 2 equal TP = 1"
+echo "eval_generate_tp ($variant): eval totals and greedy generation at --tp 2 equal TP = 1"

@@ -113,6 +113,7 @@ TEST_P(TpModel, LossAndEveryGradientMatchOneProcess) {
 
 INSTANTIATE_TEST_SUITE_P(Variants, TpModel,
                          ::testing::Values("slide", "xl", "rec:fixed:skip", "rec:lstm:dual",
+                                           "feedback:fixed:skip", "feedback:lstm:dual",
                                            "bst:sh:s4d", "bst:mf:unstructured"),
                          [](const auto& info) {
                            std::string n = info.param;
