@@ -72,6 +72,9 @@ struct CheckpointConfig {
   bool overwrite = false;             // allow a start that discards checkpoints already in `dir`
   bool allow_fresh_start = false;     // start from step 0 when every checkpoint in `dir` is damaged
   bool async = true;                  // write in the background while training goes on
+  // A fresh start (nothing resumed) takes its weights from this checkpoint-format file (e.g.
+  // python/brt_dist save_weights): parameters only, a fresh optimizer and data cursor.
+  std::string init_from;
 };
 
 struct RunConfig {

@@ -213,6 +213,9 @@ std::vector<KeySpec> build_keys() {
                          "--resume: a checkpoint FILE (exactly it) or DIR (its newest good one); must exist"));
   k.push_back(bool_key("checkpoint.overwrite", ckpt(&CheckpointConfig::overwrite),
                        "allow a start that deletes checkpoints of another run (or newer ones) in checkpoint.dir"));
+  k.push_back(string_key("checkpoint.init_from", ckpt(&CheckpointConfig::init_from), {},
+                         "a fresh start's weights from FILE (fresh optimizer, data from the start); "
+                         "ignored when resuming"));
   k.push_back(bool_key("checkpoint.async", ckpt(&CheckpointConfig::async),
                        "copy the state to the host and write it in the background while training goes on"));
   k.push_back(bool_key("checkpoint.allow_fresh_start", ckpt(&CheckpointConfig::allow_fresh_start),

@@ -106,6 +106,7 @@ RunPosition RunCheckpoints<T>::start(core::Model<T>& model, core::Optimizer<T>& 
   if (print_)
     for (const auto& note : plan.notes) std::fprintf(stderr, "checkpoint warning: %s\n", note.c_str());
   RunPosition pos;
+  resumed_ = bool(plan.from);
   if (plan.from) {
     pos = load(*plan.from, model, optimizer, data, tokenizer_hash, guard, "resumed from");
   } else if (print_ && !cfg_.checkpoint.dir.empty()) {
@@ -118,6 +119,16 @@ RunPosition RunCheckpoints<T>::start(core::Model<T>& model, core::Optimizer<T>& 
     take_training_snapshot(snapshot_, cfg_, model, optimizer, data, pos, tokenizer_hash, ranks_, &guard);
   }
   return pos;
+}
+
+template <typename T>
+void RunCheckpoints<T>::init_weights(core::Model<T>& model, const std::string& file,
+                                     const std::string& tokenizer_hash) {
+  WatchedOperation watched = watch(monitor_, "checkpoint.init_from", faults_, world_rank_, print_);
+  load_model_parameters(file, model, watched.io(nullptr, nullptr).on_phase, tokenizer_hash);
+  if (print_)
+    std::printf("checkpoint.init_from: the weights of %s (a fresh optimizer, data from the start)\n",
+                file.c_str());
 }
 
 template <typename T>

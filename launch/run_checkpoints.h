@@ -58,6 +58,12 @@ class RunCheckpoints {
   // How long the training thread stopped for the last save (snapshot and any wait).
   double last_stall_s() const { return last_stall_s_; }
 
+  // Whether start() resumed from a checkpoint (false: a fresh start at step 0).
+  bool resumed() const { return resumed_; }
+  // checkpoint.init_from: loads only the parameters of `file` (verified, same tokenizer), under
+  // the watchdog's deadline; the optimizer and data cursor stay fresh.
+  void init_weights(core::Model<T>& model, const std::string& file, const std::string& tokenizer_hash);
+
   // The newest checkpoint this run saved or started from, if any.
   const std::optional<std::filesystem::path>& last_good() const { return last_good_; }
 
@@ -89,6 +95,7 @@ class RunCheckpoints {
   bool print_;
   checkpoint::GoodCheckpoints good_;
   std::optional<std::filesystem::path> last_good_;
+  bool resumed_ = false;
   bool background_ = false;
   MPI_Comm writer_comm_ = MPI_COMM_NULL;
   TrainingSnapshot<T> snapshot_;  // the host copy the writer thread saves (buffers reused)

@@ -238,6 +238,13 @@ TrainResult train_with(const TrainOptions& options) {
   StepGuard guard({cfg.train.max_skipped_steps, cfg.train.skip_loss_z, cfg.train.skip_grad_z});
   RunPosition pos;
   if (!cfg.checkpoint.dir.empty()) pos = checkpoints.start(model, *optimizer, *train_source, tokenizer_hash, guard);
+  // checkpoint.init_from: a fresh start's weights (a resumed run has its own, and keeps them).
+  if (!checkpoints.resumed() && !cfg.checkpoint.init_from.empty()) {
+    checkpoints.init_weights(model, cfg.checkpoint.init_from, tokenizer_hash);
+    // train.steps=0: the step-0 checkpoint of these weights, a full file that resumes.
+    if (cfg.train.steps == 0 && !cfg.checkpoint.dir.empty())
+      checkpoints.save(model, *optimizer, *train_source, pos, tokenizer_hash, guard, log, true);
+  }
 
   TrainResult result;
   data::Batch batch;

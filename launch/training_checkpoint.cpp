@@ -304,11 +304,12 @@ RunPosition load_training_checkpoint(const std::filesystem::path& file, const Ru
 
 template <typename T>
 void load_model_parameters(const std::filesystem::path& file, core::Model<T>& model,
-                           const ck::PhaseCallback& on_phase) {
+                           const ck::PhaseCallback& on_phase, const std::string& tokenizer_hash) {
   ck::ReaderOptions reader_options;
   reader_options.on_phase = on_phase;
   ck::CheckpointReader reader(file, MPI_COMM_SELF, reader_options);
   ck::require_tensors(reader, expected_parameters(model));
+  if (!tokenizer_hash.empty()) ck::require_attr_equals(reader, "tokenizer_hash", tokenizer_hash);
   std::vector<T> full, host;
   core::ParamStore<T>& store = model.params();
   for (int i = 0; i < store.size(); ++i) {
@@ -350,7 +351,7 @@ RunConfig config_of_checkpoint(const std::filesystem::path& file) {
                                                    const std::string&, ck::IoStats*,           \
                                                    const CheckpointRanks&, const CheckpointIo&); \
   template void load_model_parameters<T>(const std::filesystem::path&, core::Model<T>&,         \
-                                         const ck::PhaseCallback&);
+                                         const ck::PhaseCallback&, const std::string&);
 
 BRT_INSTANTIATE_CKPT(float)
 BRT_INSTANTIATE_CKPT(double)

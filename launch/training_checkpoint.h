@@ -115,10 +115,12 @@ RunPosition load_training_checkpoint(const std::filesystem::path& file, const Ru
                                      const CheckpointRanks& ranks = {},
                                      const CheckpointIo& io = {});
 
-// Loads only the model parameters (evaluation, generation): any layout, one process.
+// Loads only the model parameters (evaluation, generation, checkpoint.init_from): any layout,
+// each process reads what it holds. A non-empty tokenizer_hash must be the file's.
 template <typename T>
 void load_model_parameters(const std::filesystem::path& file, core::Model<T>& model,
-                           const checkpoint::PhaseCallback& on_phase = {});
+                           const checkpoint::PhaseCallback& on_phase = {},
+                           const std::string& tokenizer_hash = {});
 
 // The resolved config stored in a checkpoint (for eval/inspect).
 RunConfig config_of_checkpoint(const std::filesystem::path& file);
