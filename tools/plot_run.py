@@ -13,14 +13,12 @@ rollbacks as dashed vertical lines in the run's colour. Uses only Debian's pytho
 python3-matplotlib.
 """
 import argparse
-import json
 import math
-import re
 import sys
 from pathlib import Path
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree (ctest runs from it)
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # scaling_plots, scaling_study
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # metrics_records, scaling_plots, scaling_study
 
 import matplotlib  # noqa: E402
 
@@ -29,14 +27,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
+from metrics_records import number  # noqa: E402  (shared with fidelity_study.py)
+from metrics_records import read_run as read_records  # noqa: E402
 from scaling_plots import DPI, FIGSIZE, STYLE  # noqa: E402  (same look as the sweep plots)
 from scaling_study import si  # noqa: E402
 
 LN2 = math.log(2.0)
-# printf's %g writes a non-finite value as nan/-nan/inf, which is not JSON; skip events carry
-# exactly those losses, so turn them into the NaN/Infinity that Python's json accepts.
-NONFINITE = re.compile(r"(?<=[:\[,])\s*(-?)(nan|inf|infinity)\b(?=\s*[,}\]])", re.IGNORECASE)
-
 # (file stem, event, key, y label, title, y scale, smooth?) per plot. The learning rate is a
 # schedule, not a noisy measurement, so it is never smoothed; eval points are sparse.
 PLOTS = [
@@ -58,18 +54,8 @@ def warn(msg):
     print(f"plot_run: {msg}", file=sys.stderr)
 
 
-def json_nonfinite(m):
-    """The JSON spelling Python accepts for a printf nan/-nan/inf/-inf (a NaN has no sign)."""
-    return "NaN" if m.group(2).lower() == "nan" else m.group(1) + "Infinity"
-
-
 def plural(n, word):
     return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def number(v):
-    """A JSON value usable as a data point (bools are JSON true/false, not numbers)."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 # ---------------------------------------------------------------- reading runs
@@ -92,35 +78,8 @@ def default_name(run):
 
 
 def read_run(path):
-    """Train and eval records (by step; a resumed run appends and may log a step twice: the later
-    record wins, as in scaling_study.read_metrics), plus the steps of skip and rollback events.
-    Blank lines are ignored; a line that is not a JSON object with a numeric step is skipped with
-    a warning naming the file and line, so a file cut off mid-line by a killed job still plots."""
-    train, evals, skips, rollbacks = {}, {}, set(), set()
-    with open(path, errors="replace") as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = json.loads(NONFINITE.sub(json_nonfinite, line))
-            except json.JSONDecodeError as e:
-                warn(f"warning: {path}:{lineno}: skipped, not JSON ({e.msg})")
-                continue
-            if not isinstance(rec, dict) or not number(rec.get("step")):
-                warn(f"warning: {path}:{lineno}: skipped, not a record with a numeric \"step\"")
-                continue
-            step, event = int(rec["step"]), rec.get("event")
-            if event == "train":
-                train[step] = rec
-            elif event == "eval":
-                evals[step] = rec
-            elif event == "skip":
-                skips.add(step)
-            elif event == "rollback":
-                rollbacks.add(step)
-    return {"train": [train[s] for s in sorted(train)], "eval": [evals[s] for s in sorted(evals)],
-            "skips": sorted(skips), "rollbacks": sorted(rollbacks)}
+    """metrics_records.read_run with its warnings printed as plot_run's."""
+    return read_records(path, warn=warn)
 
 
 def tokens_of_steps(train):

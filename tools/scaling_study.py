@@ -89,9 +89,14 @@ def read_run_txt(path):
 
 def parse_train_log(path):
     """What brt-dist prints about the run (launch/trainer.cpp), the last start's lines."""
-    info = {}
     if not Path(path).is_file():
-        return info
+        return {}
+    return parse_train_output(Path(path).read_text(errors="replace"))
+
+
+def parse_train_output(text):
+    """parse_train_log of brt-dist train's output as text (fidelity_study.py's probe)."""
+    info = {}
     patterns = {
         "model_variant": (r"^brt-dist train: ([^,]+),", str),
         "params": (r"^parameters: (\d+) ", int),
@@ -101,7 +106,7 @@ def parse_train_log(path):
         "peak_gflops_per_rank": (r"; peak ([0-9.eE+-]+) GFLOP/s", float),
         "streams_seq": (r"^data: (\d+) streams x (\d+) tokens per step", None),
     }
-    for line in Path(path).read_text(errors="replace").splitlines():
+    for line in text.splitlines():
         for key, (pattern, convert) in patterns.items():
             m = re.search(pattern, line)
             if m:
@@ -296,13 +301,20 @@ def read_table(path):
     return rows
 
 
+def launch_env(threads=None):
+    """The environment brt-dist runs in: mpirun allowed as root (containers), and with threads
+    OMP_NUM_THREADS/OPENBLAS_NUM_THREADS per rank. Shared with fidelity_study.py."""
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    if threads:
+        env.update(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    return env
+
+
 def run_sweep(table, sweep_dir, brt_dist, mpirun="mpirun", ranks_all=None, extra=(), threads=None,
               mpirun_args=("--oversubscribe",)):
     sweep_dir = Path(sweep_dir)
     ranks_all = ranks_all or os.cpu_count() or 1
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    if threads:
-        env.update(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    env = launch_env(threads)
     failed = []
     for row in read_table(table):
         ranks = row["ranks"] or ranks_all
