@@ -14,6 +14,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-h5py python3-numpy  # checkpoint readability test
   python3-matplotlib                # tools/scaling_study.py plots (tests/scaling)
+  python3-torch                     # python/brt_dist.torch and its agreement test (tests/python)
   bible-kjv                         # the bundled default corpus
   slurm-wlm munge                   # a real one-node Slurm for tests/slurm (slurmctld, slurmd, sbatch)
 )
