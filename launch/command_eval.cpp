@@ -133,8 +133,24 @@ int run_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
   options.trained_seq_len = trained_seq_len;
   options.ablate = cl.flags.count("ablate") > 0;
   options.layer_stats = true;  // none under TP (core/layer.h)
+  const std::string token_losses_path = flag_or(cl, "token-losses", "");
+  options.token_losses = !token_losses_path.empty();
+  if (options.token_losses && dp.size() > 1)
+    throw std::runtime_error("eval --token-losses writes one process's losses: run it with one data-parallel "
+                             "rank (no mpirun, or --tp equal to the ranks), not " + std::to_string(dp.size()));
   const EvalReport r = evaluate_split(model, cfg, split, options);
   if (!root) return 0;
+  if (options.token_losses) {  // doc_id, position in the document, nats: one line per target
+    std::ofstream out(token_losses_path);
+    if (!out) throw std::runtime_error("eval: cannot write " + token_losses_path);
+    out << "doc_id\tposition\tnats\n";
+    char line[96];
+    for (const auto& t : r.token_losses) {
+      std::snprintf(line, sizeof line, "%lld\t%lld\t%.17g\n", (long long)t.doc_id, (long long)t.position, t.nats);
+      out << line;
+    }
+    if (!out.flush()) throw std::runtime_error("eval: cannot write " + token_losses_path);
+  }
   std::printf("%s", r.text().c_str());
   if (auto path = flag_or(cl, "json", ""); !path.empty()) {
     std::ofstream out(path);
@@ -197,7 +213,7 @@ int command_eval(int argc, char** argv) {
             argc, argv, {{"data", "data.path"}, {"batch", "train.batch"}, {"tp", "train.tp"},
                          {"device", "train.device"}, {"precision", "train.precision"}},
             {"quiet", "ablate"});
-        reject_unknown_flags(cl, {"checkpoint", "split", "json", "quiet", "ablate"});
+        reject_unknown_flags(cl, {"checkpoint", "split", "json", "quiet", "ablate", "token-losses"});
         return run_eval(mpi, cl);
       },
       "brt-dist eval");

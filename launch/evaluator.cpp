@@ -145,7 +145,8 @@ std::vector<double> evaluate_pass(core::Model<T>& model,
                                   const std::shared_ptr<const data::TokenDataset>& dataset,
                                   const data::StreamOptions& stream_options, const EvalReport& r,
                                   const EvalOptions& opt, const std::string& label,
-                                  std::vector<core::LayerDiagnostics>* stats) {
+                                  std::vector<core::LayerDiagnostics>* stats,
+                                  std::vector<TokenLoss>* token_losses = nullptr) {
   for (auto& ref : model.carried_state()) {
     int64_t n = 1;
     for (auto s : ref.shape) n *= s;
@@ -179,6 +180,7 @@ std::vector<double> evaluate_pass(core::Model<T>& model,
       const double l = double(losses[i]);
       doc[0] += l;
       const int64_t target_pos = batch.position[i] + 1;
+      if (token_losses != nullptr) token_losses->push_back({batch.doc_id[size_t(stream)], target_pos, l});
       for (size_t k = 0; k < slots.nb; ++k) {
         const auto& b = r.buckets[k];
         if (target_pos >= b.begin && (b.end < 0 || target_pos < b.end)) {
@@ -246,7 +248,8 @@ EvalReport evaluate_split(core::Model<T>& model, const RunConfig& cfg, const std
 
   const std::vector<double> acc =
       evaluate_pass(model, dataset, stream_options, r, opt, "eval " + split,
-                    opt.layer_stats ? &r.layer_stats : nullptr);
+                    opt.layer_stats ? &r.layer_stats : nullptr,
+                    opt.token_losses ? &r.token_losses : nullptr);
   for (int64_t d = 0; d < dataset->num_documents(); ++d) {
     const double* doc = acc.data() + size_t(d) * slots.per_doc();
     r.nats += doc[0];

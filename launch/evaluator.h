@@ -20,6 +20,12 @@ struct PositionBucket {
   int64_t tokens = 0;
 };
 
+// One predicted target: its document, its position there (the BOS is position 0) and its loss.
+struct TokenLoss {
+  int64_t doc_id = 0, position = 0;
+  double nats = 0;
+};
+
 struct EvalReport {
   std::string split;
   int64_t documents = 0;  // in the split
@@ -39,6 +45,7 @@ struct EvalReport {
   std::vector<LongRangeClass> long_range;
   std::vector<AblationResult> ablations;           // with EvalOptions::ablate
   std::vector<core::LayerDiagnostics> layer_stats;  // recurrent and BST layers (TP = 1)
+  std::vector<TokenLoss> token_losses;  // with EvalOptions::token_losses: this rank's, in order read
   double seconds = 0;
   double bits_per_token() const;
   double bits_per_byte() const;
@@ -59,6 +66,7 @@ struct EvalOptions {
   int64_t trained_seq_len = 0;
   bool ablate = false;       // two more passes: the carried state reset per segment, per block
   bool layer_stats = false;  // gate and state-share statistics of recurrent/BST layers
+  bool token_losses = false; // keep every predicted target's loss (EvalReport::token_losses)
 };
 
 // Evaluates `split` of cfg.data.path with this rank's streams; with a reducer, every layout

@@ -60,6 +60,7 @@ const std::vector<CommandHelp>& commands() {
         {"--device cpu|cuda", "train.device (default cpu)"},
         {"--precision fp32|bf16", "train.precision (default fp32)"},
         {"--ablate", "two more passes with the carried state reset at every segment / block"},
+        {"--token-losses FILE", "every predicted target's loss: doc_id, position, nats (TSV; one DP rank)"},
         {"--quiet", "no progress output"}},
        {"brt-dist eval --checkpoint runs/tiny/ckpt/ckpt-00000600.h5 --split test",
         "brt-dist eval --checkpoint FILE --ablate --json eval.json   # long-range diagnostics",

@@ -45,7 +45,8 @@ def rel(a, b):
 def check_losses(bin_path, work, variant, data, docs):
     ckpt_path = train(bin_path, work, variant, data, STEPS)
     report = Path(work) / (variant.replace(":", "_") + ".json")
-    run([bin_path, "eval", "--checkpoint", ckpt_path, "--quiet", "--json", report])
+    token_file = Path(work) / (variant.replace(":", "_") + ".tokens.tsv")
+    run([bin_path, "eval", "--checkpoint", ckpt_path, "--quiet", "--json", report, "--token-losses", token_file])
     cpp = json.loads(report.read_text())
     ckpt = load_checkpoint(ckpt_path)
     model = from_checkpoint(ckpt, dtype=torch.float64)
@@ -62,6 +63,15 @@ def check_losses(bin_path, work, variant, data, docs):
                 worst = max(worst, rel(a["nats"], b["nats"]))
     check(worst <= RTOL, "%s: torch float64 vs brt-dist eval: relative difference %.2e > %.0e"
           % (variant, worst, RTOL))
+    # Every token's loss (several segments per document, carried state, document resets): the
+    # issue's bar, 1e-5 relative (of max(1, |loss|): brt-dist computes in fp32).
+    lines = token_file.read_text().splitlines()
+    check(lines[0] == "doc_id\tposition\tnats", "%s: %s header %r" % (variant, token_file, lines[0]))
+    cpp_tokens = {(int(d), int(p)): float(x) for d, p, x in (l.split("\t") for l in lines[1:])}
+    check(set(cpp_tokens) == set(ours["per_token"]), "%s: the predicted targets differ" % variant)
+    worst_token = max(abs(ours["per_token"][k] - x) / max(1.0, abs(x)) for k, x in cpp_tokens.items())
+    check(worst_token <= 1e-5, "%s: a token's loss differs by %.2e (> 1e-5)" % (variant, worst_token))
+    print("  %-22s %d tokens, worst per-token difference %.2e" % (variant, len(cpp_tokens), worst_token))
     check_state_mapping(model, ckpt, variant)
     return ckpt, model, rel(ours["nats"], cpp["nats"]), worst, cpp["nats"]
 

@@ -30,7 +30,8 @@ def segment_buckets(seq_len, window, trained_seq_len=0):
 def evaluate_documents(model, documents, batch=8, bos_id=data.BOS_ID, trained_seq_len=0):
     """documents: [(doc_id, tokens)] (data.read_documents). Streams up to `batch` documents
     side by side (each its own stream, state reset at its start, as the C++ streams do).
-    Returns a dict shaped like `brt-dist eval --json` plus "per_document" {doc_id: nats}."""
+    Returns a dict shaped like `brt-dist eval --json` plus "per_document" {doc_id: nats} and
+    "per_token" {(doc_id, target position): nats} (as `brt-dist eval --token-losses` writes)."""
     cfg = model.cfg
     N, W = cfg.seq_len, cfg.window
     seg_b = segment_buckets(N, W, trained_seq_len)
@@ -39,6 +40,7 @@ def evaluate_documents(model, documents, batch=8, bos_id=data.BOS_ID, trained_se
     seg_nats = np.zeros(len(seg_b))
     seg_tokens = np.zeros(len(seg_b), dtype=np.int64)
     per_doc = {}
+    per_token = {}
     streams = [(doc_id, data.segments(data.stream_tokens(t, bos_id=bos_id), N)) for doc_id, t in documents]
     streams = [s for s in streams if s[1]]           # documents of >= 2 tokens (eligible)
     pos_edges = np.array([b for b, _ in POSITION_BUCKETS])
@@ -67,6 +69,7 @@ def evaluate_documents(model, documents, batch=8, bos_id=data.BOS_ID, trained_se
                 l = losses[b][m]
                 per_doc[doc_id] = per_doc.get(doc_id, 0.0) + float(l.sum())
                 target_pos = step * N + np.nonzero(m)[0] + 1          # position in the document
+                per_token.update(((doc_id, int(p)), float(x)) for p, x in zip(target_pos, l))
                 k = np.searchsorted(pos_edges, target_pos, side="right") - 1
                 np.add.at(pos_nats, k, l)
                 np.add.at(pos_tokens, k, 1)
@@ -84,4 +87,5 @@ def evaluate_documents(model, documents, batch=8, bos_id=data.BOS_ID, trained_se
     return {"documents": len(streams), "tokens": tokens, "nats": nats,
             "bits_per_token": nats / tokens / math.log(2) if tokens else 0.0,
             "seq_len": N, "window": W, "position_buckets": buckets(POSITION_BUCKETS, pos_nats, pos_tokens),
-            "segment_buckets": buckets(seg_b, seg_nats, seg_tokens), "per_document": per_doc}
+            "segment_buckets": buckets(seg_b, seg_nats, seg_tokens), "per_document": per_doc,
+            "per_token": per_token}
