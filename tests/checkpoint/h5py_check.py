@@ -3,7 +3,8 @@
 would: follows `latest`, checks the root attributes, reads every dataset with its documented
 shape and values, and recomputes every per-chunk checksum with numpy.
 
-Usage: h5py_check.py CHECKPOINT_DIR   (the directory ckpt_test_writer fixture wrote)
+The checksums come from python/brt_dist/checksum.py (numpy only), the package users read
+checkpoints with. Usage: h5py_check.py CHECKPOINT_DIR   (the directory ckpt_test_writer fixture wrote)
 """
 import os
 import sys
@@ -11,59 +12,10 @@ import sys
 import h5py
 import numpy as np
 
-MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
-
-
-def fmix64(x):
-    x = x ^ (x >> np.uint64(33))
-    x = x * np.uint64(0xFF51AFD7ED558CCD)
-    x = x ^ (x >> np.uint64(33))
-    x = x * np.uint64(0xC4CEB9FE1A85EC53)
-    return x ^ (x >> np.uint64(33))
-
-
-def chunk_checksums(values, rows_per_chunk):
-    """docs/checkpoint-format.md section 4: sum of fmix64(bits + i * K) per chunk of rows."""
-    flat = np.ascontiguousarray(values).reshape(-1)
-    bits = flat.view(np.uint32 if flat.dtype.itemsize == 4 else np.uint64).astype(np.uint64)
-    index = np.arange(flat.size, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        terms = fmix64(bits + index * np.uint64(0x9E3779B97F4A7C15))
-    row_elems = flat.size // values.shape[0] if values.shape[0] else 1
-    chunk_elems = rows_per_chunk * row_elems
-    sums = []
-    for start in range(0, flat.size, chunk_elems):
-        sums.append(int(np.sum(terms[start:start + chunk_elems], dtype=np.uint64)))
-    return sums
-
-
-K = 0x9E3779B97F4A7C15
-M64 = (1 << 64) - 1
-
-
-def fmix64_int(x):
-    x ^= x >> 33
-    x = (x * 0xFF51AFD7ED558CCD) & M64
-    x ^= x >> 33
-    x = (x * 0xC4CEB9FE1A85EC53) & M64
-    return x ^ (x >> 33)
-
-
-def mix_words(h, data):
-    for at in range(0, len(data), 8):
-        word = int.from_bytes(data[at:at + 8].ljust(8, b"\0"), "little")
-        h = (fmix64_int(h ^ word) + K) & M64
-    return h
-
-
-def attribute_hash(name, kind, value_bytes):
-    """docs/checkpoint-format.md section 4b."""
-    name_bytes = name.encode()
-    h = fmix64_int((len(name_bytes) + K) & M64)
-    h = mix_words(h, name_bytes)
-    h = mix_words(h, kind.encode())
-    h = (fmix64_int(h ^ len(value_bytes)) + K) & M64
-    return mix_words(h, value_bytes)
+# The checksums of docs/checkpoint-format.md §4 (per-chunk sums of fmix64(bits + i·K)) and §4b
+# (attribute hashes), as python/brt_dist implements them for every outside reader.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+from brt_dist.checksum import attribute_hash, chunk_checksums  # noqa: E402
 
 
 def attribute_kind_and_bytes(f, name):

@@ -9,16 +9,7 @@ source "$(dirname "$0")/common.sh"
 bin=$(realpath "$1")
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 cd "$work"
-/usr/bin/python3 - <<'PY'
-import os, random
-random.seed(5)
-words = ["".join(random.choice("abcdefghij") for _ in range(random.randint(2, 6))) for _ in range(300)]
-for split, n in [("train", 2), ("validation", 2)]:
-    os.makedirs("corpus/" + split)
-    for d in range(n):
-        with open("corpus/%s/doc%d.txt" % (split, d), "w") as f:
-            f.write("\n".join(" ".join(random.choice(words) for _ in range(10)) + "." for _ in range(150)))
-PY
+word_corpus corpus 5 2 2 150
 "$bin" prepare --corpus corpus --out data --vocab 320 --quiet > prepare.log 2>&1 || fail "prepare: $(tail -3 prepare.log)"
 for variant in slide rec:fixed:skip rec:lstm:dual feedback:fixed:skip bst:mf:s4d; do
   name=${variant//:/_}

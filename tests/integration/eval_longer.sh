@@ -6,16 +6,7 @@ source "$(dirname "$0")/common.sh"
 bin=$(realpath "$1")
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 cd "$work"
-/usr/bin/python3 - <<'PY'
-import os, random
-random.seed(3)
-words = ["".join(random.choice("abcdefghij") for _ in range(random.randint(2, 6))) for _ in range(300)]
-for split, n in [("train", 2), ("validation", 1)]:
-    os.makedirs("corpus/" + split)
-    for d in range(n):
-        with open("corpus/%s/doc%d.txt" % (split, d), "w") as f:
-            f.write("\n".join(" ".join(random.choice(words) for _ in range(10)) + "." for _ in range(400)))
-PY
+word_corpus corpus 3 2 1 400
 "$bin" prepare --corpus corpus --out data --vocab 320 --quiet > prepare.log 2>&1 || fail "prepare: $(tail -3 prepare.log)"
 for variant in slide xl rec:fixed:skip rec:lstm:dual feedback:fixed:skip bst:sh:s4d bst:mh:s4d bst:mf:s4d bst:sh:unstructured bst:mf:unstructured; do
   extra=(); [ "$variant" = xl ] && extra=(model.window=32)
