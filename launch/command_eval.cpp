@@ -1,5 +1,6 @@
 // `brt-dist eval` and `brt-dist generate`: a checkpoint's model on a split or a prompt, on any
 // layout (--tp), every wait under train.timeout_s and every error named (docs/reliability.md).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -7,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "data/dataset.h"
+#include "data/text.h"
 #include "launch/cli.h"
 #include "launch/commands.h"
 #include "launch/config.h"
@@ -116,9 +119,14 @@ int run_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
   // --tp T: T consecutive ranks share each model (vocabulary-parallel cross-entropy: every
   // rank of a TP group gets the whole rows' losses); DP = ranks / T.
   const parallel::ProcessGroups groups = tensor_parallel_groups(mpi, cfg);
-  auto backend = command_backend(cfg, cfg.train.batch, mpi.world_rank(), "eval");
+  // Each document is one stream's: streams beyond this rank's share of the documents would
+  // only compute padding, so there are at most that many (the numbers do not depend on it).
+  const int64_t documents = data::TokenDataset::open(cfg.data.path, data::parse_split(split))->num_documents();
+  const int64_t share = (documents + groups.dp().size() - 1) / groups.dp().size();
+  const int streams = int(std::clamp<int64_t>(share, 1, cfg.train.batch));
+  auto backend = command_backend(cfg, streams, mpi.world_rank(), "eval");
   std::unique_ptr<parallel::Communicator> device_tp;
-  core::Model<float> model(cfg.model, cfg.train.batch, *backend,
+  core::Model<float> model(cfg.model, streams, *backend,
                            make_run_tensor_parallel(groups.tp(), *backend, device_tp));
   load_watched(mpi, ckpt, model);
   // Documents are dealt to the streams of all DP ranks; totals are summed over the dp group.
