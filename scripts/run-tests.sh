@@ -18,9 +18,9 @@ ninja -C build/release -j"$jobs"
 echo "== Release: full test suite"
 (cd build/release && ctest --output-on-failure -j"$jobs" --timeout 900 "$@")
 
-echo "== Debug + AddressSanitizer/UBSan: kernel, model, device-residency and optimizer tests"
+echo "== Debug + AddressSanitizer/UBSan: kernel, model (feedback included), device-residency and optimizer tests"
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DBRT_SANITIZE=ON -DBRT_BUILD_BENCH=OFF >/dev/null
 ninja -C build/asan -j"$jobs" test_kernels test_ssm_kernels test_model_gradcheck test_layer_gradcheck \
-  test_device_residency optim_tests
+  test_device_residency test_feedback optim_tests
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd build/asan && ctest --output-on-failure -j"$jobs" --timeout 900 -L 'kernels|model|optim')
