@@ -121,9 +121,15 @@ int run_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
   const parallel::ProcessGroups groups = tensor_parallel_groups(mpi, cfg);
   // Each document is one stream's: streams beyond this rank's share of the documents would
   // only compute padding, so there are at most that many (the numbers do not depend on it).
-  const int64_t documents = data::TokenDataset::open(cfg.data.path, data::parse_split(split))->num_documents();
-  const int64_t share = (documents + groups.dp().size() - 1) / groups.dp().size();
-  const int streams = int(std::clamp<int64_t>(share, 1, cfg.train.batch));
+  int streams = cfg.train.batch;
+  try {
+    const int64_t documents = data::TokenDataset::open(cfg.data.path, data::parse_split(split))->num_documents();
+    const int64_t share = (documents + groups.dp().size() - 1) / groups.dp().size();
+    streams = int(std::clamp<int64_t>(share, 1, cfg.train.batch));
+  } catch (const std::exception&) {
+    // Unreadable data: evaluate_split opens it again and reports it, after the checkpoint has
+    // been loaded and verified (a damaged checkpoint is the first thing a user must hear of).
+  }
   auto backend = command_backend(cfg, streams, mpi.world_rank(), "eval");
   std::unique_ptr<parallel::Communicator> device_tp;
   core::Model<float> model(cfg.model, streams, *backend,
