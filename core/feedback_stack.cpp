@@ -31,26 +31,14 @@ FeedbackStack<T>::FeedbackStack(ParamStore<T>& store, const ModelConfig& cfg, in
       rec_(the_recurrent_layer(cfg)),
       rec_prefix_("layers." + std::to_string(rec_) + "."),
       state_(store, cfg, rec_prefix_, streams, memory, tp) {
-  const int D = cfg.d_model, A_full = cfg.attn_width(), H_full = cfg.heads, S = cfg.state_size;
+  const int D = cfg.d_model, S = cfg.state_size;
   const int A = shape_.width(), H = shape_.heads, W = cfg.window, Tb = cfg.blocks();
   const int L = cfg.layers;
   // Every layer's token side has the recurrent layer's parameters (MODEL §5.4, §9).
   for (int l = 0; l < L; ++l) {
     TokenSide side;
     side.prefix = "layers." + std::to_string(l) + ".";
-    const auto column = [&](const char* name) {
-      return declare_matrix(store, side.prefix + name, D, A_full, 1.0, tp.columns());
-    };
-    side.proj.norm = declare_norm(store, side.prefix + "attn_norm.scale", D);
-    side.proj.weights = {column("attn.wq"), column("attn.wk"), column("attn.wv"), column("attn.wq2")};
-    side.proj.normalised = {true, true, false, true};
-    side.proj.tp = tp;
-    side.wo = declare_matrix(store, side.prefix + "attn.wo", 2 * A_full, D, 1.0, tp.rows(2));
-    side.scale1 = declare_ones(store, side.prefix + "attn.scale", {H_full}, tp.heads());
-    side.scale2 = declare_ones(store, side.prefix + "attn.scale2", {H_full}, tp.heads());
-    side.rel_bias = declare_normal(store, side.prefix + "attn.rel_bias", {H_full, kernels::kT5Buckets},
-                                   1.0 / std::sqrt(double(kernels::kT5Buckets)), tp.heads());
-    side.mlp = declare_mlp(store, side.prefix + "mlp_norm.scale", side.prefix + "mlp.", D, cfg.d_ff, tp);
+    static_cast<RecurrentTokenParams&>(side) = declare_recurrent_token_side(store, cfg, side.prefix, tp);
     if (l == rec_) state_init_ = declare_normal(store, side.prefix + "state.init", {S, D}, 0.1, tp.rows());
     layers_.push_back(std::move(side));
   }

@@ -19,6 +19,7 @@
 #include "core/layer.h"
 #include "core/model_config.h"
 #include "core/param_store.h"
+#include "core/recurrent_layer.h"
 #include "core/recurrent_state.h"
 #include "core/tensor_parallel.h"
 
@@ -49,11 +50,8 @@ class FeedbackStack : public Layer<T> {
  private:
   // One layer's token side (MODEL §5.2 "vertical", §5.4): q, k, v, q2 over RMSNorm(X), the
   // window attention, the attention to the state's K̂_s, V_s, Wo [2A, D], the MLP.
-  struct TokenSide {
+  struct TokenSide : RecurrentTokenParams {
     std::string prefix;
-    ProjectionParams proj;
-    int wo = -1, scale1 = -1, scale2 = -1, rel_bias = -1;
-    MlpParams mlp;
   };
   // What one layer saves for one block (backend memory, rows B·W).
   struct BlockActs {

@@ -35,6 +35,29 @@ void add_segment_part(kernels::Backend<T>& be, int streams, int seq, int window,
 }  // namespace
 
 template <typename T>
+RecurrentTokenParams declare_recurrent_token_side(ParamStore<T>& store, const ModelConfig& cfg,
+                                                  const std::string& prefix,
+                                                  const TensorParallel& tp) {
+  const int D = cfg.d_model, A_full = cfg.attn_width(), H_full = cfg.heads;  // full logical sizes
+  const auto column = [&](const char* name) {
+    return declare_matrix(store, prefix + name, D, A_full, 1.0, tp.columns());
+  };
+  RecurrentTokenParams p;
+  p.proj.norm = declare_norm(store, prefix + "attn_norm.scale", D);
+  p.proj.weights = {column("attn.wq"), column("attn.wk"), column("attn.wv"), column("attn.wq2")};
+  p.proj.normalised = {true, true, false, true};
+  p.proj.tp = tp;
+  // Wo [2A, D] acts on concat(A_ee, A_es): this rank owns its heads' rows in both halves.
+  p.wo = declare_matrix(store, prefix + "attn.wo", 2 * A_full, D, 1.0, tp.rows(2));
+  p.scale1 = declare_ones(store, prefix + "attn.scale", {H_full}, tp.heads());
+  p.scale2 = declare_ones(store, prefix + "attn.scale2", {H_full}, tp.heads());
+  p.rel_bias = declare_normal(store, prefix + "attn.rel_bias", {H_full, kernels::kT5Buckets},
+                              1.0 / std::sqrt(double(kernels::kT5Buckets)), tp.heads());
+  p.mlp = declare_mlp(store, prefix + "mlp_norm.scale", prefix + "mlp.", D, cfg.d_ff, tp);
+  return p;
+}
+
+template <typename T>
 RecurrentLayer<T>::RecurrentLayer(ParamStore<T>& store, const ModelConfig& cfg, int index,
                                   int streams, kernels::Memory& memory,
                                   const TensorParallel& tp)
@@ -47,23 +70,16 @@ RecurrentLayer<T>::RecurrentLayer(ParamStore<T>& store, const ModelConfig& cfg, 
       streams_(streams),
       state_(store, cfg, prefix_, streams, memory, tp) {
   // Full logical sizes for the declarations; A and H below are this rank's.
-  const int D = cfg.d_model, A_full = cfg.attn_width(), H_full = cfg.heads, S = cfg.state_size;
+  const int D = cfg.d_model, S = cfg.state_size;
   const int A = shape_.width(), H = shape_.heads;
   const int N = cfg.seq_len, W = cfg.window, T_ = cfg.blocks();
-  const auto column = [&](const char* name) {
-    return declare_matrix(store, prefix_ + name, D, A_full, 1.0, tp.columns());
-  };
-  proj_.norm = declare_norm(store, prefix_ + "attn_norm.scale", D);
-  proj_.weights = {column("attn.wq"), column("attn.wk"), column("attn.wv"), column("attn.wq2")};
-  proj_.normalised = {true, true, false, true};
-  proj_.tp = tp;
-  // Wo [2A, D] acts on concat(A_ee, A_es): this rank owns its heads' rows in both halves.
-  wo_ = declare_matrix(store, prefix_ + "attn.wo", 2 * A_full, D, 1.0, tp.rows(2));
-  scale1_ = declare_ones(store, prefix_ + "attn.scale", {H_full}, tp.heads());
-  scale2_ = declare_ones(store, prefix_ + "attn.scale2", {H_full}, tp.heads());
-  rel_bias_ = declare_normal(store, prefix_ + "attn.rel_bias", {H_full, kernels::kT5Buckets},
-                             1.0 / std::sqrt(double(kernels::kT5Buckets)), tp.heads());
-  mlp_ = declare_mlp(store, prefix_ + "mlp_norm.scale", prefix_ + "mlp.", D, cfg.d_ff, tp);
+  const RecurrentTokenParams token = declare_recurrent_token_side(store, cfg, prefix_, tp);
+  proj_ = token.proj;
+  wo_ = token.wo;
+  scale1_ = token.scale1;
+  scale2_ = token.scale2;
+  rel_bias_ = token.rel_bias;
+  mlp_ = token.mlp;
   // Σ's S rows are split over TP (sequence parallelism): so are the initial state's.
   state_init_ = declare_normal(store, prefix_ + "state.init", {S, D}, 0.1, tp.rows());
   const int S_local = tp.local(S, "model.state_size");
@@ -231,6 +247,10 @@ int64_t RecurrentLayer<T>::backward_scratch_bytes() const {
   return state_.backward_scratch_bytes() + n * static_cast<int64_t>(sizeof(T));
 }
 
+template RecurrentTokenParams declare_recurrent_token_side<float>(ParamStore<float>&, const ModelConfig&,
+                                                                  const std::string&, const TensorParallel&);
+template RecurrentTokenParams declare_recurrent_token_side<double>(ParamStore<double>&, const ModelConfig&,
+                                                                   const std::string&, const TensorParallel&);
 template class RecurrentLayer<float>;
 template class RecurrentLayer<double>;
 

@@ -16,6 +16,21 @@
 
 namespace brt::core {
 
+// The token side's parameters (MODEL §5.1, §9): q, k, v, q2 over RMSNorm_e(X), Wo [2A, D],
+// the two per-head scales, the T5 bias table and the MLP. The recurrent layer has them, and
+// so does every layer of the feedback stack (§5.4).
+struct RecurrentTokenParams {
+  ProjectionParams proj;
+  int wo = -1, scale1 = -1, scale2 = -1, rel_bias = -1;
+  MlpParams mlp;
+};
+
+// Declares them under `prefix` ("layers.{i}.") in MODEL §9's order, sharded over tp.
+template <typename T>
+RecurrentTokenParams declare_recurrent_token_side(ParamStore<T>& store, const ModelConfig& cfg,
+                                                  const std::string& prefix,
+                                                  const TensorParallel& tp);
+
 template <typename T>
 class RecurrentLayer : public Layer<T> {
  public:
