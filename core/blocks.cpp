@@ -22,9 +22,10 @@ int declare_matrix(ParamStore<T>& store, const std::string& name, int in, int ou
 
 template <typename T>
 int declare_normal(ParamStore<T>& store, const std::string& name, std::vector<int64_t> shape,
-                   double stddev, ShardSpec shard) {
+                   double stddev, ShardSpec shard, double mean) {
   InitSpec init{InitKind::kNormal};
   init.stddev = stddev;
+  init.value = mean;
   return store.declare({name, std::move(shape), init, shard});
 }
 
@@ -219,7 +220,7 @@ void dual_output_backward(Backend<T>& be, ParamStore<T>& store, int wo, const Ml
   template int declare_matrix<T>(ParamStore<T>&, const std::string&, int, int, double,        \
                                  ShardSpec);                                                   \
   template int declare_normal<T>(ParamStore<T>&, const std::string&, std::vector<int64_t>,     \
-                                 double, ShardSpec);                                           \
+                                 double, ShardSpec, double);                                   \
   template int declare_ones<T>(ParamStore<T>&, const std::string&, std::vector<int64_t>,       \
                                ShardSpec);                                                     \
   template struct ProjectionActs<T>;                                                           \

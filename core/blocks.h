@@ -32,10 +32,10 @@ int declare_norm(ParamStore<T>& store, const std::string& name, int d_model);
 template <typename T>
 int declare_matrix(ParamStore<T>& store, const std::string& name, int in, int out,
                    double gain = 1.0, ShardSpec shard = {});
-// Declares a tensor drawn from N(0, stddev).
+// Declares a tensor drawn from N(mean, stddev).
 template <typename T>
 int declare_normal(ParamStore<T>& store, const std::string& name, std::vector<int64_t> shape,
-                   double stddev, ShardSpec shard = {});
+                   double stddev, ShardSpec shard = {}, double mean = 0.0);
 // Declares a per-head scale [H], init 1 (MODEL §3.1).
 template <typename T>
 int declare_ones(ParamStore<T>& store, const std::string& name, std::vector<int64_t> shape,

@@ -39,7 +39,8 @@ FeedbackStack<T>::FeedbackStack(ParamStore<T>& store, const ModelConfig& cfg, in
     TokenSide side;
     side.prefix = "layers." + std::to_string(l) + ".";
     static_cast<RecurrentTokenParams&>(side) = declare_recurrent_token_side(store, cfg, side.prefix, tp);
-    if (l == rec_) state_init_ = declare_normal(store, side.prefix + "state.init", {S, D}, 0.1, tp.rows());
+    if (l == rec_)
+      state_init_ = declare_normal(store, side.prefix + "state.init", {S, D}, cfg.state_init_std, tp.rows());
     layers_.push_back(std::move(side));
   }
   const int S_local = tp.local(S, "model.state_size");

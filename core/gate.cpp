@@ -7,14 +7,14 @@ namespace brt::core {
 
 template <typename T>
 GateParams declare_gate(ParamStore<T>& store, const std::string& prefix, GateKind kind, int in,
-                        int d_model, const TensorParallel& tp, int in_pieces) {
+                        int d_model, const TensorParallel& tp, int in_pieces, double bias_mean) {
   GateParams p;
   p.kind = kind;
   p.in = tp.local(in, prefix + "in (gate input width)");
   p.d_model = d_model;
   p.tp = tp;
   if (kind == GateKind::kFixed) {
-    p.bias = declare_normal(store, prefix + "bias", {d_model}, 0.1);
+    p.bias = declare_normal(store, prefix + "bias", {d_model}, 0.1, {}, bias_mean);
   } else {
     // MODEL §5.3: kernels truncated normal with gain 0.1, biases N(0, 0.1).
     p.wf = declare_matrix(store, prefix + "wf", in, d_model, 0.1, tp.rows(in_pieces));
@@ -135,7 +135,7 @@ void gate_backward(kernels::Backend<T>& be, ParamStore<T>& store, const GatePara
 
 #define BRT_INSTANTIATE_GATE(T)                                                              \
   template GateParams declare_gate<T>(ParamStore<T>&, const std::string&, GateKind, int, int,  \
-                                      const TensorParallel&, int);                           \
+                                      const TensorParallel&, int, double);                   \
   template struct GateActs<T>;                                                               \
   template void gate_forward<T>(kernels::Backend<T>&, ParamStore<T>&, const GateParams&,     \
                                 const T*, const T*, const GateInput<T>&, int, T*,            \

@@ -33,10 +33,12 @@ struct GateParams {
 
 // Declares prefix + {bias} or {wf, wi, bf, bi} (MODEL §9 names, §5.3 inits). `in` is the full
 // width; `in_pieces` says how many equally wide column blocks y is made of (2 for
-// concat(A_ss, A_se)), each split over tp.
+// concat(A_ss, A_se)), each split over tp. `bias_mean`: the fixed gate's b ~ N(bias_mean, 0.1)
+// (model.gate_bias_mean; MODEL §5.3's 0 by default); the lstm gate keeps its own offsets.
 template <typename T>
 GateParams declare_gate(ParamStore<T>& store, const std::string& prefix, GateKind kind, int in,
-                        int d_model, const TensorParallel& tp = {}, int in_pieces = 1);
+                        int d_model, const TensorParallel& tp = {}, int in_pieces = 1,
+                        double bias_mean = 0.0);
 
 // The gate input y as consecutive column pieces (y = concat(pieces) along columns), so
 // y = concat(A_ss, A_se) needs no copy: W_f's rows split the same way.

@@ -35,6 +35,13 @@ struct ModelConfig {
   int ssm_state = 64;     // N_s
   int ctx_states = 32;    // S_ctx (MF)
   bool ssm_carry = true;
+  // Initialisation scales of the recurrent state (MODEL §5, §5.3; the defaults are MODEL.md's):
+  // Σ0 ~ N(0, state_init_std), state IDs P ~ N(0, state_id_std), and the fixed gates' bias
+  // b ~ N(gate_bias_mean, 0.1), i.e. σ(b) ≈ σ(gate_bias_mean) at the start. Options for
+  // studies of how the state is learned (docs/fidelity.md), not part of the papers' recipe.
+  double state_init_std = 0.1;
+  double state_id_std = 1.0;
+  double gate_bias_mean = 0.0;
 
   // Derived from `variant` by resolve(); read these, not the string.
   ModelFamily family = ModelFamily::kRecurrent;

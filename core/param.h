@@ -12,7 +12,7 @@ namespace brt::core {
 enum class InitKind {
   kOnes,         // RMSNorm gains and attention scales
   kZeros,
-  kNormal,       // N(0, stddev)
+  kNormal,       // N(value, stddev): mean `value`, 0 for every MODEL.md default
   kTruncNormal,  // truncated normal, sigma = sqrt(gain / fan_in) / 0.8796, cut at +-2 sigma
   kConstant,     // `value` everywhere (S4D-Lin a_n = ln 0.5, MODEL §7.1)
   kUniform,      // U[low, high) (S4D log Δ; the implicit filter's PyTorch-style linears)
@@ -24,7 +24,7 @@ struct InitSpec {
   double stddev = 0.0;  // kNormal
   double gain = 1.0;    // kTruncNormal: 1.0 for projections (§4), 0.1 for lstm gates (§5.3)
   int64_t fan_in = 0;   // kTruncNormal
-  double value = 0.0;   // kConstant; kArange: the step
+  double value = 0.0;   // kConstant; kNormal: the mean; kArange: the step
   double low = 0.0, high = 0.0;  // kUniform
   int64_t period = 1;   // kArange
 };

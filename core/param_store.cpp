@@ -45,7 +45,7 @@ double initial_value(const ParamSpec& spec, uint64_t seed, int64_t index) {
       return 0.0;
     case InitKind::kNormal: {
       const CounterRng rng(seed, fnv1a64(spec.name.data(), spec.name.size()));
-      return init.stddev * rng.normal(0, static_cast<uint64_t>(index));
+      return init.value + init.stddev * rng.normal(0, static_cast<uint64_t>(index));
     }
     case InitKind::kTruncNormal: {
       // MODEL §4: sigma = sqrt(gain/fan_in)/0.8796, resampled until inside +-2 sigma. Each

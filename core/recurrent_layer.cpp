@@ -81,7 +81,7 @@ RecurrentLayer<T>::RecurrentLayer(ParamStore<T>& store, const ModelConfig& cfg, 
   rel_bias_ = token.rel_bias;
   mlp_ = token.mlp;
   // Σ's S rows are split over TP (sequence parallelism): so are the initial state's.
-  state_init_ = declare_normal(store, prefix_ + "state.init", {S, D}, 0.1, tp.rows());
+  state_init_ = declare_normal(store, prefix_ + "state.init", {S, D}, cfg.state_init_std, tp.rows());
   const int S_local = tp.local(S, "model.state_size");
 
   const int rows = streams * N;

@@ -37,9 +37,9 @@ RecurrentStateSide<T>::RecurrentStateSide(ParamStore<T>& store, const ModelConfi
   const int A = shape_.width(), H = shape_.heads;  // this rank's
   const std::string sp = prefix + "state.";
   proj_.norm = declare_norm(store, sp + "norm.scale", D);
-  proj_.ids = declare_normal(store, sp + "ids", {S, D}, 1.0);
+  proj_.ids = declare_normal(store, sp + "ids", {S, D}, cfg.state_id_std);
   proj_.id_rows = S;
-  // init [S, D] ~ N(0, 0.1) is declared by the owner (it is read at document starts).
+  // init [S, D] ~ N(0, model.state_init_std = 0.1) is declared by the owner (it is read at document starts).
   const auto column = [&](const char* name) {
     return declare_matrix(store, sp + name, D, A_full, 1.0, tp.columns());
   };
@@ -49,11 +49,11 @@ RecurrentStateSide<T>::RecurrentStateSide(ParamStore<T>& store, const ModelConfi
   scale1_ = declare_ones(store, sp + "scale", {H_full}, tp.heads());
   scale2_ = declare_ones(store, sp + "scale2", {H_full}, tp.heads());
   wo_ = declare_matrix(store, sp + "wo", 2 * A_full, D, 1.0, tp.rows(2));
-  gate1_ = declare_gate(store, sp + "gate.", cfg.gate, 2 * A_full, D, tp, 2);
+  gate1_ = declare_gate(store, sp + "gate.", cfg.gate, 2 * A_full, D, tp, 2, cfg.gate_bias_mean);
   gate1_.seq = seq_;
   if (dual_) {
     mlp_ = declare_mlp(store, sp + "norm2.scale", sp, D, cfg.d_ff, tp);
-    gate2_ = declare_gate(store, sp + "gate2.", cfg.gate, cfg.d_ff, D, tp, 1);
+    gate2_ = declare_gate(store, sp + "gate2.", cfg.gate, cfg.d_ff, D, tp, 1, cfg.gate_bias_mean);
     gate2_.seq = seq_;
   }
   const int F = dual_ ? mlp_.d_ff : 0;  // this rank's hidden units

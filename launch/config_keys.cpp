@@ -133,6 +133,13 @@ std::vector<KeySpec> build_keys() {
   k.push_back(int_key("model.ssm_state", model(&ModelConfig::ssm_state), 1, kIntMax, "N_s, S4D state size"));
   k.push_back(int_key("model.ctx_states", model(&ModelConfig::ctx_states), 1, kIntMax, "S_ctx, BST MF context states"));
   k.push_back(bool_key("model.ssm_carry", model(&ModelConfig::ssm_carry), "BST: carry the SSM across segments"));
+  k.push_back(float_key("model.state_init_std", model(&ModelConfig::state_init_std), 0.0,
+                        "recurrent: initial state Σ0 ~ N(0, x) (MODEL §5: 0.1)"));
+  k.push_back(float_key("model.state_id_std", model(&ModelConfig::state_id_std), 0.0,
+                        "recurrent: state IDs P ~ N(0, x) (MODEL §5: 1)"));
+  k.push_back(float_key("model.gate_bias_mean", model(&ModelConfig::gate_bias_mean),
+                        -std::numeric_limits<double>::max(),
+                        "recurrent fixed gates: bias b ~ N(x, 0.1) (MODEL §5.3: 0)"));
   // [optim] — MODEL §10c.
   k.push_back({"optim.kind", ValueType::kString, "adafactor | adamw",
                [](const RunConfig& c) { return ConfigValue(std::string(core::to_string(c.optim.kind))); },

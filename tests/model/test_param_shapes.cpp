@@ -3,6 +3,10 @@
 // MODEL §12 (160.46M non-embedding, 193.36M in all) is what the real model allocates.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
 #include "core/model.h"
 #include "core/param_count.h"
 #include "kernels/backend.h"
@@ -46,6 +50,58 @@ TEST(DeclaredParameters, The150mExampleOfModelSection12) {
   EXPECT_EQ(shape("layers.9.state.ids"), (std::vector<int64_t>{512, 1024}));
   EXPECT_EQ(shape("layers.9.state.gate.bias"), (std::vector<int64_t>{1024}));
   EXPECT_EQ(shape("layers.0.attn.rel_bias"), (std::vector<int64_t>{8, 32}));
+}
+
+// model.state_init_std, model.state_id_std and model.gate_bias_mean (the study options of
+// docs/fidelity.md) set Σ0 ~ N(0, s), P ~ N(0, s') and b ~ N(m, 0.1) in every layer that has a
+// state; their defaults are MODEL §5's, so the default draw is unchanged.
+TEST(DeclaredParameters, StateInitialisationScalesFollowTheConfig) {
+  auto moments = [](const core::Param<float>& p) {
+    double sum = 0, sq = 0;
+    for (int64_t i = 0; i < p.numel(); ++i) sum += p.value[i], sq += double(p.value[i]) * p.value[i];
+    const double mean = sum / double(p.numel());
+    return std::pair<double, double>{mean, std::sqrt(sq / double(p.numel()) - mean * mean)};
+  };
+  for (const char* variant : {"rec:fixed:dual", "feedback:fixed:skip"}) {
+    SCOPED_TRACE(variant);
+    core::ModelConfig cfg = tiny_config(variant);
+    cfg.d_model = 64;
+    cfg.state_size = 32;
+    auto backend = kernels::make_cpu_backend<float>();
+    core::Model<float> plain(cfg, 1, *backend);
+    plain.params().initialize(7);
+    cfg.state_init_std = 1.0;
+    cfg.state_id_std = 0.25;
+    cfg.gate_bias_mean = 2.0;
+    core::Model<float> scaled(cfg, 1, *backend);
+    scaled.params().initialize(7);
+    int checked = 0;
+    for (int i = 0; i < int(scaled.params().size()); ++i) {
+      const auto& p = scaled.params()[i];
+      const auto& q = plain.params()[i];
+      const std::string& name = p.spec.name;
+      const auto [mean, sd] = moments(p);
+      const auto [mean0, sd0] = moments(q);
+      if (name.find("state.init") != std::string::npos) {
+        EXPECT_NEAR(sd, 1.0, 0.05) << name;
+        EXPECT_NEAR(sd0, 0.1, 0.005) << name;
+        ++checked;
+      } else if (name.find("state.ids") != std::string::npos) {
+        EXPECT_NEAR(sd, 0.25, 0.0125) << name;
+        EXPECT_NEAR(sd0, 1.0, 0.05) << name;
+        ++checked;
+      } else if (name.find("gate") != std::string::npos && name.find("bias") != std::string::npos) {
+        EXPECT_NEAR(mean, 2.0, 0.05) << name;
+        EXPECT_NEAR(sd, 0.1, 0.03) << name;
+        EXPECT_NEAR(mean0, 0.0, 0.05) << name;
+        ++checked;
+      } else {  // everything else draws exactly what the defaults draw
+        EXPECT_TRUE(std::equal(p.value, p.value + p.numel(), q.value)) << name;
+      }
+    }
+    // Σ0, P, and one fixed gate bias per state gate (dual: two; feedback skip: one).
+    EXPECT_EQ(checked, std::string(variant) == "rec:fixed:dual" ? 4 : 3);
+  }
 }
 
 }  // namespace
