@@ -51,7 +51,6 @@ BstSsm<T>::BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::strin
       tp_(tp),
       prefix_(prefix + "ssm."),
       memory_(backend.memory()),
-      staged_(!memory_.host_accessible() && cfg.ssm_kernel != SsmKernel::kS4D),
       streams_(streams),
       channels_(ssm_channels(cfg)),
       d_full_(cfg.d_model / 4),
@@ -107,7 +106,7 @@ BstSsm<T>::BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::strin
     // split, so a rank makes its own features' filters of every channel.
     filter_[7] = declare_with(store, f + "w_out", {O, int64_t{C} * Ds_full}, linear_default_init(O),
                               ShardSpec{1, tp.rank(), tp.size(), C});
-    filter_net_ = std::make_unique<ssm::ImplicitFilter<T>>(N, static_cast<int>(R), O);
+    filter_net_ = std::make_unique<ssm::ImplicitFilter<T>>(backend, N, static_cast<int>(R), O);
     if (tp.size() > 1) {  // the decay rate follows the global filter index
       std::vector<int> ids(static_cast<size_t>(R));
       for (int c = 0; c < C; ++c)
@@ -116,9 +115,7 @@ BstSsm<T>::BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::strin
       int64_t replicated = 0;
       for (int i = 0; i < 7; ++i) replicated += store[filter_[i]].spec.numel();
       filter_dgrad_.allocate(memory, size_t(replicated), "BST filter network gradient");
-      if (staged_) host_filter_dgrad_.assign(size_t(replicated), T(0));
     }
-    kernel_param_ids_.assign(filter_, filter_ + 8);
   }
 
   const size_t B = streams, rows = B * N;
@@ -154,18 +151,6 @@ BstSsm<T>::BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::strin
     state_.allocate(memory, n, "BST SSM s4d carried state");
     state_used_.allocate(memory, n, "BST SSM s4d state read");
   }
-  if (staged_) {
-    size_t largest = 0;
-    for (int id : kernel_param_ids_) {
-      const size_t n = size_t(store[id].spec.numel());
-      host_values_.emplace_back(n, T(0));
-      host_grads_.emplace_back(n, T(0));
-      largest = std::max(largest, n);
-    }
-    grad_upload_.allocate(memory, largest, "BST SSM kernel parameter gradient upload");
-    host_kernel_.assign(size_t(R) * N, T(0));
-    host_dkernel_.assign(size_t(R) * N, T(0));
-  }
   // Plans and spectra (cuFFT work areas on the GPU) here, not in the first step.
   conv_ = backend.make_fft_conv(conv_len_, C, streams, Ds);
 }
@@ -197,41 +182,13 @@ ssm::S4dGrads<T> BstSsm<T>::s4d_grads() const {
 }
 
 template <typename T>
-const T* BstSsm<T>::host_value(int slot) const {
-  return staged_ ? host_values_[size_t(slot)].data() : store_[kernel_param_ids_[size_t(slot)]].value;
+ssm::ImplicitFilterParams<T> BstSsm<T>::filter_params() const {
+  const auto v = [this](int i) -> const T* { return store_[filter_[i]].value; };
+  return {v(0), v(1), v(2), v(3), v(4), v(5), v(6), v(7)};
 }
 
-template <typename T>
-T* BstSsm<T>::host_grad(int slot) {
-  return staged_ ? host_grads_[size_t(slot)].data() : store_[kernel_param_ids_[size_t(slot)]].grad;
-}
-
-// Parameter-sized ([C, Ds, M] or the filter network's few thousand scalars) and once per step:
-// cheap next to the B·N-row work that stays on the backend (docs/gpu.md, "BST on the GPU").
-template <typename T>
-void BstSsm<T>::download_kernel_params() {
-  if (!staged_) return;
-  for (size_t i = 0; i < kernel_param_ids_.size(); ++i)
-    memory_.to_host(host_values_[i].data(), store_[kernel_param_ids_[i]].value,
-                    host_values_[i].size() * sizeof(T));
-}
-
-// Adds the staged gradients into the store's (accumulate semantics, backend.h) and clears
-// the staging for the next backward.
-template <typename T>
-void BstSsm<T>::upload_kernel_grads(kernels::Backend<T>& be) {
-  if (!staged_) return;
-  for (size_t i = 0; i < kernel_param_ids_.size(); ++i) {
-    std::vector<T>& g = host_grads_[i];
-    memory_.from_host(grad_upload_.data(), g.data(), g.size() * sizeof(T));
-    be.add_inplace(store_[kernel_param_ids_[i]].grad, grad_upload_.data(), int64_t(g.size()));
-    std::fill(g.begin(), g.end(), T(0));
-  }
-}
-
-// K [C, Ds, N] (MODEL §7.1): S4D modes through the backend (a kernel on the GPU), the implicit
-// filter network on the host (staged through copies on device memory, see
-// download_kernel_params).
+// K [C, Ds, N] (MODEL §7.1): S4D modes or the implicit filter network, both as backend calls
+// on the parameters where they live (on a GPU: device kernels and cuBLAS, no host copy).
 template <typename T>
 void BstSsm<T>::generate_kernel(kernels::Backend<T>& be) {
   if (s4d_) {
@@ -239,12 +196,7 @@ void BstSsm<T>::generate_kernel(kernels::Backend<T>& be) {
                           kernel_.data());
     return;
   }
-  download_kernel_params();
-  T* kernel = staged_ ? host_kernel_.data() : kernel_.data();
-  filter_net_->forward({host_value(0), host_value(1), host_value(2), host_value(3),
-                        host_value(4), host_value(5), host_value(6), host_value(7)},
-                       kernel);
-  if (staged_) kernel_.from_host(host_kernel_);
+  filter_net_->forward(filter_params(), kernel_.data());
 }
 
 template <typename T>
@@ -330,8 +282,7 @@ void BstSsm<T>::up_forward(kernels::Backend<T>& be) {
   tp_.reduce_output(ctx_.data(), int64_t(ctx_.size()));
 }
 
-// dK → the generator's parameter gradients (S4D on the backend, the filter network on the
-// host: see generate_kernel). The filter
+// dK → the generator's parameter gradients (backend calls: see generate_kernel). The filter
 // network is replicated under TP but each rank backpropagates only its own filters: its
 // gradient contributions are summed over TP (not the accumulated gradient, which may hold
 // earlier micro-batches' already-reduced sums).
@@ -342,37 +293,24 @@ void BstSsm<T>::kernel_backward(kernels::Backend<T>& be) {
                            dkernel_.data(), s4d_grads());
     return;
   }
-  const T* dkernel = dkernel_.data();
-  if (staged_) {
-    memory_.to_host(host_dkernel_.data(), dkernel_.data(), host_dkernel_.size() * sizeof(T));
-    dkernel = host_dkernel_.data();
-  }
-  const ssm::ImplicitFilterParams<T> p{host_value(0), host_value(1), host_value(2), host_value(3),
-                                       host_value(4), host_value(5), host_value(6), host_value(7)};
+  // The network consumes dK (scaled in place by the decay): nothing reads dkernel_ after this.
+  const auto grad = [this](int i) { return store_[filter_[i]].grad; };
   if (filter_dgrad_.empty()) {
-    filter_net_->backward(p, dkernel, {host_grad(0), host_grad(1), host_grad(2), host_grad(3),
-                                       host_grad(4), host_grad(5), host_grad(6), host_grad(7)});
-    upload_kernel_grads(be);
+    filter_net_->backward(filter_params(), dkernel_.data(),
+                          {grad(0), grad(1), grad(2), grad(3), grad(4), grad(5), grad(6), grad(7)});
     return;
   }
-  T* replicated = staged_ ? host_filter_dgrad_.data() : filter_dgrad_.data();
-  std::fill(replicated, replicated + filter_dgrad_.size(), T(0));
   T* parts[7];
   int64_t offset = 0;
   for (int i = 0; i < 7; ++i) {
-    parts[i] = replicated + offset;
+    parts[i] = filter_dgrad_.data() + offset;
     offset += store_[filter_[i]].spec.numel();
   }
-  filter_net_->backward(p, dkernel, {parts[0], parts[1], parts[2], parts[3], parts[4], parts[5],
-                                     parts[6], host_grad(7)});
-  if (staged_) {
-    filter_dgrad_.from_host(host_filter_dgrad_);
-    // Only w_out's (slot 7) staged gradient is local; the replicated ones go through the sum.
-    std::vector<T>& w_out = host_grads_[7];
-    memory_.from_host(grad_upload_.data(), w_out.data(), w_out.size() * sizeof(T));
-    be.add_inplace(store_[filter_[7]].grad, grad_upload_.data(), int64_t(w_out.size()));
-    std::fill(w_out.begin(), w_out.end(), T(0));
-  }
+  be.fill(filter_dgrad_.data(), int64_t(filter_dgrad_.size()), T(0));
+  // w_out (slot 7) is this rank's filters' own: accumulated directly; the replicated network's
+  // contributions are summed over TP first.
+  filter_net_->backward(filter_params(), dkernel_.data(), {parts[0], parts[1], parts[2], parts[3],
+                                                          parts[4], parts[5], parts[6], grad(7)});
   tp_.all_reduce_sum(filter_dgrad_.data(), int64_t(filter_dgrad_.size()));
   offset = 0;
   for (int i = 0; i < 7; ++i) {
@@ -467,6 +405,7 @@ int64_t BstSsm<T>::activation_bytes() const {
   int64_t n = 0;
   for (const auto* v : {&z_, &rstd_, &u_, &conv_u_, &kernel_, &kernel_ext_, &y_, &y_end_, &ctx_})
     n += v->bytes();
+  if (filter_net_) n += filter_net_->activation_bytes();
   return n + state_used_.bytes() + active_device_.bytes();
 }
 
@@ -475,6 +414,7 @@ int64_t BstSsm<T>::backward_scratch_bytes() const {
   int64_t n = 0;
   for (const auto* v : {&dy_, &dkernel_, &dkernel_ext_, &du_conv_, &du_, &dz_, &dy_end_, &filter_dgrad_})
     n += v->bytes();
+  if (filter_net_) n += filter_net_->scratch_bytes();
   return n;
 }
 

@@ -19,11 +19,10 @@
 //
 // Memory (docs/gpu.md, "BST on the GPU"): activations, scratch and carry are Buffers in the
 // backend's memory and every data-sized step (B·N rows: norm, projections, the FFT convolution
-// through Backend::make_fft_conv, the carry terms, the MF row gather) is a backend call. Only
-// the kernel generation runs on the host — S4D modes or the implicit filter network, from
-// [C, Ds, M]-sized parameters to a [C, Ds, N] kernel, once per step — and on memory the host
-// cannot read it is staged explicitly: parameters copied to host, the kernel uploaded; in
-// backward dK downloaded and the parameter gradients uploaded and added on the backend.
+// through Backend::make_fft_conv, the carry terms, the MF row gather) is a backend call, and so
+// is the kernel generation — S4D modes (Backend::s4d_kernel_*) or the implicit filter network
+// (kernels/ssm/implicit_filter.h: gemm and the filter ops), from [C, Ds, M]-sized parameters
+// to a [C, Ds, N] kernel, once per step. Nothing is staged through the host.
 //
 // Tensor parallelism (docs/parallelism.md, "BST under TP"): the Ds features are split, rank r
 // holding features [r·Ds/TP, (r+1)·Ds/TP) of every channel. W_dn is column-parallel (its input
@@ -76,12 +75,7 @@ class BstSsm {
  private:
   kernels::ssm::S4dParams<T> s4d_params() const;  // the store's (backend memory)
   kernels::ssm::S4dGrads<T> s4d_grads() const;
-  // The kernel generator's parameters and gradients as the host sees them: the store's own
-  // on host memory, else the staging copies (kernel_param_ids_ order; unstructured only).
-  const T* host_value(int slot) const;
-  T* host_grad(int slot);
-  void download_kernel_params();
-  void upload_kernel_grads(kernels::Backend<T>& be);
+  kernels::ssm::ImplicitFilterParams<T> filter_params() const;  // unstructured (backend memory)
   void generate_kernel(kernels::Backend<T>& be);
   // Y_c of stream b: the last N rows of channel c's convolution output, [N, Ds].
   T* y_rows(T* y, int b, int c) const;
@@ -95,7 +89,6 @@ class BstSsm {
   TensorParallel tp_;
   std::string prefix_;
   kernels::Memory& memory_;
-  bool staged_;  // the implicit filter on memory the host cannot read: staged through copies
   int streams_, channels_;
   int d_full_;   // Ds = D/4 (the declared shapes)
   int d_small_;  // this rank's features, Ds / TP
@@ -105,7 +98,6 @@ class BstSsm {
   int norm_ = -1, w_dn_ = -1, w_up_ = -1, dskip_ = -1;
   int log_dt_ = -1, a_re_ = -1, a_im_ = -1, c_re_ = -1, c_im_ = -1;
   int filter_[8] = {-1, -1, -1, -1, -1, -1, -1, -1};  // w0 b0 w1 b1 w2 b2 freq w_out
-  std::vector<int> kernel_param_ids_;  // unstructured: filter_ (the staged generator)
   // Planned by the constructor for (streams, Ds): no step allocates.
   std::unique_ptr<kernels::FftConvolver<T>> conv_;
   std::unique_ptr<kernels::ssm::ImplicitFilter<T>> filter_net_;
@@ -129,12 +121,6 @@ class BstSsm {
   // Carried (detached).
   kernels::Buffer<double> state_;  // s4d: [B, C, Ds, M, 2] (exposed as T bits)
   kernels::Buffer<T> u_prev_;      // unstructured: previous segment's U [B, N, Ds]
-  // Host staging (staged_ only): parameter-sized, so a copy per step is cheap next to the
-  // B·N-row work (docs/gpu.md, "BST on the GPU").
-  std::vector<std::vector<T>> host_values_, host_grads_;  // per kernel_param_ids_ entry
-  std::vector<T> host_kernel_, host_dkernel_;             // [C, Ds, N]
-  std::vector<T> host_filter_dgrad_;                      // TP: filter_dgrad_'s host side
-  kernels::Buffer<T> grad_upload_;  // the largest kernel parameter, to add a staged gradient
 };
 
 }  // namespace brt::core

@@ -221,6 +221,17 @@ class Backend {
   virtual void s4d_carry_apply_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p,
                                         const double* state, const uint8_t* active, const T* dy,
                                         const ssm::S4dGrads<T>& g) = 0;
+  // The implicit filter network of MODEL §7.1 `unstructured` (kernels/ssm/implicit_filter.h
+  // composes it from these, gemm and the column sums), so it runs where its parameters live.
+  // Its activation over a, s [n, O]: s[i, o] = sin(freq[o]·a[i, o]) (overwrites s).
+  virtual void sine_forward(const T* a, const T* freq, int n, int O, T* s) = 0;
+  // Accumulates da[i, o] += ds[i, o]·freq[o]·cos(freq[o]·a[i, o]) and
+  // dfreq[o] += Σ_i ds[i, o]·a[i, o]·cos(freq[o]·a[i, o]) (summed in double, fixed order).
+  virtual void sine_backward(const T* a, const T* freq, const T* ds, int n, int O, T* da,
+                             T* dfreq) = 0;
+  // The filters' fixed modulation, in place: x[r, l] *= exp(−(l / length)·rate[r]) for
+  // x [filters, length], the factor evaluated in double (rate: |δ_r|, in this backend's memory).
+  virtual void implicit_filter_decay(T* x, const double* rate, int filters, int length) = 0;
 };
 
 // The CPU backend (OpenBLAS for matrix products, OpenMP for the rest).

@@ -242,9 +242,15 @@ LayerElems bst_layer_elems(const RankDims& d, const core::ModelConfig& c, int64_
                y + y_end + ctx_rows * D;
   const int64_t state = s4d && c.ssm_carry ? B * R * M * 2 : 0;  // doubles
   e.reported_bytes = state * 8 + B /*active_*/ + (mf ? B : 0) /*mf_continues_*/;
+  // The implicit filter network on the backend (kernels/ssm/implicit_filter.h, order 64):
+  // z [N, 3], a_i and s_i [N, 64] x 3 layers, the decay rates [R] (doubles); dact, dpre scratch.
+  if (!s4d) {
+    e.reported += N * (3 + 6 * 64);
+    e.reported_bytes += R * 8;
+  }
   // Under TP the replicated filter network's gradient is summed over TP in its own buffer.
   const int64_t filter_dgrad = (!s4d && tp > 1) ? 3 * 64 + 4 * 64 + 2 * 64 * 64 : 0;
-  e.scratch = filter_dgrad + y /*dy*/ + R * N /*dkernel*/ + (ext ? R * Lc + B * Lc * Ds : 0) + rows * Ds /*du*/ +
+  e.scratch = filter_dgrad + (s4d ? 0 : 2 * N * 64) /*filter dact, dpre*/ + y /*dy*/ + R * N /*dkernel*/ + (ext ? R * Lc + B * Lc * Ds : 0) + rows * Ds /*du*/ +
               rows * D /*dz*/ + y_end;
   // BstLayer: projections (q k v q2), context projection, caches, attention, MLP.
   e.reported += projection_acts(rows, D, A, H, 4, 3) + G * kv_rows * D + G * kv_rows /*h, rstd*/ +

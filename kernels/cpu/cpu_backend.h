@@ -12,6 +12,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/workspace.h"
+#include "kernels/ssm/implicit_filter.h"
 
 namespace brt::kernels::cpu {
 
@@ -168,6 +169,17 @@ class CpuBackend final : public Backend<T> {
                                 const double* state, const uint8_t* active, const T* dy,
                                 const ssm::S4dGrads<T>& g) override {
     ssm::s4d_carry_apply_backward(d, p, state, active, dy, g);
+  }
+  // The implicit filter network's ops (kernels/ssm/implicit_filter.cpp).
+  void sine_forward(const T* a, const T* freq, int n, int O, T* s) override {
+    ssm::sine_forward(a, freq, n, O, s);
+  }
+  void sine_backward(const T* a, const T* freq, const T* ds, int n, int O, T* da,
+                     T* dfreq) override {
+    ssm::sine_backward(a, freq, ds, n, O, da, dfreq);
+  }
+  void implicit_filter_decay(T* x, const double* rate, int filters, int length) override {
+    ssm::implicit_filter_decay(x, rate, filters, length);
   }
 
  private:

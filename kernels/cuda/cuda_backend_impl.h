@@ -183,6 +183,16 @@ class CudaBackend final : public Backend<float> {
                                 const ssm::S4dGrads<float>& g) override {
     launch_s4d_carry_apply_backward(d, p, state, active, dy, g, scratch(), stream_);
   }
+  void sine_forward(const float* a, const float* freq, int n, int O, float* s) override {
+    launch_sine_forward(a, freq, n, O, s, stream_);
+  }
+  void sine_backward(const float* a, const float* freq, const float* ds, int n, int O, float* da,
+                     float* dfreq) override {
+    launch_sine_backward(a, freq, ds, n, O, da, dfreq, scratch(), stream_);
+  }
+  void implicit_filter_decay(float* x, const double* rate, int filters, int length) override {
+    launch_implicit_filter_decay(x, rate, filters, length, stream_);
+  }
 
  private:
   void release_handles() noexcept;

@@ -129,6 +129,14 @@ void launch_s4d_carry_apply_backward(const ssm::S4dCarryDims& d, const ssm::S4dP
                                      const float* dy, const ssm::S4dGrads<float>& g,
                                      DeviceArena& scratch, cudaStream_t stream);
 
+// ---- implicit_filter.cu (MODEL §7.1 `unstructured`: the filter network's ops) ----
+void launch_sine_forward(const float* a, const float* freq, int n, int O, float* s,
+                         cudaStream_t stream);
+void launch_sine_backward(const float* a, const float* freq, const float* ds, int n, int O,
+                          float* da, float* dfreq, DeviceArena& scratch, cudaStream_t stream);
+void launch_implicit_filter_decay(float* x, const double* rate, int filters, int length,
+                                  cudaStream_t stream);
+
 // ---- fft_conv_kernels.cu (MODEL §7.1; used by CudaFftConv, fft_conv.h) ----
 // Planned row counts use the maxima (Fm features, Bm batch); rows past the call's B or F are
 // written as zeros. Real rows have n_fft entries, spectra rows n_freq = n_fft/2 + 1 (float2).

@@ -15,12 +15,18 @@
 // w2, b2, freq, w_out.
 //
 // Forward overwrites K and keeps the activations for the next backward, which must use the
-// same parameters; backward accumulates (backend.h). All buffers are allocated by the
-// constructor. Deterministic: BLAS gemm plus fixed-order loops.
+// same parameters; backward accumulates (backend.h). Every step is a Backend call (gemm,
+// add_rows_broadcast, column_sum_accumulate and the three filter ops sine_forward,
+// sine_backward, implicit_filter_decay) on buffers the constructor allocates in the backend's
+// memory, so on a GPU the network runs on the device with its parameters: no host copy per
+// step. Deterministic: the backend's gemm plus fixed-order reductions.
 #pragma once
 
 #include <cstdint>
 #include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/memory.h"
 
 namespace brt::kernels::ssm {
 
@@ -52,18 +58,33 @@ struct ImplicitFilterGrads {  // same shapes; all required, accumulated into
 // ln(1e−2)/0.3 (r = R−1).
 double implicit_filter_delta(int r, int filters);
 
+// The CPU implementations of the backend's filter ops (kernels/backend.h: sine_forward,
+// sine_backward, implicit_filter_decay), host pointers.
+template <typename T>
+void sine_forward(const T* a, const T* freq, int n, int O, T* s);
+template <typename T>
+void sine_backward(const T* a, const T* freq, const T* ds, int n, int O, T* da, T* dfreq);
+template <typename T>
+void implicit_filter_decay(T* x, const double* rate, int filters, int length);
+
 template <typename T>
 class ImplicitFilter {
  public:
   static constexpr int kEmbed = 3;  // z(t) = [t, cos 2πt, sin 2πt]
 
-  ImplicitFilter(int length, int filters, int order = 64);
+  // Buffers (z, the decay rates, activations, scratch) in backend.memory(); parameters,
+  // gradients and K passed to forward/backward must live there too.
+  ImplicitFilter(Backend<T>& backend, int length, int filters, int order = 64);
 
   int length() const { return length_; }
   int filters() const { return filters_; }
   int order() const { return order_; }
   // Number of learned scalars: 3·O + O + 2·(O·O + O) + O + O·R.
   int64_t parameter_count() const;
+  // Backend memory the constructor allocated (launch/planner_memory.cpp counts the same):
+  // z, the activations a_i, s_i and the decay rates; the backward scratch dact, dpre.
+  int64_t activation_bytes() const;
+  int64_t scratch_bytes() const { return dact_.bytes() + dpre_.bytes(); }
 
   // Under tensor parallelism a rank makes only its filters: local filter r is filter
   // global_ids[r] of `global_filters`, which fixes its decay rate (default: r of R).
@@ -71,24 +92,20 @@ class ImplicitFilter {
 
   // K [R, L].
   void forward(const ImplicitFilterParams<T>& p, T* kernel);
-  // Given dK [R, L], accumulates every parameter gradient.
-  void backward(const ImplicitFilterParams<T>& p, const T* dkernel,
-                const ImplicitFilterGrads<T>& g);
+  // Given dK [R, L], accumulates every parameter gradient. dK is consumed: it is scaled in
+  // place by the decay (dH = dK ⊙ decay), which saves an [R, L] scratch.
+  void backward(const ImplicitFilterParams<T>& p, T* dkernel, const ImplicitFilterGrads<T>& g);
 
  private:
   static constexpr int kLayers = 3;
-  static constexpr int kChunk = 256;  // taps per dK chunk in backward (bounds scratch)
-  T decay(int r, int l) const;
 
+  Backend<T>& backend_;
   int length_, filters_, order_;
-  std::vector<double> delta_;        // [R] per-filter decay rate |δ_r|
-  std::vector<T> z_;                 // [L, 3]
-  std::vector<T> pre_[kLayers];      // a_i [L, O]
-  std::vector<T> act_[kLayers];      // s_i [L, O]
-  std::vector<T> dact_, dpre_;       // [L, O]
-  std::vector<T> dh_chunk_;          // [R, kChunk]
-  std::vector<double> column_sums_;  // [O]
-  std::vector<double> freq_sums_;    // [O]
+  Buffer<double> rate_;       // [R] per-filter decay rate |δ_r|
+  Buffer<T> z_;               // [L, 3]
+  Buffer<T> pre_[kLayers];    // a_i [L, O]
+  Buffer<T> act_[kLayers];    // s_i [L, O]
+  Buffer<T> dact_, dpre_;     // [L, O]
 };
 
 }  // namespace brt::kernels::ssm

@@ -103,7 +103,7 @@ TEST(BstCarryUnstructured, StreamingEqualsTheTruncatedDocumentConvolution) {
   // Reference: U = RMSNorm(x)·W_dn; y[t] = Σ_{τ<N} K[τ]·U[t−τ] + Dskip·U[t]; Ctx = y·W_up.
   auto& st = rig.store;
   auto val = [&](const std::string& n) { return st[st.find("layers.0.ssm." + n)].value; };
-  kernels::ssm::ImplicitFilter<double> net(N, Ds);
+  kernels::ssm::ImplicitFilter<double> net(*backend, N, Ds);
   std::vector<double> k(size_t(Ds) * N);
   net.forward({val("filter.w0"), val("filter.b0"), val("filter.w1"), val("filter.b1"),
                val("filter.w2"), val("filter.b2"), val("filter.freq"), val("filter.w_out")},

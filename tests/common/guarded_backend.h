@@ -63,10 +63,12 @@ class GuardedMemory final : public kernels::Memory {
   void to_host(void* dst, const void* src, std::size_t bytes) override {
     Open open(*this);
     std::memcpy(dst, src, bytes);
+    host_transfer_bytes_ += bytes;
   }
   void from_host(void* dst, const void* src, std::size_t bytes) override {
     Open open(*this);
     std::memcpy(dst, src, bytes);
+    host_transfer_bytes_ += bytes;
   }
   void copy(void* dst, const void* src, std::size_t bytes) override {
     Open open(*this);
@@ -111,9 +113,13 @@ class GuardedMemory final : public kernels::Memory {
   // Bytes handed out so far (the bump pointer): constant across steps when a model allocates
   // nothing in its step loop.
   std::size_t bytes_allocated() const { return used_; }
+  // Bytes copied between the host and this memory so far (to_host + from_host): what a step
+  // moves over PCIe on a GPU.
+  std::size_t host_transfer_bytes() const { return host_transfer_bytes_; }
 
  private:
   int open_ = 0;
+  std::size_t host_transfer_bytes_ = 0;
 };
 
 // Host memory that counts the bytes it has handed out and not released.
@@ -345,6 +351,19 @@ class ForwardingBackend : public kernels::Backend<T> {
            {p.log_dt, p.log_neg_a_re, p.a_im, p.c_re, p.c_im, state, active, dy, g.log_dt,
             g.log_neg_a_re, g.a_im, g.c_re, g.c_im});
     inner_.s4d_carry_apply_backward(d, p, state, active, dy, g);
+  }
+  void sine_forward(const T* a, const T* freq, int n, int O, T* s) override {
+    Call c(*this, "sine_forward", {a, freq, s});
+    inner_.sine_forward(a, freq, n, O, s);
+  }
+  void sine_backward(const T* a, const T* freq, const T* ds, int n, int O, T* da,
+                     T* dfreq) override {
+    Call c(*this, "sine_backward", {a, freq, ds, da, dfreq});
+    inner_.sine_backward(a, freq, ds, n, O, da, dfreq);
+  }
+  void implicit_filter_decay(T* x, const double* rate, int filters, int length) override {
+    Call c(*this, "implicit_filter_decay", {x, rate});
+    inner_.implicit_filter_decay(x, rate, filters, length);
   }
 
  protected:

@@ -3,10 +3,12 @@
 // carry's update (double state), response (accumulated into random y) and parameter gradient
 // (accumulated into random gradients, one stream inactive), and a bit-identical rerun; S4D
 // kernel generation and its backward (L past the CPU's 1024-tap re-anchoring); plus the
-// backend's convolver (make_fft_conv) against the CPU one.
+// backend's convolver (make_fft_conv) against the CPU one; the implicit filter network
+// (MODEL §7.1 unstructured) run wholly on the device against the CPU backend's.
 #include <cmath>
 #include <vector>
 
+#include "kernels/ssm/implicit_filter.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace brt::kernels::cuda::test {
@@ -127,6 +129,59 @@ TEST_F(CudaSsmTest, BackendConvolverMatchesCpu) {
   gpu_conv->forward(d, upload(k), upload(u), upload(dskip), d_y);
   cpu_conv->forward(d, k.data(), u.data(), dskip.data(), y.data());
   EXPECT_REL_CLOSE(download(d_y, y.size()), y, kFp32Tolerance, "y");
+}
+
+// The filter network as device calls (cuBLAS gemm, sine_forward/backward, the decay, column
+// sums) vs the CPU backend's: K, and every parameter gradient accumulated into random values;
+// a rerun bit-identical.
+TEST_F(CudaSsmTest, ImplicitFilterNetworkOnTheDeviceMatchesCpu) {
+  SCOPED_TRACE(rng_.trace());
+  const int L = 300, R = 6, O = 64;
+  const std::vector<std::size_t> sizes = {3 * O, O, O * O, O, O * O, O, O, std::size_t(O) * R};
+  std::vector<std::vector<float>> values, grads;
+  for (std::size_t n : sizes) {
+    values.push_back(rng_.normal(n, 0.3f));
+    grads.push_back(rng_.normal(n));
+  }
+  for (auto& w : values[6]) w += 1.0f;  // ω around its init 1
+  const auto dkernel = rng_.normal(std::size_t(R) * L);
+  auto params = [](const std::vector<const float*>& v) {
+    return ssm::ImplicitFilterParams<float>{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+  };
+  auto grads_of = [](const std::vector<float*>& g) {
+    return ssm::ImplicitFilterGrads<float>{g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]};
+  };
+  std::vector<float> runs[2][9];
+  for (auto& run : runs) {
+    ssm::ImplicitFilter<float> net(*gpu_, L, R, O);
+    std::vector<const float*> d_v;
+    std::vector<float*> d_g;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      d_v.push_back(upload(values[i]));
+      d_g.push_back(upload(grads[i]));
+    }
+    float* d_k = poisoned(dkernel.size());
+    float* d_dk = upload(dkernel);
+    net.forward(params(d_v), d_k);
+    net.backward(params(d_v), d_dk, grads_of(d_g));
+    run[0] = download(d_k, dkernel.size());
+    for (std::size_t i = 0; i < sizes.size(); ++i) run[1 + i] = download(d_g[i], sizes[i]);
+  }
+  ssm::ImplicitFilter<float> net(*cpu_, L, R, O);
+  std::vector<const float*> h_v;
+  std::vector<float*> h_g;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    h_v.push_back(values[i].data());
+    h_g.push_back(grads[i].data());
+  }
+  std::vector<float> kernel(dkernel.size()), dk = dkernel;
+  net.forward(params(h_v), kernel.data());
+  net.backward(params(h_v), dk.data(), grads_of(h_g));
+  EXPECT_REL_CLOSE(runs[0][0], kernel, kFp32Tolerance, "K");
+  const char* names[8] = {"dw0", "db0", "dw1", "db1", "dw2", "db2", "dfreq", "dw_out"};
+  for (int i = 0; i < 8; ++i)
+    EXPECT_REL_CLOSE(runs[0][1 + i], grads[std::size_t(i)], kFp32Tolerance, names[i]);
+  for (int i = 0; i < 9; ++i) EXPECT_TRUE(bit_identical(runs[0][i], runs[1][i])) << "rerun differs in " << i;
 }
 
 }  // namespace

@@ -4,8 +4,9 @@
 // kernel call: a stray host dereference is a SIGSEGV), a few training steps — with a carried
 // state snapshot/restore, row losses and logits copied out — must give results bit-identical
 // to the plain CPU backend's from the same initialisation. BST variants (every SSM kind, the
-// carry on, a document start mid-run) included: their SSM's kernel generation is staged
-// through explicit host copies there, everything else runs as backend calls. Tensor
+// carry on, a document start mid-run) included: their SSM's kernel generation (S4D modes or
+// the implicit filter network) runs as backend calls too, and no step copies more than its
+// inputs between host and backend memory. Tensor
 // parallelism on such memory: tests/tp/test_tp_device_residency.cpp.
 #include <gtest/gtest.h>
 
@@ -39,8 +40,13 @@ struct RunResult {
 
 // `allocated` (optional) reports the backend memory's bytes handed out so far: the run checks
 // that nothing is allocated after the first step (memory planned up front, issue 6).
+// `transferred` (optional) reports the bytes copied between host and backend memory so far:
+// a steady-state step (forward + backward) may copy in its tokens, targets, mask and document
+// starts and a few scalars per layer, nothing parameter- or activation-sized (issue 16: no
+// per-step host round trip in any variant).
 RunResult run(kernels::Backend<float>& backend, const std::string& variant,
-              const std::function<std::size_t()>& allocated = {}) {
+              const std::function<std::size_t()>& allocated = {},
+              const std::function<std::size_t()>& transferred = {}) {
   constexpr int B = 2;
   core::ModelConfig cfg = tiny_config(variant);
   if (variant.rfind("bst:", 0) == 0) {  // BST layer 0 (MODEL §7), small SSM state and MF context
@@ -67,8 +73,16 @@ RunResult run(kernels::Backend<float>& backend, const std::string& variant,
       model.restore_carried_state(r.carried_mid);
     }
     model.params().zero_grads();
+    const std::size_t moved_before = transferred ? transferred() : 0;
     const core::LossSums sums = model.forward(batches[step].view(), 1.0f / float(B * N));
     model.backward();
+    if (transferred && step == 1) {
+      const std::size_t moved = transferred() - moved_before;
+      const std::size_t inputs = std::size_t(B) * N * 9 + B;  // int32 ids, targets; mask; starts
+      EXPECT_LE(moved, inputs + 64 * std::size_t(model.config().layers) + 256)
+          << variant << ": a training step copied " << moved
+          << " bytes between host and backend memory (its inputs are " << inputs << ")";
+    }
     r.nats.push_back(sums.nats);
     r.counts.push_back(sums.count);
     r.row_losses.push_back(model.row_losses());
@@ -91,7 +105,8 @@ TEST_P(DeviceResidency, GuardedMemoryRunIsBitIdenticalToTheCpuBackend) {
   GuardedBackend<float> guarded;
   const RunResult want = run(*cpu, GetParam());
   const RunResult got =
-      run(guarded, GetParam(), [&guarded] { return guarded.guarded_memory().bytes_allocated(); });
+      run(guarded, GetParam(), [&guarded] { return guarded.guarded_memory().bytes_allocated(); },
+          [&guarded] { return guarded.guarded_memory().host_transfer_bytes(); });
   ASSERT_EQ(want.nats.size(), got.nats.size());
   for (size_t s = 0; s < want.nats.size(); ++s) {
     EXPECT_EQ(0, std::memcmp(&want.nats[s], &got.nats[s], sizeof(double))) << "loss of step " << s;

@@ -1,10 +1,14 @@
 // The unstructured (Hyena-style implicit) filter of MODEL §7.1: forward against a naive
 // per-tap float64 evaluation, gradients of every parameter against central differences, and
-// the float path against the double path.
+// the float path against the double path. The network runs as Backend calls (here the CPU
+// backend's, on host vectors); on the GPU the same calls are device kernels and cuBLAS
+// (tests/cuda check the filter ops against these).
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <numbers>
 
+#include "kernels/backend.h"
 #include "kernels/ssm/implicit_filter.h"
 #include "tests/ssm/ssm_test_util.h"
 
@@ -12,6 +16,12 @@ namespace brt::kernels::test {
 namespace {
 
 using ssm::ImplicitFilter;
+
+template <typename T>
+Backend<T>& cpu() {
+  static const std::unique_ptr<Backend<T>> backend = make_cpu_backend<T>();
+  return *backend;
+}
 
 struct FilterSet {
   int O, R;
@@ -78,7 +88,7 @@ std::vector<double> reference_kernel(const FilterSet& s, int L) {
 TEST(ImplicitFilter, DeltaSpansTheSpecifiedInterval) {
   EXPECT_DOUBLE_EQ(ssm::implicit_filter_delta(0, 5), std::log(1e-2) / 1.5);
   EXPECT_DOUBLE_EQ(ssm::implicit_filter_delta(4, 5), std::log(1e-2) / 0.3);
-  EXPECT_EQ(ImplicitFilter<float>(16, 10, 64).parameter_count(),
+  EXPECT_EQ(ImplicitFilter<float>(cpu<float>(), 16, 10, 64).parameter_count(),
             3 * 64 + 64 + 2 * (64 * 64 + 64) + 64 + 64 * 10);
 }
 
@@ -88,7 +98,7 @@ TEST(ImplicitFilter, ForwardMatchesNaiveEvaluation) {
   const int L = 300;
   const FilterSet s(rng, 64, 6);
   const auto p = s.as<double>();
-  ImplicitFilter<double> filter(L, s.R, s.O);
+  ImplicitFilter<double> filter(cpu<double>(), L, s.R, s.O);
   std::vector<double> k(static_cast<std::size_t>(s.R) * L, 3.0);
   filter.forward(p.params(), k.data());
   expect_close(k, reference_kernel(s, L), 1e-12, "K");
@@ -100,7 +110,7 @@ TEST(ImplicitFilter, GradientsMatchFiniteDifferences) {
   const int L = 37;
   FilterSet s(rng, 8, 5);
   const std::vector<double> dk = rng.normal(static_cast<std::size_t>(s.R) * L, 1.0);
-  ImplicitFilter<double> filter(L, s.R, s.O);
+  ImplicitFilter<double> filter(cpu<double>(), L, s.R, s.O);
   std::vector<double> k(dk.size());
   const auto objective = [&] {
     const auto p = s.as<double>();
@@ -114,7 +124,8 @@ TEST(ImplicitFilter, GradientsMatchFiniteDifferences) {
       std::vector<double>(s.w2.size()),   std::vector<double>(s.b2.size()),
       std::vector<double>(s.freq.size()), std::vector<double>(s.w_out.size())};
   const auto p = s.as<double>();
-  filter.backward(p.params(), dk.data(),
+  std::vector<double> dk_consumed = dk;  // backward scales its dK in place
+  filter.backward(p.params(), dk_consumed.data(),
                   {g.w0.data(), g.b0.data(), g.w1.data(), g.b1.data(), g.w2.data(), g.b2.data(),
                    g.freq.data(), g.w_out.data()});
   expect_gradient(objective, &s.w0, g.w0, "w0", 1e-6, 1e-6);
@@ -133,7 +144,7 @@ TEST(ImplicitFilter, LongKernelGradientsMatchFiniteDifferencesOnASubset) {
   const int L = 700;  // several backward chunks, one partial
   FilterSet s(rng, 16, 3);
   const std::vector<double> dk = rng.normal(static_cast<std::size_t>(s.R) * L, 1.0);
-  ImplicitFilter<double> filter(L, s.R, s.O);
+  ImplicitFilter<double> filter(cpu<double>(), L, s.R, s.O);
   std::vector<double> k(dk.size());
   const auto objective = [&] {
     const auto p = s.as<double>();
@@ -144,7 +155,8 @@ TEST(ImplicitFilter, LongKernelGradientsMatchFiniteDifferencesOnASubset) {
   std::vector<double> gw0(s.w0.size()), gb0(s.b0.size()), gw1(s.w1.size()), gb1(s.b1.size()),
       gw2(s.w2.size()), gb2(s.b2.size()), gf(s.freq.size()), gwo(s.w_out.size());
   const auto p = s.as<double>();
-  filter.backward(p.params(), dk.data(),
+  std::vector<double> dk_consumed = dk;  // backward scales its dK in place
+  filter.backward(p.params(), dk_consumed.data(),
                   {gw0.data(), gb0.data(), gw1.data(), gb1.data(), gw2.data(), gb2.data(),
                    gf.data(), gwo.data()});
   expect_gradient_subset(rng, objective, &s.w0, gw0, "w0", 10, 1e-6, 1e-6);
@@ -159,8 +171,8 @@ TEST(ImplicitFilter, FloatMatchesDouble) {
   const FilterSet s(rng, 64, 4);
   const auto p64 = s.as<double>();
   const auto p32 = s.as<float>();
-  ImplicitFilter<double> f64(L, s.R);
-  ImplicitFilter<float> f32(L, s.R);
+  ImplicitFilter<double> f64(cpu<double>(), L, s.R);
+  ImplicitFilter<float> f32(cpu<float>(), L, s.R);
   std::vector<double> k64(static_cast<std::size_t>(s.R) * L);
   std::vector<float> k32(k64.size());
   f64.forward(p64.params(), k64.data());

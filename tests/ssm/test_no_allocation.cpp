@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "kernels/backend.h"
 #include "kernels/ssm/fft_conv.h"
 #include "kernels/ssm/implicit_filter.h"
 #include "kernels/ssm/s4d_kernel.h"
@@ -39,7 +40,8 @@ TEST(SsmNoAllocation, SteadyStateCallsDoNotAllocate) {
                                            gw2.data(), gb2.data(), gf.data(),  gwo.data()};
 
   ssm::FftConv<float> conv(L, C);
-  ssm::ImplicitFilter<float> filter(L, R, O);
+  const auto cpu = make_cpu_backend<float>();
+  ssm::ImplicitFilter<float> filter(*cpu, L, R, O);
   const ssm::FftConvDims d{B, C, L, F};
   const ssm::S4dCarryDims cd{B, C, F, M, L};
   const auto run_all = [&] {

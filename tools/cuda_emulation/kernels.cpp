@@ -1,5 +1,6 @@
 // Host emulation check (tools/cuda_emulation/run.sh): the attention, norm, gate and xent
-// kernels of kernels/cuda (and the element-wise, column-sum and embedding ones, and tensor
+// kernels of kernels/cuda (and the element-wise, column-sum and embedding ones, the implicit
+// filter network's sine and decay ops, and tensor
 // parallelism's: embedding with -1 tokens, copy_2d, the split cross-entropy), run by the
 // emulator, against the CPU backend (float; the float64 backend for the dscale diagnostic).
 // Pass any argument for the larger dscale-only cases.
@@ -68,6 +69,17 @@ void cross(int batch, int nq, int nk, int H, int dh, bool causal, int qpad, int 
 void others() {
   auto cpu = make_cpu_backend<float>();
   DeviceArena scratch(64 << 20, "scratch");
+  { // The implicit filter network's ops (MODEL §7.1 unstructured): sine fwd/bwd and the decay.
+    int n = 700, O = 64, R = 6, L = 300; auto a = normal(size_t(n) * O, 2), f = normal(O, .3f), ds = normal(a.size());
+    for (auto& w : f) w += 1.0f;
+    std::vector<float> s(a.size()), gs(a.size(), NAN); auto da = normal(a.size()), df = normal(O); auto gda = da, gdf = df;
+    cpu->sine_forward(a.data(), f.data(), n, O, s.data()); cpu->sine_backward(a.data(), f.data(), ds.data(), n, O, da.data(), df.data());
+    launch_sine_forward(a.data(), f.data(), n, O, gs.data(), nullptr); launch_sine_backward(a.data(), f.data(), ds.data(), n, O, gda.data(), gdf.data(), scratch, nullptr); scratch.reset();
+    report("sine fwd", gs, s); report("sine bwd da", gda, da); report("sine bwd dfreq", gdf, df);
+    std::vector<double> rate(R); for (int r = 0; r < R; ++r) rate[r] = 3.0 + 2.5 * r;
+    auto x = normal(size_t(R) * L); auto gx = x;
+    cpu->implicit_filter_decay(x.data(), rate.data(), R, L); launch_implicit_filter_decay(gx.data(), rate.data(), R, L, nullptr);
+    report("implicit_filter_decay", gx, x); }
   { int n = 700, D = 45; auto dz = normal(size_t(n) * D), db = normal(D); auto gdb = db;
     cpu->column_sum_accumulate(dz.data(), n, D, db.data()); launch_column_sum_accumulate(dz.data(), n, D, gdb.data(), scratch, nullptr); scratch.reset();
     report("column_sum", gdb, db);

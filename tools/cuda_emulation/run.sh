@@ -21,7 +21,7 @@ libs=("$build/kernels/libbrt_kernels.a" -fopenmp $(pkg-config --libs openblas ff
 k=$work/src/kernels/cuda
 if wants kernels; then
   g++ "${flags[@]}" "$here/kernels.cpp" \
-    "$k"/{attention_reduce,window_attention,cross_attention,xent,xent_split,norms,gates,elementwise,embedding}.cpp \
+    "$k"/{attention_reduce,window_attention,cross_attention,xent,xent_split,norms,gates,elementwise,embedding,implicit_filter}.cpp \
     "$k/device_arena.cpp" "${libs[@]}" -o "$work/kernels"
   "$work/kernels"
 fi
