@@ -10,6 +10,10 @@ struct FlopBreakdown {
   double layers = 0;    // all standard layers and the standard part of recurrent layers
   double recurrent = 0;  // the recurrent or BST extra (§10), incl. gate/MLP terms for lstm/dual
   double logits = 0;     // 2DV
+  // The part of layers + recurrent that is attention (the score and value products: 4WA per
+  // standard layer, the state reads 4SA and the state side's (S/W)(4SA + 8WA), BST's 4A·k_c),
+  // for kernel-class step-time predictions (launch/planner.h); the rest is matrix products.
+  double attention = 0;
   double forward() const { return layers + recurrent + logits; }
   double training() const { return 3.0 * forward(); }
 };

@@ -1,7 +1,12 @@
-// `brt-dist plan CONFIG --cluster CLUSTER.toml --global-batch G [--dp N] [--tp N] [key=value ...]`
-// (issue 8 item 4): every (DP, TP, ZeRO, micro-batch) layout of the cluster with predicted memory
-// per device and step time, best first (launch/planner.h). Exit status: 0 when a runnable layout
-// fits, 3 when none does (or the layout picked with --dp/--tp does not), 1 on bad input.
+// `brt-dist plan CONFIG --cluster CLUSTER.toml --global-batch G [--dp N] [--tp N] [--measured
+// METRICS.jsonl] [key=value ...]` (issue 8 item 4): every (DP, TP, ZeRO, micro-batch) layout of
+// the cluster with predicted memory per device and step time, best first (launch/planner.h);
+// with --measured, the predicted step time of the chosen layout next to the run's measured one.
+// `brt-dist plan CONFIG --measure-rates OUT.toml [--device cpu|cuda] [--precision P]
+// [--seconds S]` (issue 16 item 5): times this device's kernel classes at the config's shapes
+// and writes a one-device cluster file with them (launch/plan_rates.h).
+// Exit status: 0 when a runnable layout fits, 3 when none does (or the layout picked with
+// --dp/--tp does not), 1 on bad input.
 #include <cstdio>
 #include <filesystem>
 #include <stdexcept>
@@ -12,6 +17,8 @@
 #include "launch/cli.h"
 #include "launch/commands.h"
 #include "launch/config.h"
+#include "launch/device_backend.h"
+#include "launch/plan_rates.h"
 #include "launch/planner.h"
 
 namespace brt::launch {
@@ -34,15 +41,55 @@ int parse_positive(const std::string& text, const std::string& flag) {
   return v;
 }
 
+// --measure-rates: time the kernel classes on the run's backend, write the cluster file
+// through a .tmp (an existing file is replaced only by a complete one).
+int measure_rates_command(const std::string& config_path, const RunConfig& config,
+                          const std::string& out_path, double seconds_each) {
+  const int gpu = config.train.device == "cuda" ? 0 : -1;
+  validate_device_settings(config.train, gpu, 0);
+  core::ModelConfig m = config.model;
+  m.resolve();
+  const int streams = config.train.batch;
+  const std::string device = run_device_description(config.train, gpu);
+  std::printf("plan: measuring kernel-class rates on %s at the shapes of %s (%d streams x %d tokens, "
+              "D %d, F %d, W %d, %d x %d heads), about %.0f s...\n",
+              device.c_str(), config_path.c_str(), streams, m.seq_len, m.d_model, m.d_ff, m.window,
+              m.heads, m.head_dim, 3 * seconds_each + 1);
+  std::fflush(stdout);
+  auto backend = make_run_backend<float>(config.train, gpu, m, streams);
+  const MeasuredRates r = measure_rates(*backend, m, streams, seconds_each);
+  const std::string text =
+      rates_cluster_toml(r, device, run_device_memory_gb(config.train, gpu), config_path, streams);
+  const std::string tmp = out_path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) throw std::invalid_argument(out_path + ": cannot write the cluster file");
+  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !written) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error(out_path + ": writing the cluster file failed (disk full?)");
+  }
+  std::filesystem::rename(tmp, out_path);
+  std::printf("plan: gemm %.2f GFLOP/s, attention %.2f GFLOP/s (%.2f of gemm), memory %.2f GB/s "
+              "in %.1f s; wrote %s\n",
+              r.gemm_gflops, r.attention_gflops, r.attention_gflops / r.gemm_gflops, r.memory_gbps,
+              r.seconds, out_path.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int command_plan(int argc, char** argv) {
-  const CommandLine cl = parse_command_line(argc, argv, {});
+  const CommandLine cl = parse_command_line(
+      argc, argv, {{"device", "train.device"}, {"precision", "train.precision"}});
   if (cl.positional.size() != 1)
     throw std::invalid_argument(
-        "usage: brt-dist plan CONFIG --cluster CLUSTER.toml --global-batch G [--dp N] [--tp N] [key=value ...]");
-  std::string cluster_path;
+        "usage: brt-dist plan CONFIG --cluster CLUSTER.toml --global-batch G [--dp N] [--tp N] "
+        "[--measured METRICS.jsonl] [key=value ...]\n"
+        "       brt-dist plan CONFIG --measure-rates OUT.toml [--device cpu|cuda] [--precision P] "
+        "[--seconds S]");
+  std::string cluster_path, rates_path, measured_path;
   int global_batch = 0, want_dp = 0, want_tp = 0;
+  double seconds_each = 1.0;
   for (const auto& [flag, value] : cl.flags) {
     if (flag == "cluster")
       cluster_path = value;
@@ -52,8 +99,19 @@ int command_plan(int argc, char** argv) {
       want_dp = parse_positive(value, flag);
     else if (flag == "tp")
       want_tp = parse_positive(value, flag);
+    else if (flag == "measure-rates")
+      rates_path = value;
+    else if (flag == "measured")
+      measured_path = value;
+    else if (flag == "seconds")
+      seconds_each = parse_positive(value, flag);
     else
       throw std::invalid_argument("command line: unknown flag --" + flag);
+  }
+  if (!rates_path.empty()) {
+    const std::string config_path = resolve_config_path(cl.positional[0]);
+    return measure_rates_command(config_path, load_run_config(config_path, cl.overrides), rates_path,
+                                 seconds_each);
   }
   if (cluster_path.empty()) throw std::invalid_argument("command line: --cluster CLUSTER.toml is required");
   if (global_batch == 0) throw std::invalid_argument("command line: --global-batch G (streams) is required");
@@ -73,6 +131,24 @@ int command_plan(int argc, char** argv) {
               cluster_path.c_str(), cluster.nodes, cluster.gpus_per_node, cluster.gpu_memory_gb,
               cluster.peak_gflops, cluster.intra_node_gbps, cluster.inter_node_gbps);
   std::fputs(format_plans(plans, cluster).c_str(), stdout);
+
+  if (!measured_path.empty()) {  // predicted vs measured, for the layout the run used
+    const LayoutPlan* chosen = nullptr;
+    for (const auto& p : plans)
+      if ((!want_dp || p.layout.dp == want_dp) && (!want_tp || p.layout.tp == want_tp)) {
+        chosen = &p;
+        break;
+      }
+    if (chosen == nullptr)
+      throw std::invalid_argument("--measured: no layout with the --dp/--tp given to compare with");
+    const double tokens_per_s = median_tokens_per_s(measured_path);
+    const double measured_s = double(global_batch) * m.seq_len / tokens_per_s;
+    std::printf("\npredicted vs measured (DP %d, TP %d, B %d): predicted step %.4f s (%.0f tokens/s), "
+                "measured %.4f s (%.0f tokens/s, median of %s); measured / predicted = %.2f\n",
+                chosen->layout.dp, chosen->layout.tp, chosen->layout.micro_batch, chosen->time.total(),
+                chosen->tokens_per_s, measured_s, tokens_per_s, measured_path.c_str(),
+                measured_s / chosen->time.total());
+  }
 
   if (want_dp || want_tp) {
     for (const auto& p : plans) {

@@ -4,6 +4,9 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include <omp.h>
+#include <unistd.h>
+
 #include "parallel/mpi_communicator.h"
 
 #ifdef BRT_WITH_CUDA
@@ -22,6 +25,25 @@ bool cuda_backend_built() {
 #else
   return false;
 #endif
+}
+
+double run_device_memory_gb(const TrainConfig& train, int gpu_device) {
+#ifdef BRT_WITH_CUDA
+  if (train.device == "cuda") return double(kernels::cuda::cuda_device_memory_bytes(gpu_device)) / 1e9;
+#else
+  (void)gpu_device;
+#endif
+  (void)train;
+  return double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) / 1e9;
+}
+
+std::string run_device_description(const TrainConfig& train, int gpu_device) {
+#ifdef BRT_WITH_CUDA
+  if (train.device == "cuda") return kernels::cuda::cuda_device_description(gpu_device);
+#else
+  (void)gpu_device;
+#endif
+  return "cpu (" + std::to_string(omp_get_max_threads()) + " threads, " + train.precision + ")";
 }
 
 void validate_device_settings(const TrainConfig& train, int gpu_device, int world_rank) {

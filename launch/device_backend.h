@@ -21,6 +21,12 @@ namespace brt::launch {
 // True when this binary was built with the CUDA backend (BRT_CUDA found a toolkit).
 bool cuda_backend_built();
 
+// Memory of the device a run on train.device uses, GB (1e9 bytes): the GPU's (gpu_device)
+// or the host's physical memory.
+double run_device_memory_gb(const TrainConfig& train, int gpu_device);
+// A one-line description of that device ("cpu: 2 threads" or the GPU's name and memory).
+std::string run_device_description(const TrainConfig& train, int gpu_device);
+
 // Checks train.device / train.precision before any work: cuda needs a CUDA build and a bound
 // GPU (gpu_device >= 0) and takes fp32 or bf16; cpu takes fp32 or fp64. Throws
 // std::invalid_argument naming the key, value and (world) rank.

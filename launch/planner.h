@@ -34,6 +34,12 @@ struct ClusterSpec {
   double inter_node_gbps = 0;   // GB/s per device across nodes
   double alpha_us = 5.0;        // optional: fixed cost per collective message, microseconds
   double efficiency = 0.5;      // optional: fraction of peak a step's FLOPs achieve
+  // Optional, measured per kernel class (`brt-dist plan --measure-rates` writes them, e.g.
+  // scripts/gpu-check.sh on the GPU machine): with gemm_tflops set, compute time is
+  // matrix-product FLOPs ÷ gemm + attention FLOPs ÷ attention + memory-bound bytes ÷ memory
+  // (efficiency unused); all three must then be given.
+  double gemm_gflops = 0, attention_gflops = 0, memory_gbps = 0;
+  bool has_rates() const { return gemm_gflops > 0; }
   int world() const { return gpus_per_node * nodes; }
 };
 
@@ -103,12 +109,23 @@ double tp_step_seconds(const core::ModelConfig& cfg, int streams, int tp, double
                        double alpha_s);
 
 struct StepTimePrediction {
-  double compute_s = 0;    // MODEL §10 training FLOPs of one rank ÷ (peak × efficiency)
+  double compute_s = 0;    // MODEL §10 training FLOPs of one rank ÷ (peak × efficiency), or
+                           // with measured rates gemm_s + attention_s + memory_s:
+  double gemm_s = 0;       //   matrix-product FLOPs ÷ gemm rate
+  double attention_s = 0;  //   attention FLOPs (core::FlopBreakdown::attention) ÷ attention rate
+  double memory_s = 0;     //   memory-bound bytes (memory_bound_bytes) ÷ memory bandwidth
   double dp_grad_s = 0;    // bucketed ring all-reduce of the gradient arena
   double zero_bcast_s = 0; // ZeRO-1: every run broadcast from its owner
   double tp_s = 0;         // TP collectives of a step (tp_collectives_per_step)
   double total() const { return compute_s + dp_grad_s + zero_bcast_s + tp_s; }
 };
+
+// Bytes a training step's memory-bound kernels move on one rank (element-wise ops, norms,
+// gates, softmax, optimizer), modelled from the rank's memory: every activation and backward
+// scratch buffer written and read twice (forward, backward), parameters, gradients and
+// optimizer state read and written once by the optimizer: 4·(activations + scratch) +
+// 2·(parameters + gradients + optimizer).
+double memory_bound_bytes(const MemoryPrediction& m);
 
 struct LayoutPlan {
   Layout layout;

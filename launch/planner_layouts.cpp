@@ -61,7 +61,8 @@ ClusterSpec parse_cluster(std::string_view text, const std::string& source) {
   }
   static constexpr const char* kKnown[] = {"gpus_per_node", "nodes", "gpu_memory_gb", "peak_tflops",
                                            "peak_gflops", "intra_node_gbps", "inter_node_gbps",
-                                           "alpha_us", "efficiency"};
+                                           "alpha_us", "efficiency", "gemm_tflops",
+                                           "attention_tflops", "memory_gbps"};
   for (const auto& [key, node] : t) {
     (void)node;
     if (std::find(std::begin(kKnown), std::end(kKnown), key.str()) == std::end(kKnown))
@@ -83,6 +84,18 @@ ClusterSpec parse_cluster(std::string_view text, const std::string& source) {
   c.efficiency = read_number(t, source, "efficiency", false, c.efficiency);
   if (c.efficiency > 1)
     throw std::invalid_argument(cluster_error(source, "field 'efficiency' must be in (0, 1]"));
+  // Measured kernel-class rates: all or none.
+  const bool any_rate = t.contains("gemm_tflops") || t.contains("attention_tflops") || t.contains("memory_gbps");
+  if (any_rate) {
+    for (const char* k : {"gemm_tflops", "attention_tflops", "memory_gbps"})
+      if (!t.contains(k))
+        throw std::invalid_argument(cluster_error(
+            source, std::string("missing field '") + k +
+                        "' (gemm_tflops, attention_tflops and memory_gbps go together)"));
+    c.gemm_gflops = 1e3 * read_number(t, source, "gemm_tflops", true, 0);
+    c.attention_gflops = 1e3 * read_number(t, source, "attention_tflops", true, 0);
+    c.memory_gbps = read_number(t, source, "memory_gbps", true, 0);
+  }
   return c;
 }
 
@@ -94,6 +107,11 @@ ClusterSpec load_cluster(const std::string& path) {
   for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
   std::fclose(f);
   return parse_cluster(text, path);
+}
+
+double memory_bound_bytes(const MemoryPrediction& m) {
+  return 4.0 * double(m.activations + m.backward_scratch) +
+         2.0 * double(m.parameters + m.gradients + m.optimizer);
 }
 
 double ring_all_reduce_seconds(double bytes, int p, double bytes_per_s, double alpha_s, int buckets) {
@@ -156,7 +174,8 @@ std::vector<LayoutPlan> plan_layouts(const core::ModelConfig& cfg_in, const core
   if (global_batch < 1) throw std::invalid_argument("--global-batch must be >= 1");
   const double alpha = cluster.alpha_us * 1e-6, capacity = cluster.gpu_memory_gb * 1e9;
   const double intra = cluster.intra_node_gbps * 1e9, inter = cluster.inter_node_gbps * 1e9;
-  const double flops_per_token = core::flops_per_token(cfg).training();
+  const core::FlopBreakdown flops = core::flops_per_token(cfg);
+  const double flops_per_token = flops.training(), attention_per_token = 3.0 * flops.attention;
   std::vector<LayoutPlan> plans;
   std::string no_dp_reason;
   for (int tp = 1; tp <= world; ++tp) {
@@ -181,8 +200,17 @@ std::vector<LayoutPlan> plan_layouts(const core::ModelConfig& cfg_in, const core
       }
       // Compute: one rank's share of the step's tokens (TP splits each token's FLOPs).
       const double tokens_per_rank = double(B) * cfg.seq_len;
-      plan.time.compute_s = flops_per_token * tokens_per_rank / tp /
-                            (cluster.peak_gflops * 1e9 * cluster.efficiency);
+      if (cluster.has_rates()) {
+        plan.time.gemm_s = (flops_per_token - attention_per_token) * tokens_per_rank / tp /
+                           (cluster.gemm_gflops * 1e9);
+        plan.time.attention_s =
+            attention_per_token * tokens_per_rank / tp / (cluster.attention_gflops * 1e9);
+        plan.time.memory_s = memory_bound_bytes(plan.memory) / (cluster.memory_gbps * 1e9);
+        plan.time.compute_s = plan.time.gemm_s + plan.time.attention_s + plan.time.memory_s;
+      } else {
+        plan.time.compute_s = flops_per_token * tokens_per_rank / tp /
+                              (cluster.peak_gflops * 1e9 * cluster.efficiency);
+      }
       // DP group is strided (docs/parallelism.md): it stays in a node only if the world does.
       const double dp_bw = world <= cluster.gpus_per_node ? intra : inter;
       const double grad_bytes = double(plan.memory.gradients);
@@ -218,7 +246,7 @@ std::vector<LayoutPlan> plan_layouts(const core::ModelConfig& cfg_in, const core
 
 std::string format_plans(const std::vector<LayoutPlan>& plans, const ClusterSpec& cluster) {
   std::string out;
-  char line[512];
+  char line[1024];
   std::snprintf(line, sizeof line,
                 "%-4s %-4s %-4s %-5s %10s %10s %10s %10s %10s %10s | %9s %9s %9s %9s %9s %12s  %s\n", "DP", "TP",
                 "ZeRO", "B", "params", "grads", "optim", "activ", "carried", "total", "compute", "dp-ar",
@@ -236,13 +264,29 @@ std::string format_plans(const std::vector<LayoutPlan>& plans, const ClusterSpec
                   p.time.total(), p.tokens_per_s, p.note.empty() ? "ok" : p.note.c_str());
     out += line;
   }
+  std::string compute_rule;
+  if (cluster.has_rates()) {
+    char rule[512];
+    std::snprintf(rule, sizeof rule,
+                  "matrix-product FLOPs ÷ %.1f GFLOP/s + attention FLOPs ÷ %.1f GFLOP/s + memory-bound "
+                  "bytes ÷ %.1f GB/s (measured rates; best layout: %.4fs + %.4fs + %.4fs)",
+                  cluster.gemm_gflops, cluster.attention_gflops, cluster.memory_gbps,
+                  plans.empty() ? 0.0 : plans.front().time.gemm_s,
+                  plans.empty() ? 0.0 : plans.front().time.attention_s,
+                  plans.empty() ? 0.0 : plans.front().time.memory_s);
+    compute_rule = rule;
+  } else {
+    char rule[256];
+    std::snprintf(rule, sizeof rule, "MODEL §10 training FLOPs ÷ (%.0f GFLOP/s × efficiency %.2f)",
+                  cluster.peak_gflops, cluster.efficiency);
+    compute_rule = rule;
+  }
   std::snprintf(line, sizeof line,
                 "\nmemory: fp32 buffers as allocated (MB = 1e6 bytes; device %.1f GB). step = compute + "
-                "communication, no overlap assumed (an upper bound);\ncompute = MODEL §10 training FLOPs ÷ "
-                "(%.0f GFLOP/s × efficiency %.2f); communication: α-β, α = %.1f µs, ring all-reduce "
+                "communication, no overlap assumed (an upper bound);\ncompute = %s; communication: α-β, α = %.1f µs, ring all-reduce "
                 "2(p−1)/p·bytes/bw + α per train.bucket_mb bucket;\ntp-ar = the TP group's collectives of a step "
                 "as the layers issue them (all-reduce as above, all-gather / reduce-scatter (p−1)/p·bytes/bw + α).\n",
-                cluster.gpu_memory_gb, cluster.peak_gflops, cluster.efficiency, cluster.alpha_us);
+                cluster.gpu_memory_gb, compute_rule.c_str(), cluster.alpha_us);
   out += line;
   return out;
 }

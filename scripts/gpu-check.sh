@@ -8,17 +8,21 @@
 #
 #   here:   scripts/gpu-check.sh bundle
 #             -> build-gpu-bundle/gpu-bundle.tar.xz (ignored by git via /build*/)
-#   there:  scripts/gpu-check.sh run build-gpu-bundle/gpu-bundle.tar.xz [all|tests|peer]
+#   there:  scripts/gpu-check.sh run build-gpu-bundle/gpu-bundle.tar.xz [all|tests|peer|plan]
 #             (device tool: carry ["build-gpu-bundle/gpu-bundle.tar.xz"], timeout_s ~ 560
 #             for one part; `all` runs both parts and needs two calls' worth of time)
 #             -> $OUT/summary.txt, device.txt; tests: gpu-tests.*, optimizer-tests.*,
-#                train-tests.*, bench.txt, bench-train.txt; peer: peer.txt
+#                train-tests.*, bench.txt, bench-train.txt, plan.txt, cluster-gpu.toml;
+#                peer: peer.txt
 #   here:   scripts/gpu-check.sh dry-run [BUILD]   (no GPU, no cmake: the self-check below)
 #
-# Part `tests` needs about 3-6 minutes on an H200 (hard limits add up to 520 s): the kernel
+# Part `tests` needs about 4-7 minutes on an H200 (hard limits add up to 620 s; each step
+# writes its own log under OUT, so a call cut at 600 s still returns what ran): the kernel
 # and optimizer-kernel tests (each against the CPU backend on the machine's 16 cores), the
 # training tests (50-step GPU-vs-CPU loss curves, bit-identical reruns, bf16 vs fp32 after
-# 200 steps), the attention benchmark and the training throughput/MFU benchmark (150m, 1.3b).
+# 200 steps), the attention benchmark, the training throughput/MFU benchmark (150m, 1.3b) and
+# the planner's calibration (plan.txt: this GPU's measured kernel-class rates, predicted vs
+# measured 150m step time).
 # Part `peer` (hard limits add up to 530 s; docs/gpu.md "The PyTorch peer"): bench/peer's
 # fast paths (FlexAttention, torch.compile, bf16) checked against its plain float64 path,
 # then bench_peer.py --brt-dist on 40m (B 1), 150m and 1.3b (B 4): tokens/s, TFLOP/s, MFU
@@ -109,6 +113,31 @@ bundle() {
   echo "carry build-gpu-bundle/gpu-bundle.tar.xz; run: scripts/gpu-check.sh run build-gpu-bundle/gpu-bundle.tar.xz [all|tests|peer]"
 }
 
+# The planner's GPU calibration (docs/gpu.md, "Predicting GPU step time"): this GPU's
+# kernel-class rates at 150m's shapes into OUT/cluster-gpu.toml, a short 150m bf16 run, and the
+# plan's predicted step time next to the measured one -> OUT/plan.txt.
+plan_part() {
+  local b=$1 out=$2 rc=0 log=$2/plan.txt
+  mpi_env "$b"
+  # PLAN_CONFIG, PLAN_DEVICE, PLAN_PRECISION: the dry run's CPU stand-ins.
+  local cfg=${PLAN_CONFIG:-configs/150m.toml} shape="train.batch=4"
+  local device=${PLAN_DEVICE:-cuda} precision=${PLAN_PRECISION:-bf16}
+  {
+    echo "== plan --measure-rates ($cfg, $shape, $device, $precision)"
+    timeout 30 "$b/bin/brt-dist" plan "$cfg" --measure-rates "$out/cluster-gpu.toml" --device "$device" \
+      --precision "$precision" --seconds 1 $shape || rc=1
+    cat "$out/cluster-gpu.toml" 2>/dev/null
+    echo "== train $cfg 12 steps ($precision, synthetic)"
+    timeout 60 "$b/bin/brt-dist" train "$cfg" --device "$device" --precision "$precision" data.source=synthetic \
+      $shape train.steps=12 optim.total_steps=12 train.eval_every=0 log.every=1 \
+      "log.metrics_path=$out/plan-run.jsonl" 2>&1 | tail -4 || rc=1
+    echo "== plan with the measured rates"
+    timeout 10 "$b/bin/brt-dist" plan "$cfg" --cluster "$out/cluster-gpu.toml" --global-batch 4 --dp 1 \
+      --measured "$out/plan-run.jsonl" $shape || rc=1
+  } >"$log" 2>&1
+  return $rc
+}
+
 # Part `peer`: bench/peer against brt-dist (docs/gpu.md, "The PyTorch peer") -> OUT/peer.txt.
 # PEER_SPECS: "timeout_s|bench_peer arguments" entries separated by ';'; PEER_ARGS is added to
 # every call (the dry run: --device cpu ...); PEER_VERIFY: the variants of --verify.
@@ -141,7 +170,7 @@ peer_part() {
 
 run() {
   local archive=${1:-$repo/build-gpu-bundle/gpu-bundle.tar.xz} parts=${2:-all}
-  case "$parts" in all|tests|peer) ;; *) echo "run: part $parts is not all, tests or peer" >&2; exit 2 ;; esac
+  case "$parts" in all|tests|peer|plan) ;; *) echo "run: part $parts is not all, tests, peer or plan" >&2; exit 2 ;; esac
   local out=${OUT:-$repo/gpu-check-out}
   mkdir -p "$out"
   local work=/tmp/brt-gpu-check
@@ -167,8 +196,11 @@ run() {
     grep "=> not found" "$out/device.txt" | tee -a "$out/summary.txt"
     exit 1
   fi
-  local tests_rc=0 optim_rc=0 train_rc=0 bench_rc=0 train_bench_rc=0 peer_rc=0
-  if [ "$parts" != peer ]; then
+  local tests_rc=0 optim_rc=0 train_rc=0 bench_rc=0 train_bench_rc=0 peer_rc=0 plan_rc=0
+  if [ "$parts" = plan ]; then
+    plan_part "$b" "$out" || plan_rc=$?
+  fi
+  if [ "$parts" = all ] || [ "$parts" = tests ]; then
     timeout 120 "$b/bin/test_cuda_kernels" --gtest_output="xml:$out/gpu-tests.xml" \
       >"$out/gpu-tests.log" 2>&1 || tests_rc=$?
     timeout 60 "$b/bin/test_cuda_optimizer" --gtest_output="xml:$out/optimizer-tests.xml" \
@@ -178,14 +210,15 @@ run() {
     timeout 60 "$b/bin/bench_cuda_attention" >"$out/bench.txt" 2>&1 || bench_rc=$?
     timeout 120 "$b/bin/bench_cuda_train" --batch 4 --steps 5 configs/150m.toml configs/1.3b.toml \
       >"$out/bench-train.txt" 2>&1 || train_bench_rc=$?
+    plan_part "$b" "$out" || plan_rc=$?
   fi
-  if [ "$parts" != tests ]; then
+  if [ "$parts" = all ] || [ "$parts" = peer ]; then
     peer_part "$b" "$out" || peer_rc=$?
   fi
   {
     echo "== brt gpu-check $(date -u +%FT%TZ), part $parts"
     grep -m1 "^NVIDIA" "$out/device.txt" || echo "no GPU listed by nvidia-smi"
-    if [ "$parts" != peer ]; then
+    if [ "$parts" = all ] || [ "$parts" = tests ]; then
       echo "gpu tests rc=$tests_rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$out/gpu-tests.log" | tr '\n' ' ')"
       grep -E '^\[  FAILED  \]' "$out/gpu-tests.log" | head -20
       echo "optimizer tests rc=$optim_rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$out/optimizer-tests.log" | tr '\n' ' ')"
@@ -197,14 +230,18 @@ run() {
       echo "training bench rc=$train_bench_rc"
       tail -6 "$out/bench-train.txt"
     fi
-    if [ "$parts" != tests ]; then
+    if [ "$parts" != peer ]; then
+      echo "planner calibration rc=$plan_rc (plan.txt)"
+      grep -E '^plan: gemm|predicted vs measured|error' "$out/plan.txt" | cut -c1-300
+    fi
+    if [ "$parts" = all ] || [ "$parts" = peer ]; then
       echo "peer rc=$peer_rc (peer.txt)"
       grep -E '^(torch |verify |peer: |peer:|brt-dist:|brt-dist / peer|FLOPs/token|bench_peer: error|== |bench rc|verify rc|Traceback)' \
         "$out/peer.txt" | cut -c1-300
     fi
   } | tee "$out/summary.txt"
   [ "$tests_rc" = 0 ] && [ "$optim_rc" = 0 ] && [ "$train_rc" = 0 ] && [ "$bench_rc" = 0 ] &&
-    [ "$train_bench_rc" = 0 ] && [ "$peer_rc" = 0 ]
+    [ "$train_bench_rc" = 0 ] && [ "$peer_rc" = 0 ] && [ "$plan_rc" = 0 ]
 }
 
 # The self-check of the peer path without a GPU (header): a bundle of the host build's
@@ -234,10 +271,13 @@ dry_run() {
   done
   if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && unshare -m true 2>/dev/null; then
     echo "dry-run: Debian's Open MPI components, PMIx and /etc/openmpi hidden (unshare -m)"
-    unshare -m bash -c "$hide exec \"\$0\" run \"\$1\" peer" "$0" "$work/gpu-bundle.tar.xz"
+    unshare -m bash -c "$hide \"\$0\" run \"\$1\" peer; p=\$?; PLAN_CONFIG=configs/tiny.toml PLAN_DEVICE=cpu PLAN_PRECISION=fp32 \"\$0\" run \"\$1\" plan || p=1; exit \$p" "$0" "$work/gpu-bundle.tar.xz"
   else
     echo "dry-run: not root or no unshare: the system's Open MPI stays visible"
     "$0" run "$work/gpu-bundle.tar.xz" peer
+    local p=$?
+    PLAN_CONFIG=configs/tiny.toml PLAN_DEVICE=cpu PLAN_PRECISION=fp32 "$0" run "$work/gpu-bundle.tar.xz" plan || p=1
+    (exit $p)
   fi
   local rc=$?
   echo "dry-run: rc=$rc (outputs in $OUT)"

@@ -51,6 +51,12 @@ std::string cuda_device_description(int device) {
          " SMs, " + std::to_string(prop.totalGlobalMem >> 30) + " GiB)";
 }
 
+std::size_t cuda_device_memory_bytes(int device) {
+  cudaDeviceProp prop{};
+  BRT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  return prop.totalGlobalMem;
+}
+
 int select_device_for_local_rank(int local_rank) {
   const int count = cuda_device_count();
   if (count == 0) {

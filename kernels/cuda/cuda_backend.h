@@ -46,6 +46,8 @@ struct CudaOptions {
 int cuda_device_count();
 // "NVIDIA H200 (sm_90, 132 SMs, 139 GiB)" for run logs; throws if the device is unusable.
 std::string cuda_device_description(int device);
+// Total memory of the device, bytes (cudaDeviceProp::totalGlobalMem).
+std::size_t cuda_device_memory_bytes(int device);
 
 // Selects the GPU of this process: cudaSetDevice(local_rank % cuda_device_count()). Returns
 // the ordinal chosen; throws std::runtime_error naming the rank when there is no GPU.

@@ -62,6 +62,31 @@ case $case_name in
     # Best first: the first layout line is runnable and fits.
     sed -n 5p "$tmp/out" | grep -q " ok$" || fail "first layout is not the best runnable one"
     ;;
+  measure_rates)
+    # Issue 16 item 5: the device's kernel-class rates into a cluster file, a short run, and
+    # the plan's predicted step time next to the run's measured one.
+    run "$brt" plan tiny --measure-rates "$tmp/rates.toml" --seconds 1
+    expect_status 0
+    expect_in out "measuring kernel-class rates on cpu"
+    expect_in_re out "gemm [0-9.]+ GFLOP/s, attention [0-9.]+ GFLOP/s"
+    for field in gemm_tflops attention_tflops memory_gbps gpu_memory_gb; do
+      grep -Eq "^$field = [0-9.]+" "$tmp/rates.toml" || fail "rates.toml has no $field"
+    done
+    [ -e "$tmp/rates.toml.tmp" ] && fail "rates.toml.tmp left behind"
+    run "$brt" train configs/tiny.toml data.source=synthetic train.steps=8 log.every=1 train.eval_every=0 \
+      "log.metrics_path=$tmp/m.jsonl" optim.total_steps=8
+    expect_status 0
+    run "$brt" plan tiny --cluster "$tmp/rates.toml" --global-batch 4 --measured "$tmp/m.jsonl"
+    expect_status 0
+    expect_in out "measured rates"
+    expect_in_re out "predicted vs measured \(DP 1, TP 1, B 4\): predicted step [0-9.]+ s .* measured [0-9.]+ s .*measured / predicted = [0-9.]+"
+    run "$brt" plan tiny --cluster "$tmp/rates.toml" --global-batch 4 --measured "$tmp/none.jsonl"
+    expect_status 1
+    expect_in err "none.jsonl: cannot open the metrics file"
+    run "$brt" plan tiny --measure-rates "$tmp/no-such-dir/r.toml" --seconds 1
+    expect_status 1
+    expect_in err "no-such-dir/r.toml: cannot write the cluster file"
+    ;;
   doctor_ok)
     run "$mpiexec" --allow-run-as-root --oversubscribe -np 2 "$brt" doctor --checkpoint-dir "$tmp/ckpt" --min-free-gb 0.001
     expect_status 0

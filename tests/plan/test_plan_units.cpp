@@ -3,6 +3,7 @@
 // MODEL §9/§12 count (core/param_count.h), and the layout enumeration and ordering.
 #include <gtest/gtest.h>
 
+#include "core/flops.h"
 #include "core/param_count.h"
 #include "launch/config.h"
 #include "launch/planner.h"
@@ -38,6 +39,47 @@ TEST(PlanCluster, MissingFieldNamesFieldAndFile) {
   EXPECT_THROW(parse_cluster("gpus_per_node = 8\nnodes = 1\ngpu_memory_gb = 8\nintra_node_gbps = 1\n"
                              "inter_node_gbps = 1\n", "x.toml"), std::invalid_argument);  // no peak
   EXPECT_THROW(parse_cluster(std::string(kCluster) + "gpu_per_node = 3\n", "x.toml"), std::invalid_argument);
+}
+
+// Measured kernel-class rates (brt-dist plan --measure-rates): all three or none, and the
+// compute time is then gemm FLOPs ÷ gemm + attention FLOPs ÷ attention + bytes ÷ bandwidth.
+TEST(PlanCluster, KernelClassRatesGoTogetherAndSetTheComputeTime) {
+  try {
+    parse_cluster(std::string(kCluster) + "gemm_tflops = 500\n", "rates.toml");
+    ADD_FAILURE() << "a lone gemm_tflops was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("rates.toml: missing field 'attention_tflops'"),
+              std::string::npos) << e.what();
+  }
+  const ClusterSpec plain = parse_cluster(kCluster, "c.toml");
+  EXPECT_FALSE(plain.has_rates());
+  const ClusterSpec rated = parse_cluster(
+      std::string(kCluster) + "gemm_tflops = 600\nattention_tflops = 150\nmemory_gbps = 3000\n", "r.toml");
+  ASSERT_TRUE(rated.has_rates());
+  EXPECT_DOUBLE_EQ(rated.gemm_gflops, 600e3);
+  EXPECT_DOUBLE_EQ(rated.attention_gflops, 150e3);
+  EXPECT_DOUBLE_EQ(rated.memory_gbps, 3000);
+
+  const RunConfig rc = load_run_config("configs/150m.toml");
+  core::ModelConfig cfg = rc.model;
+  cfg.resolve();
+  const auto plans = plan_layouts(cfg, rc.optim, rated, 16);
+  const core::FlopBreakdown f = core::flops_per_token(cfg);
+  EXPECT_GT(f.attention, 0.0);
+  EXPECT_LT(f.attention, f.forward());
+  for (const auto& p : plans) {
+    const double tokens = double(p.layout.micro_batch) * cfg.seq_len / p.layout.tp;
+    EXPECT_DOUBLE_EQ(p.time.gemm_s, (f.training() - 3 * f.attention) * tokens / 600e12);
+    EXPECT_DOUBLE_EQ(p.time.attention_s, 3 * f.attention * tokens / 150e12);
+    EXPECT_DOUBLE_EQ(p.time.memory_s, memory_bound_bytes(p.memory) / 3000e9);
+    EXPECT_DOUBLE_EQ(p.time.compute_s, p.time.gemm_s + p.time.attention_s + p.time.memory_s);
+  }
+  // The attention share by hand for a standard layer stack (slide): 4·W·A per layer.
+  core::ModelConfig slide = cfg;
+  slide.variant = "slide";
+  slide.resolve();
+  EXPECT_DOUBLE_EQ(core::flops_per_token(slide).attention,
+                   4.0 * slide.window * slide.attn_width() * slide.layers);
 }
 
 TEST(PlanComm, RingAllReduceFormula) {
