@@ -82,9 +82,15 @@ std::size_t cuda_workspace_bytes(const core::ModelConfig& model, int streams, bo
   // Operand pairs: activation × weight (rows·widest + widest·D) or activation × activation
   // (the weight gradients, at most 2·rows·widest), two bytes an element.
   const double gemm = bf16 ? 2.0 * (2.0 * rows * widest + widest * model.d_model) : 0.0;
+  // bf16 window attention on the tensor cores (kernels/cuda/attention_tc.cu), backward: bf16
+  // copies of Q, dO (2 B each per element of [B·N, A]) and of the K, V windows (twice as many
+  // rows), the fp32 dQ and dK, dV windows, and per score tile (H·2W per row) dP in fp32 plus
+  // dSb and Pb in bf16. Same arena as the GEMM operands, used by another call: the larger counts.
+  const double A = model.attn_width(), W = model.window;
+  const double attention = bf16 ? rows * A * (2 + 2 + 4 + 4 + 4 + 8 + 8) + rows * model.heads * 2 * W * 8 : 0.0;
   // Attention backward's per-row deltas (H floats a row), the embedding sort, the loss rows.
   const double other = rows * (4.0 * model.heads + 64.0);
-  const double bytes = gemm + other + double(std::size_t{64} << 20);
+  const double bytes = std::max(gemm, attention) + other + double(std::size_t{64} << 20);
   return std::max<std::size_t>(std::size_t(bytes), std::size_t{256} << 20);
 }
 

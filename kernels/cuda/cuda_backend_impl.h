@@ -79,16 +79,27 @@ class CudaBackend final : public Backend<float> {
                                 const float* v, const float* k_cache, const float* v_cache,
                                 const float* rel_bias, const float* scale, float* out,
                                 float* probs) override {
-    launch_window_attention_forward(d, q, k, v, k_cache, v_cache, rel_bias, scale, out, probs,
-                                    scratch(), stream_);
+    // bf16: the score and value products on the tensor cores (attention_tc.cu); fp32: the
+    // exact fused kernels.
+    if (options_.precision == Precision::kBf16)
+      launch_window_attention_forward_tc(d, q, k, v, k_cache, v_cache, rel_bias, scale, out,
+                                         probs, cublas_, scratch(), stream_);
+    else
+      launch_window_attention_forward(d, q, k, v, k_cache, v_cache, rel_bias, scale, out, probs,
+                                      scratch(), stream_);
   }
   void window_attention_backward(const WindowAttnDims& d, const float* q, const float* k,
                                  const float* v, const float* k_cache, const float* v_cache,
                                  const float* rel_bias, const float* scale, const float* probs,
                                  const float* dout, float* dq, float* dk, float* dv,
                                  float* drel_bias, float* dscale) override {
-    launch_window_attention_backward(d, q, k, v, k_cache, v_cache, rel_bias, scale, probs, dout,
-                                     dq, dk, dv, drel_bias, dscale, scratch(), stream_);
+    if (options_.precision == Precision::kBf16)
+      launch_window_attention_backward_tc(d, q, k, v, k_cache, v_cache, rel_bias, scale, probs,
+                                          dout, dq, dk, dv, drel_bias, dscale, cublas_, scratch(),
+                                          stream_);
+    else
+      launch_window_attention_backward(d, q, k, v, k_cache, v_cache, rel_bias, scale, probs, dout,
+                                       dq, dk, dv, drel_bias, dscale, scratch(), stream_);
   }
 
   void cross_attention_forward(const CrossAttnDims& d, const float* q, const float* k,

@@ -3,6 +3,7 @@
 // that need scratch take it from `scratch` (the backend's arena, reset per call).
 #pragma once
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -100,6 +101,32 @@ void launch_window_attention_backward(const WindowAttnDims& d, const float* q, c
                                       const float* dout, float* dq, float* dk, float* dv,
                                       float* drel_bias, float* dscale, DeviceArena& scratch,
                                       cudaStream_t stream);
+// The T5 bias by distance [H, W + 1] (0 at distance 0) and the bucket of each distance
+// [W + 1], built in scratch from rel_bias with the host's t5_bucket (shared by both paths).
+struct WindowBiasTables {
+  const float* bias;
+  const int* bucket;
+};
+WindowBiasTables window_bias_tables(const WindowAttnDims& d, const float* rel_bias,
+                                    DeviceArena& scratch, cudaStream_t stream, const char* who);
+
+// ---- attention_tc.cu: the same attention on the tensor cores (bf16 backend) ----
+// Same contract as above except the probs content (raw scores and each row's log-sum-exp,
+// private to this backward). Scratch: window_attention_tc_scratch_bytes(d).
+std::size_t window_attention_tc_scratch_bytes(const WindowAttnDims& d);
+void launch_window_attention_forward_tc(const WindowAttnDims& d, const float* q, const float* k,
+                                        const float* v, const float* k_cache,
+                                        const float* v_cache, const float* rel_bias,
+                                        const float* scale, float* out, float* probs,
+                                        cublasHandle_t handle, DeviceArena& scratch,
+                                        cudaStream_t stream);
+void launch_window_attention_backward_tc(const WindowAttnDims& d, const float* q, const float* k,
+                                         const float* v, const float* k_cache,
+                                         const float* v_cache, const float* rel_bias,
+                                         const float* scale, const float* probs,
+                                         const float* dout, float* dq, float* dk, float* dv,
+                                         float* drel_bias, float* dscale, cublasHandle_t handle,
+                                         DeviceArena& scratch, cudaStream_t stream);
 
 // ---- cross_attention.cu (MODEL §3.4) ----
 void launch_cross_attention_forward(const CrossAttnDims& d, const float* q, const float* k,

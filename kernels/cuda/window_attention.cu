@@ -65,16 +65,10 @@ __global__ void bias_by_distance_kernel(const float* rel_bias, const int* bucket
   }
 }
 
-WindowGeo make_geometry(const WindowAttnDims& d, const float* rel_bias, DeviceArena& scratch,
-                        cudaStream_t stream, const char* who) {
-  if (d.batch <= 0 || d.seq <= 0 || d.window <= 0 || d.heads <= 0 || d.head_dim <= 0 ||
-      d.seq % d.window != 0 || d.head_dim > kMaxHeadDim) {
-    throw std::runtime_error(
-        std::string("kernels/cuda ") + who + ": invalid dims batch=" + std::to_string(d.batch) +
-        " seq=" + std::to_string(d.seq) + " window=" + std::to_string(d.window) +
-        " heads=" + std::to_string(d.heads) + " head_dim=" + std::to_string(d.head_dim) +
-        " (seq a positive multiple of window; head_dim <= " + std::to_string(kMaxHeadDim) + ")");
-  }
+}  // namespace
+
+WindowBiasTables window_bias_tables(const WindowAttnDims& d, const float* rel_bias,
+                                    DeviceArena& scratch, cudaStream_t stream, const char* who) {
   const int W = d.window;
   // Buckets from the same host function as the CPU backend (MODEL §3.3, fp32 on the host), so
   // a distance never lands in a different bucket through a device logf rounding.
@@ -87,8 +81,25 @@ WindowGeo make_geometry(const WindowAttnDims& d, const float* rel_bias, DeviceAr
   bias_by_distance_kernel<<<elementwise_blocks(int64_t{d.heads} * (W + 1)), 256, 0, stream>>>(
       rel_bias, bucket_dev, d.heads, W, bias_dev);
   BRT_CUDA_CHECK_LAUNCH(who);
+  return {bias_dev, bucket_dev};
+}
+
+namespace {
+
+WindowGeo make_geometry(const WindowAttnDims& d, const float* rel_bias, DeviceArena& scratch,
+                        cudaStream_t stream, const char* who) {
+  if (d.batch <= 0 || d.seq <= 0 || d.window <= 0 || d.heads <= 0 || d.head_dim <= 0 ||
+      d.seq % d.window != 0 || d.head_dim > kMaxHeadDim) {
+    throw std::runtime_error(
+        std::string("kernels/cuda ") + who + ": invalid dims batch=" + std::to_string(d.batch) +
+        " seq=" + std::to_string(d.seq) + " window=" + std::to_string(d.window) +
+        " heads=" + std::to_string(d.heads) + " head_dim=" + std::to_string(d.head_dim) +
+        " (seq a positive multiple of window; head_dim <= " + std::to_string(kMaxHeadDim) + ")");
+  }
+  const int W = d.window;
+  const WindowBiasTables tables = window_bias_tables(d, rel_bias, scratch, stream, who);
   return WindowGeo{d.batch, d.seq, W, d.heads, d.head_dim, d.width(), d.seq, d.seq / W,
-                   bias_dev, bucket_dev};
+                   tables.bias, tables.bucket};
 }
 
 int query_tiles(const WindowGeo& g) { return (g.queries + kAttnWarps - 1) / kAttnWarps; }

@@ -20,6 +20,7 @@ std::vector<float> narrow(const std::vector<double>& x) { return {x.begin(), x.e
 
 class CudaWindowAttentionTest : public CudaTest {
  protected:
+  double tolerance_ = kFp32Tolerance;
   void check(const WindowAttnDims& d) {
     SCOPED_TRACE(rng_.trace() + " B=" + std::to_string(d.batch) + " N=" + std::to_string(d.seq) +
                  " W=" + std::to_string(d.window) + " H=" + std::to_string(d.heads) +
@@ -59,7 +60,7 @@ class CudaWindowAttentionTest : public CudaTest {
     float* d_out = poisoned(act);
     float* d_probs = poisoned(probs);
     gpu_->window_attention_forward(d, dq_, dk_, dv_, dkc, dvc, dbias_, dscale_, d_out, d_probs);
-    EXPECT_REL_CLOSE(download(d_out, act), out, kFp32Tolerance, "window attention out");
+    EXPECT_REL_CLOSE(download(d_out, act), out, tolerance_, "window attention out");
 
     AttentionGrads runs[2];
     for (AttentionGrads& run : runs) {
@@ -70,11 +71,11 @@ class CudaWindowAttentionTest : public CudaTest {
       run = {download(g_dq, act), download(g_dk, act), download(g_dv, act),
              download(g_db, bias.size()), download(g_ds, d.heads)};
     }
-    EXPECT_REL_CLOSE(runs[0].dq, cpu.dq, kFp32Tolerance, "dq");
-    EXPECT_REL_CLOSE(runs[0].dk, cpu.dk, kFp32Tolerance, "dk");
-    EXPECT_REL_CLOSE(runs[0].dv, cpu.dv, kFp32Tolerance, "dv");
-    EXPECT_REL_CLOSE(runs[0].dbias, cpu.dbias, kFp32Tolerance, "drel_bias");
-    EXPECT_REL_CLOSE(runs[0].dscale, cpu.dscale, kFp32Tolerance, "dscale");
+    EXPECT_REL_CLOSE(runs[0].dq, cpu.dq, tolerance_, "dq");
+    EXPECT_REL_CLOSE(runs[0].dk, cpu.dk, tolerance_, "dk");
+    EXPECT_REL_CLOSE(runs[0].dv, cpu.dv, tolerance_, "dv");
+    EXPECT_REL_CLOSE(runs[0].dbias, cpu.dbias, tolerance_, "drel_bias");
+    EXPECT_REL_CLOSE(runs[0].dscale, cpu.dscale, tolerance_, "dscale");
     EXPECT_TRUE(bit_identical(runs[0].dq, runs[1].dq) && bit_identical(runs[0].dk, runs[1].dk) &&
                 bit_identical(runs[0].dv, runs[1].dv) &&
                 bit_identical(runs[0].dbias, runs[1].dbias) &&
@@ -90,6 +91,23 @@ TEST_F(CudaWindowAttentionTest, TransformerXlOneBlockOddHeadDimMatchesCpu) {
 TEST_F(CudaWindowAttentionTest, WideWindowReachesLastBucketMatchesCpu) {
   check({2, 256, 128, 2, 64});
 }
+
+// The bf16 backend's window attention runs on the tensor cores (attention_tc.cu: cuBLAS
+// strided-batched bf16 GEMMs, fp32 softmax between them): the same checks against float64 at
+// bf16's tolerance (operands rounded to 8 significant bits), reruns bit-identical.
+class CudaWindowAttentionTensorCoreTest : public CudaWindowAttentionTest {
+ protected:
+  CudaWindowAttentionTensorCoreTest() { tolerance_ = 3e-2; }
+  CudaOptions options() const override {
+    CudaOptions o;
+    o.precision = Precision::kBf16;
+    return o;
+  }
+};
+
+TEST_F(CudaWindowAttentionTensorCoreTest, SmallBlocksMatchCpu) { check({2, 64, 16, 2, 16}); }
+TEST_F(CudaWindowAttentionTensorCoreTest, OneBlockOddHeadDimMatchesCpu) { check({1, 48, 48, 3, 40}); }
+TEST_F(CudaWindowAttentionTensorCoreTest, WideWindowMatchesCpu) { check({2, 512, 128, 2, 64}); }
 
 class CudaCrossAttentionTest : public CudaTest {
  protected:

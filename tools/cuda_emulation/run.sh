@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Runs kernels/cuda's kernel code on the CPU through a small CUDA emulator (no GPU needed) and
 # compares it with the CPU backend: a development check of indexing and arithmetic before a
-# GPU is available (docs/gpu.md). Not part of CI (a few minutes: each emulated block starts
-# hundreds of threads). Usage: tools/cuda_emulation/run.sh <build dir with libbrt_kernels.a and
+# GPU is available (docs/gpu.md). Only check `tc` (the bf16 tensor-core attention, about two
+# minutes) is part of CI (ctest cuda_emulated_tensor_core_attention); the others take longer
+# (each emulated block starts hundreds of threads). Usage: tools/cuda_emulation/run.sh <build dir with libbrt_kernels.a and
 # libbrt_core.a> (the optimizer check runs core's optimizers on the emulated kernels; tp runs
 # under mpirun -np 2).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-build=${1:?usage: run.sh <build dir> [kernels] [fft] [optimizer] [training] [tp]  (default: all)}
+build=${1:?usage: run.sh <build dir> [kernels] [tc] [fft] [optimizer] [training] [tp]  (default: all)}
 shift
 checks=("$@")
-[ ${#checks[@]} -eq 0 ] && checks=(kernels fft optimizer training tp)
+[ ${#checks[@]} -eq 0 ] && checks=(kernels tc fft optimizer training tp)
 wants() { local c; for c in "${checks[@]}"; do [ "$c" = "$1" ] && return 0; done; return 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -21,9 +22,15 @@ libs=("$build/kernels/libbrt_kernels.a" -fopenmp $(pkg-config --libs openblas ff
 k=$work/src/kernels/cuda
 if wants kernels; then
   g++ "${flags[@]}" "$here/kernels.cpp" \
-    "$k"/{attention_reduce,window_attention,cross_attention,xent,xent_split,norms,gates,elementwise,embedding,implicit_filter}.cpp \
+    "$k"/{attention_reduce,window_attention,attention_tc,cross_attention,xent,xent_split,norms,gates,elementwise,embedding,implicit_filter}.cpp \
     "$k/device_arena.cpp" "${libs[@]}" -o "$work/kernels"
   "$work/kernels"
+fi
+if wants tc; then
+  # The bf16 tensor-core window attention and the cuBLAS calls it makes (attention_tc.cpp).
+  g++ "${flags[@]}" "$here/attention_tc.cpp" "$k"/{attention_reduce,window_attention,attention_tc}.cpp \
+    "$k/device_arena.cpp" "${libs[@]}" -o "$work/attention_tc"
+  "$work/attention_tc"
 fi
 if wants fft; then
   g++ "${flags[@]}" "$here/fft_conv.cpp" "$k"/{fft_conv,fft_conv_kernels}.cpp "$k/device_arena.cpp" \

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <vector>
 #include "cuda_bf16.h"
 #include "cuda_runtime.h"
 enum cublasStatus_t { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_INVALID_VALUE = 7 };
@@ -61,4 +62,31 @@ inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasO
   auto lb = [B](int64_t i) { return emu::bf16_to_float(B, i); };
   return emu::gemm_col_major(ta, tb, m, n, k, *static_cast<const float*>(alpha), la, lda, lb, ldb,
                              *static_cast<const float*>(beta), static_cast<float*>(C), ldc);
+}
+
+// Strided-batched GemmEx (bf16 operands, fp32 output, fp32 compute only: the tensor-core
+// attention's calls, kernels/cuda/attention_tc.cu). Every call is recorded so the emulator
+// check can assert the types the GPU will see.
+namespace emu {
+struct BatchedGemmRecord { cudaDataType a, b, c; cublasComputeType_t compute; int m, n, k, batch; };
+inline std::vector<BatchedGemmRecord>& batched_gemm_calls() { static std::vector<BatchedGemmRecord> v; return v; }
+}  // namespace emu
+inline cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb,
+                                                 int m, int n, int k, const void* alpha, const void* A,
+                                                 cudaDataType at, int lda, long long sa, const void* B,
+                                                 cudaDataType bt, int ldb, long long sb, const void* beta,
+                                                 void* C, cudaDataType ct, int ldc, long long sc, int batch,
+                                                 cublasComputeType_t compute, cublasGemmAlgo_t) {
+  emu::batched_gemm_calls().push_back({at, bt, ct, compute, m, n, k, batch});
+  if (at != CUDA_R_16BF || bt != CUDA_R_16BF || ct != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  for (int i = 0; i < batch; ++i) {
+    const char* a = static_cast<const char*>(A) + 2 * sa * i;
+    const char* b = static_cast<const char*>(B) + 2 * sb * i;
+    auto la = [a](int64_t e) { return emu::bf16_to_float(a, e); };
+    auto lb = [b](int64_t e) { return emu::bf16_to_float(b, e); };
+    emu::gemm_col_major(ta, tb, m, n, k, *static_cast<const float*>(alpha), la, lda, lb, ldb,
+                        *static_cast<const float*>(beta), static_cast<float*>(C) + sc * i, ldc);
+  }
+  return CUBLAS_STATUS_SUCCESS;
 }
