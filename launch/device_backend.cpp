@@ -87,7 +87,13 @@ std::size_t cuda_workspace_bytes(const core::ModelConfig& model, int streams, bo
   // rows), the fp32 dQ and dK, dV windows, and per score tile (H·2W per row) dP in fp32 plus
   // dSb and Pb in bf16. Same arena as the GEMM operands, used by another call: the larger counts.
   const double A = model.attn_width(), W = model.window;
-  const double attention = bf16 ? rows * A * (2 + 2 + 4 + 4 + 4 + 8 + 8) + rows * model.heads * 2 * W * 8 : 0.0;
+  const double window_tc = rows * A * (2 + 2 + 4 + 4 + 4 + 8 + 8) + rows * model.heads * 2 * W * 8;
+  // Cross-attentions on the tensor cores (cross_attention_tc.cu): at most the tokens' reads of
+  // S state rows or the state's reads of [block; state] (under 2·max(S, W) keys a token row),
+  // the same per-element bytes.
+  const double keys = 2.0 * std::max(double(model.state_size), W);
+  const double cross_tc = rows * A * 2 * (2 + 2 + 4 + 4 + 4 + 8 + 8) + rows * model.heads * keys * 8;
+  const double attention = bf16 ? std::max(window_tc, cross_tc) : 0.0;
   // Attention backward's per-row deltas (H floats a row), the embedding sort, the loss rows.
   const double other = rows * (4.0 * model.heads + 64.0);
   const double bytes = std::max(gemm, attention) + other + double(std::size_t{64} << 20);

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "kernels/cuda/attention_core.cuh"
+#include "kernels/cuda/attention_tc.cuh"
 #include "kernels/cuda/launchers.h"
 
 namespace brt::kernels::cuda {
@@ -41,22 +42,6 @@ struct TcDims {
 TcDims tc_dims(const WindowAttnDims& d) {
   return {d.batch, d.seq, d.window, d.heads, d.head_dim, d.seq / d.window, d.width()};
 }
-
-// Row-major strided-batched C[M×N] = op(A)·op(B) + beta·C, bf16 A and B, fp32 C: cuBLAS is
-// column-major, so it computes Cᵀ = op(B)ᵀ·op(A)ᵀ with the operands swapped.
-void batched_gemm(cublasHandle_t handle, bool ta, bool tb, int M, int N, int K,
-                  const __nv_bfloat16* A, int lda, int64_t sa, const __nv_bfloat16* B, int ldb,
-                  int64_t sb, float beta, float* C, int ldc, int64_t sc, int64_t batch) {
-  const float alpha = 1.0f;
-  BRT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-      handle, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B,
-      CUDA_R_16BF, ldb, sb, A, CUDA_R_16BF, lda, sa, &beta, C, CUDA_R_32F, ldc, sc,
-      static_cast<int>(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-}
-
-#define BRT_GRID_STRIDE(e, total)                                                 \
-  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < (total); \
-       e += int64_t{gridDim.x} * blockDim.x)
 
 // Qh[bt, h, r, d] = q[b, t·W + r, h·dh + d]
 __global__ void pack_queries_kernel(const float* x, TcDims g, __nv_bfloat16* out) {

@@ -105,13 +105,20 @@ class CudaBackend final : public Backend<float> {
   void cross_attention_forward(const CrossAttnDims& d, const float* q, const float* k,
                                const float* v, const float* scale, float* out,
                                float* probs) override {
-    launch_cross_attention_forward(d, q, k, v, scale, out, probs, stream_);
+    if (options_.precision == Precision::kBf16)
+      launch_cross_attention_forward_tc(d, q, k, v, scale, out, probs, cublas_, scratch(), stream_);
+    else
+      launch_cross_attention_forward(d, q, k, v, scale, out, probs, stream_);
   }
   void cross_attention_backward(const CrossAttnDims& d, const float* q, const float* k,
                                 const float* v, const float* scale, const float* probs,
                                 const float* dout, float* dq, float* dk, float* dv,
                                 float* dscale) override {
-    launch_cross_attention_backward(d, q, k, v, scale, probs, dout, dq, dk, dv, dscale,
+    if (options_.precision == Precision::kBf16)
+      launch_cross_attention_backward_tc(d, q, k, v, scale, probs, dout, dq, dk, dv, dscale, cublas_,
+                                         scratch(), stream_);
+    else
+      launch_cross_attention_backward(d, q, k, v, scale, probs, dout, dq, dk, dv, dscale,
                                     scratch(), stream_);
   }
 

@@ -128,6 +128,19 @@ void launch_window_attention_backward_tc(const WindowAttnDims& d, const float* q
                                          float* drel_bias, float* dscale, cublasHandle_t handle,
                                          DeviceArena& scratch, cudaStream_t stream);
 
+// ---- cross_attention_tc.cu: cross-attention on the tensor cores (bf16 backend) ----
+// Same contract as the fp32 launchers below except the probs content (raw scores, private).
+std::size_t cross_attention_tc_scratch_bytes(const CrossAttnDims& d);
+void launch_cross_attention_forward_tc(const CrossAttnDims& d, const float* q, const float* k,
+                                       const float* v, const float* scale, float* out,
+                                       float* probs, cublasHandle_t handle, DeviceArena& scratch,
+                                       cudaStream_t stream);
+void launch_cross_attention_backward_tc(const CrossAttnDims& d, const float* q, const float* k,
+                                        const float* v, const float* scale, const float* probs,
+                                        const float* dout, float* dq, float* dk, float* dv,
+                                        float* dscale, cublasHandle_t handle, DeviceArena& scratch,
+                                        cudaStream_t stream);
+
 // ---- cross_attention.cu (MODEL §3.4) ----
 void launch_cross_attention_forward(const CrossAttnDims& d, const float* q, const float* k,
                                     const float* v, const float* scale, float* out,

@@ -111,6 +111,7 @@ TEST_F(CudaWindowAttentionTensorCoreTest, WideWindowMatchesCpu) { check({2, 512,
 
 class CudaCrossAttentionTest : public CudaTest {
  protected:
+  double tolerance_ = kFp32Tolerance;
   // q_pad / kv_pad: extra rows between batch entries (the strides address a larger buffer);
   // shared_kv: every batch entry reads the same K, V (kv_stride 0).
   void check(int batch, int nq, int nk, int H, int dh, bool causal, int q_pad, int kv_pad,
@@ -151,7 +152,7 @@ class CudaCrossAttentionTest : public CudaTest {
           *ddout = upload(dout);
     float* d_probs = poisoned(probs);
     gpu_->cross_attention_forward(d, dq_, dk_, dv_, ds_, d_out, d_probs);
-    EXPECT_REL_CLOSE(download(d_out, qsize), out, kFp32Tolerance, "cross attention out");
+    EXPECT_REL_CLOSE(download(d_out, qsize), out, tolerance_, "cross attention out");
     AttentionGrads runs[2];
     for (AttentionGrads& run : runs) {
       float *g_dq = upload(initial.dq), *g_dk = upload(initial.dk), *g_dv = upload(initial.dv),
@@ -161,10 +162,10 @@ class CudaCrossAttentionTest : public CudaTest {
       run = {download(g_dq, qsize), download(g_dk, kvsize), download(g_dv, kvsize), {},
              download(g_ds, H)};
     }
-    EXPECT_REL_CLOSE(runs[0].dq, cpu.dq, kFp32Tolerance, "dq");
-    EXPECT_REL_CLOSE(runs[0].dk, cpu.dk, kFp32Tolerance, "dk");
-    EXPECT_REL_CLOSE(runs[0].dv, cpu.dv, kFp32Tolerance, "dv");
-    EXPECT_REL_CLOSE(runs[0].dscale, cpu.dscale, kFp32Tolerance, "dscale");
+    EXPECT_REL_CLOSE(runs[0].dq, cpu.dq, tolerance_, "dq");
+    EXPECT_REL_CLOSE(runs[0].dk, cpu.dk, tolerance_, "dk");
+    EXPECT_REL_CLOSE(runs[0].dv, cpu.dv, tolerance_, "dv");
+    EXPECT_REL_CLOSE(runs[0].dscale, cpu.dscale, tolerance_, "dscale");
     EXPECT_TRUE(bit_identical(runs[0].dq, runs[1].dq) && bit_identical(runs[0].dk, runs[1].dk) &&
                 bit_identical(runs[0].dv, runs[1].dv) &&
                 bit_identical(runs[0].dscale, runs[1].dscale))
@@ -178,6 +179,25 @@ TEST_F(CudaCrossAttentionTest, CausalWithPaddedStridesMatchesCpu) {
 }
 TEST_F(CudaCrossAttentionTest, SharedKeysAndValuesMatchCpu) {
   check(3, 20, 12, 2, 16, false, 0, 0, true);
+}
+
+// The bf16 backend's cross-attention on the tensor cores (cross_attention_tc.cu).
+class CudaCrossAttentionTensorCoreTest : public CudaCrossAttentionTest {
+ protected:
+  CudaCrossAttentionTensorCoreTest() { tolerance_ = 3e-2; }
+  CudaOptions options() const override {
+    CudaOptions o;
+    o.precision = Precision::kBf16;
+    return o;
+  }
+};
+
+TEST_F(CudaCrossAttentionTensorCoreTest, UnmaskedMatchesCpu) { check(3, 24, 40, 2, 16, false, 0, 0, false); }
+TEST_F(CudaCrossAttentionTensorCoreTest, CausalWithPaddedStridesMatchesCpu) {
+  check(2, 33, 33, 3, 40, true, 7, 5, false);
+}
+TEST_F(CudaCrossAttentionTensorCoreTest, SharedKeysAndValuesMatchCpu) {
+  check(4, 16, 24, 2, 32, false, 0, 0, true);
 }
 
 }  // namespace

@@ -22,13 +22,13 @@ libs=("$build/kernels/libbrt_kernels.a" -fopenmp $(pkg-config --libs openblas ff
 k=$work/src/kernels/cuda
 if wants kernels; then
   g++ "${flags[@]}" "$here/kernels.cpp" \
-    "$k"/{attention_reduce,window_attention,attention_tc,cross_attention,xent,xent_split,norms,gates,elementwise,embedding,implicit_filter}.cpp \
+    "$k"/{attention_reduce,window_attention,attention_tc,cross_attention_tc,cross_attention,xent,xent_split,norms,gates,elementwise,embedding,implicit_filter}.cpp \
     "$k/device_arena.cpp" "${libs[@]}" -o "$work/kernels"
   "$work/kernels"
 fi
 if wants tc; then
   # The bf16 tensor-core window attention and the cuBLAS calls it makes (attention_tc.cpp).
-  g++ "${flags[@]}" "$here/attention_tc.cpp" "$k"/{attention_reduce,window_attention,attention_tc}.cpp \
+  g++ "${flags[@]}" "$here/attention_tc.cpp" "$k"/{attention_reduce,window_attention,attention_tc,cross_attention_tc}.cpp \
     "$k/device_arena.cpp" "${libs[@]}" -o "$work/attention_tc"
   "$work/attention_tc"
 fi
