@@ -122,6 +122,34 @@ __global__ void __launch_bounds__(kAttnThreads)
   }
 }
 
+// The per-block partials of the bias and scale gradients that
+// attention_bias_scale_reduce_kernel sums: each lane's sums by T5 bucket (kHasBias) and of
+// dl·raw, reduced over the warp (fixed butterflies), then over the block's warps in warp
+// order, into partials[blockIdx.x]. Every thread of the block calls it.
+template <bool kHasBias>
+__device__ void write_bias_scale_partials(const float* by_bucket, double raw_term,
+                                          double* partials) {
+  __shared__ double warp_partials[kAttnWarps][kBiasPartials];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  double mine = 0.0;
+  if (kHasBias) {
+#pragma unroll
+    for (int r = 0; r < 32; ++r) {
+      const double total = warp_sum(static_cast<double>(by_bucket[r]));
+      if (lane == r) mine = total;
+    }
+  }
+  raw_term = warp_sum(raw_term);
+  warp_partials[warp][lane] = mine;
+  if (lane == 0) warp_partials[warp][32] = raw_term;
+  __syncthreads();
+  if (threadIdx.x < kBiasPartials) {
+    double sum = 0.0;
+    for (int w = 0; w < kAttnWarps; ++w) sum += warp_partials[w][threadIdx.x];
+    partials[static_cast<int64_t>(blockIdx.x) * kBiasPartials + threadIdx.x] = sum;
+  }
+}
+
 // Second backward pass: dQ += s * dl . K per query row, and per-block partials of the bias
 // gradient (by T5 bucket) and of the scale's raw term sum dl * raw. dl = P * (dP - delta).
 template <typename Geo>
@@ -129,7 +157,6 @@ __global__ void __launch_bounds__(kAttnThreads)
     attention_dq_kernel(Geo geo, AttnInputs in, const float* lse_store, const float* delta,
                         float* dq, double* partials) {
   extern __shared__ float smem[];
-  __shared__ double warp_partials[kAttnWarps][kBiasPartials];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int dh = geo.dh;
   const int tiles = (geo.queries + kAttnWarps - 1) / kAttnWarps;
@@ -185,24 +212,7 @@ __global__ void __launch_bounds__(kAttnThreads)
       if (d < dh) dq[qoff + d] += s * gq[r];
     }
   }
-  // Warp totals (fixed butterflies), then the block's sum over warps in warp order.
-  double mine = 0.0;
-  if (Geo::kHasBias) {
-#pragma unroll
-    for (int r = 0; r < 32; ++r) {
-      const double total = warp_sum(static_cast<double>(by_bucket[r]));
-      if (lane == r) mine = total;
-    }
-  }
-  raw_term = warp_sum(raw_term);
-  warp_partials[warp][lane] = mine;
-  if (lane == 0) warp_partials[warp][32] = raw_term;
-  __syncthreads();
-  if (threadIdx.x < kBiasPartials) {
-    double sum = 0.0;
-    for (int w = 0; w < kAttnWarps; ++w) sum += warp_partials[w][threadIdx.x];
-    partials[static_cast<int64_t>(blockIdx.x) * kBiasPartials + threadIdx.x] = sum;
-  }
+  write_bias_scale_partials<Geo::kHasBias>(by_bucket, raw_term, partials);
 }
 
 // Per head: drel_bias[h, c] += s * sum(bucket c), dscale[h] += raw + sum_c bucket_c * R[h, c].

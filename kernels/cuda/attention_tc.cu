@@ -157,7 +157,6 @@ __global__ void __launch_bounds__(kAttnThreads)
                                const int* bucket_by_distance, const float* scale,
                                const float* scores, const float* dp, __nv_bfloat16* dsb,
                                __nv_bfloat16* pb, double* partials) {
-  __shared__ double warp_partials[kAttnWarps][kBiasPartials];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const RowCoords rc(g, warp);
   float by_bucket[32];
@@ -187,21 +186,7 @@ __global__ void __launch_bounds__(kAttnThreads)
       pb[rc.row * 2 * W + c] = __float2bfloat16_rn(p);
     }
   }
-  double mine = 0.0;
-#pragma unroll
-  for (int k = 0; k < 32; ++k) {
-    const double total = warp_sum(static_cast<double>(by_bucket[k]));
-    if (lane == k) mine = total;
-  }
-  raw_term = warp_sum(raw_term);
-  warp_partials[warp][lane] = mine;
-  if (lane == 0) warp_partials[warp][32] = raw_term;
-  __syncthreads();
-  if (threadIdx.x < kBiasPartials) {
-    double sum = 0.0;
-    for (int w = 0; w < kAttnWarps; ++w) sum += warp_partials[w][threadIdx.x];
-    partials[static_cast<int64_t>(blockIdx.x) * kBiasPartials + threadIdx.x] = sum;
-  }
+  write_bias_scale_partials<true>(by_bucket, raw_term, partials);
 }
 
 void check_dims(const WindowAttnDims& d, const char* who) {
@@ -213,6 +198,16 @@ void check_dims(const WindowAttnDims& d, const char* who) {
 }
 
 int row_blocks(const TcDims& g) { return g.B * g.H * ((g.N + kAttnWarps - 1) / kAttnWarps); }
+
+// The bf16 operands of both passes: Qh and the K, V windows.
+void pack_operands(const TcDims& g, const float* q, const float* k, const float* v,
+                   const float* k_cache, const float* v_cache, __nv_bfloat16* qh,
+                   __nv_bfloat16* kw, __nv_bfloat16* vw, cudaStream_t stream, const char* who) {
+  pack_queries_kernel<<<elementwise_blocks(g.act()), 256, 0, stream>>>(q, g, qh);
+  pack_windows_kernel<<<elementwise_blocks(g.windows()), 256, 0, stream>>>(k, k_cache, g, kw);
+  pack_windows_kernel<<<elementwise_blocks(g.windows()), 256, 0, stream>>>(v, v_cache, g, vw);
+  BRT_CUDA_CHECK_LAUNCH(who);
+}
 
 }  // namespace
 
@@ -242,10 +237,7 @@ void launch_window_attention_forward_tc(const WindowAttnDims& d, const float* q,
   auto* vw = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.windows()), who);
   auto* pb = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.tiles()), who);
   float* oh = scratch.allocate_array<float>(std::size_t(g.act()), who);
-  pack_queries_kernel<<<elementwise_blocks(g.act()), 256, 0, stream>>>(q, g, qh);
-  pack_windows_kernel<<<elementwise_blocks(g.windows()), 256, 0, stream>>>(k, k_cache, g, kw);
-  pack_windows_kernel<<<elementwise_blocks(g.windows()), 256, 0, stream>>>(v, v_cache, g, vw);
-  BRT_CUDA_CHECK_LAUNCH(who);
+  pack_operands(g, q, k, v, k_cache, v_cache, qh, kw, vw, stream, who);
   const int W = g.W, dh = g.dh;
   // S = Qh·Kwᵀ: [W × dh]·[dh × 2W] per problem, into probs.
   batched_gemm(handle, false, true, W, 2 * W, dh, qh, dh, int64_t{W} * dh, kw, dh,
@@ -283,10 +275,8 @@ void launch_window_attention_backward_tc(const WindowAttnDims& d, const float* q
   float* dvw = scratch.allocate_array<float>(std::size_t(g.windows()), who);
   double* partials =
       scratch.allocate_array<double>(std::size_t(row_blocks(g)) * kBiasPartials, who);
-  pack_queries_kernel<<<elementwise_blocks(g.act()), 256, 0, stream>>>(q, g, qh);
+  pack_operands(g, q, k, v, k_cache, v_cache, qh, kw, vw, stream, who);
   pack_queries_kernel<<<elementwise_blocks(g.act()), 256, 0, stream>>>(dout, g, doh);
-  pack_windows_kernel<<<elementwise_blocks(g.windows()), 256, 0, stream>>>(k, k_cache, g, kw);
-  pack_windows_kernel<<<elementwise_blocks(g.windows()), 256, 0, stream>>>(v, v_cache, g, vw);
   BRT_CUDA_CHECK_LAUNCH(who);
   const int W = g.W, dh = g.dh;
   const int64_t sq = int64_t{W} * dh, sw = int64_t{2} * W * dh, st = int64_t{W} * 2 * W;

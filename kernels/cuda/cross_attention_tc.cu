@@ -104,7 +104,6 @@ __global__ void __launch_bounds__(kAttnThreads)
     cross_softmax_backward_kernel(CrossTc g, const float* scale, const float* scores,
                                   const float* dp, __nv_bfloat16* dsb, __nv_bfloat16* pb,
                                   double* partials) {
-  __shared__ double warp_raw[kAttnWarps];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const CrossRow rc(g, warp);
   double raw_term = 0.0;
@@ -128,15 +127,7 @@ __global__ void __launch_bounds__(kAttnThreads)
       pb[rc.row * g.nk + j] = __float2bfloat16_rn(p);
     }
   }
-  raw_term = warp_sum(raw_term);
-  if (lane == 0) warp_raw[warp] = raw_term;
-  __syncthreads();
-  if (threadIdx.x < kBiasPartials) {
-    double sum = 0.0;
-    if (threadIdx.x == 32)
-      for (int w = 0; w < kAttnWarps; ++w) sum += warp_raw[w];
-    partials[static_cast<int64_t>(blockIdx.x) * kBiasPartials + threadIdx.x] = sum;
-  }
+  write_bias_scale_partials<false>(nullptr, raw_term, partials);
 }
 
 CrossTc cross_tc(const CrossAttnDims& d, const char* who) {
@@ -152,6 +143,16 @@ CrossTc cross_tc(const CrossAttnDims& d, const char* who) {
   const bool shared = d.kv_stride == 0 && d.batch > 1;
   return {d.batch, d.queries, d.keys, d.heads, d.head_dim, d.width(), shared ? 1 : d.batch,
           d.q_stride, d.kv_stride, d.causal};
+}
+
+// The bf16 operands of both passes: Qh, Kh, Vh.
+void cross_pack_operands(const CrossTc& g, const float* q, const float* k, const float* v,
+                         __nv_bfloat16* qh, __nv_bfloat16* kh, __nv_bfloat16* vh,
+                         cudaStream_t stream, const char* who) {
+  cross_pack_rows_kernel<<<elementwise_blocks(g.queries()), 256, 0, stream>>>(q, g, g.nq, g.batch, g.q_stride, qh);
+  cross_pack_rows_kernel<<<elementwise_blocks(g.keys()), 256, 0, stream>>>(k, g, g.nk, g.kb, g.kv_stride, kh);
+  cross_pack_rows_kernel<<<elementwise_blocks(g.keys()), 256, 0, stream>>>(v, g, g.nk, g.kb, g.kv_stride, vh);
+  BRT_CUDA_CHECK_LAUNCH(who);
 }
 
 int cross_row_blocks(const CrossTc& g) { return g.batch * g.H * ((g.nq + kAttnWarps - 1) / kAttnWarps); }
@@ -194,10 +195,7 @@ void launch_cross_attention_forward_tc(const CrossAttnDims& d, const float* q, c
   auto* vh = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.keys()), who);
   auto* pb = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.tiles()), who);
   float* oh = scratch.allocate_array<float>(std::size_t(g.queries()), who);
-  cross_pack_rows_kernel<<<elementwise_blocks(g.queries()), 256, 0, stream>>>(q, g, g.nq, g.batch, g.q_stride, qh);
-  cross_pack_rows_kernel<<<elementwise_blocks(g.keys()), 256, 0, stream>>>(k, g, g.nk, g.kb, g.kv_stride, kh);
-  cross_pack_rows_kernel<<<elementwise_blocks(g.keys()), 256, 0, stream>>>(v, g, g.nk, g.kb, g.kv_stride, vh);
-  BRT_CUDA_CHECK_LAUNCH(who);
+  cross_pack_operands(g, q, k, v, qh, kh, vh, stream, who);
   const int nq = g.nq, nk = g.nk, dh = g.dh;
   cross_products(handle, g, false, true, nq, nk, dh, qh, dh, int64_t{nq} * dh, kh, dh,
                  int64_t{nk} * dh, probs, nk, int64_t{nq} * nk);                 // S = Q·Kᵀ
@@ -227,10 +225,8 @@ void launch_cross_attention_backward_tc(const CrossAttnDims& d, const float* q, 
   float* dkh = scratch.allocate_array<float>(std::size_t(g.keys()), who);
   float* dvh = scratch.allocate_array<float>(std::size_t(g.keys()), who);
   double* partials = scratch.allocate_array<double>(std::size_t(cross_row_blocks(g)) * kBiasPartials, who);
-  cross_pack_rows_kernel<<<elementwise_blocks(g.queries()), 256, 0, stream>>>(q, g, g.nq, g.batch, g.q_stride, qh);
+  cross_pack_operands(g, q, k, v, qh, kh, vh, stream, who);
   cross_pack_rows_kernel<<<elementwise_blocks(g.queries()), 256, 0, stream>>>(dout, g, g.nq, g.batch, g.q_stride, doh);
-  cross_pack_rows_kernel<<<elementwise_blocks(g.keys()), 256, 0, stream>>>(k, g, g.nk, g.kb, g.kv_stride, kh);
-  cross_pack_rows_kernel<<<elementwise_blocks(g.keys()), 256, 0, stream>>>(v, g, g.nk, g.kb, g.kv_stride, vh);
   BRT_CUDA_CHECK_LAUNCH(who);
   const int nq = g.nq, nk = g.nk, dh = g.dh;
   const int64_t sq = int64_t{nq} * dh, sk = int64_t{nk} * dh, st = int64_t{nq} * nk;
