@@ -56,6 +56,8 @@ class PeerConfig:
     vocab: int = 32128; seq_len: int = 4096; window: int = 512; state_size: int = 512  # noqa: E702
     recurrent_layers: tuple = (); bst_layers: tuple = ()  # noqa: E702
     ssm_state: int = 64; ctx_states: int = 32; ssm_carry: bool = True  # noqa: E702
+    # The recurrent state's init scales (core/model_config.h; MODEL §5, §5.3's defaults).
+    state_init_std: float = 0.1; state_id_std: float = 1.0; gate_bias_mean: float = 0.0  # noqa: E702
 
     @classmethod
     def from_table(cls, table):
@@ -569,6 +571,12 @@ class PeerModel(nn.Module):
                 cpu = torch.empty(p.shape)
                 if leaf in ("scale", "scale2", "freq"):
                     cpu.fill_(1.0)
+                elif name.endswith("state.ids"):
+                    cpu.normal_(0, self.cfg.state_id_std, generator=g)
+                elif name.endswith("state.init"):
+                    cpu.normal_(0, self.cfg.state_init_std, generator=g)
+                elif ".state.gate" in name and leaf == "bias":   # the fixed gates' b
+                    cpu.normal_(self.cfg.gate_bias_mean, 0.1, generator=g)
                 elif name == "embed" or leaf in ("ids", "ctx_ids", "dskip"):
                     cpu.normal_(0, 1, generator=g)
                 elif leaf == "rel_bias":
