@@ -88,11 +88,12 @@ std::size_t cuda_workspace_bytes(const core::ModelConfig& model, int streams, bo
   // dSb and Pb in bf16. Same arena as the GEMM operands, used by another call: the larger counts.
   const double A = model.attn_width(), W = model.window;
   const double window_tc = rows * A * (2 + 2 + 4 + 4 + 4 + 8 + 8) + rows * model.heads * 2 * W * 8;
-  // Cross-attentions on the tensor cores (cross_attention_tc.cu): at most the tokens' reads of
-  // S state rows or the state's reads of [block; state] (under 2·max(S, W) keys a token row),
-  // the same per-element bytes.
-  const double keys = 2.0 * std::max(double(model.state_size), W);
-  const double cross_tc = rows * A * 2 * (2 + 2 + 4 + 4 + 4 + 8 + 8) + rows * model.heads * keys * 8;
+  // Cross-attentions on the tensor cores (cross_attention_tc.cu), the largest being the state's
+  // reads of [block; state] (MODEL §5.2): S query rows and W + S keys per block, i.e. per token
+  // row S/W queries and (W + S)/W keys; 8 bytes per query element (Qh, dOh, dQh), 12 per key
+  // element (Kh, Vh, dKh, dVh) and 8 per score (dP, dSb, Pb). Below the window's for S <= W/2.
+  const double S = model.state_size, q_rows = S / W, k_rows = (W + S) / W;
+  const double cross_tc = rows * A * (8 * q_rows + 12 * k_rows) + rows * model.heads * q_rows * (W + S) * 8;
   const double attention = bf16 ? std::max(window_tc, cross_tc) : 0.0;
   // Attention backward's per-row deltas (H floats a row), the embedding sort, the loss rows.
   const double other = rows * (4.0 * model.heads + 64.0);
