@@ -80,7 +80,7 @@ void projections_backward(Backend<T>& be, ParamStore<T>& store, const Projection
                           T* dx, T* scratch_a, T* scratch_d) {
   const int D = s.d_model, A = s.width();
   T* dh = scratch_d;
-  be.fill(dh, static_cast<int64_t>(rows) * D, T(0));
+  bool first = true;  // the first product overwrites dh (no zero fill), the others add
   for (size_t j = 0; j < p.weights.size(); ++j) {
     if (dout[j] == nullptr) continue;
     const T* draw = dout[j];
@@ -91,8 +91,10 @@ void projections_backward(Backend<T>& be, ParamStore<T>& store, const Projection
       draw = scratch_a;
     }
     auto& w = store[p.weights[j]];
-    linear_backward(be, acts.h.data(), rows, D, w.value, A, draw, dh, w.grad);
+    linear_backward(be, acts.h.data(), rows, D, w.value, A, draw, dh, w.grad, first ? T(0) : T(1));
+    first = false;
   }
+  if (first) be.fill(dh, static_cast<int64_t>(rows) * D, T(0));  // no projection had a gradient
   p.tp.reduce_input_grad(dh, static_cast<int64_t>(rows) * D);  // column-parallel conjugate
   if (p.ids >= 0) {
     // h = RMSNorm(x) + ids[row % id_rows]: the IDs receive the sum over the rows that used them.
@@ -165,16 +167,14 @@ void mlp_backward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, cons
   const int64_t nf = static_cast<int64_t>(rows) * F;
   T* dm = scratch_f;
   T* dpre = scratch_f + nf;
-  be.fill(dm, nf, T(0));
   auto& w2 = store[p.w2];
-  linear_backward(be, acts.m.data(), rows, F, w2.value, D, du, dm, w2.grad);
+  linear_backward(be, acts.m.data(), rows, F, w2.value, D, du, dm, w2.grad, T(0));  // dm = du·W2ᵀ
   if (dm_extra != nullptr) be.add_inplace(dm, dm_extra, nf);
   be.fill(dpre, nf, T(0));
   be.relu_backward(acts.m.data(), dm, nf, dpre);
   T* dh = scratch_d;
-  be.fill(dh, static_cast<int64_t>(rows) * D, T(0));
   auto& w1 = store[p.w1];
-  linear_backward(be, acts.h.data(), rows, D, w1.value, F, dpre, dh, w1.grad);
+  linear_backward(be, acts.h.data(), rows, D, w1.value, F, dpre, dh, w1.grad, T(0));
   p.tp.reduce_input_grad(dh, static_cast<int64_t>(rows) * D);  // column-parallel W1
   auto& g = store[p.norm];
   be.rmsnorm_backward(y, g.value, acts.rstd.data(), dh, rows, D, dy, g.grad);
@@ -208,11 +208,10 @@ void dual_output_backward(Backend<T>& be, ParamStore<T>& store, int wo, const Ml
   mlp_backward(be, store, mlp, y, rows, mlp_acts, dout, dy, scratch.d_ff.data(),
                scratch.d_norm.data());
   be.add_inplace(dx, dy, nd);
-  be.fill(da0, na, T(0));
-  be.fill(da1, na, T(0));
-  auto& w = store[wo];
-  linear_backward(be, a0, rows, A, w.value, D, dy, da0, w.grad);
-  linear_backward(be, a1, rows, A, w.value + int64_t(A) * D, D, dy, da1, w.grad + int64_t(A) * D);
+  auto& w = store[wo];  // da0, da1 written by their products (no zero fills)
+  linear_backward(be, a0, rows, A, w.value, D, dy, da0, w.grad, T(0));
+  linear_backward(be, a1, rows, A, w.value + int64_t(A) * D, D, dy, da1, w.grad + int64_t(A) * D,
+                  T(0));
 }
 
 #define BRT_INSTANTIATE_BLOCKS(T)                                                              \

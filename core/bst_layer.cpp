@@ -98,13 +98,22 @@ void BstLayer<T>::assemble_mf_context(kernels::Backend<T>& be, const uint8_t* do
   const int Tb = cfg_.blocks(), S = cfg_.ctx_states, D = cfg_.d_model;
   const int64_t block = int64_t(S) * D;
   const T* ends = ssm_.context();
+  bool all_continue = true;
   for (int b = 0; b < streams_; ++b) {
     mf_continues_[b] = cfg_.ssm_carry && !doc_start[b];
-    T* dst = ctx_blocks_.data() + int64_t(b) * Tb * block;
-    const T* first = mf_continues_[b] ? ctx_last_.data() + b * block : store_[ctx_init_].value;
-    be.copy(first, block, dst);
-    if (Tb > 1) be.copy(ends + int64_t(b) * Tb * block, (Tb - 1) * block, dst + block);
+    all_continue = all_continue && mf_continues_[b];
   }
+  // Strided copies over the batch (one launch each), per stream only where some restart.
+  const int64_t stride = int64_t(Tb) * block;
+  if (all_continue) {
+    be.copy_rows(ctx_last_.data(), block, streams_, block, ctx_blocks_.data(), stride);
+  } else {
+    for (int b = 0; b < streams_; ++b) {
+      const T* first = mf_continues_[b] ? ctx_last_.data() + b * block : store_[ctx_init_].value;
+      be.copy(first, block, ctx_blocks_.data() + b * stride);
+    }
+  }
+  if (Tb > 1) be.copy_rows(ends, stride, streams_, (Tb - 1) * block, ctx_blocks_.data() + block, stride);
 }
 
 template <typename T>
@@ -126,8 +135,7 @@ void BstLayer<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
                               probs_self_.data());
   // Context states (§7.1) and their keys/values (§7.2).
   // The SSM carry restarts at a document start, or at every segment under the ablation.
-  const uint8_t* carry_reset =
-      ablation_ == CarryAblation::kSegment ? every_stream_starts_.data() : ctx.doc_start;
+  const uint8_t* carry_reset = this->carry_reset(ctx.doc_start);
   ssm_.forward(be, carry_reset, x);
   const T* context = ssm_.context();
   if (mf_) {
@@ -147,8 +155,7 @@ void BstLayer<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
   if (mf_) {
     const int Tb = cfg_.blocks();
     const int64_t sd = int64_t(cfg_.ctx_states) * D;
-    for (int b = 0; b < B; ++b)
-      be.copy(ssm_.context() + (int64_t(b) * Tb + Tb - 1) * sd, sd, ctx_last_.data() + b * sd);
+    be.copy_rows(ssm_.context() + int64_t(Tb - 1) * sd, int64_t(Tb) * sd, B, sd, ctx_last_.data(), sd);
   }
 }
 
@@ -198,11 +205,12 @@ void BstLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx,
     // (learned) or the carried context (detached). The last end state fed only the carry.
     const int Tb = cfg_.blocks();
     const int64_t sd = int64_t(cfg_.ctx_states) * D;
-    for (int b = 0; b < B; ++b) {
-      const T* src = dctx_blocks_.data() + int64_t(b) * Tb * sd;
-      be.copy(src + sd, (Tb - 1) * sd, dctx_.data() + int64_t(b) * Tb * sd);
-      if (!mf_continues_[b]) be.add_inplace(store_[ctx_init_].grad, src, sd);
-    }
+    if (Tb > 1)
+      be.copy_rows(dctx_blocks_.data() + sd, int64_t(Tb) * sd, B, (Tb - 1) * sd, dctx_.data(),
+                   int64_t(Tb) * sd);
+    for (int b = 0; b < B; ++b)
+      if (!mf_continues_[b])
+        be.add_inplace(store_[ctx_init_].grad, dctx_blocks_.data() + int64_t(b) * Tb * sd, sd);
   }
   ssm_.backward(be, dctx_.data(), dx);
 }

@@ -34,6 +34,7 @@ class BstLayer : public Layer<T> {
   BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, int streams,
            kernels::Backend<T>& backend, const TensorParallel& tp = {});
 
+  void stage(const uint8_t* doc_start) override { ssm_.stage(carry_reset(doc_start)); }
   void forward(const StepContext<T>& ctx, const T* x, T* out) override;
   void backward(const StepContext<T>& ctx, const T* dout, T* dx,
                 BackwardScratch<T>& scratch) override;
@@ -54,6 +55,10 @@ class BstLayer : public Layer<T> {
  private:
   kernels::CrossAttnDims cross_dims() const;
   void assemble_mf_context(kernels::Backend<T>& be, const uint8_t* doc_start);
+  // The SSM carry restarts at a document start, or at every segment under the ablation.
+  const uint8_t* carry_reset(const uint8_t* doc_start) const {
+    return ablation_ == CarryAblation::kSegment ? every_stream_starts_.data() : doc_start;
+  }
 
   ParamStore<T>& store_;
   const ModelConfig& cfg_;

@@ -206,6 +206,14 @@ T* BstSsm<T>::y_rows(T* y, int b, int c) const {
 }
 
 template <typename T>
+void BstSsm<T>::stage(const uint8_t* doc_start) {
+  staged_active_.resize(size_t(streams_));
+  for (int b = 0; b < streams_; ++b) staged_active_[size_t(b)] = carry_ && !doc_start[b];
+  if (carry_) active_device_.from_host(staged_active_);
+  staged_ = true;
+}
+
+template <typename T>
 void BstSsm<T>::forward(kernels::Backend<T>& be, const uint8_t* doc_start, const T* x) {
   const int D = cfg_.d_model, Ds = d_small_, C = channels_, N = cfg_.seq_len, B = streams_;
   const int rows = B * N, R = C * Ds;
@@ -219,7 +227,9 @@ void BstSsm<T>::forward(kernels::Backend<T>& be, const uint8_t* doc_start, const
     active_[size_t(b)] = carry_ && !doc_start[b];
     any = any || active_[size_t(b)];
   }
-  if (carry_) active_device_.from_host(active_);
+  // Copied here only when stage() did not copy these very values (a direct caller).
+  if (carry_ && !(staged_ && staged_active_ == active_)) active_device_.from_host(active_);
+  staged_ = false;
   const T* dskip = store_[dskip_].value;
   if (conv_len_ != N) {
     // unstructured carry: convolve [U_prev; U] (U_prev zero at a document start) with the

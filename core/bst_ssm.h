@@ -61,6 +61,9 @@ class BstSsm {
   // x: [B·N, D] (backend memory); doc_start [B] host. Saves what backward needs and advances
   // the carry.
   void forward(kernels::Backend<T>& be, const uint8_t* doc_start, const T* x);
+  // Before forward (Layer::stage): copies the streams that continue their carry to backend
+  // memory, so forward copies nothing when it sees the same doc_start.
+  void stage(const uint8_t* doc_start);
   const T* context() const { return ctx_.data(); }  // backend memory
   // dctx: gradient w.r.t. context() (same layout). Accumulates dx and parameter gradients.
   void backward(kernels::Backend<T>& be, const T* dctx, T* dx);
@@ -115,6 +118,8 @@ class BstSsm {
   kernels::Buffer<double> state_used_;  // s4d: the state this segment's carry term read
   std::vector<uint8_t> active_;   // host [B]: streams continuing a document with the carry on
   kernels::Buffer<uint8_t> active_device_;  // the same, for the backend's carry backward
+  std::vector<uint8_t> staged_active_;      // what stage() copied to active_device_
+  bool staged_ = false;                     // stage() ran since the last forward
   // Backward scratch.
   kernels::Buffer<T> dy_, dkernel_, dkernel_ext_, du_conv_, du_, dz_, dy_end_;
   kernels::Buffer<T> filter_dgrad_;  // TP: the replicated filter network's gradient, before all-reduce

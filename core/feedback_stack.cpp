@@ -131,7 +131,7 @@ void FeedbackStack<T>::token_forward(kernels::Backend<T>& be, int layer, int t, 
                               zero_cache_.data(), zero_cache_.data(), store_[side.rel_bias].value,
                               store_[side.scale1].value, a.a_ext.data(), a.probs_ext.data());
   const int64_t rows = int64_t(W) * A;
-  for (int b = 0; b < B; ++b) be.copy(a.a_ext.data() + (2 * b + 1) * rows, rows, a.a_ee.data() + b * rows);
+  be.copy_rows(a.a_ext.data() + rows, 2 * rows, B, rows, a.a_ee.data(), rows);  // second halves
   // A_es: the tokens read the recurrent layer's K̂_s, V_s of Σ_t (§5.4).
   const kernels::CrossAttnDims to_state{B, W, S, H, dh, int64_t(W) * A, int64_t(S) * A, false};
   be.cross_attention_forward(to_state, q2, state_.keys(state_block), state_.values(state_block),
@@ -146,9 +146,8 @@ void FeedbackStack<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
   const int D = shape_.d_model, A = shape_.width(), W = cfg_.window, N = cfg_.seq_len;
   const int B = streams_, Tb = cfg_.blocks(), L = cfg_.layers;
   const int64_t block_d = int64_t(W) * D;
-  for (int t = 0; t < Tb; ++t)  // to block-major
-    for (int b = 0; b < B; ++b)
-      be.copy(x + (int64_t(b) * N + int64_t(t) * W) * D, block_d, res_[0][t].data() + b * block_d);
+  for (int t = 0; t < Tb; ++t)  // to block-major: block t of every stream, one strided copy
+    be.copy_rows(x + int64_t(t) * W * D, int64_t(N) * D, B, block_d, res_[0][t].data(), block_d);
   for (int l = 0; l < L; ++l) {
     prepare_cache(be, ctx.doc_start, B, int64_t(W) * A, k_cache_[l].data(), k_cache_used_[l].data());
     prepare_cache(be, ctx.doc_start, B, int64_t(W) * A, v_cache_[l].data(), v_cache_used_[l].data());
@@ -156,10 +155,13 @@ void FeedbackStack<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
   // Σ_0: the learned initial state at a document start (or under an eval ablation), else the
   // carried one (§8).
   const int64_t sd = int64_t(cfg_.state_size / tp_.size()) * D;
-  for (int b = 0; b < B; ++b)
-    be.copy(ctx.doc_start[b] || ablation_ != CarryAblation::kNone ? store_[state_init_].value
-                                                                  : sigma_.data() + b * sd,
-            sd, sigma0_.data() + b * sd);
+  if (ablation_ == CarryAblation::kNone && no_stream_starts(ctx.doc_start, B))
+    be.copy(sigma_.data(), B * sd, sigma0_.data());  // every stream carries: one launch
+  else
+    for (int b = 0; b < B; ++b)
+      be.copy(ctx.doc_start[b] || ablation_ != CarryAblation::kNone ? store_[state_init_].value
+                                                                    : sigma_.data() + b * sd,
+              sd, sigma0_.data() + b * sd);
   state_.begin_forward(be, sigma0_.data());
   for (int t = 0; t < Tb; ++t) {
     state_.forward_keys(be, t);  // K̂_s, V_s of Σ_t, before the block enters the stack
@@ -175,9 +177,8 @@ void FeedbackStack<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
     be.copy(acts_[l][Tb - 1].proj.out[2].data(), int64_t(B) * W * A, v_cache_[l].data());
   }
   be.copy(state_.sigma(Tb), int64_t(B) * sd, sigma_.data());
-  for (int t = 0; t < Tb; ++t)
-    for (int b = 0; b < B; ++b)
-      be.copy(res_[L][t].data() + b * block_d, block_d, out + (int64_t(b) * N + int64_t(t) * W) * D);
+  for (int t = 0; t < Tb; ++t)  // back to stream-major, one strided copy per block
+    be.copy_rows(res_[L][t].data(), block_d, B, block_d, out + int64_t(t) * W * D, int64_t(N) * D);
 }
 
 template <typename T>
@@ -253,15 +254,14 @@ void FeedbackStack<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx,
     // The layers of block t, top down; each adds its share of K̂_s, V_s(Σ_t)'s gradient.
     be.fill(dk_s_.data(), int64_t(dk_s_.size()), T(0));
     be.fill(dv_s_.data(), int64_t(dv_s_.size()), T(0));
-    for (int b = 0; b < B; ++b)
-      be.copy(dout + (int64_t(b) * N + int64_t(t) * W) * D, block_d, dres_a_.data() + b * block_d);
+    be.copy_rows(dout + int64_t(t) * W * D, int64_t(N) * D, B, block_d, dres_a_.data(), block_d);
     for (int l = L - 1; l >= 0; --l) {
       be.fill(dres_b_.data(), int64_t(B) * block_d, T(0));
       token_backward(be, l, t, dres_a_.data(), dres_b_.data(), scratch);
       std::swap(dres_a_, dres_b_);
     }
-    for (int b = 0; b < B; ++b)
-      be.add_inplace(dx + (int64_t(b) * N + int64_t(t) * W) * D, dres_a_.data() + b * block_d, block_d);
+    be.copy_2d(dres_a_.data(), block_d, B, block_d, dx + int64_t(t) * W * D, int64_t(N) * D,
+               /*accumulate=*/true);
     state_.backward_keys(be, t, dk_s_.data(), dv_s_.data());  // completes Σ_t's gradient
   }
   state_.end_backward(be, d_sigma0_.data());

@@ -69,6 +69,11 @@ class Layer {
   // accumulated into the parameter store.
   virtual void backward(const StepContext<T>& ctx, const T* dout, T* dx,
                         BackwardScratch<T>& scratch) = 0;
+  // Before a step's device work (Model::stage_step): copies into backend memory what the
+  // layer derives on the host from doc_start, so that forward() and backward() only enqueue
+  // kernels and a captured step (launch/step_graphs.h) can replay them. Most layers have
+  // nothing to copy; forward() still copies what was not staged.
+  virtual void stage(const uint8_t* /*doc_start*/) {}
   // Carried per-stream state (caches, recurrent state), for checkpoints and tests.
   virtual std::vector<TensorRef<T>> carried_state() = 0;
   // Bytes of activation memory this layer planned (for the memory report).

@@ -16,11 +16,13 @@ void linear_forward(Backend<T>& be, const T* x, int n, int in, const T* w, int o
   be.gemm(Trans::N, Trans::N, n, out, in, T(1), x, in, w, out, beta, y, out);
 }
 
-// dx[n,in] += dy·Wᵀ (skipped when dx is null); dW[in,out] += xᵀ·dy.
+// dx[n,in] = dy·Wᵀ + dx_beta·dx (skipped when dx is null): dx_beta 1 accumulates, 0 overwrites
+// (the product's first write, folding in the zero fill a separate kernel would do: one launch
+// fewer); dW[in,out] += xᵀ·dy.
 template <typename T>
 void linear_backward(Backend<T>& be, const T* x, int n, int in, const T* w, int out,
-                     const T* dy, T* dx, T* dw) {
-  if (dx != nullptr) be.gemm(Trans::N, Trans::T, n, in, out, T(1), dy, out, w, out, T(1), dx, in);
+                     const T* dy, T* dx, T* dw, T dx_beta = T(1)) {
+  if (dx != nullptr) be.gemm(Trans::N, Trans::T, n, in, out, T(1), dy, out, w, out, dx_beta, dx, in);
   be.gemm(Trans::T, Trans::N, in, out, n, T(1), x, in, dy, out, T(1), dw, out);
 }
 

@@ -54,6 +54,7 @@ Model<T>::Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backen
   final_rstd_.allocate(memory, rows, "final norm rstd");
   logits_.allocate(memory, rows * size_t(vocab_.size()), "logits");
   row_loss_.allocate(memory, rows, "row losses");
+  loss_sum_.allocate(memory, 1, "loss sum");
   if (tp_.active()) {
     local_ids_.assign(2 * rows, 0);  // inputs, then targets (never reused while in flight)
     xent_.allocate(memory, int(rows));
@@ -79,11 +80,33 @@ void Model<T>::stage_input(const ModelInput& in) {
     inputs_.from_host(in.inputs, size_t(rows));
   }
   std::copy(in.doc_start, in.doc_start + streams_, doc_start_.begin());
+  for (auto& layer : layers_) layer->stage(doc_start_.data());
+}
+
+template <typename T>
+int64_t Model<T>::stage_targets(const ModelInput& in) {
+  const int rows = streams_ * cfg_.seq_len;  // targets and mask: checked by the callers
+  if (tp_.active()) {  // this rank's columns of the targets (others: -1)
+    int32_t* local_targets = local_ids_.data() + rows;
+    local_token_ids(vocab_, in.targets, rows, local_targets);
+    targets_.from_host(local_targets, size_t(rows));
+  } else {
+    targets_.from_host(in.targets, size_t(rows));
+  }
+  mask_.from_host(in.mask, size_t(rows));
+  int64_t count = 0;
+  for (int i = 0; i < rows; ++i) count += in.mask[i] != 0;  // the host's copy
+  return count;
 }
 
 template <typename T>
 const T* Model<T>::forward_logits(const ModelInput& in) {
   stage_input(in);
+  return run_forward();
+}
+
+template <typename T>
+const T* Model<T>::run_forward() {
   const int D = cfg_.d_model, V = cfg_.vocab, rows = streams_ * cfg_.seq_len;
   have_forward_ = true;
   const StepContext<T> ctx{be_, streams_, cfg_.seq_len, doc_start_.data()};
@@ -106,29 +129,56 @@ const T* Model<T>::forward_logits(const ModelInput& in) {
 
 template <typename T>
 LossSums Model<T>::forward(const ModelInput& in, T grad_scale) {
-  const int V = cfg_.vocab, rows = streams_ * cfg_.seq_len;
   if (in.targets == nullptr || in.mask == nullptr)
     throw std::invalid_argument("Model::forward needs targets and mask (forward_logits does not)");
-  forward_logits(in);
-  if (tp_.active()) {  // this rank's columns of the targets (others: -1)
-    int32_t* local_targets = local_ids_.data() + rows;
-    local_token_ids(vocab_, in.targets, rows, local_targets);
-    targets_.from_host(local_targets, size_t(rows));
-  } else {
-    targets_.from_host(in.targets, size_t(rows));
-  }
-  mask_.from_host(in.mask, size_t(rows));
+  stage_input(in);
   LossSums sums;
-  if (tp_.active())
+  sums.count = stage_targets(in);
+  run_forward();
+  if (tp_.active()) {
+    const int rows = streams_ * cfg_.seq_len;
     sums.nats = xent_.forward_backward(be_, tp_, logits_.data(), targets_.data(), mask_.data(),
                                        rows, vocab_.size(), grad_scale, logits_.data(),
                                        row_loss_.data());
-  else
-    sums.nats = be_.softmax_xent_forward_backward(logits_.data(), targets_.data(), mask_.data(),
-                                                  rows, V, grad_scale, logits_.data(),
-                                                  row_loss_.data());
-  for (int i = 0; i < rows; ++i) sums.count += in.mask[i] != 0;  // the host's copy
+  } else {
+    run_loss(grad_scale);
+    sums.nats = step_nats();
+  }
   return sums;
+}
+
+template <typename T>
+void Model<T>::run_loss(T grad_scale) {
+  const int V = cfg_.vocab, rows = streams_ * cfg_.seq_len;
+  be_.softmax_xent_forward_backward_deferred(logits_.data(), targets_.data(), mask_.data(), rows,
+                                             V, grad_scale, logits_.data(), row_loss_.data(),
+                                             loss_sum_.data());
+}
+
+template <typename T>
+int64_t Model<T>::stage_step(const ModelInput& in) {
+  if (tp_.active())
+    throw std::logic_error("Model::stage_step: not under tensor parallelism (its loss is summed "
+                           "on the host between kernels); use forward()");
+  if (in.targets == nullptr || in.mask == nullptr)
+    throw std::invalid_argument("Model::stage_step needs targets and mask");
+  stage_input(in);
+  return stage_targets(in);
+}
+
+template <typename T>
+void Model<T>::device_step(T grad_scale) {
+  if (tp_.active()) throw std::logic_error("Model::device_step: not under tensor parallelism");
+  run_forward();
+  run_loss(grad_scale);
+  backward();
+}
+
+template <typename T>
+double Model<T>::step_nats() {
+  double nats = 0;
+  memory().to_host(&nats, loss_sum_.data(), sizeof nats);
+  return nats;
 }
 
 template <typename T>
@@ -254,7 +304,8 @@ MemoryReport Model<T>::memory_report() const {
   for (const auto& v : resid_) act += int64_t(v.size());
   act += int64_t(final_h_.size() + final_rstd_.size() + logits_.size() + row_loss_.size());
   act += scratch_.elems() + int64_t(d_resid_a_.size() + d_resid_b_.size());
-  r.activations = act * elem + xent_.bytes() + inputs_.bytes() + targets_.bytes() + mask_.bytes();
+  r.activations = act * elem + xent_.bytes() + inputs_.bytes() + targets_.bytes() + mask_.bytes() +
+                  loss_sum_.bytes();
   for (const auto& layer : layers_) {
     r.activations += layer->activation_bytes();
     r.backward_scratch += layer->backward_scratch_bytes();

@@ -71,6 +71,19 @@ class Model {
   // The pointer is into backend memory (device memory under CUDA): copy rows out with
   // kernels::copy_to_host(memory(), ...), never dereference it on the host.
   const T* forward_logits(const ModelInput& in);
+  // The training step as device work alone, for a caller that captures it once and replays
+  // it (launch/step_graphs.h; the same results as forward() then backward()):
+  //  - stage_step copies the step's tokens, targets, mask and what the layers derive from
+  //    doc_start into backend memory and returns the unmasked target count;
+  //  - device_step enqueues forward, loss and backward and reads nothing back: what it enqueues
+  //    depends only on staged_doc_start(), grad_scale and the backward hook (none while captured);
+  //  - step_nats reads the loss sum of the last device_step (waits for it).
+  // Not under tensor parallelism (its loss statistics are summed on the host); throws there.
+  int64_t stage_step(const ModelInput& in);
+  void device_step(T grad_scale);
+  double step_nats();
+  const std::vector<uint8_t>& staged_doc_start() const { return doc_start_; }
+  CarryAblation carry_ablation() const { return ablation_; }
   // Accumulates parameter gradients for the last forward (call params().zero_grads() first
   // unless accumulating).
   void backward();
@@ -125,6 +138,11 @@ class Model {
   // under TP this rank's local ids, -1 for other ranks' tokens) and doc_start into doc_start_
   // (host); forward() copies targets (local ids under TP) and mask.
   void stage_input(const ModelInput& in);
+  // Copies targets (local ids under TP) and mask into backend memory; the unmasked count.
+  int64_t stage_targets(const ModelInput& in);
+  // The staged step's forward up to the logits; then (not under TP) the loss into loss_sum_.
+  const T* run_forward();
+  void run_loss(T grad_scale);
 
   bool have_forward_ = false;  // backward() needs a forward() first
   // The step's input in backend memory ([B*N] each); doc_start_ stays on the host (it only
@@ -137,6 +155,7 @@ class Model {
   kernels::Buffer<T> final_h_, final_rstd_;
   kernels::Buffer<T> logits_;    // [B*N, V]; holds dlogits after forward
   kernels::Buffer<T> row_loss_;  // [B*N]
+  kernels::Buffer<double> loss_sum_;  // [1]: the last step's loss sum (not under TP)
   VocabParallelCrossEntropy<T> xent_;  // TP > 1 only (backend memory)
   BackwardScratch<T> scratch_;
   kernels::Buffer<T> d_resid_a_, d_resid_b_;

@@ -129,9 +129,12 @@ void RecurrentLayer<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
   const int64_t sd = int64_t(S / tp_.size()) * D;  // one stream's rows of Σ on this rank
   // The eval ablations (core/diagnostics.h) restart Σ at every segment.
   const bool reset_state = ablation_ != CarryAblation::kNone;
-  for (int b = 0; b < B; ++b)
-    be.copy(ctx.doc_start[b] || reset_state ? store_[state_init_].value : sigma_.data() + b * sd,
-            sd, sigma0_.data() + b * sd);
+  if (!reset_state && no_stream_starts(ctx.doc_start, B))
+    be.copy(sigma_.data(), B * sd, sigma0_.data());  // every stream carries: one launch
+  else
+    for (int b = 0; b < B; ++b)
+      be.copy(ctx.doc_start[b] || reset_state ? store_[state_init_].value : sigma_.data() + b * sd,
+              sd, sigma0_.data() + b * sd);
   state_.forward(be, sigma0_.data(), k_ext_.data(), v_ext_.data());
   // A_es: block t's tokens read Σ_t (W×S per head, no mask); the block ablation: Σ_0 always.
   const kernels::CrossAttnDims to_state{B, W, S, H, dh, int64_t(N) * A, int64_t(S) * A, false};

@@ -7,9 +7,20 @@
 
 namespace brt::core {
 
+bool no_stream_starts(const uint8_t* doc_start, int streams) {
+  for (int b = 0; b < streams; ++b)
+    if (doc_start[b]) return false;
+  return true;
+}
+
 template <typename T>
 void prepare_cache(kernels::Backend<T>& be, const uint8_t* doc_start, int streams,
                    int64_t block_elems, const T* carried, T* used) {
+  // The steady state (every stream continues): one copy for the batch, not one per stream.
+  if (no_stream_starts(doc_start, streams)) {
+    be.copy(carried, streams * block_elems, used);
+    return;
+  }
   for (int b = 0; b < streams; ++b) {
     T* dst = used + b * block_elems;
     if (doc_start[b])
@@ -23,8 +34,9 @@ template <typename T>
 void carry_last_block(kernels::Backend<T>& be, int streams, int seq, int window, int width,
                       const T* act, T* carried) {
   const int64_t block = static_cast<int64_t>(window) * width;
-  for (int b = 0; b < streams; ++b)
-    be.copy(act + (static_cast<int64_t>(b) * seq + seq - window) * width, block, carried + b * block);
+  // One strided copy for the batch: stream b's rows start at b·seq·width.
+  be.copy_rows(act + static_cast<int64_t>(seq - window) * width, static_cast<int64_t>(seq) * width,
+               streams, block, carried, block);
 }
 
 template <typename T>

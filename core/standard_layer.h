@@ -50,6 +50,9 @@ class StandardLayer : public Layer<T> {
   kernels::Buffer<T> k_cache_, v_cache_;  // [B, W, A]
 };
 
+// True when no stream of doc_start [B] (host memory) starts a document: the steady state, in
+// which the per-stream selections below collapse into one launch for the batch.
+bool no_stream_starts(const uint8_t* doc_start, int streams);
 // Builds the [B, W, A] cache a segment's block 0 attends to: zeros for streams that start a
 // document, else the carried block (MODEL §3.2, §8). Shared by every layer with a cache.
 // doc_start is host memory; carried and used are backend memory.

@@ -194,6 +194,18 @@ class Backend {
   virtual double softmax_xent_forward_backward(const T* logits, const int32_t* targets,
                                                const uint8_t* mask, int n, int V, T grad_scale,
                                                T* dlogits, T* row_loss) = 0;
+  // The same computation without waiting for it: the loss sum goes to *loss_sum (one double in
+  // this backend's memory) for the caller to read when it needs it, and the targets are not
+  // validated here (the caller has: Model::stage_step). Nothing is read back to the host, so a
+  // CUDA graph can capture it (launch/step_graphs.h). The default runs the waiting form.
+  virtual void softmax_xent_forward_backward_deferred(const T* logits, const int32_t* targets,
+                                                      const uint8_t* mask, int n, int V,
+                                                      T grad_scale, T* dlogits, T* row_loss,
+                                                      double* loss_sum) {
+    const double total = softmax_xent_forward_backward(logits, targets, mask, n, V, grad_scale,
+                                                       dlogits, row_loss);
+    memory().from_host(loss_sum, &total, sizeof total);
+  }
 
   // ---- MODEL §7: the BST SSM sublayer ------------------------------------------------------
   // A convolution planned for (length, channels) and any B <= max_batch, F <= max_features.

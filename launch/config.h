@@ -30,6 +30,9 @@ struct TrainConfig {
   // cuda: reruns bit-identical (the kernels always are; this also pins NCCL's algorithm and
   // protocol so its sums cannot change between runs).
   bool deterministic = false;
+  // cuda: replay each step's forward and backward from a CUDA graph when the step can be
+  // captured (launch/step_graphs.h; off under TP or DP > 1, and on the CPU, where it is moot).
+  bool cuda_graph = true;
   int threads = 0;                  // OpenMP threads; 0 = the runtime's default
   double peak_gflops = 0.0;         // MFU denominator; 0 = measure the sgemm peak at start
   int64_t eval_every = 0;           // steps between evaluations; 0 = none

@@ -179,6 +179,8 @@ std::vector<KeySpec> build_keys() {
                          "cpu | cuda (--device); docs/gpu.md"));
   k.push_back(bool_key("train.deterministic", train(&TrainConfig::deterministic),
                        "cuda: bit-identical reruns (pins NCCL_ALGO/NCCL_PROTO)"));
+  k.push_back(bool_key("train.cuda_graph", train(&TrainConfig::cuda_graph),
+                       "cuda: replay each step's forward and backward from a CUDA graph when capturable"));
   k.push_back(int_key("train.threads", train(&TrainConfig::threads), 0, kIntMax, "OpenMP threads; 0 = default"));
   k.push_back(float_key("train.peak_gflops", train(&TrainConfig::peak_gflops), 0.0,
                         "MFU denominator; 0 = measure sgemm peak"));

@@ -9,6 +9,7 @@
 #include <limits>
 #include <memory>
 #include <stdexcept>
+#include <type_traits>
 
 #include "core/flops.h"
 #include "core/model.h"
@@ -23,6 +24,7 @@
 #include "launch/mfu.h"
 #include "launch/run_checkpoints.h"
 #include "launch/step_guard.h"
+#include "launch/step_graphs.h"
 #include "launch/stop_signal.h"
 #include "launch/training_checkpoint.h"
 #include "parallel/core_share.h"
@@ -119,6 +121,25 @@ double evaluate_whole_split(core::Model<T>& model, const RunConfig& cfg, DataPar
   return r.tokens ? r.nats / double(r.tokens) : 0.0;
 }
 
+// One step's forward and backward through the CUDA graphs (launch/step_graphs.h); reports each
+// new graph, and once, a capture that failed (the run goes on without graphs).
+void run_graph_step(core::Model<float>& model, StepGraphs& graphs, const data::Batch& batch,
+                    float grad_scale, core::LossSums& sums, MetricsLog& log) {
+  const int graphs_before = graphs.stats().graphs;
+  const bool failed_before = !graphs.failure().empty();
+  model.stage_step(model_input<float>(batch));
+  graphs.run(grad_scale);
+  sums.nats = model.step_nats();
+  const StepGraphStats& s = graphs.stats();
+  if (s.graphs != graphs_before)
+    log.event("cuda_graph", {{"graphs", double(s.graphs)}, {"kernels", double(s.graph_kernels)},
+                             {"copies", double(s.graph_copies)}, {"fills", double(s.graph_fills)},
+                             {"other", double(s.graph_other)}},
+              "cuda graph: " + graphs.describe());
+  if (!failed_before && !graphs.failure().empty())
+    log.event("warning", {}, "warning: " + graphs.failure());
+}
+
 template <typename T>
 TrainResult train_with(const TrainOptions& options) {
   const RunConfig& cfg = options.config;
@@ -182,6 +203,18 @@ TrainResult train_with(const TrainOptions& options) {
   const int64_t optim_bytes = mem.optimizer;
   // ---- end data parallelism ----
 
+  // CUDA graphs (launch/step_graphs.h): a step's forward and backward replayed from a graph.
+  std::unique_ptr<StepGraphs> graphs;
+  std::string graph_line;
+  if constexpr (std::is_same_v<T, float>) {
+    if (on_gpu) {
+      const std::string why = cfg.train.cuda_graph ? step_capture_obstacle(cfg.train, dp_size, tp.size())
+                                                   : "train.cuda_graph=false";
+      if (why.empty()) graphs = std::make_unique<StepGraphs>(model, *backend);
+      graph_line = why.empty() ? "; CUDA graphs on (one per reset pattern, from a pattern's second step)"
+                               : "; CUDA graphs off (" + why + ")";
+    }
+  }
   MfuPeak peak(cfg.train.peak_gflops, on_gpu);
   const core::FlopBreakdown flops = core::flops_per_token(mc);
   const double tokens_per_step = double(cfg.train.batch) * dp_size * mc.seq_len;
@@ -217,9 +250,10 @@ TrainResult train_with(const TrainOptions& options) {
                 (long long)cfg.train.steps, core::to_string(cfg.optim.kind),
                 cfg.train.precision.c_str());
     std::printf("%s\n", threads_line.c_str());
-    std::printf("device: %s (%s backend, memory %s)%s\n", cfg.train.device.c_str(), backend->name(),
+    std::printf("device: %s (%s backend, memory %s)%s%s\n", cfg.train.device.c_str(), backend->name(),
                 backend->memory().name().c_str(),
-                cfg.train.deterministic ? "; deterministic: NCCL_ALGO/NCCL_PROTO pinned" : "");
+                cfg.train.deterministic ? "; deterministic: NCCL_ALGO/NCCL_PROTO pinned" : "",
+                graph_line.c_str());
     std::fflush(stdout);
   }
 
@@ -274,10 +308,15 @@ TrainResult train_with(const TrainOptions& options) {
       const int64_t count = dp ? dp->global_count(local_count) : local_count;
       const T spike = options.faults.grad_spike_at(number) ? T(1000) : T(1);
       model.params().zero_grads();
-      sums = model.forward(model_input<T>(batch), count ? spike / T(count) : T(0));
-      if (dp) dp->begin_backward();
-      model.backward();
-      if (dp) dp->end_backward();  // gradients summed over DP ranks
+      const T grad_scale = count ? spike / T(count) : T(0);
+      if (graphs) {
+        if constexpr (std::is_same_v<T, float>) run_graph_step(model, *graphs, batch, grad_scale, sums, log);
+      } else {
+        sums = model.forward(model_input<T>(batch), grad_scale);
+        if (dp) dp->begin_backward();
+        model.backward();
+        if (dp) dp->end_backward();  // gradients summed over DP ranks
+      }
       if (options.faults.nonfinite_at(number)) poison_step(model, sums);
       if (dp) sums = {dp->global_nats(sums.nats), count};
       sums.count = count;
@@ -383,6 +422,7 @@ TrainResult train_with(const TrainOptions& options) {
     }
   }
   result.skipped_steps = guard.total_skipped();
+  if (graphs) result.graph_steps = graphs->stats().captured_steps + graphs->stats().replayed_steps;
   return result;
 }
 

@@ -37,6 +37,8 @@ struct TrainResult {
   std::vector<double> losses;  // every step's loss (for tests and determinism checks)
   bool stopped_by_signal = false;
   int64_t skipped_steps = 0;   // steps the guard skipped (launch/step_guard.h)
+  // CUDA graphs (train.cuda_graph, launch/step_graphs.h): steps replayed or captured.
+  int64_t graph_steps = 0;
 };
 
 // Returns the result; throws with a clear message on bad input (config, data, checkpoint).

@@ -2,7 +2,8 @@
 // backward, Adafactor) of ladder configs on one GPU in bf16, reported as tokens/s, achieved
 // TFLOP/s by MODEL §10's count (training = 3 × forward) and MFU against the bf16 dense matrix
 // peak measured in the same run (cuBLAS 8192³ bf16 GEMM). Warm-up steps first, then the
-// median of timed steps (each synchronised), on the synthetic Markov stream.
+// median of timed steps (each synchronised), on the synthetic Markov stream; each config runs
+// eagerly and from CUDA graphs (train.cuda_graph), and the launches per step are printed.
 //
 // usage: bench_cuda_train [--batch B] [--steps S] [--precision bf16|fp32] [config.toml ...]
 //        (default: configs/150m.toml configs/1.3b.toml, B 4, S 6; run from the repo root)
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -22,6 +24,8 @@
 #include "launch/batch_source.h"
 #include "launch/config.h"
 #include "launch/device_backend.h"
+#include "launch/step_graphs.h"
+#include "core/param_count.h"
 
 namespace {
 
@@ -52,9 +56,15 @@ Settings parse(int argc, char** argv) {
   return s;
 }
 
-void bench_config(const std::string& path, const Settings& s, double peak_tflops) {
+struct Measured {
+  double step_s = 0, loss = 0;
+  brt::launch::StepGraphStats graphs;
+};
+
+// Warm-up steps, then the median of s.steps timed steps; with `use_graphs` the forward and
+// backward replay from CUDA graphs (launch/step_graphs.h), as brt-dist train does on the GPU.
+Measured measure(const brt::launch::RunConfig& cfg, const Settings& s, bool use_graphs) {
   using Clock = std::chrono::steady_clock;
-  const auto cfg = brt::launch::load_run_config(path, {"data.source=synthetic"});
   kc::CudaOptions options;
   options.precision = s.precision;
   options.workspace_bytes = brt::launch::cuda_workspace_bytes(
@@ -64,37 +74,62 @@ void bench_config(const std::string& path, const Settings& s, double peak_tflops
   model.params().initialize(uint64_t(cfg.train.seed));
   const auto kernels = kc::make_cuda_optimizer_kernels(*backend);
   auto optimizer = brt::core::make_optimizer(cfg.optim, model.params(), {}, kernels.get());
+  std::unique_ptr<brt::launch::StepGraphs> graphs;
+  if (use_graphs) graphs = std::make_unique<brt::launch::StepGraphs>(model, *backend);
   brt::launch::SyntheticMarkovSource source(cfg.model.vocab, s.batch, cfg.model.seq_len, 1);
   brt::data::Batch batch;
-  const int warmup = 2;
+  const int warmup = 3;  // graphs: first sight, warm-up, capture
   std::vector<double> seconds;
-  double last_loss = 0;
+  Measured m;
   for (int step = 0; step < warmup + s.steps; ++step) {
     source.next(batch);
+    // Steady state: the document starts only at the first step (the stream's long documents).
+    if (step > 0) std::fill(batch.doc_start.begin(), batch.doc_start.end(), uint8_t(0));
     int64_t count = 0;
-    for (uint8_t m : batch.mask) count += m;
+    for (uint8_t mk : batch.mask) count += mk;
     backend->memory().synchronize();
     const auto t0 = Clock::now();
     model.params().zero_grads();
     const brt::core::ModelInput in{batch.inputs.data(), batch.targets.data(), batch.mask.data(),
                                    batch.doc_start.data()};
-    const auto sums = model.forward(in, 1.0f / float(std::max<int64_t>(count, 1)));
-    model.backward();
+    const float scale = 1.0f / float(std::max<int64_t>(count, 1));
+    model.stage_step(in);
+    if (graphs) graphs->run(scale);
+    else model.device_step(scale);
+    const double nats = model.step_nats();
     optimizer->step();
     backend->memory().synchronize();
     if (step >= warmup) seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-    last_loss = sums.nats / double(std::max<int64_t>(count, 1));
+    m.loss = nats / double(std::max<int64_t>(count, 1));
   }
   std::sort(seconds.begin(), seconds.end());
-  const double step_s = seconds[seconds.size() / 2];
+  m.step_s = seconds[seconds.size() / 2];
+  if (graphs) m.graphs = graphs->stats();
+  return m;
+}
+
+void bench_config(const std::string& path, const Settings& s, double peak_tflops) {
+  const auto cfg = brt::launch::load_run_config(path, {"data.source=synthetic"});
+  const Measured eager = measure(cfg, s, false);
+  const Measured graphed = measure(cfg, s, true);
   const double tokens = double(s.batch) * cfg.model.seq_len;
-  const double tflops = brt::core::flops_per_token(model.config()).training() * tokens / step_s / 1e12;
-  int64_t params = 0;
-  for (const auto& p : model.params().params()) params += p.spec.global_numel();
-  std::printf("%-20s %6.0fM params  B %d x N %d  step %8.1f ms (median of %d)  %9.0f tok/s  "
-              "%7.1f TFLOP/s  MFU %5.1f%%  (loss %.3f)\n",
-              path.c_str(), params / 1e6, s.batch, cfg.model.seq_len, step_s * 1e3, s.steps,
-              tokens / step_s, tflops, 100 * tflops / peak_tflops, last_loss);
+  brt::core::ModelConfig resolved = cfg.model;
+  resolved.resolve();
+  const double flops_per_token = brt::core::flops_per_token(resolved).training();
+  const int64_t params = brt::core::count_parameters(resolved);
+  for (const Measured* m : {&eager, &graphed}) {
+    const double tflops = flops_per_token * tokens / m->step_s / 1e12;
+    std::printf("%-20s %6.0fM params  B %d x N %d  %-7s step %8.1f ms (median of %d)  %9.0f tok/s  "
+                "%7.1f TFLOP/s  MFU %5.1f%%  (loss %.3f)\n",
+                path.c_str(), params / 1e6, s.batch, cfg.model.seq_len, m == &eager ? "eager" : "graphs",
+                m->step_s * 1e3, s.steps, tokens / m->step_s, tflops, 100 * tflops / peak_tflops, m->loss);
+  }
+  const auto& g = graphed.graphs;
+  std::printf("%-20s launches per step: %d kernels + %d copies + %d fills eager -> 1 graph launch "
+              "(%lld replays); graphs / eager step time %.3f; losses %s\n",
+              path.c_str(), g.graph_kernels, g.graph_copies, g.graph_fills,
+              (long long)g.replayed_steps, graphed.step_s / eager.step_s,
+              graphed.loss == eager.loss ? "bit-identical" : "DIFFER");
   std::fflush(stdout);
 }
 

@@ -226,12 +226,12 @@ void launch_window_attention_forward_tc(const WindowAttnDims& d, const float* q,
                                         const float* v, const float* k_cache,
                                         const float* v_cache, const float* rel_bias,
                                         const float* scale, float* out, float* probs,
-                                        cublasHandle_t handle, DeviceArena& scratch,
-                                        cudaStream_t stream) {
+                                        const T5Buckets& buckets, cublasHandle_t handle,
+                                        DeviceArena& scratch, cudaStream_t stream) {
   const char* who = "window_attention_forward (tensor cores)";
   check_dims(d, who);
   const TcDims g = tc_dims(d);
-  const WindowBiasTables tables = window_bias_tables(d, rel_bias, scratch, stream, who);
+  const WindowBiasTables tables = window_bias_tables(d, rel_bias, buckets, scratch, stream, who);
   auto* qh = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.act()), who);
   auto* kw = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.windows()), who);
   auto* vw = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.windows()), who);
@@ -257,12 +257,13 @@ void launch_window_attention_backward_tc(const WindowAttnDims& d, const float* q
                                          const float* v_cache, const float* rel_bias,
                                          const float* scale, const float* probs,
                                          const float* dout, float* dq, float* dk, float* dv,
-                                         float* drel_bias, float* dscale, cublasHandle_t handle,
-                                         DeviceArena& scratch, cudaStream_t stream) {
+                                         float* drel_bias, float* dscale, const T5Buckets& buckets,
+                                         cublasHandle_t handle, DeviceArena& scratch,
+                                         cudaStream_t stream) {
   const char* who = "window_attention_backward (tensor cores)";
   check_dims(d, who);
   const TcDims g = tc_dims(d);
-  const WindowBiasTables tables = window_bias_tables(d, rel_bias, scratch, stream, who);
+  const WindowBiasTables tables = window_bias_tables(d, rel_bias, buckets, scratch, stream, who);
   auto* qh = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.act()), who);
   auto* doh = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.act()), who);
   auto* kw = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.windows()), who);

@@ -85,6 +85,10 @@ CudaBackend::CudaBackend(const CudaOptions& options) : options_(options) {
     memory_ = std::make_unique<DeviceMemory>(options.device, stream_);
     scratch_ = DeviceArena(options.workspace_bytes, "CudaBackend scratch");
     cublas_workspace_ = DeviceArena(kCublasWorkspaceBytes, "cuBLAS workspace");
+    const std::vector<int> buckets = t5_bucket_table(kT5TableDistances);
+    t5_table_ = DeviceArena(buckets.size() * sizeof(int), "T5 bucket table");
+    BRT_CUDA_CHECK(cudaMemcpy(t5_table_.base(), buckets.data(), buckets.size() * sizeof(int),
+                              cudaMemcpyHostToDevice));
     BRT_CUBLAS_CHECK(cublasCreate(&cublas_));
     BRT_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
     BRT_CUBLAS_CHECK(

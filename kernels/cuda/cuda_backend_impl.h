@@ -83,10 +83,10 @@ class CudaBackend final : public Backend<float> {
     // exact fused kernels.
     if (options_.precision == Precision::kBf16)
       launch_window_attention_forward_tc(d, q, k, v, k_cache, v_cache, rel_bias, scale, out,
-                                         probs, cublas_, scratch(), stream_);
+                                         probs, t5_buckets(), cublas_, scratch(), stream_);
     else
       launch_window_attention_forward(d, q, k, v, k_cache, v_cache, rel_bias, scale, out, probs,
-                                      scratch(), stream_);
+                                      t5_buckets(), scratch(), stream_);
   }
   void window_attention_backward(const WindowAttnDims& d, const float* q, const float* k,
                                  const float* v, const float* k_cache, const float* v_cache,
@@ -95,11 +95,12 @@ class CudaBackend final : public Backend<float> {
                                  float* drel_bias, float* dscale) override {
     if (options_.precision == Precision::kBf16)
       launch_window_attention_backward_tc(d, q, k, v, k_cache, v_cache, rel_bias, scale, probs,
-                                          dout, dq, dk, dv, drel_bias, dscale, cublas_, scratch(),
-                                          stream_);
+                                          dout, dq, dk, dv, drel_bias, dscale, t5_buckets(),
+                                          cublas_, scratch(), stream_);
     else
       launch_window_attention_backward(d, q, k, v, k_cache, v_cache, rel_bias, scale, probs, dout,
-                                       dq, dk, dv, drel_bias, dscale, scratch(), stream_);
+                                       dq, dk, dv, drel_bias, dscale, t5_buckets(), scratch(),
+                                       stream_);
   }
 
   void cross_attention_forward(const CrossAttnDims& d, const float* q, const float* k,
@@ -172,6 +173,14 @@ class CudaBackend final : public Backend<float> {
   double softmax_xent_forward_backward(const float* logits, const int32_t* targets,
                                        const uint8_t* mask, int n, int V, float grad_scale,
                                        float* dlogits, float* row_loss) override;
+  // The same kernels, the sum written to device memory: no copy, no wait (capturable).
+  void softmax_xent_forward_backward_deferred(const float* logits, const int32_t* targets,
+                                              const uint8_t* mask, int n, int V, float grad_scale,
+                                              float* dlogits, float* row_loss,
+                                              double* loss_sum) override {
+    launch_softmax_xent(logits, targets, mask, n, V, grad_scale, dlogits, row_loss, scratch(),
+                        stream_, loss_sum);
+  }
 
   // MODEL §7 (ssm.cu; the convolution is a CudaFftConv on this stream, cuda_backend.cpp).
   std::unique_ptr<FftConvolver<float>> make_fft_conv(int length, int channels, int max_batch,
@@ -219,12 +228,15 @@ class CudaBackend final : public Backend<float> {
     return scratch_;
   }
 
+  T5Buckets t5_buckets() const { return {static_cast<const int*>(t5_table_.base()), kT5TableDistances}; }
+
   CudaOptions options_;
   cudaStream_t stream_ = nullptr;
   bool owns_stream_ = false;
   cublasHandle_t cublas_ = nullptr;
   DeviceArena cublas_workspace_;
   DeviceArena scratch_;
+  DeviceArena t5_table_;  // t5_bucket_table(kT5TableDistances), uploaded at construction
   std::unique_ptr<DeviceMemory> memory_;  // on stream_
 };
 

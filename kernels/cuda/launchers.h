@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/backend.h"
 #include "kernels/cuda/device_arena.h"
@@ -72,7 +73,7 @@ struct XentDeviceResult {
 XentDeviceResult launch_softmax_xent(const float* logits, const int32_t* targets,
                                   const uint8_t* mask, int n, int V, float grad_scale,
                                   float* dlogits, float* row_loss, DeviceArena& scratch,
-                                  cudaStream_t stream);
+                                  cudaStream_t stream, double* total_out = nullptr);
 
 // ---- xent_split.cu (MODEL §1 under tensor parallelism; backend.h xent_split_*) ----
 void launch_xent_split_max(const float* logits, int n, int V, double* row_max,
@@ -89,26 +90,37 @@ const double* launch_xent_split_finish(const float* logits, const int32_t* local
                                        cudaStream_t stream);
 
 // ---- window_attention.cu (MODEL §3.2, §3.3) ----
+// The T5 bucket of every distance 0..max_distance (t5_bucket on the host, MODEL §3.3; 0 at
+// distance 0): the backend uploads it once, so attention calls copy nothing from the host.
+std::vector<int> t5_bucket_table(int max_distance);
+constexpr int kT5TableDistances = 1 << 16;  // windows up to 65536 tokens
+struct T5Buckets {
+  const int* table = nullptr;  // [max_distance + 1] in device memory
+  int max_distance = 0;
+};
 void launch_window_attention_forward(const WindowAttnDims& d, const float* q, const float* k,
                                      const float* v, const float* k_cache,
                                      const float* v_cache, const float* rel_bias,
                                      const float* scale, float* out, float* probs,
-                                     DeviceArena& scratch, cudaStream_t stream);
+                                     const T5Buckets& buckets, DeviceArena& scratch,
+                                     cudaStream_t stream);
 void launch_window_attention_backward(const WindowAttnDims& d, const float* q, const float* k,
                                       const float* v, const float* k_cache,
                                       const float* v_cache, const float* rel_bias,
                                       const float* scale, const float* probs,
                                       const float* dout, float* dq, float* dk, float* dv,
-                                      float* drel_bias, float* dscale, DeviceArena& scratch,
-                                      cudaStream_t stream);
+                                      float* drel_bias, float* dscale, const T5Buckets& buckets,
+                                      DeviceArena& scratch, cudaStream_t stream);
 // The T5 bias by distance [H, W + 1] (0 at distance 0) and the bucket of each distance
-// [W + 1], built in scratch from rel_bias with the host's t5_bucket (shared by both paths).
+// [W + 1] (shared by both paths): the bias built in scratch from rel_bias, the buckets the
+// backend's table (throws when W is beyond it).
 struct WindowBiasTables {
   const float* bias;
   const int* bucket;
 };
 WindowBiasTables window_bias_tables(const WindowAttnDims& d, const float* rel_bias,
-                                    DeviceArena& scratch, cudaStream_t stream, const char* who);
+                                    const T5Buckets& buckets, DeviceArena& scratch,
+                                    cudaStream_t stream, const char* who);
 
 // ---- attention_tc.cu: the same attention on the tensor cores (bf16 backend) ----
 // Same contract as above except the probs content (raw scores and each row's log-sum-exp,
@@ -118,15 +130,16 @@ void launch_window_attention_forward_tc(const WindowAttnDims& d, const float* q,
                                         const float* v, const float* k_cache,
                                         const float* v_cache, const float* rel_bias,
                                         const float* scale, float* out, float* probs,
-                                        cublasHandle_t handle, DeviceArena& scratch,
-                                        cudaStream_t stream);
+                                        const T5Buckets& buckets, cublasHandle_t handle,
+                                        DeviceArena& scratch, cudaStream_t stream);
 void launch_window_attention_backward_tc(const WindowAttnDims& d, const float* q, const float* k,
                                          const float* v, const float* k_cache,
                                          const float* v_cache, const float* rel_bias,
                                          const float* scale, const float* probs,
                                          const float* dout, float* dq, float* dk, float* dv,
-                                         float* drel_bias, float* dscale, cublasHandle_t handle,
-                                         DeviceArena& scratch, cudaStream_t stream);
+                                         float* drel_bias, float* dscale, const T5Buckets& buckets,
+                                         cublasHandle_t handle, DeviceArena& scratch,
+                                         cudaStream_t stream);
 
 // ---- cross_attention_tc.cu: cross-attention on the tensor cores (bf16 backend) ----
 // Same contract as the fp32 launchers below except the probs content (raw scores, private).

@@ -67,17 +67,25 @@ __global__ void bias_by_distance_kernel(const float* rel_bias, const int* bucket
 
 }  // namespace
 
+std::vector<int> t5_bucket_table(int max_distance) {
+  // The same host function as the CPU backend (MODEL §3.3, fp32 on the host), so a distance
+  // never lands in a different bucket through a device logf rounding.
+  std::vector<int> buckets(static_cast<std::size_t>(max_distance) + 1, 0);
+  for (int distance = 1; distance <= max_distance; ++distance) buckets[distance] = t5_bucket(distance);
+  return buckets;
+}
+
 WindowBiasTables window_bias_tables(const WindowAttnDims& d, const float* rel_bias,
-                                    DeviceArena& scratch, cudaStream_t stream, const char* who) {
+                                    const T5Buckets& buckets, DeviceArena& scratch,
+                                    cudaStream_t stream, const char* who) {
   const int W = d.window;
-  // Buckets from the same host function as the CPU backend (MODEL §3.3, fp32 on the host), so
-  // a distance never lands in a different bucket through a device logf rounding.
-  std::vector<int> buckets(W + 1, 0);
-  for (int distance = 1; distance <= W; ++distance) buckets[distance] = t5_bucket(distance);
-  int* bucket_dev = scratch.allocate_array<int>(W + 1, who);
+  if (W > buckets.max_distance)
+    throw std::runtime_error(std::string("kernels/cuda ") + who + ": window " + std::to_string(W) +
+                             " is beyond the T5 bucket table's " +
+                             std::to_string(buckets.max_distance) + " distances");
+  // No host copy here: the table is the backend's, uploaded once, so the call can be captured.
+  const int* bucket_dev = buckets.table;
   float* bias_dev = scratch.allocate_array<float>(static_cast<std::size_t>(d.heads) * (W + 1), who);
-  BRT_CUDA_CHECK(cudaMemcpyAsync(bucket_dev, buckets.data(), sizeof(int) * (W + 1),
-                                 cudaMemcpyHostToDevice, stream));
   bias_by_distance_kernel<<<elementwise_blocks(int64_t{d.heads} * (W + 1)), 256, 0, stream>>>(
       rel_bias, bucket_dev, d.heads, W, bias_dev);
   BRT_CUDA_CHECK_LAUNCH(who);
@@ -86,8 +94,8 @@ WindowBiasTables window_bias_tables(const WindowAttnDims& d, const float* rel_bi
 
 namespace {
 
-WindowGeo make_geometry(const WindowAttnDims& d, const float* rel_bias, DeviceArena& scratch,
-                        cudaStream_t stream, const char* who) {
+WindowGeo make_geometry(const WindowAttnDims& d, const float* rel_bias, const T5Buckets& buckets,
+                        DeviceArena& scratch, cudaStream_t stream, const char* who) {
   if (d.batch <= 0 || d.seq <= 0 || d.window <= 0 || d.heads <= 0 || d.head_dim <= 0 ||
       d.seq % d.window != 0 || d.head_dim > kMaxHeadDim) {
     throw std::runtime_error(
@@ -97,7 +105,7 @@ WindowGeo make_geometry(const WindowAttnDims& d, const float* rel_bias, DeviceAr
         " (seq a positive multiple of window; head_dim <= " + std::to_string(kMaxHeadDim) + ")");
   }
   const int W = d.window;
-  const WindowBiasTables tables = window_bias_tables(d, rel_bias, scratch, stream, who);
+  const WindowBiasTables tables = window_bias_tables(d, rel_bias, buckets, scratch, stream, who);
   return WindowGeo{d.batch, d.seq, W, d.heads, d.head_dim, d.width(), d.seq, d.seq / W,
                    tables.bias, tables.bucket};
 }
@@ -110,9 +118,10 @@ void launch_window_attention_forward(const WindowAttnDims& d, const float* q, co
                                      const float* v, const float* k_cache,
                                      const float* v_cache, const float* rel_bias,
                                      const float* scale, float* out, float* probs,
-                                     DeviceArena& scratch, cudaStream_t stream) {
+                                     const T5Buckets& buckets, DeviceArena& scratch,
+                                     cudaStream_t stream) {
   const char* who = "window_attention_forward";
-  const WindowGeo g = make_geometry(d, rel_bias, scratch, stream, who);
+  const WindowGeo g = make_geometry(d, rel_bias, buckets, scratch, stream, who);
   const AttnInputs in{q, k, v, k_cache, v_cache, scale, nullptr};
   const int blocks = g.batch * g.H * query_tiles(g);
   attention_rows_kernel<WindowGeo, false><<<blocks, kAttnThreads, attention_shared_bytes(g.dh),
@@ -125,10 +134,10 @@ void launch_window_attention_backward(const WindowAttnDims& d, const float* q, c
                                       const float* v_cache, const float* rel_bias,
                                       const float* scale, const float* probs,
                                       const float* dout, float* dq, float* dk, float* dv,
-                                      float* drel_bias, float* dscale, DeviceArena& scratch,
-                                      cudaStream_t stream) {
+                                      float* drel_bias, float* dscale, const T5Buckets& buckets,
+                                      DeviceArena& scratch, cudaStream_t stream) {
   const char* who = "window_attention_backward";
-  const WindowGeo g = make_geometry(d, rel_bias, scratch, stream, who);
+  const WindowGeo g = make_geometry(d, rel_bias, buckets, scratch, stream, who);
   const AttnInputs in{q, k, v, k_cache, v_cache, scale, dout};
   const int tiles = query_tiles(g);
   const int blocks = g.batch * g.H * tiles;

@@ -129,6 +129,45 @@ TEST_P(DeviceResidency, GuardedMemoryRunIsBitIdenticalToTheCpuBackend) {
   EXPECT_GT(c, 0.0);
 }
 
+// The step as device work alone (Model::stage_step / device_step / step_nats, what a CUDA graph
+// captures: launch/step_graphs.h): bit-identical to forward + backward, and the device work
+// copies nothing between host and backend memory — every host decision was staged before it.
+TEST_P(DeviceResidency, DeviceStepCopiesNothingAndMatchesForwardBackward) {
+  constexpr int B = 2;
+  core::ModelConfig cfg = tiny_config(GetParam());
+  if (GetParam().rfind("bst:", 0) == 0) {
+    cfg.ssm_state = 8;
+    cfg.ctx_states = 4;
+  }
+  GuardedBackend<float> plain, staged;
+  core::Model<float> a(cfg, B, plain), b(cfg, B, staged);
+  a.params().initialize(29);
+  b.params().initialize(29);
+  std::mt19937_64 rng(31);
+  const int N = a.config().seq_len, V = a.config().vocab;
+  for (const std::vector<uint8_t>& starts : {std::vector<uint8_t>{1, 1}, {0, 1}, {0, 0}, {1, 0}}) {
+    const RandomBatch batch = random_batch(B, N, V, rng, starts);
+    a.params().zero_grads();
+    b.params().zero_grads();
+    const core::LossSums want = a.forward(batch.view(), 0.03125f);
+    a.backward();
+    EXPECT_EQ(b.stage_step(batch.view()), want.count);
+    const std::size_t before = staged.guarded_memory().host_transfer_bytes();
+    b.device_step(0.03125f);
+    EXPECT_EQ(staged.guarded_memory().host_transfer_bytes(), before)
+        << GetParam() << ": the device step copied between host and backend memory";
+    const double nats = b.step_nats();
+    EXPECT_EQ(0, std::memcmp(&want.nats, &nats, sizeof(double))) << GetParam() << " loss";
+  }
+  std::vector<std::vector<float>> ga, gb;
+  for (int i = 0; i < a.params().size(); ++i) {
+    ga.push_back(a.params().grad_to_host(i));
+    gb.push_back(b.params().grad_to_host(i));
+  }
+  expect_bit_identical(ga, gb, "gradient of parameter");
+  expect_bit_identical(a.snapshot_carried_state(), b.snapshot_carried_state(), "carried state");
+}
+
 INSTANTIATE_TEST_SUITE_P(Variants, DeviceResidency,
                          ::testing::Values("slide", "xl", "rec:fixed:skip", "rec:lstm:dual",
                                            "feedback:lstm:dual", "bst:sh:s4d",

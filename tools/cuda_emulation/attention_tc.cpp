@@ -14,6 +14,11 @@
 #include "kernels/cuda/device_arena.h"
 using namespace brt::kernels;
 using namespace brt::kernels::cuda;
+// The bucket table the backend uploads at construction (here host memory is device memory).
+static T5Buckets emu_t5_buckets() {
+  static const std::vector<int> table = t5_bucket_table(kT5TableDistances);
+  return {table.data(), kT5TableDistances};
+}
 static std::mt19937 gen(4321);
 std::vector<float> normal(size_t n, float sd = 1) { std::normal_distribution<float> d(0, sd); std::vector<float> v(n); for (auto& x : v) x = d(gen); return v; }
 using emu_check::rel;
@@ -39,9 +44,9 @@ void window_tc(WindowAttnDims d) {
   cpu->window_attention_forward(d, q.data(), k.data(), v.data(), kc.data(), vc.data(), bias.data(), scale.data(), out.data(), p.data());
   cpu->window_attention_backward(d, q.data(), k.data(), v.data(), kc.data(), vc.data(), bias.data(), scale.data(), p.data(), dout.data(), dq.data(), dk.data(), dv.data(), db.data(), ds.data());
   const size_t calls0 = emu::batched_gemm_calls().size();
-  launch_window_attention_forward_tc(d, q.data(), k.data(), v.data(), kc.data(), vc.data(), bias.data(), scale.data(), gout.data(), gp.data(), handle, scratch, nullptr);
+  launch_window_attention_forward_tc(d, q.data(), k.data(), v.data(), kc.data(), vc.data(), bias.data(), scale.data(), gout.data(), gp.data(), emu_t5_buckets(), handle, scratch, nullptr);
   scratch.reset();
-  launch_window_attention_backward_tc(d, q.data(), k.data(), v.data(), kc.data(), vc.data(), bias.data(), scale.data(), gp.data(), dout.data(), gdq.data(), gdk.data(), gdv.data(), gdb.data(), gds.data(), handle, scratch, nullptr);
+  launch_window_attention_backward_tc(d, q.data(), k.data(), v.data(), kc.data(), vc.data(), bias.data(), scale.data(), gp.data(), dout.data(), gdq.data(), gdk.data(), gdv.data(), gdb.data(), gds.data(), emu_t5_buckets(), handle, scratch, nullptr);
   // bf16 operands (8 significant bits): ~1e-2 relative is the expected size of the difference.
   const double tol = 3e-2;
   emu_check::report("  out", rel(gout, out), tol);

@@ -14,6 +14,11 @@
 #include "kernels/cuda/device_arena.h"
 using namespace brt::kernels;
 using namespace brt::kernels::cuda;
+// The bucket table the backend uploads at construction (here host memory is device memory).
+static T5Buckets emu_t5_buckets() {
+  static const std::vector<int> table = t5_bucket_table(kT5TableDistances);
+  return {table.data(), kT5TableDistances};
+}
 static std::mt19937 gen(1234);
 std::vector<float> normal(size_t n, float sd = 1) { std::normal_distribution<float> d(0, sd); std::vector<float> v(n); for (auto& x : v) x = d(gen); return v; }
 using emu_check::rel;
@@ -33,9 +38,9 @@ void window(WindowAttnDims d) {
   std::vector<float> out(act), p(probs), gout(act, NAN), gp(probs, NAN);
   cpu->window_attention_forward(d, q.data(), k.data(), v.data(), kc.data(), vc.data(), bias.data(), scale.data(), out.data(), p.data());
   cpu->window_attention_backward(d, q.data(), k.data(), v.data(), kc.data(), vc.data(), bias.data(), scale.data(), p.data(), dout.data(), dq.data(), dk.data(), dv.data(), db.data(), ds.data());
-  launch_window_attention_forward(d, q.data(), k.data(), v.data(), kc.data(), vc.data(), bias.data(), scale.data(), gout.data(), gp.data(), scratch, nullptr);
+  launch_window_attention_forward(d, q.data(), k.data(), v.data(), kc.data(), vc.data(), bias.data(), scale.data(), gout.data(), gp.data(), emu_t5_buckets(), scratch, nullptr);
   scratch.reset();
-  launch_window_attention_backward(d, q.data(), k.data(), v.data(), kc.data(), vc.data(), bias.data(), scale.data(), gp.data(), dout.data(), gdq.data(), gdk.data(), gdv.data(), gdb.data(), gds.data(), scratch, nullptr);
+  launch_window_attention_backward(d, q.data(), k.data(), v.data(), kc.data(), vc.data(), bias.data(), scale.data(), gp.data(), dout.data(), gdq.data(), gdk.data(), gdv.data(), gdb.data(), gds.data(), emu_t5_buckets(), scratch, nullptr);
   report("  out", gout, out); report("  dq", gdq, dq); report("  dk", gdk, dk); report("  dv", gdv, dv); report("  drel_bias", gdb, db); report("  dscale", gds, ds);
   { auto c64 = make_cpu_backend<double>(); auto D = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
     auto q8 = D(q), k8 = D(k), v8 = D(v), kc8 = D(kc), vc8 = D(vc), b8 = D(bias), s8 = D(scale), do8 = D(dout);

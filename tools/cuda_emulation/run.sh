@@ -9,10 +9,10 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-build=${1:?usage: run.sh <build dir> [kernels] [tc] [fft] [optimizer] [training] [tp]  (default: all)}
+build=${1:?usage: run.sh <build dir> [kernels] [tc] [fft] [optimizer] [training] [tp] [graph]  (default: all)}
 shift
 checks=("$@")
-[ ${#checks[@]} -eq 0 ] && checks=(kernels tc fft optimizer training tp)
+[ ${#checks[@]} -eq 0 ] && checks=(kernels tc fft optimizer training tp graph)
 wants() { local c; for c in "${checks[@]}"; do [ "$c" = "$1" ] && return 0; done; return 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -62,4 +62,14 @@ if wants tp; then
     "$build/core/libbrt_core.a" "$build/parallel/libbrt_parallel.a" "${libs[@]}" \
     $(pkg-config --libs ompi-c) -o "$work/training_tp"
   mpirun --allow-run-as-root --oversubscribe -np 2 "$work/training_tp" ${EMU_TP_CASE:-}
+fi
+if wants graph; then
+  # CUDA graphs: launch/step_graphs.cpp's captured and replayed training steps against eager
+  # ones (bit-identical), a failing capture, and the launch profile of a step (graph.cpp).
+  sources=()
+  for f in "$k"/*.cpp; do [ "$(basename "$f")" = gemm_peak.cpp ] || sources+=("$f"); done
+  g++ "${flags[@]}" -DBRT_WITH_CUDA=1 "$here/graph.cpp" "$repo/launch/step_graphs.cpp" "${sources[@]}" \
+    "$build/core/libbrt_core.a" "$build/parallel/libbrt_parallel.a" "${libs[@]}" \
+    $(pkg-config --libs ompi-c) -o "$work/graph"
+  "$work/graph" ${EMU_GRAPH_VARIANTS:-}
 fi

@@ -5,6 +5,7 @@
 // bst:sh:s4d, bst:mf:unstructured): forward loss, every parameter gradient, and (with
 // the optimizer) the weights after two optimizer steps and the next loss. fp32 ≤ 1e-5
 // relative; bf16 gemm ≤ 1e-2.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -74,6 +75,16 @@ void compare(const std::string& variant, const std::string& optimizer, bool bf16
     check("loss step " + std::to_string(i + 1) + " (" + std::to_string(ref.losses[size_t(i)]) + ")",
           std::fabs(emu.losses[size_t(i)] - ref.losses[size_t(i)]) / ref.losses[size_t(i)], tol);
   double worst_grad = 0, worst_weight = 0;
+  std::vector<std::pair<double, size_t>> by_param;
+  for (size_t p = 0; p < ref.grads.size(); ++p) by_param.push_back({rel(emu.grads[p], ref.grads[p]), p});
+  std::sort(by_param.rbegin(), by_param.rend());
+  {  // the parameters with the largest gradient differences, by name
+    core::Model<float> names(cfg, streams, *cpu);
+    std::printf("  largest gradient differences:");
+    for (size_t i = 0; i < by_param.size() && i < 4; ++i)
+      std::printf(" %s %.3g", names.params().params()[by_param[i].second].spec.name.c_str(), by_param[i].first);
+    std::printf("\n");
+  }
   for (size_t p = 0; p < ref.grads.size(); ++p) {
     worst_grad = std::max(worst_grad, rel(emu.grads[p], ref.grads[p]));
     worst_weight = std::max(worst_weight, rel(emu.weights[p], ref.weights[p]));

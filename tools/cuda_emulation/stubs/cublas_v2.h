@@ -48,9 +48,14 @@ inline float bf16_to_float(const void* base, int64_t i) {
 inline cublasStatus_t cublasSgemm(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m,
                                   int n, int k, const float* alpha, const float* A, int lda,
                                   const float* B, int ldb, const float* beta, float* C, int ldc) {
-  auto la = [A](int64_t i) { return A[i]; };
-  auto lb = [B](int64_t i) { return B[i]; };
-  return emu::gemm_col_major(ta, tb, m, n, k, *alpha, la, lda, lb, ldb, *beta, C, ldc);
+  // Host scalars are read at the call, as cuBLAS's host pointer mode does (a graph keeps them).
+  const float a = *alpha, b = *beta;
+  emu::enqueue(emu::NodeKind::kKernel, "cublasSgemm", [=] {
+    auto la = [A](int64_t i) { return A[i]; };
+    auto lb = [B](int64_t i) { return B[i]; };
+    emu::gemm_col_major(ta, tb, m, n, k, a, la, lda, lb, ldb, b, C, ldc);
+  });
+  return CUBLAS_STATUS_SUCCESS;
 }
 inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m,
                                    int n, int k, const void* alpha, const void* A, cudaDataType at,
@@ -58,10 +63,13 @@ inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasO
                                    void* C, cudaDataType ct, int ldc, cublasComputeType_t,
                                    cublasGemmAlgo_t) {
   if (at != CUDA_R_16BF || bt != CUDA_R_16BF || ct != CUDA_R_32F) return CUBLAS_STATUS_INVALID_VALUE;
-  auto la = [A](int64_t i) { return emu::bf16_to_float(A, i); };
-  auto lb = [B](int64_t i) { return emu::bf16_to_float(B, i); };
-  return emu::gemm_col_major(ta, tb, m, n, k, *static_cast<const float*>(alpha), la, lda, lb, ldb,
-                             *static_cast<const float*>(beta), static_cast<float*>(C), ldc);
+  const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
+  emu::enqueue(emu::NodeKind::kKernel, "cublasGemmEx", [=] {
+    auto la = [A](int64_t i) { return emu::bf16_to_float(A, i); };
+    auto lb = [B](int64_t i) { return emu::bf16_to_float(B, i); };
+    emu::gemm_col_major(ta, tb, m, n, k, a, la, lda, lb, ldb, b, static_cast<float*>(C), ldc);
+  });
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 // Strided-batched GemmEx (bf16 operands, fp32 output, fp32 compute only: the tensor-core
@@ -80,13 +88,15 @@ inline cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation
   emu::batched_gemm_calls().push_back({at, bt, ct, compute, m, n, k, batch});
   if (at != CUDA_R_16BF || bt != CUDA_R_16BF || ct != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F)
     return CUBLAS_STATUS_INVALID_VALUE;
-  for (int i = 0; i < batch; ++i) {
-    const char* a = static_cast<const char*>(A) + 2 * sa * i;
-    const char* b = static_cast<const char*>(B) + 2 * sb * i;
-    auto la = [a](int64_t e) { return emu::bf16_to_float(a, e); };
-    auto lb = [b](int64_t e) { return emu::bf16_to_float(b, e); };
-    emu::gemm_col_major(ta, tb, m, n, k, *static_cast<const float*>(alpha), la, lda, lb, ldb,
-                        *static_cast<const float*>(beta), static_cast<float*>(C) + sc * i, ldc);
-  }
+  const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
+  emu::enqueue(emu::NodeKind::kKernel, "cublasGemmStridedBatchedEx", [=] {
+    for (int i = 0; i < batch; ++i) {
+      const char* a = static_cast<const char*>(A) + 2 * sa * i;
+      const char* b = static_cast<const char*>(B) + 2 * sb * i;
+      auto la = [a](int64_t e) { return emu::bf16_to_float(a, e); };
+      auto lb = [b](int64_t e) { return emu::bf16_to_float(b, e); };
+      emu::gemm_col_major(ta, tb, m, n, k, al, la, lda, lb, ldb, be, static_cast<float*>(C) + sc * i, ldc);
+    }
+  });
   return CUBLAS_STATUS_SUCCESS;
 }

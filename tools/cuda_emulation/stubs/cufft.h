@@ -12,10 +12,14 @@ inline cufftResult cufftPlanMany(cufftHandle* plan, int, int* n, int*, int, int,
 inline cufftResult cufftSetStream(cufftHandle, cudaStream_t) { return CUFFT_SUCCESS; }
 inline cufftResult cufftDestroy(cufftHandle) { return CUFFT_SUCCESS; }
 inline cufftResult cufftExecR2C(cufftHandle h, float* in, float2* out) {
-  EmuPlan e = emu_plans()[h - 1]; int n = e.n;
-  fftwf_plan p = fftwf_plan_many_dft_r2c(1, &n, e.rows, in, nullptr, 1, n, reinterpret_cast<fftwf_complex*>(out), nullptr, 1, n / 2 + 1, FFTW_ESTIMATE);
-  fftwf_execute(p); fftwf_destroy_plan(p); return CUFFT_SUCCESS; }
+  emu::enqueue(emu::NodeKind::kKernel, "cufftExecR2C", [h, in, out] {
+    EmuPlan e = emu_plans()[h - 1]; int n = e.n;
+    fftwf_plan p = fftwf_plan_many_dft_r2c(1, &n, e.rows, in, nullptr, 1, n, reinterpret_cast<fftwf_complex*>(out), nullptr, 1, n / 2 + 1, FFTW_ESTIMATE);
+    fftwf_execute(p); fftwf_destroy_plan(p); });
+  return CUFFT_SUCCESS; }
 inline cufftResult cufftExecC2R(cufftHandle h, float2* in, float* out) {
-  EmuPlan e = emu_plans()[h - 1]; int n = e.n;
-  fftwf_plan p = fftwf_plan_many_dft_c2r(1, &n, e.rows, reinterpret_cast<fftwf_complex*>(in), nullptr, 1, n / 2 + 1, out, nullptr, 1, n, FFTW_ESTIMATE);
-  fftwf_execute(p); fftwf_destroy_plan(p); return CUFFT_SUCCESS; }
+  emu::enqueue(emu::NodeKind::kKernel, "cufftExecC2R", [h, in, out] {
+    EmuPlan e = emu_plans()[h - 1]; int n = e.n;
+    fftwf_plan p = fftwf_plan_many_dft_c2r(1, &n, e.rows, reinterpret_cast<fftwf_complex*>(in), nullptr, 1, n / 2 + 1, out, nullptr, 1, n, FFTW_ESTIMATE);
+    fftwf_execute(p); fftwf_destroy_plan(p); });
+  return CUFFT_SUCCESS; }

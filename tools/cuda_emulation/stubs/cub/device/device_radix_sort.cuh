@@ -10,10 +10,12 @@ struct DeviceRadixSort {
   static cudaError_t SortPairs(void* temp, size_t& temp_bytes, const K* keys_in, K* keys_out,
                                const V* values_in, V* values_out, int n, int, int, cudaStream_t) {
     if (temp == nullptr) { temp_bytes = 16; return cudaSuccess; }
-    std::vector<int> order(n);
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return keys_in[a] < keys_in[b]; });
-    for (int i = 0; i < n; ++i) { keys_out[i] = keys_in[order[i]]; values_out[i] = values_in[order[i]]; }
+    emu::enqueue(emu::NodeKind::kKernel, "cub::DeviceRadixSort", [=] {  // in stream order
+      std::vector<int> order(n);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return keys_in[a] < keys_in[b]; });
+      for (int i = 0; i < n; ++i) { keys_out[i] = keys_in[order[i]]; values_out[i] = values_in[order[i]]; }
+    });
     return cudaSuccess;
   }
 };

@@ -1,0 +1,99 @@
+#include "launch/step_graphs.h"
+
+#include <cstring>
+#include <stdexcept>
+
+#ifdef BRT_WITH_CUDA
+#include "kernels/cuda/stream_graph.h"
+#endif
+
+namespace brt::launch {
+
+std::string step_capture_obstacle(const TrainConfig& train, int dp_size, int tp_size) {
+  if (train.device != "cuda") return "graphs are a CUDA feature (train.device=" + train.device + ")";
+#ifndef BRT_WITH_CUDA
+  return "this binary has no CUDA backend";
+#else
+  if (tp_size > 1)
+    return "tensor parallelism sums the loss statistics on the host inside the step";
+  if (dp_size > 1)
+    return "data parallelism reduces gradient buckets from hooks during backward";
+  return "";
+#endif
+}
+
+#ifdef BRT_WITH_CUDA
+struct StepGraphs::Entry {
+  int64_t seen = 0;
+  std::unique_ptr<kernels::cuda::StreamGraph> graph;
+};
+#else
+struct StepGraphs::Entry {
+  int64_t seen = 0;
+};
+#endif
+
+StepGraphs::StepGraphs(core::Model<float>& model, kernels::Backend<float>& backend, int max_graphs)
+    : model_(model), backend_(backend), max_graphs_(max_graphs) {
+  if (std::string(backend.name()) != "cuda")
+    throw std::invalid_argument(std::string("StepGraphs: the '") + backend.name() +
+                                "' backend cannot capture its work (CUDA only)");
+  if (max_graphs < 1) throw std::invalid_argument("StepGraphs: max_graphs must be >= 1");
+}
+
+StepGraphs::~StepGraphs() = default;
+
+void StepGraphs::run(float grad_scale) {
+  // The signature: what the host decides for this step's device work (header).
+  const std::vector<uint8_t>& doc_start = model_.staged_doc_start();
+  std::string key(doc_start.begin(), doc_start.end());
+  key.append(reinterpret_cast<const char*>(&grad_scale), sizeof grad_scale);
+  key.push_back(char(model_.carry_ablation()));
+  auto it = entries_.find(key);
+  if (it == entries_.end() && int(entries_.size()) < max_graphs_)
+    it = entries_.emplace(key, std::make_unique<Entry>()).first;
+  Entry* entry = it == entries_.end() ? nullptr : it->second.get();
+  if (entry == nullptr || entry->seen++ == 0 || !failure_.empty()) {  // full cache, warm-up, off
+    model_.device_step(grad_scale);
+    ++stats_.eager_steps;
+    return;
+  }
+#ifdef BRT_WITH_CUDA
+  if (!entry->graph) {
+    try {
+      entry->graph = std::make_unique<kernels::cuda::StreamGraph>(
+          backend_, [&] { model_.device_step(grad_scale); });
+    } catch (const std::exception& e) {
+      failure_ = std::string("the training step could not be captured in a CUDA graph (") +
+                 e.what() + "); steps run without graphs from now on";
+      entry->graph.reset();
+      model_.device_step(grad_scale);  // nothing of the captured work ran
+      ++stats_.eager_steps;
+      return;
+    }
+    const auto& n = entry->graph->nodes();
+    stats_.graph_kernels = n.kernels;
+    stats_.graph_copies = n.copies;
+    stats_.graph_fills = n.fills;
+    stats_.graph_other = n.other;
+    ++stats_.graphs;
+    ++stats_.captured_steps;
+  } else {
+    ++stats_.replayed_steps;
+  }
+  entry->graph->launch();
+#else
+  model_.device_step(grad_scale);
+  ++stats_.eager_steps;
+#endif
+}
+
+std::string StepGraphs::describe() const {
+  if (stats_.graphs == 0) return "no graph captured yet";
+  return "1 graph launch replaces " + std::to_string(stats_.graph_kernels) + " kernels, " +
+         std::to_string(stats_.graph_copies) + " copies and " +
+         std::to_string(stats_.graph_fills) + " fills per step (" +
+         std::to_string(stats_.graphs) + " graph" + (stats_.graphs == 1 ? "" : "s") + ")";
+}
+
+}  // namespace brt::launch
