@@ -31,7 +31,7 @@ struct TrainConfig {
   // protocol so its sums cannot change between runs).
   bool deterministic = false;
   // cuda: replay each step's forward and backward from a CUDA graph when the step can be
-  // captured (launch/step_graphs.h; off under TP or DP > 1, and on the CPU, where it is moot).
+  // captured (launch/step_graphs.h; off under TP and under DP > 1 with overlap, and on the CPU).
   bool cuda_graph = true;
   int threads = 0;                  // OpenMP threads; 0 = the runtime's default
   double peak_gflops = 0.0;         // MFU denominator; 0 = measure the sgemm peak at start

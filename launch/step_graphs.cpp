@@ -12,12 +12,15 @@ namespace brt::launch {
 std::string step_capture_obstacle(const TrainConfig& train, int dp_size, int tp_size) {
   if (train.device != "cuda") return "graphs are a CUDA feature (train.device=" + train.device + ")";
 #ifndef BRT_WITH_CUDA
+  (void)dp_size;
+  (void)tp_size;
   return "this binary has no CUDA backend";
 #else
   if (tp_size > 1)
     return "tensor parallelism sums the loss statistics on the host inside the step";
-  if (dp_size > 1)
-    return "data parallelism reduces gradient buckets from hooks during backward";
+  if (dp_size > 1 && train.overlap)
+    return "data parallelism with train.overlap=true reduces gradient buckets from hooks during "
+           "backward; train.overlap=false reduces them after the graph";
   return "";
 #endif
 }

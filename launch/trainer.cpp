@@ -123,12 +123,15 @@ double evaluate_whole_split(core::Model<T>& model, const RunConfig& cfg, DataPar
 
 // One step's forward and backward through the CUDA graphs (launch/step_graphs.h); reports each
 // new graph, and once, a capture that failed (the run goes on without graphs).
+// With DP > 1 (train.overlap=false: the hooks do nothing) the buckets are reduced after it.
 void run_graph_step(core::Model<float>& model, StepGraphs& graphs, const data::Batch& batch,
-                    float grad_scale, core::LossSums& sums, MetricsLog& log) {
+                    float grad_scale, DataParallel<float>* dp, core::LossSums& sums, MetricsLog& log) {
   const int graphs_before = graphs.stats().graphs;
   const bool failed_before = !graphs.failure().empty();
   model.stage_step(model_input<float>(batch));
+  if (dp) dp->begin_backward();
   graphs.run(grad_scale);
+  if (dp) dp->end_backward();  // gradients summed over DP ranks, after the graph's backward
   sums.nats = model.step_nats();
   const StepGraphStats& s = graphs.stats();
   if (s.graphs != graphs_before)
@@ -310,7 +313,8 @@ TrainResult train_with(const TrainOptions& options) {
       model.params().zero_grads();
       const T grad_scale = count ? spike / T(count) : T(0);
       if (graphs) {
-        if constexpr (std::is_same_v<T, float>) run_graph_step(model, *graphs, batch, grad_scale, sums, log);
+        if constexpr (std::is_same_v<T, float>)
+          run_graph_step(model, *graphs, batch, grad_scale, dp.get(), sums, log);
       } else {
         sums = model.forward(model_input<T>(batch), grad_scale);
         if (dp) dp->begin_backward();

@@ -12,13 +12,9 @@
 #include "compare.h"
 #include "kernels/cuda/launchers.h"
 #include "kernels/cuda/device_arena.h"
+#include "t5_table.h"
 using namespace brt::kernels;
 using namespace brt::kernels::cuda;
-// The bucket table the backend uploads at construction (here host memory is device memory).
-static T5Buckets emu_t5_buckets() {
-  static const std::vector<int> table = t5_bucket_table(kT5TableDistances);
-  return {table.data(), kT5TableDistances};
-}
 static std::mt19937 gen(4321);
 std::vector<float> normal(size_t n, float sd = 1) { std::normal_distribution<float> d(0, sd); std::vector<float> v(n); for (auto& x : v) x = d(gen); return v; }
 using emu_check::rel;

@@ -17,7 +17,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_optimizer_kernels.h"
 #include "kernels/cuda/stream_graph.h"
-#include <cuda_runtime.h>  // the emulator's (stubs/): its launch counts
+#include <cuda_runtime.h>  // the emulator's runtime header: its launch counts
 #include "launch/step_graphs.h"
 #include "compare.h"
 #include "training_common.h"
