@@ -200,13 +200,22 @@ void check_dims(const WindowAttnDims& d, const char* who) {
 int row_blocks(const TcDims& g) { return g.B * g.H * ((g.N + kAttnWarps - 1) / kAttnWarps); }
 
 // The bf16 operands of both passes: Qh and the K, V windows.
-void pack_operands(const TcDims& g, const float* q, const float* k, const float* v,
-                   const float* k_cache, const float* v_cache, __nv_bfloat16* qh,
-                   __nv_bfloat16* kw, __nv_bfloat16* vw, cudaStream_t stream, const char* who) {
-  pack_queries_kernel<<<elementwise_blocks(g.act()), 256, 0, stream>>>(q, g, qh);
-  pack_windows_kernel<<<elementwise_blocks(g.windows()), 256, 0, stream>>>(k, k_cache, g, kw);
-  pack_windows_kernel<<<elementwise_blocks(g.windows()), 256, 0, stream>>>(v, v_cache, g, vw);
+// The bf16 operands both passes start from, in scratch: Qh [problems, W, dh] and the key and
+// value windows Kw, Vw [problems, 2W, dh].
+struct PackedOperands {
+  __nv_bfloat16 *qh, *kw, *vw;
+};
+PackedOperands pack_operands(const TcDims& g, const float* q, const float* k, const float* v,
+                             const float* k_cache, const float* v_cache, DeviceArena& scratch,
+                             cudaStream_t stream, const char* who) {
+  const PackedOperands p{scratch.allocate_array<__nv_bfloat16>(std::size_t(g.act()), who),
+                         scratch.allocate_array<__nv_bfloat16>(std::size_t(g.windows()), who),
+                         scratch.allocate_array<__nv_bfloat16>(std::size_t(g.windows()), who)};
+  pack_queries_kernel<<<elementwise_blocks(g.act()), 256, 0, stream>>>(q, g, p.qh);
+  pack_windows_kernel<<<elementwise_blocks(g.windows()), 256, 0, stream>>>(k, k_cache, g, p.kw);
+  pack_windows_kernel<<<elementwise_blocks(g.windows()), 256, 0, stream>>>(v, v_cache, g, p.vw);
   BRT_CUDA_CHECK_LAUNCH(who);
+  return p;
 }
 
 }  // namespace
@@ -232,12 +241,9 @@ void launch_window_attention_forward_tc(const WindowAttnDims& d, const float* q,
   check_dims(d, who);
   const TcDims g = tc_dims(d);
   const WindowBiasTables tables = window_bias_tables(d, rel_bias, buckets, scratch, stream, who);
-  auto* qh = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.act()), who);
-  auto* kw = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.windows()), who);
-  auto* vw = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.windows()), who);
+  const auto [qh, kw, vw] = pack_operands(g, q, k, v, k_cache, v_cache, scratch, stream, who);
   auto* pb = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.tiles()), who);
   float* oh = scratch.allocate_array<float>(std::size_t(g.act()), who);
-  pack_operands(g, q, k, v, k_cache, v_cache, qh, kw, vw, stream, who);
   const int W = g.W, dh = g.dh;
   // S = Qh·Kwᵀ: [W × dh]·[dh × 2W] per problem, into probs.
   batched_gemm(handle, false, true, W, 2 * W, dh, qh, dh, int64_t{W} * dh, kw, dh,
@@ -264,10 +270,8 @@ void launch_window_attention_backward_tc(const WindowAttnDims& d, const float* q
   check_dims(d, who);
   const TcDims g = tc_dims(d);
   const WindowBiasTables tables = window_bias_tables(d, rel_bias, buckets, scratch, stream, who);
-  auto* qh = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.act()), who);
+  const auto [qh, kw, vw] = pack_operands(g, q, k, v, k_cache, v_cache, scratch, stream, who);
   auto* doh = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.act()), who);
-  auto* kw = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.windows()), who);
-  auto* vw = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.windows()), who);
   float* dp = scratch.allocate_array<float>(std::size_t(g.tiles()), who);
   auto* dsb = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.tiles()), who);
   auto* pb = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.tiles()), who);
@@ -276,7 +280,6 @@ void launch_window_attention_backward_tc(const WindowAttnDims& d, const float* q
   float* dvw = scratch.allocate_array<float>(std::size_t(g.windows()), who);
   double* partials =
       scratch.allocate_array<double>(std::size_t(row_blocks(g)) * kBiasPartials, who);
-  pack_operands(g, q, k, v, k_cache, v_cache, qh, kw, vw, stream, who);
   pack_queries_kernel<<<elementwise_blocks(g.act()), 256, 0, stream>>>(dout, g, doh);
   BRT_CUDA_CHECK_LAUNCH(who);
   const int W = g.W, dh = g.dh;

@@ -146,13 +146,21 @@ CrossTc cross_tc(const CrossAttnDims& d, const char* who) {
 }
 
 // The bf16 operands of both passes: Qh, Kh, Vh.
-void cross_pack_operands(const CrossTc& g, const float* q, const float* k, const float* v,
-                         __nv_bfloat16* qh, __nv_bfloat16* kh, __nv_bfloat16* vh,
-                         cudaStream_t stream, const char* who) {
-  cross_pack_rows_kernel<<<elementwise_blocks(g.queries()), 256, 0, stream>>>(q, g, g.nq, g.batch, g.q_stride, qh);
-  cross_pack_rows_kernel<<<elementwise_blocks(g.keys()), 256, 0, stream>>>(k, g, g.nk, g.kb, g.kv_stride, kh);
-  cross_pack_rows_kernel<<<elementwise_blocks(g.keys()), 256, 0, stream>>>(v, g, g.nk, g.kb, g.kv_stride, vh);
+// The bf16 operands both passes start from, in scratch: Qh [H·batch, nq, dh], Kh, Vh
+// [H·kb, nk, dh].
+struct CrossOperands {
+  __nv_bfloat16 *qh, *kh, *vh;
+};
+CrossOperands cross_pack_operands(const CrossTc& g, const float* q, const float* k, const float* v,
+                                  DeviceArena& scratch, cudaStream_t stream, const char* who) {
+  const CrossOperands p{scratch.allocate_array<__nv_bfloat16>(std::size_t(g.queries()), who),
+                        scratch.allocate_array<__nv_bfloat16>(std::size_t(g.keys()), who),
+                        scratch.allocate_array<__nv_bfloat16>(std::size_t(g.keys()), who)};
+  cross_pack_rows_kernel<<<elementwise_blocks(g.queries()), 256, 0, stream>>>(q, g, g.nq, g.batch, g.q_stride, p.qh);
+  cross_pack_rows_kernel<<<elementwise_blocks(g.keys()), 256, 0, stream>>>(k, g, g.nk, g.kb, g.kv_stride, p.kh);
+  cross_pack_rows_kernel<<<elementwise_blocks(g.keys()), 256, 0, stream>>>(v, g, g.nk, g.kb, g.kv_stride, p.vh);
   BRT_CUDA_CHECK_LAUNCH(who);
+  return p;
 }
 
 int cross_row_blocks(const CrossTc& g) { return g.batch * g.H * ((g.nq + kAttnWarps - 1) / kAttnWarps); }
@@ -190,12 +198,9 @@ void launch_cross_attention_forward_tc(const CrossAttnDims& d, const float* q, c
                                        cudaStream_t stream) {
   const char* who = "cross_attention_forward (tensor cores)";
   const CrossTc g = cross_tc(d, who);
-  auto* qh = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.queries()), who);
-  auto* kh = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.keys()), who);
-  auto* vh = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.keys()), who);
+  const auto [qh, kh, vh] = cross_pack_operands(g, q, k, v, scratch, stream, who);
   auto* pb = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.tiles()), who);
   float* oh = scratch.allocate_array<float>(std::size_t(g.queries()), who);
-  cross_pack_operands(g, q, k, v, qh, kh, vh, stream, who);
   const int nq = g.nq, nk = g.nk, dh = g.dh;
   cross_products(handle, g, false, true, nq, nk, dh, qh, dh, int64_t{nq} * dh, kh, dh,
                  int64_t{nk} * dh, probs, nk, int64_t{nq} * nk);                 // S = Q·Kᵀ
@@ -214,10 +219,8 @@ void launch_cross_attention_backward_tc(const CrossAttnDims& d, const float* q, 
                                         cudaStream_t stream) {
   const char* who = "cross_attention_backward (tensor cores)";
   const CrossTc g = cross_tc(d, who);
-  auto* qh = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.queries()), who);
+  const auto [qh, kh, vh] = cross_pack_operands(g, q, k, v, scratch, stream, who);
   auto* doh = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.queries()), who);
-  auto* kh = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.keys()), who);
-  auto* vh = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.keys()), who);
   float* dp = scratch.allocate_array<float>(std::size_t(g.tiles()), who);
   auto* dsb = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.tiles()), who);
   auto* pb = scratch.allocate_array<__nv_bfloat16>(std::size_t(g.tiles()), who);
@@ -225,7 +228,6 @@ void launch_cross_attention_backward_tc(const CrossAttnDims& d, const float* q, 
   float* dkh = scratch.allocate_array<float>(std::size_t(g.keys()), who);
   float* dvh = scratch.allocate_array<float>(std::size_t(g.keys()), who);
   double* partials = scratch.allocate_array<double>(std::size_t(cross_row_blocks(g)) * kBiasPartials, who);
-  cross_pack_operands(g, q, k, v, qh, kh, vh, stream, who);
   cross_pack_rows_kernel<<<elementwise_blocks(g.queries()), 256, 0, stream>>>(dout, g, g.nq, g.batch, g.q_stride, doh);
   BRT_CUDA_CHECK_LAUNCH(who);
   const int nq = g.nq, nk = g.nk, dh = g.dh;

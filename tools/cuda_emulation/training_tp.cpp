@@ -5,7 +5,7 @@
 // (b) the emulated CudaBackend bound the way launch's make_run_tensor_parallel binds it —
 // TensorParallel(tp group, the backend's device memory, an NcclCommunicator over the tp group's
 // MPI communicator, the backend's stream) — so every layer collective goes through
-// parallel/nccl_communicator.cpp (stubs/nccl.h: NCCL over MPI) enqueued on the backend stream,
+// parallel/nccl_communicator.cpp (over the NCCL emulation in nccl.h: MPI collectives) enqueued on the backend stream,
 // and the vocabulary-parallel embedding / cross-entropy and the row moves of sequence
 // parallelism run as emulated kernels. Each rank compares its own shards: the losses
 // (≤ 1e-6 relative), every gradient after the first backward and the weights after the last
