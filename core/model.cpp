@@ -54,7 +54,8 @@ Model<T>::Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backen
   final_rstd_.allocate(memory, rows, "final norm rstd");
   logits_.allocate(memory, rows * size_t(vocab_.size()), "logits");
   row_loss_.allocate(memory, rows, "row losses");
-  loss_sum_.allocate(memory, 1, "loss sum");
+  loss_scale_.allocate(memory, 1, "loss gradient scale");
+  loss_result_.allocate(memory, 2, "loss sum and bad target row");
   if (tp_.active()) {
     local_ids_.assign(2 * rows, 0);  // inputs, then targets (never reused while in flight)
     xent_.allocate(memory, int(rows));
@@ -141,18 +142,19 @@ LossSums Model<T>::forward(const ModelInput& in, T grad_scale) {
                                        rows, vocab_.size(), grad_scale, logits_.data(),
                                        row_loss_.data());
   } else {
-    run_loss(grad_scale);
+    stage_loss_scale(grad_scale);
+    run_loss();
     sums.nats = step_nats();
   }
   return sums;
 }
 
 template <typename T>
-void Model<T>::run_loss(T grad_scale) {
+void Model<T>::run_loss() {
   const int V = cfg_.vocab, rows = streams_ * cfg_.seq_len;
   be_.softmax_xent_forward_backward_deferred(logits_.data(), targets_.data(), mask_.data(), rows,
-                                             V, grad_scale, logits_.data(), row_loss_.data(),
-                                             loss_sum_.data());
+                                             V, loss_scale_.data(), logits_.data(),
+                                             row_loss_.data(), loss_result_.data());
 }
 
 template <typename T>
@@ -167,18 +169,35 @@ int64_t Model<T>::stage_step(const ModelInput& in) {
 }
 
 template <typename T>
-void Model<T>::device_step(T grad_scale) {
-  if (tp_.active()) throw std::logic_error("Model::device_step: not under tensor parallelism");
+void Model<T>::stage_loss_scale(T grad_scale) {
+  loss_scale_.from_host(&grad_scale, 1);
+}
+
+template <typename T>
+void Model<T>::device_work() {
+  if (tp_.active()) throw std::logic_error("Model::device_work: not under tensor parallelism");
   run_forward();
-  run_loss(grad_scale);
+  run_loss();
   backward();
 }
 
 template <typename T>
+void Model<T>::device_step(T grad_scale) {
+  stage_loss_scale(grad_scale);
+  device_work();
+}
+
+template <typename T>
 double Model<T>::step_nats() {
-  double nats = 0;
-  memory().to_host(&nats, loss_sum_.data(), sizeof nats);
-  return nats;
+  double result[2] = {0, -1};
+  memory().to_host(result, loss_result_.data(), sizeof result);
+  if (result[1] >= 0) {  // the loss kernel skipped a row whose target is not a token
+    const int64_t row = int64_t(result[1]);
+    int32_t target = 0;
+    memory().to_host(&target, targets_.data() + row, sizeof target);
+    throw std::runtime_error(kernels::bad_target_message(be_.name(), target, row, cfg_.vocab));
+  }
+  return result[0];
 }
 
 template <typename T>
@@ -305,7 +324,7 @@ MemoryReport Model<T>::memory_report() const {
   act += int64_t(final_h_.size() + final_rstd_.size() + logits_.size() + row_loss_.size());
   act += scratch_.elems() + int64_t(d_resid_a_.size() + d_resid_b_.size());
   r.activations = act * elem + xent_.bytes() + inputs_.bytes() + targets_.bytes() + mask_.bytes() +
-                  loss_sum_.bytes();
+                  loss_scale_.bytes() + loss_result_.bytes();
   for (const auto& layer : layers_) {
     r.activations += layer->activation_bytes();
     r.backward_scratch += layer->backward_scratch_bytes();

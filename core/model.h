@@ -75,11 +75,17 @@ class Model {
   // it (launch/step_graphs.h; the same results as forward() then backward()):
   //  - stage_step copies the step's tokens, targets, mask and what the layers derive from
   //    doc_start into backend memory and returns the unmasked target count;
-  //  - device_step enqueues forward, loss and backward and reads nothing back: what it enqueues
-  //    depends only on staged_doc_start(), grad_scale and the backward hook (none while captured);
-  //  - step_nats reads the loss sum of the last device_step (waits for it).
+  //  - stage_loss_scale copies the loss gradient's scale into backend memory (a device scalar,
+  //    so one captured step serves every scale);
+  //  - device_work enqueues forward, loss and backward and reads and uploads nothing: what it
+  //    enqueues depends only on staged_doc_start() and the backward hook (none while captured);
+  //    device_step(scale) is stage_loss_scale(scale) then device_work();
+  //  - step_nats reads the loss sum of the last step (waits for it) and throws, as forward()
+  //    does, when an unmasked target was outside the vocabulary (kernels::bad_target_message).
   // Not under tensor parallelism (its loss statistics are summed on the host); throws there.
   int64_t stage_step(const ModelInput& in);
+  void stage_loss_scale(T grad_scale);
+  void device_work();
   void device_step(T grad_scale);
   double step_nats();
   const std::vector<uint8_t>& staged_doc_start() const { return doc_start_; }
@@ -140,9 +146,10 @@ class Model {
   void stage_input(const ModelInput& in);
   // Copies targets (local ids under TP) and mask into backend memory; the unmasked count.
   int64_t stage_targets(const ModelInput& in);
-  // The staged step's forward up to the logits; then (not under TP) the loss into loss_sum_.
+  // The staged step's forward up to the logits; then (not under TP) the loss into
+  // loss_result_ with the staged scale.
   const T* run_forward();
-  void run_loss(T grad_scale);
+  void run_loss();
 
   bool have_forward_ = false;  // backward() needs a forward() first
   // The step's input in backend memory ([B*N] each); doc_start_ stays on the host (it only
@@ -155,7 +162,10 @@ class Model {
   kernels::Buffer<T> final_h_, final_rstd_;
   kernels::Buffer<T> logits_;    // [B*N, V]; holds dlogits after forward
   kernels::Buffer<T> row_loss_;  // [B*N]
-  kernels::Buffer<double> loss_sum_;  // [1]: the last step's loss sum (not under TP)
+  // Not under TP: the staged loss gradient scale [1], and the last step's loss sum and first bad
+  // target row (-1: none) [2] (Backend::softmax_xent_forward_backward_deferred).
+  kernels::Buffer<T> loss_scale_;
+  kernels::Buffer<double> loss_result_;
   VocabParallelCrossEntropy<T> xent_;  // TP > 1 only (backend memory)
   BackwardScratch<T> scratch_;
   kernels::Buffer<T> d_resid_a_, d_resid_b_;

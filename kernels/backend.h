@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "kernels/memory.h"
 #include "kernels/ssm/fft_conv_dims.h"
@@ -68,6 +69,15 @@ class FftConvolver {
   virtual void backward(const ssm::FftConvDims& d, const T* k, const T* u, const T* dskip,
                         const T* dy, T* du, T* dk, T* ddskip) = 0;
 };
+
+// The error a loss raises for an unmasked target outside [0, V): the same text from the waiting
+// and the deferred forms of every backend ("kernels/cuda softmax_xent: target 7 of row 2 is
+// outside [0, 5)").
+inline std::string bad_target_message(const std::string& backend, int64_t target, int64_t row,
+                                      int V) {
+  return "kernels/" + backend + " softmax_xent: target " + std::to_string(target) + " of row " +
+         std::to_string(row) + " is outside [0, " + std::to_string(V) + ")";
+}
 
 template <typename T>
 class Backend {
@@ -194,17 +204,23 @@ class Backend {
   virtual double softmax_xent_forward_backward(const T* logits, const int32_t* targets,
                                                const uint8_t* mask, int n, int V, T grad_scale,
                                                T* dlogits, T* row_loss) = 0;
-  // The same computation without waiting for it: the loss sum goes to *loss_sum (one double in
-  // this backend's memory) for the caller to read when it needs it, and the targets are not
-  // validated here (the caller has: Model::stage_step). Nothing is read back to the host, so a
-  // CUDA graph can capture it (launch/step_graphs.h). The default runs the waiting form.
+  // The same computation without waiting for it, for a CUDA graph to capture (launch/
+  // step_graphs.h): grad_scale is one T in this backend's memory (staged before the graph, so
+  // a replay may use another scale), and nothing is read back. result: two doubles in this
+  // backend's memory, [0] the loss sum, [1] the first unmasked row whose target is outside
+  // [0, V), or -1; the caller reads both when it needs the loss and, for a bad row, raises
+  // bad_target_message() exactly as the waiting form does (core/model.cpp step_nats). The
+  // default runs the waiting form (which raises at once).
   virtual void softmax_xent_forward_backward_deferred(const T* logits, const int32_t* targets,
                                                       const uint8_t* mask, int n, int V,
-                                                      T grad_scale, T* dlogits, T* row_loss,
-                                                      double* loss_sum) {
-    const double total = softmax_xent_forward_backward(logits, targets, mask, n, V, grad_scale,
-                                                       dlogits, row_loss);
-    memory().from_host(loss_sum, &total, sizeof total);
+                                                      const T* grad_scale, T* dlogits,
+                                                      T* row_loss, double* result) {
+    T scale{};
+    memory().to_host(&scale, grad_scale, sizeof scale);
+    const double out[2] = {softmax_xent_forward_backward(logits, targets, mask, n, V, scale,
+                                                         dlogits, row_loss),
+                           -1.0};
+    memory().from_host(result, out, sizeof out);
   }
 
   // ---- MODEL §7: the BST SSM sublayer ------------------------------------------------------

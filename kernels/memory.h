@@ -9,12 +9,20 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace brt::kernels {
+
+// One copy of a batch to the host (Memory::to_host_batch).
+struct HostCopy {
+  void* host_dst;
+  const void* src;
+  std::size_t bytes;
+};
 
 class Memory {
  public:
@@ -30,6 +38,13 @@ class Memory {
   // Copies that are ordered after every kernel already issued on the backend; to_host waits
   // until the bytes have arrived.
   virtual void to_host(void* host_dst, const void* src, std::size_t bytes) = 0;
+  // Many copies to the host at once (a checkpoint's snapshot), all arrived on return. The CUDA
+  // memory runs them through one pinned staging buffer with asynchronous copies and one wait
+  // per buffer-full, instead of a pageable copy and a wait per tensor.
+  virtual void to_host_batch(const std::vector<HostCopy>& copies) {
+    for (const HostCopy& c : copies)
+      if (c.bytes > 0) to_host(c.host_dst, c.src, c.bytes);
+  }
   virtual void from_host(void* dst, const void* host_src, std::size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void fill_zero(void* dst, std::size_t bytes) = 0;
@@ -39,6 +54,15 @@ class Memory {
 
 // The process's host memory (stateless, so a shared instance holds no mutable state).
 Memory& host_memory();
+
+// to_host_batch through a staging buffer of `capacity` bytes: the copies are enqueued in order
+// into the next free bytes of `staging` (a copy may be split across buffer-fulls); when the
+// buffer is full, and at the end, wait() and the staged bytes are moved to their destinations.
+// Returns how many times it waited.
+int copy_through_staging(const std::vector<HostCopy>& copies, char* staging, std::size_t capacity,
+                         const std::function<void(void* staging_dst, const void* src,
+                                                  std::size_t bytes)>& enqueue,
+                         const std::function<void()>& wait);
 
 // An owning, move-only array of n elements of T in a Memory. No element access from the
 // host: read and write through to_host / from_host, or pass data() to kernels.

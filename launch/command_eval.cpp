@@ -134,6 +134,7 @@ int run_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
   std::unique_ptr<parallel::Communicator> device_tp;
   core::Model<float> model(cfg.model, streams, *backend,
                            make_run_tensor_parallel(groups.tp(), *backend, device_tp));
+  const DeviceWaitWatch device_waits(*backend, {device_tp.get()});
   load_watched(mpi, ckpt, model);
   // Documents are dealt to the streams of all DP ranks; totals are summed over the dp group.
   parallel::Communicator& dp = groups.dp();
@@ -197,6 +198,7 @@ int run_generate(parallel::MpiSession& mpi, const CommandLine& cl) {
   std::unique_ptr<parallel::Communicator> device_tp;
   core::Model<float> model(cfg.model, 1, *backend,
                            make_run_tensor_parallel(groups.tp(), *backend, device_tp));
+  const DeviceWaitWatch device_waits(*backend, {device_tp.get()});
   load_watched(mpi, ckpt, model);
   SamplingOptions opt;
   opt.max_tokens = std::stoi(flag_or(cl, "max-tokens", "200"));

@@ -120,6 +120,7 @@ int command_plan(int argc, char** argv) {
   const ClusterSpec cluster = load_cluster(cluster_path);
   PlanOptions options;
   options.bucket_mb = config.train.bucket_mb;
+  options.bf16 = config.train.precision == "bf16";
   const auto plans = plan_layouts(config.model, config.optim, cluster, global_batch, options);
 
   core::ModelConfig m = config.model;
@@ -172,8 +173,8 @@ int command_plan(int argc, char** argv) {
                  "brt-dist plan: error: no runnable layout fits in %.1f GB per device (smallest needs %.2f GB); "
                  "lower train.batch via --global-batch, add devices, or use a smaller config\n",
                  cluster.gpu_memory_gb, [&] {
-                   int64_t best = plans.front().memory.total();
-                   for (const auto& p : plans) best = std::min(best, p.memory.total());
+                   int64_t best = plans.front().memory.total() + plans.front().workspace;
+                   for (const auto& p : plans) best = std::min(best, p.memory.total() + p.workspace);
                    return double(best) / 1e9;
                  }());
     return kNoLayoutFits;

@@ -7,6 +7,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include "kernels/ssm/fft_conv_dims.h"
 #include "parallel/mpi_communicator.h"
 
 #ifdef BRT_WITH_CUDA
@@ -101,6 +102,28 @@ std::size_t cuda_workspace_bytes(const core::ModelConfig& model, int streams, bo
   return std::max<std::size_t>(std::size_t(bytes), std::size_t{256} << 20);
 }
 
+CudaWorkspaceBytes cuda_backend_workspace(const core::ModelConfig& model_in, int streams, bool bf16,
+                                          int tp) {
+  core::ModelConfig model = model_in;
+  model.resolve();
+  CudaWorkspaceBytes w;
+  w.scratch = int64_t(cuda_workspace_bytes(model, streams, bf16));
+  w.cublas = int64_t{32} << 20;  // kernels/cuda/cuda_backend.cpp kCublasWorkspaceBytes
+  // One convolver per BST layer (core/bst_ssm.cpp): length N, or 2N for the unstructured
+  // kernel's carry over [U_prev; U]; channels 1 (SH), H (MH) or S_ctx (MF); Ds = D/4 per rank.
+  const bool mf = model.bst_variant == core::BstVariant::kMF, mh = model.bst_variant == core::BstVariant::kMH;
+  const int channels = mf ? model.ctx_states : mh ? model.heads : 1;
+  const bool ext = model.ssm_kernel != core::SsmKernel::kS4D && model.ssm_carry;
+  const int length = ext ? 2 * model.seq_len : model.seq_len, features = model.d_model / 4 / std::max(1, tp);
+  for (int i = 0; i < model.layers; ++i) {
+    if (!model.is_bst_layer(i)) continue;
+    const auto fft = kernels::ssm::cuda_fft_conv_device_bytes(length, channels, streams, features);
+    w.fft_buffers += fft.buffers;
+    w.fft_work_area = std::max<int64_t>(w.fft_work_area, fft.work_area);
+  }
+  return w;
+}
+
 template <typename T>
 std::unique_ptr<kernels::Backend<T>> make_run_backend(const TrainConfig& train, int gpu_device,
                                                       const core::ModelConfig& model, int streams) {
@@ -161,6 +184,29 @@ core::TensorParallel make_run_tensor_parallel(parallel::Communicator& tp_group,
     device_tp = make_device_group(mpi_tp->mpi_comm(), "tp", mpi_tp->options());
   }
   return core::TensorParallel(tp_group, backend.memory(), device_tp.get(), backend_stream(backend));
+}
+
+void DeviceWaitWatch::install(kernels::Backend<float>& backend,
+                              std::vector<parallel::Communicator*> comms) {
+#ifdef BRT_WITH_NCCL
+  std::vector<parallel::NcclCommunicator*> nccl;
+  for (parallel::Communicator* c : comms)
+    if (auto* n = dynamic_cast<parallel::NcclCommunicator*>(c)) nccl.push_back(n);
+  if (nccl.empty() || std::string(backend.name()) != "cuda") return;
+  kernels::cuda::set_wait_watch(backend, [nccl](double) {
+    for (parallel::NcclCommunicator* c : nccl) c->check_health("the GPU's stream (a device wait)");
+  });
+  backend_ = &backend;
+#else
+  (void)backend;
+  (void)comms;
+#endif
+}
+
+DeviceWaitWatch::~DeviceWaitWatch() {
+#ifdef BRT_WITH_CUDA
+  if (backend_ != nullptr) kernels::cuda::set_wait_watch(*backend_, nullptr);
+#endif
 }
 
 double measure_gpu_bf16_peak_gflops() {

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include <mpi.h>
 
@@ -37,6 +39,18 @@ void validate_device_settings(const TrainConfig& train, int gpu_device, int worl
 // logits' [B·N, V] and [V, D] — plus the attention, embedding and loss scratch; at least the
 // backend's 256 MiB default. (1.3b with B 4 × N 4096 in bf16: about 2.3 GB.)
 std::size_t cuda_workspace_bytes(const core::ModelConfig& model, int streams, bool bf16);
+
+// Device memory the CUDA backend holds beside the model's own buffers (brt-dist plan counts it
+// per GPU): its scratch arena (cuda_workspace_bytes), cuBLAS's fixed workspace, and for BST
+// layers their cuFFT convolvers' staging and spectra plus the one cuFFT work area they share
+// (kernels/ssm/fft_conv_dims.h; CudaFftConv plans with cufftSetAutoAllocation(0)).
+struct CudaWorkspaceBytes {
+  int64_t scratch = 0, cublas = 0, fft_buffers = 0, fft_work_area = 0;
+  int64_t total() const { return scratch + cublas + fft_buffers + fft_work_area; }
+};
+// `tp`: this rank's share of the SSM features (D/4/tp per rank).
+CudaWorkspaceBytes cuda_backend_workspace(const core::ModelConfig& model, int streams, bool bf16,
+                                          int tp = 1);
 
 // The backend for train.device: CPU (any T) or CUDA on `gpu_device` (T = float only), with
 // the scratch `model` at `streams` streams needs.
@@ -70,6 +84,27 @@ template <typename T>
 core::TensorParallel make_run_tensor_parallel(parallel::Communicator& tp_group,
                                               kernels::Backend<T>& backend,
                                               std::unique_ptr<parallel::Communicator>& device_tp);
+
+// While alive, the CUDA backend's host waits (synchronize, copies to the host) poll its stream
+// and check the device communicators among `comms` between polls (NCCL's asynchronous errors and
+// the collectives' deadline, parallel/nccl_communicator.h check_health): a peer that died
+// mid-collective ends the job with the timeout report instead of hanging the host in
+// cudaStreamSynchronize. Declare it after the communicators (it must go first). Does nothing on
+// the CPU backend or without device communicators.
+class DeviceWaitWatch {
+ public:
+  template <typename T>
+  DeviceWaitWatch(kernels::Backend<T>& backend, std::vector<parallel::Communicator*> comms) {
+    if constexpr (std::is_same_v<T, float>) install(backend, std::move(comms));
+  }
+  ~DeviceWaitWatch();
+  DeviceWaitWatch(const DeviceWaitWatch&) = delete;
+  DeviceWaitWatch& operator=(const DeviceWaitWatch&) = delete;
+
+ private:
+  void install(kernels::Backend<float>& backend, std::vector<parallel::Communicator*> comms);
+  kernels::Backend<float>* backend_ = nullptr;  // watched (CUDA with device communicators)
+};
 
 // MFU denominator for the CUDA backend: the bf16 dense matrix peak, GFLOP/s, measured now
 // with a large cuBLAS bf16 GEMM on the current GPU (docs/gpu.md). Throws without CUDA.

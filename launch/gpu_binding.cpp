@@ -17,9 +17,10 @@ int gpu_for_local_rank(int local_rank, int devices) {
 GpuBinding bind_gpu_for_local_rank(int local_rank) {
   GpuBinding b;
 #ifdef BRT_WITH_CUDA
-  b.devices_on_node = kernels::cuda::cuda_device_count();
+  const kernels::cuda::CudaDeviceQuery query = kernels::cuda::query_cuda_devices();
+  b.devices_on_node = query.count;
   if (b.devices_on_node == 0) {
-    b.description = "none (no CUDA device visible)";
+    b.description = "none (" + query.describe() + ")";
     return b;
   }
   b.device = kernels::cuda::select_device_for_local_rank(local_rank);

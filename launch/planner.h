@@ -130,15 +130,19 @@ double memory_bound_bytes(const MemoryPrediction& m);
 struct LayoutPlan {
   Layout layout;
   MemoryPrediction memory;  // the largest over the layout's ranks
+  // The CUDA backend's own device memory per GPU beside the model's (scratch arena, cuBLAS and
+  // cuFFT workspaces; launch/device_backend.h cuda_backend_workspace): counted in `fits`.
+  int64_t workspace = 0;
   StepTimePrediction time;
   double tokens_per_s = 0;
-  bool fits = true;         // memory.total() <= device memory
+  bool fits = true;         // memory.total() + workspace <= device memory
   bool runnable = true;     // every layout the planner lists can be run (brt-dist train --tp)
   std::string note;         // why it does not fit / is not runnable
 };
 
 struct PlanOptions {
   double bucket_mb = 4.0;   // train.bucket_mb
+  bool bf16 = true;         // train.precision (the CUDA backend's bf16 scratch is larger)
 };
 
 // Ring all-reduce of `bytes` over p ranks in `buckets` messages: buckets·α + 2(p−1)/p·bytes/bw.

@@ -7,6 +7,7 @@
 #include <toml++/toml.h>
 
 #include "core/flops.h"
+#include "launch/device_backend.h"
 #include "launch/planner.h"
 
 namespace brt::launch {
@@ -223,9 +224,11 @@ std::vector<LayoutPlan> plan_layouts(const core::ModelConfig& cfg_in, const core
         plan.time.tp_s = tp_step_seconds(cfg, B, tp, tp_bw, alpha);
       }
       plan.tokens_per_s = double(global_batch) * cfg.seq_len / plan.time.total();
-      if (double(plan.memory.total()) > capacity) {
+      plan.workspace = cuda_backend_workspace(cfg, B, options.bf16, tp).total();
+      const double needed = double(plan.memory.total() + plan.workspace);
+      if (needed > capacity) {
         plan.fits = false;
-        plan.note = "does not fit: needs " + human_bytes(double(plan.memory.total())) + " per device, has " +
+        plan.note = "does not fit: needs " + human_bytes(needed) + " per device, has " +
                     human_bytes(capacity) + (plan.note.empty() ? "" : "; " + plan.note);
       }
       plans.push_back(plan);
@@ -248,19 +251,19 @@ std::string format_plans(const std::vector<LayoutPlan>& plans, const ClusterSpec
   std::string out;
   char line[1024];
   std::snprintf(line, sizeof line,
-                "%-4s %-4s %-4s %-5s %10s %10s %10s %10s %10s %10s | %9s %9s %9s %9s %9s %12s  %s\n", "DP", "TP",
-                "ZeRO", "B", "params", "grads", "optim", "activ", "carried", "total", "compute", "dp-ar",
-                "zero-bc", "tp-ar", "step", "tokens/s", "status");
+                "%-4s %-4s %-4s %-5s %10s %10s %10s %10s %10s %10s %10s | %9s %9s %9s %9s %9s %12s  %s\n", "DP",
+                "TP", "ZeRO", "B", "params", "grads", "optim", "activ", "carried", "gpu-ws", "total", "compute",
+                "dp-ar", "zero-bc", "tp-ar", "step", "tokens/s", "status");
   out += line;
   for (const auto& p : plans) {
     const auto& m = p.memory;
     const auto mb = [](int64_t b) { return double(b) / 1e6; };
     std::snprintf(line, sizeof line,
-                  "%-4d %-4d %-4d %-5d %8.1fMB %8.1fMB %8.1fMB %8.1fMB %8.1fMB %8.1fMB | %8.4fs %8.4fs %8.4fs "
-                  "%8.4fs %8.4fs %12.0f  %s\n",
+                  "%-4d %-4d %-4d %-5d %8.1fMB %8.1fMB %8.1fMB %8.1fMB %8.1fMB %8.1fMB %8.1fMB | %8.4fs %8.4fs "
+                  "%8.4fs %8.4fs %8.4fs %12.0f  %s\n",
                   p.layout.dp, p.layout.tp, p.layout.zero ? 1 : 0, p.layout.micro_batch, mb(m.parameters),
                   mb(m.gradients), mb(m.optimizer), mb(m.activations + m.backward_scratch), mb(m.carried_state),
-                  mb(m.total()), p.time.compute_s, p.time.dp_grad_s, p.time.zero_bcast_s, p.time.tp_s,
+                  mb(p.workspace), mb(m.total() + p.workspace), p.time.compute_s, p.time.dp_grad_s, p.time.zero_bcast_s, p.time.tp_s,
                   p.time.total(), p.tokens_per_s, p.note.empty() ? "ok" : p.note.c_str());
     out += line;
   }
@@ -282,7 +285,8 @@ std::string format_plans(const std::vector<LayoutPlan>& plans, const ClusterSpec
     compute_rule = rule;
   }
   std::snprintf(line, sizeof line,
-                "\nmemory: fp32 buffers as allocated (MB = 1e6 bytes; device %.1f GB). step = compute + "
+                "\nmemory: fp32 buffers as allocated (MB = 1e6 bytes; device %.1f GB); gpu-ws: the CUDA backend's scratch, cuBLAS "
+                "and cuFFT workspaces. step = compute + "
                 "communication, no overlap assumed (an upper bound);\ncompute = %s; communication: α-β, α = %.1f µs, ring all-reduce "
                 "2(p−1)/p·bytes/bw + α per train.bucket_mb bucket;\ntp-ar = the TP group's collectives of a step "
                 "as the layers issue them (all-reduce as above, all-gather / reduce-scatter (p−1)/p·bytes/bw + α).\n",

@@ -359,9 +359,10 @@ MemoryPrediction predict_rank_memory(const core::ModelConfig& cfg_in, const core
   m.gradients = params * elem_bytes;
   m.optimizer = optimizer_state_elems(optim, declared.shapes, owned, local) * elem_bytes;
   // + the step's input tokens, targets (int32) and mask (uint8) the model keeps in backend
-  // memory, and its loss sum (one double).
-  const int64_t input_bytes =
-      rows * (2 * int64_t(sizeof(int32_t)) + int64_t(sizeof(uint8_t))) + int64_t(sizeof(double));
+  // memory, its staged loss gradient scale (one element) and its loss result (the loss sum and
+  // the first bad target row: two doubles).
+  const int64_t input_bytes = rows * (2 * int64_t(sizeof(int32_t)) + int64_t(sizeof(uint8_t))) +
+                              elem_bytes + 2 * int64_t(sizeof(double));
   m.activations = reported * elem_bytes + reported_bytes + xent_bytes + input_bytes;
   m.backward_scratch = scratch * elem_bytes + B;  // + doc_start_ (uint8 per stream)
   m.carried_state = carried * elem_bytes;

@@ -48,16 +48,18 @@ StepGraphs::~StepGraphs() = default;
 
 void StepGraphs::run(float grad_scale) {
   // The signature: what the host decides for this step's device work (header).
+  // The loss scale is a device scalar staged here, outside the graph: not part of the key, so
+  // steps whose masks differ (another 1 / count) replay the same graph.
+  model_.stage_loss_scale(grad_scale);
   const std::vector<uint8_t>& doc_start = model_.staged_doc_start();
   std::string key(doc_start.begin(), doc_start.end());
-  key.append(reinterpret_cast<const char*>(&grad_scale), sizeof grad_scale);
   key.push_back(char(model_.carry_ablation()));
   auto it = entries_.find(key);
   if (it == entries_.end() && int(entries_.size()) < max_graphs_)
     it = entries_.emplace(key, std::make_unique<Entry>()).first;
   Entry* entry = it == entries_.end() ? nullptr : it->second.get();
   if (entry == nullptr || entry->seen++ == 0 || !failure_.empty()) {  // full cache, warm-up, off
-    model_.device_step(grad_scale);
+    model_.device_work();
     ++stats_.eager_steps;
     return;
   }
@@ -65,12 +67,12 @@ void StepGraphs::run(float grad_scale) {
   if (!entry->graph) {
     try {
       entry->graph = std::make_unique<kernels::cuda::StreamGraph>(
-          backend_, [&] { model_.device_step(grad_scale); });
+          backend_, [&] { model_.device_work(); });
     } catch (const std::exception& e) {
       failure_ = std::string("the training step could not be captured in a CUDA graph (") +
                  e.what() + "); steps run without graphs from now on";
       entry->graph.reset();
-      model_.device_step(grad_scale);  // nothing of the captured work ran
+      model_.device_work();  // nothing of the captured work ran
       ++stats_.eager_steps;
       return;
     }
@@ -86,7 +88,7 @@ void StepGraphs::run(float grad_scale) {
   }
   entry->graph->launch();
 #else
-  model_.device_step(grad_scale);
+  model_.device_work();
   ++stats_.eager_steps;
 #endif
 }

@@ -2,10 +2,11 @@
 // "CUDA graphs"): forward, loss and backward — every kernel, cuBLAS and cuFFT call and copy of
 // the step — become one cudaGraphLaunch, so a small model is no longer bound by launches.
 //
-// A step's work depends on host decisions that change between steps: which streams start a
-// document (cache and state resets, MODEL §8) and the loss gradient's scale (1 / unmasked
-// targets). A graph freezes them, so there is one graph per signature (the doc_start bytes and
-// the scale's bits). A signature's first step runs eagerly (cuBLAS and cuFFT choose and load
+// A step's work depends on one host decision that changes between steps: which streams start a
+// document (cache and state resets, MODEL §8). A graph freezes it, so there is one graph per
+// signature (the doc_start bytes). The loss gradient's scale (1 / unmasked targets, different
+// whenever the masks are) is a device scalar staged before the graph (Model::stage_loss_scale),
+// so it does not split the graphs. A signature's first step runs eagerly (cuBLAS and cuFFT choose and load
 // their kernels), its second is captured and launched, later ones replay. At most max_graphs
 // signatures get graphs; steps with other signatures run eagerly. A replay is bit-identical to
 // the eager step: the same kernels with the same arguments in the same order.
@@ -49,8 +50,8 @@ class StepGraphs {
   StepGraphs(const StepGraphs&) = delete;
   StepGraphs& operator=(const StepGraphs&) = delete;
 
-  // The device work of the step model.stage_step() staged: Model::device_step(grad_scale),
-  // from this signature's graph when there is one. A capture that fails (a bug: some call
+  // The device work of the step model.stage_step() staged: stages grad_scale, then
+  // Model::device_work(), from this signature's graph when there is one. A capture that fails (a bug: some call
   // waited on the device) turns graphs off for the rest of the run — the step then runs
   // eagerly, so nothing is lost — and failure() says why.
   void run(float grad_scale);

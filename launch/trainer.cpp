@@ -183,15 +183,19 @@ TrainResult train_with(const TrainOptions& options) {
     const auto* mpi_dp = dynamic_cast<const parallel::MpiCommunicator*>(&options.groups->dp());
     if (mpi_dp == nullptr) throw std::logic_error("checkpoints need the MPI backend's dp group");
     if (on_gpu && options.groups->dp().size() > 1) device_dp = make_device_group(mpi_dp->mpi_comm(), "dp", mpi_dp->options());
-    // Gradient buckets run on NCCL's stream after the backend's kernels that produced them.
+    // Gradient buckets run on NCCL's stream after the backend's kernels that produced them;
+    // under TP on the backend's stream itself, so a rank's DP and TP collectives keep one
+    // program order (two NCCL communicators unordered on one GPU can deadlock across ranks).
     parallel::Stream grads_stream = backend_stream(*backend);
-    grads_stream.overlap = true;
+    grads_stream.overlap = options.groups->tp().size() == 1;
     dp = std::make_unique<DataParallel<T>>(
         options.groups->dp(), model, DpSettings{cfg.train.overlap, cfg.train.bucket_mb, cfg.train.zero == 1},
         device_dp.get(), device_dp ? grads_stream : parallel::Stream{});
     ck_ranks = {mpi_dp->mpi_comm(), dp->rank(), dp->size(), options.groups->layout().world,
                 options.groups->layout().tp, dp->partition().owner, tp};
   }
+  // Host waits on the GPU check the NCCL collectives' errors and deadline (no hang on a dead peer).
+  const DeviceWaitWatch device_waits(*backend, {device_tp.get(), device_dp.get()});
   const int dp_size = dp ? dp->size() : 1, dp_rank = dp ? dp->rank() : 0;
   // The optimizer runs where the parameters live (fused CUDA kernels on the GPU).
   const auto optimizer_kernels = make_run_optimizer_kernels(*backend);

@@ -119,9 +119,21 @@ void take_training_snapshot(TrainingSnapshot<T>& out, const RunConfig& config, c
   out.precision = config.train.precision;
   size_t next = 0;
   // One tensor of the snapshot, its buffer reused from the last save. Parameters, optimizer
-  // state and carried state live in backend memory (device memory under CUDA): copied to the
-  // host, sharded ones gathered whole over TP.
-  std::vector<T> host, staging;
+  // state and carried state live in backend memory (device memory under CUDA): every copy to
+  // the host is collected first and made as one batch (Memory::to_host_batch: one pinned
+  // staging buffer on a GPU), then sharded ones are gathered whole over TP, in the same order
+  // on every TP rank.
+  struct Pending {  // a copy to the host, into the tensor's data or (sharded >= 0) a local part
+    size_t tensor;
+    int sharded;
+    const T* src;
+  };
+  struct Sharded {
+    core::ParamSpec spec;
+    std::vector<T> local;
+  };
+  std::vector<Pending> pending;
+  std::vector<Sharded> sharded;
   const auto add = [&](const std::string& path, const ck::Shape& shape, std::optional<ck::Slice> mine,
                        const core::ParamSpec& spec, const T* local) {
     if (next == out.tensors.size()) out.tensors.emplace_back();
@@ -129,23 +141,17 @@ void take_training_snapshot(TrainingSnapshot<T>& out, const RunConfig& config, c
     t.path = path;
     t.shape = shape;
     t.mine = std::move(mine);
-    if (!t.mine) {
-      t.data.clear();
+    if (!t.mine || (!spec.shard.sharded() && !out.writes)) {
+      t.data.clear();  // not this rank's, or a TP rank other than 0 (writes and gathers nothing)
       return;
     }
     if (!spec.shard.sharded()) {
-      if (!out.writes) {  // a TP rank other than 0 writes nothing and gathers nothing here
-        t.data.clear();
-        return;
-      }
       t.data.resize(size_t(spec.numel()));
-      model.memory().to_host(t.data.data(), local, t.data.size() * sizeof(T));
+      pending.push_back({next - 1, -1, local});
       return;
     }
-    host.resize(size_t(spec.numel()));
-    model.memory().to_host(host.data(), local, host.size() * sizeof(T));
-    t.data.resize(size_t(spec.global_numel()));
-    core::gather_shards(tp, spec, host.data(), t.data.data(), staging);
+    sharded.push_back({spec, std::vector<T>(size_t(spec.numel()))});
+    pending.push_back({next - 1, int(sharded.size()) - 1, local});
   };
   const auto& params = model.params().params();
   for (size_t p = 0; p < params.size(); ++p) {
@@ -170,6 +176,21 @@ void take_training_snapshot(TrainingSnapshot<T>& out, const RunConfig& config, c
         stream_slice(spec.shape, ranks), spec, ref.data);
   }
   out.tensors.resize(next);
+  // Every buffer exists now (no vector grows any more): one batch of copies, then the gathers.
+  std::vector<kernels::HostCopy> copies;
+  for (const Pending& p : pending) {
+    std::vector<T>& dst = p.sharded < 0 ? out.tensors[p.tensor].data : sharded[size_t(p.sharded)].local;
+    copies.push_back({dst.data(), p.src, dst.size() * sizeof(T)});
+  }
+  model.memory().to_host_batch(copies);
+  std::vector<T> staging;
+  for (const Pending& p : pending) {
+    if (p.sharded < 0) continue;
+    const Sharded& part = sharded[size_t(p.sharded)];
+    auto& whole = out.tensors[p.tensor].data;
+    whole.resize(size_t(part.spec.global_numel()));
+    core::gather_shards(tp, part.spec, part.local.data(), whole.data(), staging);
+  }
   // The data cursor of every global stream, merged from all DP ranks (written by DP rank 0).
   out.ints.clear();
   out.ints.push_back({ck::join_path(ck::kDataGroup, "cursor"),

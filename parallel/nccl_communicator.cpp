@@ -8,6 +8,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <deque>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -15,6 +17,16 @@
 
 namespace brt::parallel {
 namespace detail {
+
+// A collective in flight on the device: the event recorded after it, for the deadline.
+struct InFlight {
+  cudaEvent_t done = nullptr;
+  CollectiveInfo info;
+  std::chrono::steady_clock::time_point started;
+  ~InFlight() {
+    if (done != nullptr) cudaEventDestroy(done);
+  }
+};
 
 struct NcclGroup {
   std::string name;
@@ -27,16 +39,68 @@ struct NcclGroup {
   cudaEvent_t order_event = nullptr;  // orders own_stream after a caller's stream (Stream::overlap)
   int* barrier_word = nullptr;        // device int for barrier()'s one-element all-reduce
   bool aborted = false;
+  // Collectives issued and not yet seen complete, oldest first (check_health's deadline; the
+  // collectives of the tensor-parallel layers are never waited on by a Request).
+  std::deque<std::shared_ptr<InFlight>> in_flight;
 
   RankLocation self() const { return {world_ranks[rank], hosts[rank]}; }
   std::string where() const {
     return "world rank " + std::to_string(world_ranks[rank]) + " (host " + hosts[rank] + ")";
   }
+  double limit_seconds() const { return std::chrono::duration<double>(options.timeout).count(); }
+
+  void abort_comm() {
+    if (comm != nullptr) ncclCommAbort(comm);
+    comm = nullptr;
+    aborted = true;
+  }
+  // Past the deadline: abort first so no kernel stays blocked on a dead peer, then end the job
+  // with the timeout report. NCCL cannot say which peer stalled: every other member is named.
+  [[noreturn]] void time_out(const CollectiveInfo& info, double waited) {
+    abort_comm();
+    std::vector<RankLocation> peers;
+    for (int r = 0; r < size; ++r)
+      if (r != rank) peers.push_back({world_ranks[r], hosts[r]});
+    const std::string report = describe_timeout(info, self(), waited, limit_seconds(), peers);
+    if (JobMonitor* monitor = options.monitor) monitor->fail(report, kCollectiveTimeoutExitCode);
+    abort_job(report, kCollectiveTimeoutExitCode);
+  }
+  // Drops the completed collectives at the front of in_flight.
+  void prune() {
+    while (!in_flight.empty() && cudaEventQuery(in_flight.front()->done) == cudaSuccess)
+      in_flight.pop_front();
+  }
+  // Waits (polling, up to the timeout) while the communicator is still busy with a
+  // non-blocking operation (init, finalize). False when the deadline passed.
+  bool settle(const char* what) {
+    const auto start = std::chrono::steady_clock::now();
+    ncclResult_t state = ncclInProgress;
+    while (ncclCommGetAsyncError(comm, &state) == ncclSuccess && state == ncclInProgress) {
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limit_seconds())
+        return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (state != ncclSuccess && state != ncclInProgress)
+      throw CommError(std::string(what) + " failed for NCCL group '" + name + "' on " + where() +
+                      ": " + ncclGetErrorString(state));
+    return true;
+  }
 
   ~NcclGroup() {
+    in_flight.clear();
     if (comm != nullptr) {
-      if (aborted) ncclCommAbort(comm);
-      else ncclCommDestroy(comm);
+      if (aborted) {
+        ncclCommAbort(comm);
+      } else {
+        // A non-blocking communicator finishes its outstanding work before it is destroyed.
+        bool settled = false;
+        try {
+          settled = ncclCommFinalize(comm) == ncclSuccess && settle("ncclCommFinalize");
+        } catch (const CommError&) {
+        }
+        if (settled) ncclCommDestroy(comm);
+        else ncclCommAbort(comm);
+      }
     }
     if (barrier_word != nullptr) cudaFree(barrier_word);
     if (order_event != nullptr) cudaEventDestroy(order_event);
@@ -48,6 +112,7 @@ struct NcclGroup {
 
 namespace {
 
+using detail::InFlight;
 using detail::NcclGroup;
 
 void check_setup(bool ok, const std::string& what, const std::string& group,
@@ -108,21 +173,7 @@ class NcclPendingOp final : public PendingOp {
     }
     const double waited =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-    const double limit = std::chrono::duration<double>(group_->options.timeout).count();
-    if (waited > limit) {
-      // Abort first so no kernel stays blocked on a dead peer, then end the job loudly.
-      ncclCommAbort(group_->comm);
-      group_->comm = nullptr;
-      group_->aborted = true;
-      // NCCL cannot say which peer stalled: name every other member of the group.
-      std::vector<RankLocation> peers;
-      for (int r = 0; r < group_->size; ++r) {
-        if (r != group_->rank) peers.push_back({group_->world_ranks[r], group_->hosts[r]});
-      }
-      const std::string report = describe_timeout(info_, group_->self(), waited, limit, peers);
-      if (JobMonitor* monitor = group_->options.monitor) monitor->fail(report, kCollectiveTimeoutExitCode);
-      abort_job(report, kCollectiveTimeoutExitCode);
-    }
+    if (waited > group_->limit_seconds()) group_->time_out(info_, waited);
     return false;
   }
 
@@ -132,9 +183,7 @@ class NcclPendingOp final : public PendingOp {
 
  private:
   [[noreturn]] void fail(const std::string& why) {
-    if (group_->comm != nullptr) ncclCommAbort(group_->comm);
-    group_->comm = nullptr;
-    group_->aborted = true;
+    group_->abort_comm();
     throw CommError(describe(info_) + " failed on " + group_->where() + ": " + why);
   }
 
@@ -206,9 +255,27 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::string name, CommOptions 
   check_setup(id_ok == 1, "ncclGetUniqueId", g.name, "on group rank 0");
   check_setup(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm) == MPI_SUCCESS, "MPI_Bcast", g.name,
               "unique id");
-  const ncclResult_t init = ncclCommInitRank(&g.comm, g.size, id, g.rank);
-  check_setup(init == ncclSuccess, "ncclCommInitRank", g.name,
+  // Non-blocking, so a member that never joins ends in the timeout report, not a hang.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  const ncclResult_t init = ncclCommInitRankConfig(&g.comm, g.size, id, g.rank, &config);
+  check_setup(init == ncclSuccess || init == ncclInProgress, "ncclCommInitRankConfig", g.name,
               g.where() + ": " + ncclGetErrorString(init));
+  const auto init_start = std::chrono::steady_clock::now();
+  bool joined = false;
+  try {
+    joined = g.settle("ncclCommInitRankConfig");
+  } catch (const CommError&) {
+    g.abort_comm();  // a communicator that failed to start is aborted, not finalized
+    throw;
+  }
+  if (!joined) {
+    CollectiveInfo info;
+    info.op = "ncclCommInitRank";
+    info.group = g.name;
+    info.group_size = g.size;
+    g.time_out(info, std::chrono::duration<double>(std::chrono::steady_clock::now() - init_start).count());
+  }
   const cudaError_t s1 = cudaStreamCreateWithFlags(&g.own_stream, cudaStreamNonBlocking);
   check_setup(s1 == cudaSuccess, "cudaStreamCreate", g.name, cudaGetErrorString(s1));
   const cudaError_t s4 = cudaEventCreateWithFlags(&g.order_event, cudaEventDisableTiming);
@@ -228,6 +295,25 @@ int NcclCommunicator::world_rank_of(int group_rank) const {
   return group_->world_ranks.at(static_cast<size_t>(group_rank));
 }
 bool NcclCommunicator::aborted() const { return group_->aborted; }
+
+void NcclCommunicator::check_health(const std::string& waiter) {
+  NcclGroup& g = *group_;
+  if (g.aborted || g.comm == nullptr) return;
+  ncclResult_t async = ncclSuccess;
+  ncclCommGetAsyncError(g.comm, &async);
+  g.prune();
+  if (async != ncclSuccess && async != ncclInProgress) {
+    const std::string op = g.in_flight.empty() ? "a collective" : describe(g.in_flight.front()->info);
+    g.abort_comm();
+    throw CommError(op + " failed on " + g.where() + ": NCCL: " + ncclGetErrorString(async) +
+                    " (found while the host waited for " + waiter + ")");
+  }
+  if (g.in_flight.empty()) return;
+  const InFlight& oldest = *g.in_flight.front();
+  const double age =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - oldest.started).count();
+  if (age > g.limit_seconds()) g.time_out(oldest.info, age);
+}
 
 namespace {
 
@@ -262,6 +348,17 @@ Request issue(const std::shared_ptr<NcclGroup>& group, uint64_t& sequence, const
   if (rc != ncclSuccess && rc != ncclInProgress) {
     throw CommError(describe(info) + " failed on " + group->where() + ": " +
                     ncclGetErrorString(rc));
+  }
+  // Remembered until seen complete, for host waits on the stream (check_health).
+  group->prune();
+  auto record = std::make_shared<InFlight>();
+  record->info = info;
+  record->started = std::chrono::steady_clock::now();
+  if (cudaEventCreateWithFlags(&record->done, cudaEventDisableTiming) == cudaSuccess &&
+      cudaEventRecord(record->done, s) == cudaSuccess) {
+    group->in_flight.push_back(std::move(record));
+  } else {
+    (void)cudaGetLastError();  // without an event this collective is checked by its Request only
   }
   return Request(std::make_unique<NcclPendingOp>(group, std::move(info), s));
 }

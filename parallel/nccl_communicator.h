@@ -2,12 +2,16 @@
 // Built only with the CUDA backend and NCCL (docs/gpu.md); the MPI backend stays the CPU path.
 //
 //  - Setup is collective over an MPI communicator (one per process group: world, dp, tp): rank
-//    0 makes an ncclUniqueId, MPI broadcasts it, every member calls ncclCommInitRank on its
-//    current CUDA device (pick it first with select_gpu_for_local_rank).
+//    0 makes an ncclUniqueId, MPI broadcasts it, every member creates a non-blocking NCCL
+//    communicator (ncclCommInitRankConfig, blocking = 0) on its current CUDA device (pick it
+//    first with select_gpu_for_local_rank) and polls it under CommOptions::timeout: a member
+//    that never joins ends the job with the timeout report instead of a hang.
 //  - Collectives are enqueued on the caller's Stream (a cudaStream_t in Stream::handle); a
 //    host Stream (null) uses the communicator's own stream. Buffers are device memory.
 //  - A Request is backed by a CUDA event recorded after the collective: test() queries it,
-//    wait() polls it. While polling, ncclCommGetAsyncError is checked: an NCCL error aborts
+//    wait() polls it. Collectives nobody waits on (the tensor-parallel layers' ones, ordered on
+//    the backend's stream) are checked by check_health(), which the CUDA backend calls while
+//    the host waits on that stream. While polling, ncclCommGetAsyncError is checked: an NCCL error aborts
 //    the communicator (ncclCommAbort) and throws CommError naming the op, bytes, sequence
 //    number, group and rank; a collective still incomplete after CommOptions::timeout aborts
 //    the communicator and ends the job with the same timeout report as the MPI backend
@@ -50,6 +54,12 @@ class NcclCommunicator final : public Communicator {
   uint64_t sequence() const override { return sequence_; }
   // True after an error or timeout aborted the NCCL communicator; later collectives throw.
   bool aborted() const;
+  // For a host that waits on a stream behind this communicator's collectives (the CUDA
+  // backend's wait watch, kernels/cuda/stream_wait.h): an asynchronous NCCL error aborts the
+  // communicator and throws CommError naming the collective and `waiter`; a collective still
+  // incomplete past CommOptions::timeout after it was issued aborts the communicator and ends
+  // the job with the timeout report (exit 124). Cheap enough to call every millisecond.
+  void check_health(const std::string& waiter);
 
  protected:
   Request start_all_reduce(const void* send, void* recv, int64_t count, DataType type,

@@ -1,8 +1,10 @@
-// GPU benchmark: the measured bf16 (and fp32) cuBLAS GEMM peak, then the fused sliding-window
-// attention (MODEL §3.2) forward and backward at a production shape, reported as achieved
-// TFLOP/s and as ratios to those peaks (MODEL §10 counts: forward 4·W·A per token, the
-// unmasked half of the W×2W tile; backward counted as 2× forward). Timed with CUDA events
-// after warm-up, median of repeats, on random (never zero) inputs (METHOD.md).
+// GPU benchmark: the measured bf16 (and fp32) cuBLAS GEMM peak, then the sliding-window
+// attention (MODEL §3.2) forward and backward at a production shape on both backends a run can
+// use: fp32 (the fused warp-per-row kernels on the CUDA cores) and bf16 (the tensor-core path
+// of attention_tc.cu, which `--precision bf16` training runs), reported as achieved TFLOP/s and
+// as ratios to those peaks (MODEL §10 counts: forward 4·W·A per token, the unmasked half of the
+// W×2W tile; backward counted as 2× forward). Timed with CUDA events after warm-up, median of
+// repeats, on random (never zero) inputs (METHOD.md).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -17,6 +19,7 @@
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/device_arena.h"
+#include "kernels/cuda/launchers.h"
 
 namespace {
 
@@ -33,20 +36,25 @@ double median_ms(cudaStream_t stream, int warmup, int repeats, const std::functi
   return brt::kernels::cuda::median_event_ms(stream, warmup, repeats, body);
 }
 
-void fill_random(float* dev, std::size_t n, float sd, std::mt19937& gen) {
+void fill_random(float* dev, std::size_t n, float sd, std::mt19937& gen, cudaStream_t stream) {
   std::normal_distribution<float> dist(0.0f, sd);
   std::vector<float> host(n);
   for (float& x : host) x = dist(gen);
-  check(cudaMemcpy(dev, host.data(), n * sizeof(float), cudaMemcpyHostToDevice), "upload");
+  check(cudaMemcpyAsync(dev, host.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream),
+        "upload");
+  check(cudaStreamSynchronize(stream), "upload");  // `host` is freed on return
 }
 
 }  // namespace
 
 int main() {
   namespace kc = brt::kernels::cuda;
-  if (kc::cuda_device_count() == 0) {
-    std::printf("bench_cuda_attention: no CUDA device; skipped\n");
-    return 0;
+  if (const kc::CudaDeviceQuery query = kc::query_cuda_devices(); query.count == 0) {
+    // Under BRT_REQUIRE_GPU=1 (scripts/gpu-check.sh on a machine with a GPU) that is a failure.
+    const char* required = std::getenv("BRT_REQUIRE_GPU");
+    const bool fail = required != nullptr && std::string(required) == "1";
+    std::printf("bench_cuda_attention: %s; %s\n", query.describe().c_str(), fail ? "FAILED" : "skipped");
+    return fail ? 1 : 0;
   }
   try {
     std::mt19937 gen(12345);
@@ -63,9 +71,11 @@ int main() {
     const std::size_t probs = std::size_t(d.batch) * d.blocks() * d.heads * d.window * 2 * d.window;
     DeviceArena arena((9 * act + 2 * cache + probs) * sizeof(float) + (std::size_t{16} << 20),
                       "attention bench");
+    cudaStream_t stream;  // the backends' stream, so events time exactly their kernels
+    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
     auto buf = [&](std::size_t n, float sd) {
       float* p = arena.allocate_array<float>(n, "bench buffer");
-      fill_random(p, n, sd, gen);
+      fill_random(p, n, sd, gen, stream);
       return p;
     };
     float *q = buf(act, 0.1f), *k = buf(act, 0.1f), *v = buf(act, 1.0f);
@@ -75,32 +85,40 @@ int main() {
     float *dq = buf(act, 1.0f), *dk = buf(act, 1.0f), *dv = buf(act, 1.0f);
     float *dbias = buf(std::size_t(d.heads) * 32, 1.0f), *dscale = buf(d.heads, 1.0f);
     float* p = arena.allocate_array<float>(probs, "probs");
-    cudaStream_t stream;  // the backend's stream, so events time exactly its kernels
-    check(cudaStreamCreate(&stream), "stream");
-    kc::CudaOptions options;
-    options.stream = stream;
-    auto backend = kc::make_cuda_backend(options);
-    auto timed = [&](const std::function<void()>& body) {
-      check(cudaDeviceSynchronize(), "sync");
-      return median_ms(stream, 2, 7, body);
-    };
-    const double fwd_ms = timed([&] {
-      backend->window_attention_forward(d, q, k, v, kc_, vc, bias, scale, out, p);
-    });
-    const double bwd_ms = timed([&] {
-      backend->window_attention_backward(d, q, k, v, kc_, vc, bias, scale, p, dout, dq, dk, dv,
-                                         dbias, dscale);
-    });
     const double tokens = double(d.batch) * d.seq;
     const double fwd_flops = 4.0 * d.window * d.width() * tokens;
-    const double fwd_tflops = fwd_flops / (fwd_ms * 1e-3) / 1e12;
-    const double bwd_tflops = 2 * fwd_flops / (bwd_ms * 1e-3) / 1e12;
-    std::printf("window attention B=%d N=%d W=%d H=%d dh=%d (fp32 CUDA cores)\n", d.batch, d.seq,
-                d.window, d.heads, d.head_dim);
-    std::printf("  forward : %8.3f ms  %6.2f TFLOP/s  = %.4f of bf16 peak, %.3f of fp32 gemm\n",
-                fwd_ms, fwd_tflops, fwd_tflops / bf16_peak, fwd_tflops / fp32_peak);
-    std::printf("  backward: %8.3f ms  %6.2f TFLOP/s  = %.4f of bf16 peak, %.3f of fp32 gemm\n",
-                bwd_ms, bwd_tflops, bwd_tflops / bf16_peak, bwd_tflops / fp32_peak);
+    std::printf("window attention B=%d N=%d W=%d H=%d dh=%d\n", d.batch, d.seq, d.window, d.heads,
+                d.head_dim);
+    for (const kc::Precision precision : {kc::Precision::kFp32, kc::Precision::kBf16}) {
+      kc::CudaOptions options;
+      options.stream = stream;
+      options.precision = precision;
+      // The tensor-core path's packed operands and score tiles live in the backend's scratch.
+      options.workspace_bytes = std::max(options.workspace_bytes,
+                                         kc::window_attention_tc_scratch_bytes(d) + (std::size_t{64} << 20));
+      auto backend = kc::make_cuda_backend(options);
+      auto timed = [&](const std::function<void()>& body) {
+        check(cudaStreamSynchronize(stream), "sync");
+        return median_ms(stream, 2, 7, body);
+      };
+      const double fwd_ms = timed([&] {
+        backend->window_attention_forward(d, q, k, v, kc_, vc, bias, scale, out, p);
+      });
+      const double bwd_ms = timed([&] {
+        backend->window_attention_backward(d, q, k, v, kc_, vc, bias, scale, p, dout, dq, dk, dv,
+                                           dbias, dscale);
+      });
+      const double fwd_tflops = fwd_flops / (fwd_ms * 1e-3) / 1e12;
+      const double bwd_tflops = 2 * fwd_flops / (bwd_ms * 1e-3) / 1e12;
+      std::printf("%s\n", precision == kc::Precision::kFp32
+                              ? " fp32 (fused kernels on the CUDA cores):"
+                              : " bf16 (tensor cores, cuBLAS batched GEMMs: what --precision bf16 trains with):");
+      std::printf("  forward : %8.3f ms  %6.2f TFLOP/s  = %.4f of bf16 peak, %.3f of fp32 gemm\n",
+                  fwd_ms, fwd_tflops, fwd_tflops / bf16_peak, fwd_tflops / fp32_peak);
+      std::printf("  backward: %8.3f ms  %6.2f TFLOP/s  = %.4f of bf16 peak, %.3f of fp32 gemm\n",
+                  bwd_ms, bwd_tflops, bwd_tflops / bf16_peak, bwd_tflops / fp32_peak);
+    }
+    cudaStreamDestroy(stream);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

@@ -138,9 +138,12 @@ void bench_config(const std::string& path, const Settings& s, double peak_tflops
 int main(int argc, char** argv) {
   try {
     const Settings s = parse(argc, argv);
-    if (kc::cuda_device_count() == 0) {
-      std::printf("bench_cuda_train: no CUDA device; skipped\n");
-      return 0;
+    if (const kc::CudaDeviceQuery query = kc::query_cuda_devices(); query.count == 0) {
+      // Under BRT_REQUIRE_GPU=1 (scripts/gpu-check.sh on a machine with a GPU): a failure.
+      const char* required = std::getenv("BRT_REQUIRE_GPU");
+      const bool fail = required != nullptr && std::string(required) == "1";
+      std::printf("bench_cuda_train: %s; %s\n", query.describe().c_str(), fail ? "FAILED" : "skipped");
+      return fail ? 1 : 0;
     }
     std::printf("device: %s\n", kc::cuda_device_description(0).c_str());
     const double peak = kc::measure_gemm_peak_tflops(kc::Precision::kBf16, 8192);

@@ -18,9 +18,7 @@ double XentOps<T>::forward_backward(Workspace<T>& ws, const T* logits, const int
   // rows may carry any target (padding).
   for (int r = 0; r < n; ++r) {
     if (mask[r] != 0 && (targets[r] < 0 || targets[r] >= V)) {
-      throw std::runtime_error("kernels/cpu softmax_xent: target " + std::to_string(targets[r]) +
-                               " of row " + std::to_string(r) + " is outside [0, " +
-                               std::to_string(V) + ")");
+      throw std::runtime_error(bad_target_message("cpu", targets[r], r, V));
     }
   }
   double* row_nats = ws.shared_sums(static_cast<std::size_t>(n));

@@ -18,6 +18,11 @@ namespace brt::kernels::cuda {
 
 constexpr int kAttnWarps = 8;
 constexpr int kAttnThreads = kAttnWarps * kWarp;
+// Two blocks per SM in __launch_bounds__: ptxas then may use up to 128 registers a thread.
+// Without a minimum, CUDA 13's ptxas held the cross-attention instantiations to 48 registers
+// and spilled (8-byte stack frames); tests/kernels' ptxas check keeps every attention kernel
+// free of stack frames.
+constexpr int kAttnMinBlocks = 2;
 constexpr int kMaxDimsPerLane = 8;
 constexpr int kMaxHeadDim = kWarp * kMaxDimsPerLane;
 constexpr int kBiasPartials = 32 + 1;  // T5 buckets (MODEL §3.3), then the scale's raw term
@@ -42,7 +47,7 @@ __device__ __forceinline__ float row_dot(const float* shared_row, const float* g
 // Forward (kDelta = false): out row and its log-sum-exp. kDelta = true: recompute O with the
 // stored log-sum-exp and write delta = <dO, O> (first backward pass).
 template <typename Geo, bool kDelta>
-__global__ void __launch_bounds__(kAttnThreads)
+__global__ void __launch_bounds__(kAttnThreads, kAttnMinBlocks)
     attention_rows_kernel(Geo geo, AttnInputs in, float* out, float* lse_out,
                           const float* lse_in, float* delta) {
   extern __shared__ float smem[];
@@ -122,6 +127,15 @@ __global__ void __launch_bounds__(kAttnThreads)
   }
 }
 
+// by_bucket[bucket] += value with compile-time indices only, so the 32 sums stay in registers: a
+// run-time index puts the array in local memory (a 128-byte stack frame per thread, spilled
+// through L1 on every key). tests/kernels' ptxas check asserts no attention kernel has a stack
+// frame. Adding 0 to the other buckets leaves them bit-identical.
+__device__ __forceinline__ void add_to_bucket(float (&by_bucket)[32], int bucket, float value) {
+#pragma unroll
+  for (int r = 0; r < 32; ++r) by_bucket[r] += r == bucket ? value : 0.0f;
+}
+
 // The per-block partials of the bias and scale gradients that
 // attention_bias_scale_reduce_kernel sums: each lane's sums by T5 bucket (kHasBias) and of
 // dl·raw, reduced over the warp (fixed butterflies), then over the block's warps in warp
@@ -153,7 +167,7 @@ __device__ void write_bias_scale_partials(const float* by_bucket, double raw_ter
 // Second backward pass: dQ += s * dl . K per query row, and per-block partials of the bias
 // gradient (by T5 bucket) and of the scale's raw term sum dl * raw. dl = P * (dP - delta).
 template <typename Geo>
-__global__ void __launch_bounds__(kAttnThreads)
+__global__ void __launch_bounds__(kAttnThreads, kAttnMinBlocks)
     attention_dq_kernel(Geo geo, AttnInputs in, const float* lse_store, const float* delta,
                         float* dq, double* partials) {
   extern __shared__ float smem[];
@@ -193,7 +207,7 @@ __global__ void __launch_bounds__(kAttnThreads)
         const float dp = row_dot(dos, geo.value_row(in, b, h, kv), dh);
         dl = p * (dp - row_delta);
         raw_term += static_cast<double>(dl * raw);
-        if (Geo::kHasBias) by_bucket[geo.bucket(i, kv)] += dl;
+        if (Geo::kHasBias) add_to_bucket(by_bucket, geo.bucket(i, kv), dl);
       }
       const int live = min(kWarp, hi - c0);
       for (int j = 0; j < live; ++j) {
@@ -225,7 +239,7 @@ __global__ void attention_bias_scale_reduce_kernel(const double* partials, int b
 // Third backward pass: dK, dV owned by key rows (warp per key row); each owned key walks the
 // queries that see it, in order, over the batch entries that share it.
 template <typename Geo>
-__global__ void __launch_bounds__(kAttnThreads)
+__global__ void __launch_bounds__(kAttnThreads, kAttnMinBlocks)
     attention_dkdv_kernel(Geo geo, AttnInputs in, const float* lse_store, const float* delta,
                           float* dk, float* dv) {
   extern __shared__ float smem[];

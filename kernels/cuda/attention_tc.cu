@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(kAttnThreads)
         p = expf((raw + bias[W + r - c]) * s - lse);
         dl = p * (dprow[c] - delta);
         raw_term += static_cast<double>(dl * raw);
-        by_bucket[bucket_by_distance[W + r - c]] += dl;
+        add_to_bucket(by_bucket, bucket_by_distance[W + r - c], dl);
       }
       dsb[rc.row * 2 * W + c] = __float2bfloat16_rn(s * dl);
       pb[rc.row * 2 * W + c] = __float2bfloat16_rn(p);

@@ -6,6 +6,7 @@
 #include <climits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/cuda_check.h"
@@ -33,15 +34,24 @@ Precision parse_precision(const std::string& name) {
   throw std::runtime_error("kernels/cuda: precision '" + name + "' is not fp32 or bf16");
 }
 
-int cuda_device_count() {
-  int count = 0;
-  const cudaError_t status = cudaGetDeviceCount(&count);
+std::string CudaDeviceQuery::describe() const {
+  if (!error.empty()) return "no usable CUDA device: " + error;
+  if (count == 0) return "no CUDA device";
+  return std::to_string(count) + " CUDA device" + (count == 1 ? "" : "s");
+}
+
+CudaDeviceQuery query_cuda_devices() {
+  CudaDeviceQuery query;
+  const cudaError_t status = cudaGetDeviceCount(&query.count);
   if (status != cudaSuccess) {
     (void)cudaGetLastError();  // clear the (non-sticky) error so later queries start clean
-    return 0;
+    query.count = 0;
+    query.error = std::string(cudaGetErrorName(status)) + " (" + cudaGetErrorString(status) + ")";
   }
-  return count;
+  return query;
 }
+
+int cuda_device_count() { return query_cuda_devices().count; }
 
 std::string cuda_device_description(int device) {
   cudaDeviceProp prop{};
@@ -58,21 +68,21 @@ std::size_t cuda_device_memory_bytes(int device) {
 }
 
 int select_device_for_local_rank(int local_rank) {
-  const int count = cuda_device_count();
-  if (count == 0) {
+  const CudaDeviceQuery query = query_cuda_devices();
+  if (query.count == 0) {
     throw std::runtime_error("kernels/cuda: local rank " + std::to_string(local_rank) +
-                             " found no CUDA device");
+                             " found " + query.describe());
   }
-  const int device = local_rank % count;
+  const int device = local_rank % query.count;
   BRT_CUDA_CHECK(cudaSetDevice(device));
   return device;
 }
 
 CudaBackend::CudaBackend(const CudaOptions& options) : options_(options) {
-  if (options.device < 0 || options.device >= cuda_device_count()) {
+  const CudaDeviceQuery query = query_cuda_devices();
+  if (options.device < 0 || options.device >= query.count) {
     throw std::runtime_error("kernels/cuda: device " + std::to_string(options.device) +
-                             " is not one of the " + std::to_string(cuda_device_count()) +
-                             " CUDA devices");
+                             " is not usable (" + query.describe() + ")");
   }
   BRT_CUDA_CHECK(cudaSetDevice(options.device));
   try {
@@ -82,13 +92,16 @@ CudaBackend::CudaBackend(const CudaOptions& options) : options_(options) {
       BRT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
       owns_stream_ = true;
     }
-    memory_ = std::make_unique<DeviceMemory>(options.device, stream_);
+    memory_ = std::make_unique<DeviceMemory>(options.device, stream_, waits_);
     scratch_ = DeviceArena(options.workspace_bytes, "CudaBackend scratch");
     cublas_workspace_ = DeviceArena(kCublasWorkspaceBytes, "cuBLAS workspace");
     const std::vector<int> buckets = t5_bucket_table(kT5TableDistances);
     t5_table_ = DeviceArena(buckets.size() * sizeof(int), "T5 bucket table");
-    BRT_CUDA_CHECK(cudaMemcpy(t5_table_.base(), buckets.data(), buckets.size() * sizeof(int),
-                              cudaMemcpyHostToDevice));
+    // On the backend's stream, whose kernels read it: that stream is non-blocking, so it
+    // would not wait for a copy on the legacy default stream.
+    BRT_CUDA_CHECK(cudaMemcpyAsync(t5_table_.base(), buckets.data(), buckets.size() * sizeof(int),
+                                   cudaMemcpyHostToDevice, stream_));
+    BRT_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `buckets` is freed on return
     BRT_CUBLAS_CHECK(cublasCreate(&cublas_));
     BRT_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
     BRT_CUBLAS_CHECK(
@@ -113,7 +126,7 @@ void CudaBackend::release_handles() noexcept {
   stream_ = nullptr;
 }
 
-void CudaBackend::synchronize() { BRT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void CudaBackend::synchronize() { wait_for_stream(stream_, *waits_, "CudaBackend::synchronize"); }
 
 void CudaBackend::gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A,
                        int lda, const float* B, int ldb, float beta, float* C, int ldc) {
@@ -152,8 +165,9 @@ namespace {
 // The cuFFT convolution (fft_conv.h) behind the backend interface, on the backend's stream.
 class CudaFftConvolver final : public FftConvolver<float> {
  public:
-  CudaFftConvolver(int length, int channels, int max_batch, int max_features, cudaStream_t stream)
-      : conv_(length, channels, max_batch, max_features, stream) {}
+  CudaFftConvolver(int length, int channels, int max_batch, int max_features, cudaStream_t stream,
+                   std::shared_ptr<CufftWorkArea> work)
+      : conv_(length, channels, max_batch, max_features, stream, std::move(work)) {}
   void forward(const ssm::FftConvDims& d, const float* k, const float* u, const float* dskip,
                float* y) override {
     conv_.forward(d, k, u, dskip, y);
@@ -172,31 +186,32 @@ class CudaFftConvolver final : public FftConvolver<float> {
 std::unique_ptr<FftConvolver<float>> CudaBackend::make_fft_conv(int length, int channels,
                                                                 int max_batch, int max_features) {
   BRT_CUDA_CHECK(cudaSetDevice(options_.device));
-  return std::make_unique<CudaFftConvolver>(length, channels, max_batch, max_features, stream_);
+  // Every convolver of this backend runs on its one stream, so one work area serves all plans.
+  if (!fft_work_) fft_work_ = std::make_shared<CufftWorkArea>(stream_);
+  return std::make_unique<CudaFftConvolver>(length, channels, max_batch, max_features, stream_,
+                                            fft_work_);
 }
 
 double CudaBackend::softmax_xent_forward_backward(const float* logits, const int32_t* targets,
                                                   const uint8_t* mask, int n, int V,
                                                   float grad_scale, float* dlogits,
                                                   float* row_loss) {
-  const XentDeviceResult result = launch_softmax_xent(logits, targets, mask, n, V, grad_scale,
-                                                      dlogits, row_loss, scratch(), stream_);
-  double total = 0;
-  int first_bad_row = INT_MAX;
-  BRT_CUDA_CHECK(cudaMemcpyAsync(&total, result.total, sizeof(double), cudaMemcpyDeviceToHost,
+  const double* device_result = launch_softmax_xent(logits, targets, mask, n, V, grad_scale, nullptr,
+                                                    dlogits, row_loss, scratch(), stream_);
+  double result[2] = {0, -1};
+  BRT_CUDA_CHECK(cudaMemcpyAsync(result, device_result, sizeof result, cudaMemcpyDeviceToHost,
                                  stream_));
-  BRT_CUDA_CHECK(cudaMemcpyAsync(&first_bad_row, result.first_bad_row, sizeof(int),
-                                 cudaMemcpyDeviceToHost, stream_));
   synchronize();
-  if (first_bad_row != INT_MAX) {
-    int32_t target = 0;
-    BRT_CUDA_CHECK(cudaMemcpy(&target, targets + first_bad_row, sizeof(int32_t),
-                              cudaMemcpyDeviceToHost));
-    throw std::runtime_error("kernels/cuda softmax_xent: target " + std::to_string(target) +
-                             " of row " + std::to_string(first_bad_row) + " is outside [0, " +
-                             std::to_string(V) + ")");
-  }
-  return total;
+  if (result[1] >= 0) throw_bad_target(targets, int64_t(result[1]), V);
+  return result[0];
+}
+
+void CudaBackend::throw_bad_target(const int32_t* targets, int64_t row, int V) {
+  int32_t target = 0;
+  BRT_CUDA_CHECK(cudaMemcpyAsync(&target, targets + row, sizeof target, cudaMemcpyDeviceToHost,
+                                 stream_));
+  synchronize();
+  throw std::runtime_error(bad_target_message("cuda", target, row, V));
 }
 
 double CudaBackend::xent_split_finish(const float* logits, const int32_t* local_targets,
@@ -230,6 +245,15 @@ CUstream_st* stream_handle(Backend<float>& backend) {
                                 backend.name() + "' is not the CUDA backend");
   }
   return cuda_backend->stream();
+}
+
+void set_wait_watch(Backend<float>& backend, std::function<void(double)> watch) {
+  auto* cuda_backend = dynamic_cast<CudaBackend*>(&backend);
+  if (cuda_backend == nullptr) {
+    throw std::invalid_argument(std::string("kernels/cuda set_wait_watch: backend '") +
+                                backend.name() + "' is not the CUDA backend");
+  }
+  cuda_backend->set_wait_watch(std::move(watch));
 }
 
 std::unique_ptr<Backend<float>> make_cuda_backend(const CudaOptions& options) {

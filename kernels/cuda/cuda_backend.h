@@ -41,8 +41,20 @@ struct CudaOptions {
   std::size_t workspace_bytes = std::size_t{256} << 20;  // scratch arena, allocated once
 };
 
-// Number of usable CUDA devices; 0 when there is no driver, no GPU or any CUDA error. Never
-// throws and never aborts, so tests can call it to decide whether to skip.
+// What cudaGetDeviceCount said: the count, and when it failed the CUDA error's name and text
+// ("cudaErrorInsufficientDriver (CUDA driver version is insufficient for CUDA runtime
+// version)"), so a machine whose GPU the runtime cannot use is never mistaken for one without
+// a GPU. Never throws.
+struct CudaDeviceQuery {
+  int count = 0;
+  std::string error;  // "" when the query succeeded (count may still be 0)
+  // "1 CUDA device", "no CUDA device", or "no usable CUDA device: cudaError... (...)".
+  std::string describe() const;
+};
+CudaDeviceQuery query_cuda_devices();
+// Number of usable CUDA devices (query_cuda_devices().count): 0 when there is no driver, no
+// GPU or any CUDA error. Never throws and never aborts, so tests can call it to decide whether
+// to skip; query_cuda_devices() says why it is 0.
 int cuda_device_count();
 // "NVIDIA H200 (sm_90, 132 SMs, 139 GiB)" for run logs; throws if the device is unusable.
 std::string cuda_device_description(int device);
@@ -61,6 +73,14 @@ std::unique_ptr<Backend<float>> make_cuda_backend(const CudaOptions& options = {
 // The stream a CUDA backend enqueues on (a cudaStream_t), so collectives (NCCL) and timers can
 // be ordered after its kernels. Throws std::invalid_argument for another backend.
 CUstream_st* stream_handle(Backend<float>& backend);
+
+// Every host wait of the backend (synchronize, its Memory's copies to and from the host) polls
+// its stream and calls `watch(seconds waited)` between polls, instead of blocking in
+// cudaStreamSynchronize: a run with NCCL collectives on that stream installs the communicators'
+// health check here, so a dead peer ends the job with the timeout report instead of a hang
+// (kernels/cuda/stream_wait.h). An empty watch restores plain waits. Throws
+// std::invalid_argument for another backend.
+void set_wait_watch(Backend<float>& backend, std::function<void(double waited_seconds)> watch);
 
 // TFLOP/s of an n×n×n cuBLAS product on the current device: bf16 operands with fp32
 // accumulation on the tensor cores (the bf16 dense peak, MFU's denominator), or plain fp32

@@ -14,6 +14,11 @@
 #include "kernels/cuda/device_arena.h"
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/launchers.h"
+#include "kernels/cuda/stream_wait.h"
+
+namespace brt::kernels::cuda {
+class CufftWorkArea;  // fft_conv.h
+}
 
 namespace brt::kernels::cuda {
 
@@ -29,6 +34,8 @@ class CudaBackend final : public Backend<float> {
   cudaStream_t stream() const { return stream_; }
   const CudaOptions& options() const { return options_; }
   void synchronize();
+  // Host waits poll the stream and call `watch` (cuda_backend.h set_wait_watch).
+  void set_wait_watch(WaitWatch watch) { waits_->watch = std::move(watch); }
 
   void gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, int lda,
             const float* B, int ldb, float beta, float* C, int ldc) override;
@@ -173,13 +180,14 @@ class CudaBackend final : public Backend<float> {
   double softmax_xent_forward_backward(const float* logits, const int32_t* targets,
                                        const uint8_t* mask, int n, int V, float grad_scale,
                                        float* dlogits, float* row_loss) override;
-  // The same kernels, the sum written to device memory: no copy, no wait (capturable).
+  // The same kernels, the scale read from and the sum and bad row written to device memory:
+  // no copy, no wait (capturable).
   void softmax_xent_forward_backward_deferred(const float* logits, const int32_t* targets,
-                                              const uint8_t* mask, int n, int V, float grad_scale,
-                                              float* dlogits, float* row_loss,
-                                              double* loss_sum) override {
-    launch_softmax_xent(logits, targets, mask, n, V, grad_scale, dlogits, row_loss, scratch(),
-                        stream_, loss_sum);
+                                              const uint8_t* mask, int n, int V,
+                                              const float* grad_scale, float* dlogits,
+                                              float* row_loss, double* result) override {
+    launch_softmax_xent(logits, targets, mask, n, V, 0.0f, grad_scale, dlogits, row_loss,
+                        scratch(), stream_, result);
   }
 
   // MODEL §7 (ssm.cu; the convolution is a CudaFftConv on this stream, cuda_backend.cpp).
@@ -223,6 +231,7 @@ class CudaBackend final : public Backend<float> {
 
  private:
   void release_handles() noexcept;
+  [[noreturn]] void throw_bad_target(const int32_t* targets, int64_t row, int V);
   DeviceArena& scratch() {
     scratch_.reset();
     return scratch_;
@@ -238,6 +247,8 @@ class CudaBackend final : public Backend<float> {
   DeviceArena scratch_;
   DeviceArena t5_table_;  // t5_bucket_table(kT5TableDistances), uploaded at construction
   std::unique_ptr<DeviceMemory> memory_;  // on stream_
+  std::shared_ptr<CufftWorkArea> fft_work_;  // shared by this backend's convolvers (made lazily)
+  std::shared_ptr<WaitWatchSlot> waits_ = std::make_shared<WaitWatchSlot>();  // shared with memory_
 };
 
 }  // namespace brt::kernels::cuda

@@ -33,13 +33,35 @@ void DeviceMemory::release(void* p) noexcept {
 
 void DeviceMemory::to_host(void* host_dst, const void* src, std::size_t bytes) {
   BRT_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
-  BRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  wait("to_host");
+}
+
+DeviceMemory::~DeviceMemory() {
+  if (staging_ != nullptr) cudaFreeHost(staging_);
+}
+
+void DeviceMemory::to_host_batch(const std::vector<HostCopy>& copies) {
+  if (staging_ == nullptr) {
+    void* pinned = nullptr;
+    if (cudaMallocHost(&pinned, kStagingBytes) != cudaSuccess) {
+      (void)cudaGetLastError();  // no pinned memory to spare: copy tensor by tensor instead
+      Memory::to_host_batch(copies);
+      return;
+    }
+    staging_ = static_cast<char*>(pinned);
+  }
+  copy_through_staging(
+      copies, staging_, kStagingBytes,
+      [this](void* dst, const void* src, std::size_t bytes) {
+        BRT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+      },
+      [this] { wait("to_host_batch"); });
 }
 
 void DeviceMemory::from_host(void* dst, const void* host_src, std::size_t bytes) {
   BRT_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
   // The host buffer may be reused by the caller as soon as this returns.
-  BRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  wait("from_host");
 }
 
 void DeviceMemory::copy(void* dst, const void* src, std::size_t bytes) {
@@ -50,6 +72,6 @@ void DeviceMemory::fill_zero(void* dst, std::size_t bytes) {
   BRT_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));
 }
 
-void DeviceMemory::synchronize() { BRT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void DeviceMemory::synchronize() { wait("synchronize"); }
 
 }  // namespace brt::kernels::cuda

@@ -64,16 +64,15 @@ void launch_lstm_gate_backward(const float* carry, const float* u, const float* 
                                float* du, float* dzf, float* dzi, cudaStream_t stream);
 
 // ---- xent.cu (MODEL §1) ----
-// Device addresses (in `scratch`) of the summed row losses and of the first row whose target
-// is outside [0, V) (INT_MAX when none); the caller reads both after synchronising.
-struct XentDeviceResult {
-  const double* total;
-  const int* first_bad_row;
-};
-XentDeviceResult launch_softmax_xent(const float* logits, const int32_t* targets,
+// Returns the device address of two doubles: the summed row losses and the first unmasked row
+// whose target is outside [0, V) (-1 when none), in result_out or else in `scratch`; the
+// caller reads both after synchronising. The gradient scale is *grad_scale_device when that is
+// not null (a staged device scalar), else grad_scale.
+const double* launch_softmax_xent(const float* logits, const int32_t* targets,
                                   const uint8_t* mask, int n, int V, float grad_scale,
-                                  float* dlogits, float* row_loss, DeviceArena& scratch,
-                                  cudaStream_t stream, double* total_out = nullptr);
+                                  const float* grad_scale_device, float* dlogits, float* row_loss,
+                                  DeviceArena& scratch, cudaStream_t stream,
+                                  double* result_out = nullptr);
 
 // ---- xent_split.cu (MODEL §1 under tensor parallelism; backend.h xent_split_*) ----
 void launch_xent_split_max(const float* logits, int n, int V, double* row_max,

@@ -1,7 +1,9 @@
 // Fused softmax cross-entropy and its gradient over the output logits (MODEL §1): one block
 // per row; row sums in double; the total is summed in a fixed order by a single block.
 // Targets are validated on the device: the first bad row is recorded (integer atomicMin, an
-// order-independent result) and the backend throws after its synchronisation.
+// order-independent result) beside the total, and whoever reads the total throws
+// (bad_target_message, kernels/backend.h): the backend at once, or Model::step_nats after a
+// deferred (graph-captured) loss.
 #include <climits>
 
 #include "kernels/cuda/device_common.cuh"
@@ -13,9 +15,10 @@ namespace {
 
 constexpr int kXentThreads = 256;
 
-__global__ void xent_rows_kernel(const float* logits, const int32_t* targets,
-                                 const uint8_t* mask, int V, float grad_scale, float* dlogits,
-                                 float* row_loss, double* row_nats, int* first_bad_row) {
+__global__ void __launch_bounds__(kXentThreads)
+xent_rows_kernel(const float* logits, const int32_t* targets, const uint8_t* mask, int V,
+                 float grad_scale_value, const float* grad_scale_device, float* dlogits,
+                 float* row_loss, double* row_nats, int* first_bad_row) {
   __shared__ float shared_max[kWarp];
   __shared__ double shared_sum[kWarp];
   const int r = blockIdx.x;
@@ -29,6 +32,8 @@ __global__ void xent_rows_kernel(const float* logits, const int32_t* targets,
     }
     return;
   }
+  // The scale from device memory when staged there (a CUDA graph replays it with each step's).
+  const float grad_scale = grad_scale_device != nullptr ? *grad_scale_device : grad_scale_value;
   const int target = targets[r];
   if (target < 0 || target >= V) {  // uniform over the block
     if (threadIdx.x == 0) {
@@ -60,36 +65,44 @@ __global__ void xent_rows_kernel(const float* logits, const int32_t* targets,
   }
 }
 
-__global__ void sum_rows_kernel(const double* row_nats, int n, double* total) {
+constexpr int kSumThreads = 1024;
+
+// result[0] = Σ row_nats (fixed order), result[1] = the first bad row or -1.
+__global__ void __launch_bounds__(kSumThreads)
+sum_rows_kernel(const double* row_nats, int n, const int* first_bad_row, double* result) {
   __shared__ double shared[kWarp];
   double local = 0;
   for (int r = threadIdx.x; r < n; r += blockDim.x) local += row_nats[r];
   local = block_sum(local, shared);
-  if (threadIdx.x == 0) *total = local;
+  if (threadIdx.x == 0) {
+    result[0] = local;
+    result[1] = *first_bad_row == INT_MAX ? -1.0 : double(*first_bad_row);
+  }
 }
 
 __global__ void init_flag_kernel(int* flag) { *flag = INT_MAX; }
 
 }  // namespace
 
-XentDeviceResult launch_softmax_xent(const float* logits, const int32_t* targets,
+const double* launch_softmax_xent(const float* logits, const int32_t* targets,
                                   const uint8_t* mask, int n, int V, float grad_scale,
-                                  float* dlogits, float* row_loss, DeviceArena& scratch,
-                                  cudaStream_t stream, double* total_out) {
+                                  const float* grad_scale_device, float* dlogits, float* row_loss,
+                                  DeviceArena& scratch, cudaStream_t stream, double* result_out) {
   const char* who = "softmax_xent_forward_backward";
-  double* total = total_out != nullptr ? total_out : scratch.allocate_array<double>(1, who);
+  double* result = result_out != nullptr ? result_out : scratch.allocate_array<double>(2, who);
   int* first_bad_row = scratch.allocate_array<int>(1, who);
   double* row_nats = scratch.allocate_array<double>(n > 0 ? n : 1, who);
   init_flag_kernel<<<1, 1, 0, stream>>>(first_bad_row);
   BRT_CUDA_CHECK_LAUNCH(who);
   if (n > 0 && V > 0) {
     xent_rows_kernel<<<n, kXentThreads, 0, stream>>>(logits, targets, mask, V, grad_scale,
-                                                     dlogits, row_loss, row_nats, first_bad_row);
+                                                     grad_scale_device, dlogits, row_loss,
+                                                     row_nats, first_bad_row);
     BRT_CUDA_CHECK_LAUNCH(who);
   }
-  sum_rows_kernel<<<1, 1024, 0, stream>>>(row_nats, n > 0 ? n : 0, total);
+  sum_rows_kernel<<<1, kSumThreads, 0, stream>>>(row_nats, n > 0 ? n : 0, first_bad_row, result);
   BRT_CUDA_CHECK_LAUNCH(who);
-  return {total, first_bad_row};
+  return result;
 }
 
 }  // namespace brt::kernels::cuda

@@ -66,7 +66,10 @@ __global__ void split_finish_kernel(const float* logits, const int32_t* local_ta
   }
 }
 
-__global__ void split_total_kernel(const double* row_nats, int n, double* total) {
+constexpr int kTotalThreads = 1024;
+
+__global__ void __launch_bounds__(kTotalThreads)
+split_total_kernel(const double* row_nats, int n, double* total) {
   __shared__ double shared[kWarp];
   double local = 0;
   for (int r = threadIdx.x; r < n; r += blockDim.x) local += row_nats[r];
@@ -108,7 +111,7 @@ const double* launch_xent_split_finish(const float* logits, const int32_t* local
                                                          row_nats);
     BRT_CUDA_CHECK_LAUNCH(who);
   }
-  split_total_kernel<<<1, 1024, 0, stream>>>(row_nats, n > 0 ? n : 0, total);
+  split_total_kernel<<<1, kTotalThreads, 0, stream>>>(row_nats, n > 0 ? n : 0, total);
   BRT_CUDA_CHECK_LAUNCH(who);
   return total;
 }

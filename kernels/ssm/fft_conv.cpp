@@ -31,6 +31,20 @@ int fft_friendly_size(int min_n) {
   }
 }
 
+FftConvDeviceBytes cuda_fft_conv_device_bytes(int length, int channels, int max_batch,
+                                              int max_features) {
+  const long long n_fft = fft_friendly_size(2 * length), n_freq = n_fft / 2 + 1;
+  const long long ru = (long long)max_batch * max_features, rk = (long long)channels * max_features,
+                  ry = ru * channels;
+  const auto aligned = [](long long bytes) { return (bytes + 255) / 256 * 256; };  // ArenaPlan's
+  FftConvDeviceBytes b;
+  // real [Ry][n_fft] floats; input, kernel, output, dinput, dkernel spectra (complex floats).
+  b.buffers = aligned(ry * n_fft * 4) + aligned(ru * n_freq * 8) + aligned(rk * n_freq * 8) +
+              aligned(ry * n_freq * 8) + aligned(ru * n_freq * 8) + aligned(rk * n_freq * 8);
+  b.work_area = ry * n_freq * 8;
+  return b;
+}
+
 namespace {
 // Slices of one fftw_malloc block must keep FFTW's SIMD alignment (the new-array execute
 // functions require the alignment the plan was made with): 16 elements = 64 bytes or more.

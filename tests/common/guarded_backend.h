@@ -310,14 +310,16 @@ class ForwardingBackend : public kernels::Backend<T> {
     return inner_.softmax_xent_forward_backward(logits, targets, mask, n, V, grad_scale,
                                                 dlogits, row_loss);
   }
-  // A kernel writing the sum into backend memory (no host copy: what the CUDA backend does).
+  // A kernel reading the scale from and writing the sum into backend memory (no host copy:
+  // what the CUDA backend does).
   void softmax_xent_forward_backward_deferred(const T* logits, const int32_t* targets,
-                                              const uint8_t* mask, int n, int V, T grad_scale,
-                                              T* dlogits, T* row_loss, double* loss_sum) override {
+                                              const uint8_t* mask, int n, int V, const T* grad_scale,
+                                              T* dlogits, T* row_loss, double* result) override {
     Call c(*this, "softmax_xent_forward_backward_deferred",
-           {logits, targets, mask, dlogits, row_loss, loss_sum});
-    *loss_sum = inner_.softmax_xent_forward_backward(logits, targets, mask, n, V, grad_scale,
+           {logits, targets, mask, grad_scale, dlogits, row_loss, result});
+    result[0] = inner_.softmax_xent_forward_backward(logits, targets, mask, n, V, *grad_scale,
                                                      dlogits, row_loss);
+    result[1] = -1.0;
   }
   // The convolver's calls are kernel calls too: wrapped like the others.
   std::unique_ptr<kernels::FftConvolver<T>> make_fft_conv(int length, int channels, int max_batch,

@@ -17,6 +17,7 @@
 #include "launch/config.h"
 #include "launch/step_graphs.h"
 #include "launch/trainer.h"
+#include "tests/cuda/gpu_required.h"
 
 namespace {
 
@@ -45,6 +46,9 @@ Trace train(const brt::launch::RunConfig& cfg, kc::Precision precision, bool gra
   for (int step = 0; step < steps; ++step) {
     source.next(batch);
     if (step == 6) batch.doc_start[0] = 1;  // a document start mid-run: another graph's pattern
+    // Variable masks (padding at the end of a document): another unmasked count and so another
+    // loss scale every step, which the graphs read from device memory (no new signature).
+    for (int r = 0; r < step % 4 * 3 && r < int(batch.mask.size()); ++r) batch.mask[size_t(r)] = 0;
     int64_t count = 0;
     for (uint8_t m : batch.mask) count += m;
     model.params().zero_grads();
@@ -63,7 +67,7 @@ Trace train(const brt::launch::RunConfig& cfg, kc::Precision precision, bool gra
 class CudaGraphs : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (kc::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: CUDA graph checks skipped";
+    BRT_REQUIRE_CUDA_DEVICE();
   }
 };
 
@@ -82,12 +86,45 @@ TEST_F(CudaGraphs, ReplayedStepsAreBitIdenticalToEagerSteps) {
         EXPECT_EQ(std::memcmp(eager.weights[p].data(), graphs.weights[p].data(),
                               eager.weights[p].size() * sizeof(float)), 0)
             << what << " parameter " << p;
-      EXPECT_GE(graphs.graphs.replayed_steps, 6) << what;
+      // 12 steps, two signatures (all continue; stream 0 restarting at step 7), masks varying
+      // every step: 2 warm-ups, 1 capture, the rest replayed.
+      EXPECT_GE(graphs.graphs.replayed_steps, 8) << what;
       EXPECT_GT(graphs.graphs.graph_kernels, 20) << what;
       std::printf("%s: %lld replayed, %lld captured, %lld eager; one graph holds %d kernels, %d "
                   "copies, %d fills\n", what.c_str(), (long long)graphs.graphs.replayed_steps,
                   (long long)graphs.graphs.captured_steps, (long long)graphs.graphs.eager_steps,
                   graphs.graphs.graph_kernels, graphs.graphs.graph_copies, graphs.graphs.graph_fills);
+    }
+  }
+}
+
+// A target outside the vocabulary inside a replayed step ends the step with the eager path's
+// message (the loss kernel skips the row; Model::step_nats reads the bad row and throws).
+TEST_F(CudaGraphs, AReplayedStepWithABadTargetThrowsTheEagerMessage) {
+  const auto cfg = brt::launch::load_run_config("configs/tiny.toml", {"data.source=synthetic"});
+  auto backend = kc::make_cuda_backend();
+  brt::core::Model<float> model(cfg.model, cfg.train.batch, *backend);
+  model.params().initialize(1);
+  brt::launch::StepGraphs graphs(model, *backend);
+  brt::launch::SyntheticMarkovSource source(cfg.model.vocab, cfg.train.batch, cfg.model.seq_len, 1);
+  brt::data::Batch batch;
+  for (int step = 0; step < 4; ++step) {
+    source.next(batch);
+    if (step == 3) batch.targets[5] = cfg.model.vocab + 7;
+    model.params().zero_grads();
+    model.stage_step({batch.inputs.data(), batch.targets.data(), batch.mask.data(), batch.doc_start.data()});
+    graphs.run(1.0f / float(batch.mask.size()));
+    if (step < 3) {
+      EXPECT_GT(model.step_nats(), 0.0);
+      continue;
+    }
+    EXPECT_EQ(graphs.stats().replayed_steps, 2);
+    try {
+      model.step_nats();
+      ADD_FAILURE() << "a bad target gave a loss";
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()), brt::kernels::bad_target_message(
+                                           "cuda", cfg.model.vocab + 7, 5, cfg.model.vocab));
     }
   }
 }

@@ -10,19 +10,20 @@ namespace brt::kernels::cuda::test {
 namespace {
 void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess) {
-    throw std::runtime_error(std::string("tests/cuda: ") + what + ": " + cudaGetErrorString(status));
+    throw std::runtime_error(std::string("tests/cuda: ") + what + ": " + cudaGetErrorName(status) +
+                             " (" + cudaGetErrorString(status) + ")");
   }
 }
 }  // namespace
 
-void copy_to_device(void* dst, const void* src, std::size_t bytes) {
-  check(cudaDeviceSynchronize(), "synchronize before upload");
-  check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "upload");
+void copy_to_device(void* dst, const void* src, std::size_t bytes, CUstream_st* stream) {
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream), "upload");
+  check(cudaStreamSynchronize(stream), "synchronize after upload");
 }
 
-void copy_to_host(void* dst, const void* src, std::size_t bytes) {
-  check(cudaDeviceSynchronize(), "synchronize before download");
-  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "download");
+void copy_to_host(void* dst, const void* src, std::size_t bytes, CUstream_st* stream) {
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream), "download");
+  check(cudaStreamSynchronize(stream), "synchronize after download");
 }
 
 }  // namespace brt::kernels::cuda::test

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -17,20 +18,28 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/device_arena.h"
+#include "tests/cuda/gpu_required.h"
 
 namespace brt::kernels::cuda::test {
 
 constexpr double kFp32Tolerance = 1e-5;  // fp32 kernels vs the CPU backend
 constexpr double kBf16Tolerance = 1e-2;  // bf16-operand gemm vs fp32 CPU gemm
 
-// Device upload/download on the default stream, then a full device synchronisation: test
-// code only.
-void copy_to_device(void* dst, const void* src, std::size_t bytes);
-void copy_to_host(void* dst, const void* src, std::size_t bytes);
+// Upload/download ordered on `stream` (the backend's: its kernels run on a non-blocking stream,
+// which never waits for the legacy default stream, so a plain cudaMemcpy could land after the
+// kernel that reads it), then a wait for that stream: test code only.
+void copy_to_device(void* dst, const void* src, std::size_t bytes, CUstream_st* stream);
+void copy_to_host(void* dst, const void* src, std::size_t bytes, CUstream_st* stream);
 
+// Random inputs from the test's seed (gpu_required.h: a fixed list, BRT_TEST_SEED overrides),
+// printed when the generator is made and named by trace() in every failure.
 class Rng {
  public:
-  Rng() : seed_(std::random_device{}()), gen_(seed_) {}
+  Rng() : Rng(test_seed()) {}
+  explicit Rng(uint32_t seed) : seed_(seed), gen_(seed_) {
+    std::printf("[   SEED   ] %u (BRT_TEST_SEED=%u replays it)\n", seed_, seed_);
+  }
+  uint32_t seed() const { return seed_; }
   std::string trace() const { return "random seed " + std::to_string(seed_); }
   std::vector<float> normal(std::size_t n, float sd = 1.0f) {
     std::normal_distribution<float> dist(0.0f, sd);
@@ -68,14 +77,12 @@ inline double relative_error(const std::vector<float>& actual, const std::vector
     EXPECT_LE(brt_err, (tol)) << (what) << ": ||gpu - cpu|| / ||cpu|| = " << brt_err;       \
   } while (0)
 
-// Skips every test when there is no GPU; otherwise owns a CPU backend, a GPU backend and an
-// arena for the test's device buffers.
+// Skips every test when there is no usable GPU (fails under BRT_REQUIRE_GPU=1); otherwise owns
+// a CPU backend, a GPU backend and an arena for the test's device buffers.
 class CudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (cuda_device_count() == 0) {
-      GTEST_SKIP() << "no CUDA device (cuda_device_count() == 0): GPU test skipped";
-    }
+    BRT_REQUIRE_CUDA_DEVICE();
     cpu_ = make_cpu_backend<float>();
     gpu_ = make_cuda_backend(options());
     arena_ = DeviceArena(std::size_t{512} << 20, "test buffers");
@@ -85,7 +92,7 @@ class CudaTest : public ::testing::Test {
   template <typename T>
   T* upload(const std::vector<T>& host) {
     T* dev = arena_.allocate_array<T>(host.size() == 0 ? 1 : host.size(), "test buffer");
-    if (!host.empty()) copy_to_device(dev, host.data(), host.size() * sizeof(T));
+    if (!host.empty()) copy_to_device(dev, host.data(), host.size() * sizeof(T), stream_handle(*gpu_));
     return dev;
   }
   // An output buffer poisoned with NaN, so an unwritten element fails the comparison.
@@ -94,7 +101,7 @@ class CudaTest : public ::testing::Test {
   std::vector<T> download(const T* dev, std::size_t n) {
     synchronize(*gpu_);
     std::vector<T> host(n);
-    if (n > 0) copy_to_host(host.data(), dev, n * sizeof(T));
+    if (n > 0) copy_to_host(host.data(), dev, n * sizeof(T), stream_handle(*gpu_));
     return host;
   }
 

@@ -90,14 +90,15 @@ RunResult run(core::OptimKind kind, Backend<float>* backend, uint32_t seed, int 
 class CudaOptimizer : public ::testing::TestWithParam<core::OptimKind> {
  protected:
   void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (cuda_device_count() == 0): GPU test skipped";
+    BRT_REQUIRE_CUDA_DEVICE();
     gpu_ = make_cuda_backend();
   }
   std::unique_ptr<Backend<float>> gpu_;
 };
 
 TEST_P(CudaOptimizer, MatchesTheCpuKernelsAndRerunsBitIdentically) {
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = test::test_seed();
+  std::printf("[   SEED   ] %u (BRT_TEST_SEED=%u replays it)\n", seed, seed);
   SCOPED_TRACE("random seed " + std::to_string(seed));
   const RunResult cpu = run(GetParam(), nullptr, seed, 4);
   const RunResult gpu = run(GetParam(), gpu_.get(), seed, 4);
@@ -122,13 +123,15 @@ INSTANTIATE_TEST_SUITE_P(Rules, CudaOptimizer,
                          });
 
 TEST(CudaOptimizerKernels, ClipGradientsOnTheDevice) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (cuda_device_count() == 0): GPU test skipped";
+  BRT_REQUIRE_CUDA_DEVICE();
   auto gpu = make_cuda_backend();
   auto kernels = make_cuda_optimizer_kernels(*gpu);
   core::ParamStore<float> store;
   declare(store, gpu->memory());
   std::vector<float> grads(size_t(store.total_numel()));
-  std::mt19937 gen(std::random_device{}());
+  const uint32_t seed = test::test_seed();
+  SCOPED_TRACE("random seed " + std::to_string(seed));
+  std::mt19937 gen(seed);
   std::normal_distribution<float> normal;
   double expected = 0;
   for (float& g : grads) {

@@ -12,10 +12,41 @@ TEST(CudaHost, DeviceCountIsANumberEvenWithoutADriver) {
   const int count = cuda_device_count();
   EXPECT_GE(count, 0);
   EXPECT_EQ(cuda_device_count(), count);  // a second query after a failed one still works
+  const CudaDeviceQuery query = query_cuda_devices();
+  EXPECT_EQ(query.count, count);
+  if (!query.error.empty()) {  // the runtime failed: its error is named, never dropped
+    EXPECT_EQ(query.error.rfind("cudaError", 0), 0u) << query.error;
+    EXPECT_NE(query.describe().find(query.error), std::string::npos);
+  }
   if (count == 0) {
-    EXPECT_THROW(make_cuda_backend(), std::runtime_error);
+    try {
+      make_cuda_backend();
+      ADD_FAILURE() << "a backend without a device";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(query.describe()), std::string::npos) << e.what();
+    }
     EXPECT_THROW(select_device_for_local_rank(3), std::runtime_error);
   }
+}
+
+// The device check's first call (scripts/gpu-check.sh preflight): the runtime sees a device, a
+// kernel and a cuBLAS product run on it and give the right numbers. Without a device it skips
+// naming the CUDA error, or fails under BRT_REQUIRE_GPU=1.
+TEST(CudaDeviceCheck, DeviceIsUsable) {
+  BRT_REQUIRE_CUDA_DEVICE();
+  std::printf("device 0: %s\n", cuda_device_description(0).c_str());
+  auto gpu = make_cuda_backend();
+  DeviceArena arena(std::size_t{1} << 20, "device check");
+  float* a = arena.allocate_array<float>(4, "a");
+  float* c = arena.allocate_array<float>(4, "c");
+  const std::vector<float> host = {1, 2, 3, 4};  // [2, 2]
+  copy_to_device(a, host.data(), 16, stream_handle(*gpu));
+  gpu->gemm(Trans::N, Trans::N, 2, 2, 2, 1.0f, a, 2, a, 2, 0.0f, c, 2);  // a·a
+  gpu->scale_inplace(c, 4, 0.5f);
+  synchronize(*gpu);
+  std::vector<float> out(4);
+  copy_to_host(out.data(), c, 16, stream_handle(*gpu));
+  EXPECT_EQ(out, (std::vector<float>{3.5f, 5.0f, 7.5f, 11.0f}));
 }
 
 TEST(CudaHost, ArenaPlanAlignsEveryBuffer) {

@@ -129,9 +129,10 @@ TEST_P(DeviceResidency, GuardedMemoryRunIsBitIdenticalToTheCpuBackend) {
   EXPECT_GT(c, 0.0);
 }
 
-// The step as device work alone (Model::stage_step / device_step / step_nats, what a CUDA graph
-// captures: launch/step_graphs.h): bit-identical to forward + backward, and the device work
-// copies nothing between host and backend memory — every host decision was staged before it.
+// The step as device work alone (Model::stage_step / stage_loss_scale / device_work / step_nats,
+// what a CUDA graph captures: launch/step_graphs.h): bit-identical to forward + backward, and
+// the device work copies nothing between host and backend memory — every host decision was
+// staged before it.
 TEST_P(DeviceResidency, DeviceStepCopiesNothingAndMatchesForwardBackward) {
   constexpr int B = 2;
   core::ModelConfig cfg = tiny_config(GetParam());
@@ -152,8 +153,9 @@ TEST_P(DeviceResidency, DeviceStepCopiesNothingAndMatchesForwardBackward) {
     const core::LossSums want = a.forward(batch.view(), 0.03125f);
     a.backward();
     EXPECT_EQ(b.stage_step(batch.view()), want.count);
+    b.stage_loss_scale(0.03125f);  // a device scalar: one graph serves every scale
     const std::size_t before = staged.guarded_memory().host_transfer_bytes();
-    b.device_step(0.03125f);
+    b.device_work();
     EXPECT_EQ(staged.guarded_memory().host_transfer_bytes(), before)
         << GetParam() << ": the device step copied between host and backend memory";
     const double nats = b.step_nats();

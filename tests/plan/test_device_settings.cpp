@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/ssm/fft_conv_dims.h"
 #include "launch/config.h"
 #include "launch/device_backend.h"
 
@@ -76,6 +77,35 @@ TEST(DeviceSettings, Bf16ScratchHoldsTheLargestOperandPair) {
   EXPECT_LT(double(cuda_workspace_bytes(m, 4, true)), 1.5 * needed);
   // fp32 converts nothing: the backend's 256 MiB default is enough.
   EXPECT_EQ(cuda_workspace_bytes(m, 4, false), std::size_t{256} << 20);
+}
+
+// The CUDA backend's own memory that brt-dist plan counts per GPU: scratch, cuBLAS, and for BST
+// one cuFFT convolver per layer (staging + five spectra, 64-bit sizes) sharing ONE work area.
+TEST(DeviceSettings, BackendWorkspaceCountsTheConvolversAndOneSharedCufftWorkArea) {
+  const RunConfig bst = load_run_config("configs/1.3b-bst-mf-unstructured.toml", {});
+  core::ModelConfig m = bst.model;
+  m.resolve();
+  const int B = 8;
+  const CudaWorkspaceBytes w = cuda_backend_workspace(m, B, true);
+  EXPECT_EQ(w.scratch, int64_t(cuda_workspace_bytes(m, B, true)));
+  EXPECT_EQ(w.cublas, int64_t{32} << 20);
+  // MF: C = ctx_states channels; the unstructured kernel with the carry convolves 2N.
+  const long long n_fft = kernels::ssm::fft_friendly_size(4 * m.seq_len), n_freq = n_fft / 2 + 1;
+  const long long rows_y = (long long)B * m.ctx_states * (m.d_model / 4);
+  EXPECT_GT(rows_y * n_fft, (long long)INT32_MAX) << "the case the 64-bit plans are for";
+  EXPECT_EQ(w.fft_work_area, rows_y * n_freq * 8);  // one area, the largest plan's data
+  int bst_layers = 0;
+  for (int i = 0; i < m.layers; ++i) bst_layers += m.is_bst_layer(i) ? 1 : 0;
+  ASSERT_GT(bst_layers, 0);
+  const auto one = kernels::ssm::cuda_fft_conv_device_bytes(2 * m.seq_len, m.ctx_states, B, m.d_model / 4);
+  EXPECT_EQ(w.fft_buffers, bst_layers * one.buffers);
+  EXPECT_GE(one.buffers, rows_y * n_fft * 4);  // the real staging rows at least
+  // Under TP each rank convolves its D/4/TP features.
+  EXPECT_LT(cuda_backend_workspace(m, B, true, 2).fft_buffers, w.fft_buffers);
+  // No SSM, no convolver.
+  const RunConfig rec = load_run_config("configs/1.3b.toml", {});
+  EXPECT_EQ(cuda_backend_workspace(rec.model, B, true).fft_buffers, 0);
+  EXPECT_EQ(cuda_backend_workspace(rec.model, B, true).fft_work_area, 0);
 }
 
 }  // namespace
