@@ -133,33 +133,20 @@ ncclDataType_t to_nccl(DataType type) {
 
 ncclRedOp_t to_nccl(ReduceOp op) { return op == ReduceOp::kMax ? ncclMax : ncclSum; }
 
-// One collective in flight: complete when its event has fired.
+// One collective in flight: complete when its event (the group's in-flight record) has fired.
 class NcclPendingOp final : public PendingOp {
  public:
-  NcclPendingOp(std::shared_ptr<NcclGroup> group, CollectiveInfo info, cudaStream_t stream)
-      : group_(std::move(group)), info_(std::move(info)),
-        started_(std::chrono::steady_clock::now()) {
+  NcclPendingOp(std::shared_ptr<NcclGroup> group, std::shared_ptr<InFlight> record)
+      : group_(std::move(group)), record_(std::move(record)), info_(record_->info),
+        started_(record_->started) {
     if (JobMonitor* monitor = group_->options.monitor)
       flight_ = monitor->recorder().begin(info_.op, info_.group, info_.sequence, info_.bytes);
-    const cudaError_t status = cudaEventCreateWithFlags(&event_, cudaEventDisableTiming);
-    if (status == cudaSuccess) {
-      record_status_ = cudaEventRecord(event_, stream);
-    } else {
-      record_status_ = status;
-      event_ = nullptr;
-    }
-  }
-  ~NcclPendingOp() override {
-    if (event_ != nullptr) cudaEventDestroy(event_);
   }
 
   bool test() override {
     if (done_) return true;
     if (group_->aborted) fail("the communicator was aborted by another collective's failure");
-    if (record_status_ != cudaSuccess) {
-      fail(std::string("cudaEventRecord: ") + cudaGetErrorString(record_status_));
-    }
-    const cudaError_t status = cudaEventQuery(event_);
+    const cudaError_t status = cudaEventQuery(record_->done);
     if (status == cudaSuccess) {
       done_ = true;
       if (JobMonitor* monitor = group_->options.monitor) monitor->recorder().end(flight_);
@@ -188,10 +175,9 @@ class NcclPendingOp final : public PendingOp {
   }
 
   std::shared_ptr<NcclGroup> group_;
+  std::shared_ptr<InFlight> record_;  // shared with the group's in-flight list
   CollectiveInfo info_;
   std::chrono::steady_clock::time_point started_;
-  cudaEvent_t event_ = nullptr;
-  cudaError_t record_status_ = cudaSuccess;
   bool done_ = false;
   uint64_t flight_ = 0;  // the flight recorder's token (options.monitor)
 };
@@ -349,18 +335,22 @@ Request issue(const std::shared_ptr<NcclGroup>& group, uint64_t& sequence, const
     throw CommError(describe(info) + " failed on " + group->where() + ": " +
                     ncclGetErrorString(rc));
   }
-  // Remembered until seen complete, for host waits on the stream (check_health).
+  // The event after it serves its Request and, until seen complete, host waits on the stream
+  // (check_health): the tensor-parallel layers never wait on their requests.
   group->prune();
   auto record = std::make_shared<InFlight>();
   record->info = info;
   record->started = std::chrono::steady_clock::now();
-  if (cudaEventCreateWithFlags(&record->done, cudaEventDisableTiming) == cudaSuccess &&
-      cudaEventRecord(record->done, s) == cudaSuccess) {
-    group->in_flight.push_back(std::move(record));
-  } else {
-    (void)cudaGetLastError();  // without an event this collective is checked by its Request only
+  cudaError_t status = cudaEventCreateWithFlags(&record->done, cudaEventDisableTiming);
+  if (status == cudaSuccess) status = cudaEventRecord(record->done, s);
+  if (status != cudaSuccess) {
+    if (record->done != nullptr) cudaEventDestroy(record->done);
+    record->done = nullptr;
+    throw CommError(describe(info) + " on " + group->where() +
+                    ": recording its completion event failed: " + cudaGetErrorString(status));
   }
-  return Request(std::make_unique<NcclPendingOp>(group, std::move(info), s));
+  group->in_flight.push_back(record);
+  return Request(std::make_unique<NcclPendingOp>(group, std::move(record)));
 }
 
 }  // namespace
