@@ -268,8 +268,10 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::string name, CommOptions 
   check_setup(s4 == cudaSuccess, "cudaEventCreate", g.name, cudaGetErrorString(s4));
   const cudaError_t s2 = cudaMalloc(&g.barrier_word, sizeof(int));
   check_setup(s2 == cudaSuccess, "cudaMalloc", g.name, cudaGetErrorString(s2));
-  const cudaError_t s3 = cudaMemset(g.barrier_word, 0, sizeof(int));
-  check_setup(s3 == cudaSuccess, "cudaMemset", g.name, cudaGetErrorString(s3));
+  // On the communicator's stream, which the barrier's all-reduce may run on (not the legacy one).
+  cudaError_t s3 = cudaMemsetAsync(g.barrier_word, 0, sizeof(int), g.own_stream);
+  if (s3 == cudaSuccess) s3 = cudaStreamSynchronize(g.own_stream);
+  check_setup(s3 == cudaSuccess, "cudaMemsetAsync", g.name, cudaGetErrorString(s3));
 }
 
 NcclCommunicator::~NcclCommunicator() = default;

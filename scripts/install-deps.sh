@@ -11,12 +11,16 @@ packages=(
   libhdf5-openmpi-dev hdf5-tools    # checkpoints (parallel HDF5 over MPI-IO)
   libfftw3-dev                      # FFT convolutions for the SSM layers
   libopenmpi-dev openmpi-bin        # MPI
+  nlohmann-json3-dev                # JSON written and read by a kept library (metrics, eval --json, flight records)
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-h5py python3-numpy  # checkpoint readability test
   python3-matplotlib                # tools/scaling_study.py plots (tests/scaling)
   python3-torch                     # python/brt_dist.torch and its agreement test (tests/python)
   bible-kjv                         # the bundled default corpus
   slurm-wlm munge                   # a real one-node Slurm for tests/slurm (slurmctld, slurmd, sbatch)
+  debootstrap                       # the bare Debian root of the GPU bundle's rehearsal (tests/bundle)
+  patchelf xz-utils                 # the GPU bundle (scripts/gpu-check.sh): RUNPATHs dropped, libevent
+                                    # made to load on glibc < 2.36; packed with xz
 )
 
 missing=()

@@ -46,18 +46,24 @@ const Placement& placement() {
   return decided;
 }
 
+// Uploads and downloads with a whole-device synchronisation around them: the collectives run
+// on the test's stream or the communicator's own non-blocking stream, neither of which waits
+// for the legacy default stream a plain cudaMemcpy uses (its pageable upload may still be in
+// flight when it returns).
 template <typename T>
 T* to_device(const std::vector<T>& host) {
   T* dev = nullptr;
   EXPECT_EQ(cudaMalloc(&dev, host.size() * sizeof(T)), cudaSuccess);
   EXPECT_EQ(cudaMemcpy(dev, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
             cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   return dev;
 }
 
 template <typename T>
 std::vector<T> to_host(const T* dev, std::size_t n) {
   std::vector<T> host(n);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // every stream's collectives have finished
   EXPECT_EQ(cudaMemcpy(host.data(), dev, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
   return host;
 }

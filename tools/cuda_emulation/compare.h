@@ -1,6 +1,10 @@
 // The emulator checks' one comparison (tools/cuda_emulation/*.cpp): relative norm error
 // ||emulated - cpu|| / ||cpu|| (NaN or Inf never passes), and a failure count for the exit status.
+// The checks that call launchers directly read device memory as host memory, so every
+// comparison first waits for the emulated device (whose streams run only when waited for).
 #pragma once
+#include <cuda_runtime.h>  // the emulator's
+
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -10,6 +14,7 @@
 namespace emu_check {
 
 inline double rel(const float* a, const float* b, int64_t n) {
+  if (cudaDeviceSynchronize() != cudaSuccess) return INFINITY;  // a device fault fails the check
   double d = 0, r = 0;
   for (int64_t i = 0; i < n; ++i) {
     const double e = double(a[i]) - b[i];

@@ -15,19 +15,21 @@ using namespace brt;
 using namespace brt::kernels;
 using namespace brt::kernels::cuda;
 
+// Host memory stands for device memory here, which core reads directly: each call waits for
+// the emulated device (whose streams otherwise run only when waited for).
 class EmulatedCudaKernels final : public OptimizerKernels<float> {
  public:
   const char* name() const override { return "emulated-cuda"; }
   Memory& memory() override { return host_memory(); }
-  void sum_squares(OptimField f, const OptimChunk* c, int64_t n, const OptimTensor<float>* t, double* p) override { launch_optim_sum_squares(f, c, n, t, p, nullptr); }
-  void scale(float* x, int64_t n, float s) override { launch_optim_scale(x, n, s, nullptr); }
-  void adamw_update(const AdamWStep<float>& s, const OptimChunk* c, int64_t n, const OptimTensor<float>* t) override { launch_adamw_update(s, c, n, t, nullptr); }
-  void adafactor_second_moment(const OptimChunk* c, int64_t n, const OptimTensor<float>* t, float gs, float eps, float keep, float rho, double* psq, double* ysq) override { launch_adafactor_second_moment(c, n, t, gs, eps, keep, rho, psq, ysq, nullptr); }
-  void adafactor_gradient_sums(const OptimTensor<float>& t, float gs, float eps, double* r, double* c) override { launch_adafactor_gradient_sums(t, gs, eps, r, c, nullptr); }
-  void adafactor_update_factors(const OptimTensor<float>& t, double rho, const double* r, const double* c, double* m) override { launch_adafactor_update_factors(t, rho, r, c, m, nullptr); }
-  void adafactor_compute_factors(const OptimTensor<float>& t, const double* m) override { launch_adafactor_compute_factors(t, m, nullptr); }
-  void adafactor_factored_update_squares(const OptimChunk* c, int64_t n, const OptimTensor<float>* t, float gs, double* ysq) override { launch_adafactor_factored_update_squares(c, n, t, gs, ysq, nullptr); }
-  void adafactor_apply(const OptimChunk* c, int64_t n, const OptimTensor<float>* t, const float* coef, float gs, float b1, float omb1) override { launch_adafactor_apply(c, n, t, coef, gs, b1, omb1, nullptr); }
+  void sum_squares(OptimField f, const OptimChunk* c, int64_t n, const OptimTensor<float>* t, double* p) override { launch_optim_sum_squares(f, c, n, t, p, nullptr); cudaDeviceSynchronize(); }
+  void scale(float* x, int64_t n, float s) override { launch_optim_scale(x, n, s, nullptr); cudaDeviceSynchronize(); }
+  void adamw_update(const AdamWStep<float>& s, const OptimChunk* c, int64_t n, const OptimTensor<float>* t) override { launch_adamw_update(s, c, n, t, nullptr); cudaDeviceSynchronize(); }
+  void adafactor_second_moment(const OptimChunk* c, int64_t n, const OptimTensor<float>* t, float gs, float eps, float keep, float rho, double* psq, double* ysq) override { launch_adafactor_second_moment(c, n, t, gs, eps, keep, rho, psq, ysq, nullptr); cudaDeviceSynchronize(); }
+  void adafactor_gradient_sums(const OptimTensor<float>& t, float gs, float eps, double* r, double* c) override { launch_adafactor_gradient_sums(t, gs, eps, r, c, nullptr); cudaDeviceSynchronize(); }
+  void adafactor_update_factors(const OptimTensor<float>& t, double rho, const double* r, const double* c, double* m) override { launch_adafactor_update_factors(t, rho, r, c, m, nullptr); cudaDeviceSynchronize(); }
+  void adafactor_compute_factors(const OptimTensor<float>& t, const double* m) override { launch_adafactor_compute_factors(t, m, nullptr); cudaDeviceSynchronize(); }
+  void adafactor_factored_update_squares(const OptimChunk* c, int64_t n, const OptimTensor<float>* t, float gs, double* ysq) override { launch_adafactor_factored_update_squares(c, n, t, gs, ysq, nullptr); cudaDeviceSynchronize(); }
+  void adafactor_apply(const OptimChunk* c, int64_t n, const OptimTensor<float>* t, const float* coef, float gs, float b1, float omb1) override { launch_adafactor_apply(c, n, t, coef, gs, b1, omb1, nullptr); cudaDeviceSynchronize(); }
 };
 
 using emu_check::rel;

@@ -1,75 +1,161 @@
 #!/usr/bin/env bash
-# Runs kernels/cuda's kernel code on the CPU through a small CUDA emulator (no GPU needed) and
-# compares it with the CPU backend: a development check of indexing and arithmetic before a
-# GPU is available (docs/gpu.md). Only check `tc` (the bf16 tensor-core attention, about two
-# minutes) is part of CI (ctest cuda_emulated_tensor_core_attention); the others take longer
-# (each emulated block starts hundreds of threads). Usage: tools/cuda_emulation/run.sh <build dir with libbrt_kernels.a and
-# libbrt_core.a> (the optimizer check runs core's optimizers on the emulated kernels; tp runs
-# under mpirun -np 2).
+# Runs kernels/cuda's code on the CPU through the strict CUDA emulator (stubs/; no GPU needed)
+# and compares it with the CPU backend: a development check of indexing, arithmetic, stream
+# order and CUDA's rules before a GPU is available (docs/gpu.md "The host emulator").
+# Usage: tools/cuda_emulation/run.sh <build dir with libbrt_kernels.a, libbrt_core.a,
+#   libbrt_parallel.a> [check ...]   (default: all)
+# Checks: strict (the emulator's own rules), kernels, tc, fft, optimizer, training, tp, graph,
+#   xent_graph, gputest (tests/cuda GPU test files, GTest, against the emulated backend) and
+#   nccltest (tests/cuda/nccl_communicator_main.cpp), nccl_stall (a host wait behind a
+#   collective that never completes, or an NCCL error: stall.cpp); tp, nccltest and nccl_stall
+#   run under mpirun -np 2.
+#   CI runs tc, strict + gputest, a micro graph case and xent_graph (tests/kernels/CMakeLists.txt).
+# Environment: EMU_SEED (every shuffled choice; printed), EMU_SEEDS ("1 2 3": each check once
+#   per seed), EMU_REPO (the source tree to emulate, default this one: kernels/cuda, tests/cuda,
+#   launch/step_graphs.cpp and parallel/nccl_communicator.cpp come from it, for before/after
+#   runs against an old checkout with its own build dir), EMU_TRAINING_CASE, EMU_TP_CASE,
+#   EMU_GRAPH_VARIANTS, EMU_GPU_TESTS ("file[:gtest filter] ..." of tests/cuda).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-build=${1:?usage: run.sh <build dir> [kernels] [tc] [fft] [optimizer] [training] [tp] [graph]  (default: all)}
+repo=${EMU_REPO:-$(cd "$here/../.." && pwd)}
+build=${1:?usage: run.sh <build dir> [strict] [kernels] [tc] [fft] [optimizer] [training] [tp] [graph] [xent_graph] [gputest] [nccltest] [nccl_stall]}
 shift
 checks=("$@")
-[ ${#checks[@]} -eq 0 ] && checks=(kernels tc fft optimizer training tp graph)
+[ ${#checks[@]} -eq 0 ] && checks=(strict kernels tc fft optimizer training tp graph xent_graph gputest nccltest nccl_stall)
 wants() { local c; for c in "${checks[@]}"; do [ "$c" = "$1" ] && return 0; done; return 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-python3 "$here/transform.py" "$repo" "$work/src"
+python3 "$here/transform.py" "$repo" "$work/src" "$here/strict_selftest.cu"
 flags=(-std=c++20 -O1 -w -I"$here/stubs" -I"$work/src" -I"$repo")
+mpi_flags=(-DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 $(pkg-config --cflags ompi-c))
 libs=("$build/kernels/libbrt_kernels.a" -fopenmp $(pkg-config --libs openblas fftw3 fftw3f))
+core=("$build/core/libbrt_core.a" "$build/parallel/libbrt_parallel.a")
+mpi_libs=($(pkg-config --libs ompi-c))
 k=$work/src/kernels/cuda
+# timed LABEL COMMAND...: runs a check and prints its time, passing or not; once per seed of
+# EMU_SEEDS ("1 2 3") when that is set.
+timed() {
+  local label=$1 rc=0 seed t0
+  shift
+  for seed in ${EMU_SEEDS:-default}; do
+    t0=$SECONDS
+    if [ "$seed" = default ]; then "$@" || rc=$?; else EMU_SEED=$seed "$@" || rc=$?; fi
+    echo "[run.sh] $label$([ "$seed" = default ] || echo " (EMU_SEED=$seed)"): $((SECONDS - t0)) s"
+  done
+  return $rc
+}
+
+# The whole CudaBackend (every .cpp/.cu of kernels/cuda but the GEMM-peak timer), compiled once
+# into objects (two at a time) for the checks that use the backend class.
+backend_objects() {
+  [ -d "$work/obj" ] && return
+  mkdir -p "$work/obj"
+  ls "$k"/*.cpp | grep -v '/gemm_peak\.cpp$' |
+    xargs -P 2 -I{} sh -c 'g++ "$@" -c {} -o "'"$work"'/obj/$(basename {} .cpp).o"' _ "${flags[@]}" "${mpi_flags[@]}"
+}
+objects() { ls "$work"/obj/*.o; }
+
+if wants strict; then
+  # The emulator's own rules: each one makes the call or launch it should fail fail.
+  g++ "${flags[@]}" "$work/src/strict_selftest.cpp" "$k/device_arena.cpp" "${libs[@]}" -o "$work/strict"
+  timed strict "$work/strict"
+fi
 if wants kernels; then
   g++ "${flags[@]}" "$here/kernels.cpp" \
     "$k"/{attention_reduce,window_attention,attention_tc,cross_attention_tc,cross_attention,xent,xent_split,norms,gates,elementwise,embedding,implicit_filter}.cpp \
     "$k/device_arena.cpp" "${libs[@]}" -o "$work/kernels"
-  "$work/kernels"
+  timed kernels "$work/kernels"
 fi
 if wants tc; then
   # The bf16 tensor-core window attention and the cuBLAS calls it makes (attention_tc.cpp).
   g++ "${flags[@]}" "$here/attention_tc.cpp" "$k"/{attention_reduce,window_attention,attention_tc,cross_attention_tc}.cpp \
     "$k/device_arena.cpp" "${libs[@]}" -o "$work/attention_tc"
-  "$work/attention_tc"
+  timed tc "$work/attention_tc"
 fi
 if wants fft; then
   g++ "${flags[@]}" "$here/fft_conv.cpp" "$k"/{fft_conv,fft_conv_kernels}.cpp "$k/device_arena.cpp" \
     "${libs[@]}" -o "$work/fft_conv"
-  "$work/fft_conv"
+  timed fft "$work/fft_conv"
 fi
 if wants optimizer; then
-  g++ "${flags[@]}" "$here/optimizer.cpp" "$k/optimizer.cpp" "$build/core/libbrt_core.a" \
-    "$build/parallel/libbrt_parallel.a" "${libs[@]}" -o "$work/optimizer"
-  "$work/optimizer"
+  g++ "${flags[@]}" "$here/optimizer.cpp" "$k/optimizer.cpp" "${core[@]}" "${libs[@]}" -o "$work/optimizer"
+  timed optimizer "$work/optimizer"
 fi
 if wants training; then
-  # The whole CudaBackend class (every .cpp/.cu of kernels/cuda but the GEMM-peak timer) under
-  # core's Model and optimizers: a micro model of each variant trained on both backends.
-  sources=()
-  for f in "$k"/*.cpp; do [ "$(basename "$f")" = gemm_peak.cpp ] || sources+=("$f"); done
-  g++ "${flags[@]}" "$here/training.cpp" "${sources[@]}" "$build/core/libbrt_core.a" \
-    "$build/parallel/libbrt_parallel.a" "${libs[@]}" $(pkg-config --libs ompi-c) -o "$work/training"
-  "$work/training" ${EMU_TRAINING_CASE:-}
+  # The whole CudaBackend class under core's Model and optimizers: a micro model of each
+  # variant trained on both backends.
+  backend_objects
+  g++ "${flags[@]}" "$here/training.cpp" $(objects) "${core[@]}" "${libs[@]}" "${mpi_libs[@]}" -o "$work/training"
+  timed training "$work/training" ${EMU_TRAINING_CASE:-}
 fi
 if wants tp; then
   # Tensor parallelism (TP = 2, two MPI ranks) on the emulated CudaBackend: the layers'
   # collectives through parallel/nccl_communicator.cpp, built as brt_parallel_nccl builds it,
-  # over the NCCL emulation stubs/nccl.h (MPI collectives), against the CPU backend's TP run.
-  sources=()
-  for f in "$k"/*.cpp; do [ "$(basename "$f")" = gemm_peak.cpp ] || sources+=("$f"); done
-  g++ "${flags[@]}" -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 $(pkg-config --cflags ompi-c) \
-    "$here/training_tp.cpp" "$repo/parallel/nccl_communicator.cpp" "${sources[@]}" \
-    "$build/core/libbrt_core.a" "$build/parallel/libbrt_parallel.a" "${libs[@]}" \
-    $(pkg-config --libs ompi-c) -o "$work/training_tp"
-  mpirun --allow-run-as-root --oversubscribe -np 2 "$work/training_tp" ${EMU_TP_CASE:-}
+  # over the NCCL emulation stubs/nccl.h (MPI collectives in stream order), against the CPU
+  # backend's TP run.
+  backend_objects
+  g++ "${flags[@]}" "${mpi_flags[@]}" "$here/training_tp.cpp" "$repo/parallel/nccl_communicator.cpp" $(objects) \
+    "${core[@]}" "${libs[@]}" "${mpi_libs[@]}" -o "$work/training_tp"
+  timed tp mpirun --allow-run-as-root --oversubscribe -np 2 "$work/training_tp" ${EMU_TP_CASE:-}
 fi
+graph_binary() {
+  [ -x "$work/graph" ] && return
+  backend_objects
+  g++ "${flags[@]}" -DBRT_WITH_CUDA=1 "$here/graph.cpp" "$repo/launch/step_graphs.cpp" $(objects) \
+    "${core[@]}" "${libs[@]}" "${mpi_libs[@]}" -o "$work/graph"
+}
 if wants graph; then
   # CUDA graphs: launch/step_graphs.cpp's captured and replayed training steps against eager
-  # ones (bit-identical), a failing capture, and the launch profile of a step (graph.cpp).
-  sources=()
-  for f in "$k"/*.cpp; do [ "$(basename "$f")" = gemm_peak.cpp ] || sources+=("$f"); done
-  g++ "${flags[@]}" -DBRT_WITH_CUDA=1 "$here/graph.cpp" "$repo/launch/step_graphs.cpp" "${sources[@]}" \
-    "$build/core/libbrt_core.a" "$build/parallel/libbrt_parallel.a" "${libs[@]}" \
-    $(pkg-config --libs ompi-c) -o "$work/graph"
-  "$work/graph" ${EMU_GRAPH_VARIANTS:-}
+  # ones (bit-identical, masks varying), a failing capture, the launch profile (graph.cpp).
+  graph_binary
+  timed graph "$work/graph" ${EMU_GRAPH_VARIANTS:-}
+fi
+if wants xent_graph; then
+  # A step replayed from a graph with a target outside the vocabulary: it must fail as the
+  # eager step does (graph.cpp --bad-target).
+  graph_binary
+  timed xent_graph "$work/graph" --bad-target
+fi
+if wants nccltest; then
+  # The NCCL communicator's GPU test (tests/cuda/nccl_communicator_main.cpp) under mpirun -np 2,
+  # over the NCCL emulation, each rank with its own emulated device.
+  g++ "${flags[@]}" "${mpi_flags[@]}" "$repo/tests/cuda/nccl_communicator_main.cpp" "$repo/parallel/nccl_communicator.cpp" \
+    "${core[@]}" "${libs[@]}" "${mpi_libs[@]}" $(pkg-config --libs gtest 2>/dev/null || echo -lgtest -pthread) -o "$work/nccl_test"
+  timed nccltest mpirun --allow-run-as-root --oversubscribe -np 2 -x EMU_DEVICES=2 "$work/nccl_test"
+fi
+if wants nccl_stall; then
+  # A host waiting on the backend's stream behind a collective that never completes ends the
+  # job with the timeout report (exit 124) instead of hanging; an NCCL error is thrown naming
+  # the collective (stall.cpp).
+  backend_objects
+  g++ "${flags[@]}" "${mpi_flags[@]}" "$here/stall.cpp" "$repo/parallel/nccl_communicator.cpp" $(objects) \
+    "${core[@]}" "${libs[@]}" "${mpi_libs[@]}" -o "$work/stall"
+  stall_case() {  # stall_case MODE KNOB WANT_RC WANT_TEXT
+    local rc=0 t0=$SECONDS
+    timeout -k 5 60 mpirun --allow-run-as-root --oversubscribe -np 2 -x EMU_DEVICES=2 -x "$2=1" \
+      "$work/stall" "$1" >"$work/stall-$1.log" 2>&1 || rc=$?
+    echo "[run.sh] nccl_stall $1: exit $rc after $((SECONDS - t0)) s; $(grep -m1 -E "$4" "$work/stall-$1.log" | cut -c1-240)"
+    if [ "$rc" != "$3" ] || ! grep -qE "$4" "$work/stall-$1.log"; then
+      echo "nccl_stall $1: expected exit $3 and /$4/" >&2
+      cat "$work/stall-$1.log" >&2
+      return 1
+    fi
+  }
+  timed nccl_stall stall_case stall EMU_NCCL_STALL_AT 124 "collective timeout on world rank [01] .*all_reduce\\(sum\\).* still incomplete"
+  timed nccl_stall stall_case error EMU_NCCL_ASYNC_ERROR_AT 3 "CommError: all_reduce\\(sum\\).*NCCL: remote process exited.*the check's read-back"
+fi
+if wants gputest; then
+  # GPU tests of tests/cuda (GTest) run against the emulated CudaBackend, smallest shapes.
+  backend_objects
+  status=0
+  for spec in ${EMU_GPU_TESTS:-test_norms_gates_xent "test_attention:CudaWindowAttention*"}; do
+    file=${spec%%:*}
+    filter=${spec#*:}; [ "$filter" = "$spec" ] && filter='*'
+    extra=()  # the attention tests' float64 reference (tests/cuda/CMakeLists.txt links it too)
+    [ -f "$repo/tests/kernels/reference.cpp" ] && extra+=("$repo/tests/kernels/reference.cpp")
+    g++ "${flags[@]}" "$repo/tests/cuda/$file.cpp" "$repo/tests/cuda/cuda_test_util.cpp" "${extra[@]}" $(objects) "${core[@]}" \
+      "${libs[@]}" "${mpi_libs[@]}" $(pkg-config --libs gtest_main 2>/dev/null || echo -lgtest_main -lgtest -pthread) -o "$work/$file"
+    timed "$file" env BRT_REQUIRE_GPU=1 BRT_SMALL_SHAPES=1 "$work/$file" --gtest_filter="$filter" || status=1
+  done
+  [ $status -eq 0 ]
 fi

@@ -1,22 +1,38 @@
 // Host emulation of the part of NCCL that parallel/nccl_communicator.cpp uses, for the emulated
 // CUDA backend under mpirun (tools/cuda_emulation/training_tp.cpp, docs/gpu.md). "Device"
-// pointers are host memory in the emulator and every stream runs its work when it is
-// enqueued, so each collective is the matching blocking MPI collective, complete on return.
+// pointers are host memory in the emulator. Each collective is queued on its stream like a
+// kernel and runs, as the matching blocking MPI collective, when the strict emulator runs that
+// stream (emu_stream.h): in stream order, after the work it was queued behind, and after the
+// communicator's previous collective (NCCL serialises a communicator's operations). A
+// communicator made non-blocking (ncclCommInitRankConfig with config.blocking = 0) answers
+// ncclInProgress from the init and from the first ncclCommGetAsyncError, and refuses
+// collectives (ncclInvalidUsage) until a poll has seen it ready, as NCCL requires.
 // Development tool only; never linked into the project.
+//
+// Faults, for the checks of what a host waiting behind NCCL does (tools/cuda_emulation/stall.cpp):
+// EMU_NCCL_STALL_AT=k makes the k-th collective a communicator issues never complete (as when a
+// peer died: the stream behind it never drains); EMU_NCCL_ASYNC_ERROR_AT=k makes
+// ncclCommGetAsyncError report ncclRemoteError once k collectives were issued.
 //
 // ncclCommInitRank has no MPI communicator to work from (NCCL meets its peers through the
 // unique id), so it splits MPI_COMM_WORLD with the id's hash as the colour. That is collective
 // over the WORLD: it is valid only when every world rank creates a communicator at the same
-// time (one group per rank, e.g. every rank's tp group), as training_tp.cpp does.
+// time (one group per rank, e.g. every rank's tp group), as training_tp.cpp does. Two ranks
+// must run their communicators' collectives in the same order (true for one communicator;
+// the emulator cannot model collectives of different communicators progressing at once).
 #pragma once
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 enum ncclResult_t {
@@ -41,8 +57,24 @@ struct ncclUniqueId {
 
 struct ncclComm {
   MPI_Comm mpi = MPI_COMM_NULL;
+  int init_polls_left = 0;            // non-blocking init: ncclInProgress until polled
+  bool aborted = false;
+  int issued = 0;                     // collectives issued (the fault knobs below count them)
+  emu::Dep last{nullptr, 0};          // the previous collective's place in its stream
 };
 using ncclComm_t = ncclComm*;
+
+#define NCCL_CONFIG_UNDEF_INT INT_MIN
+struct ncclConfig_t {
+  size_t size;
+  unsigned int magic, version;
+  int blocking, cgaClusterSize, minCTAs, maxCTAs;
+  const char* netName;
+  int splitShare;
+};
+#define NCCL_CONFIG_INITIALIZER                                                                  \
+  {sizeof(ncclConfig_t), 0xcafebeef, NCCL_VERSION_CODE, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, \
+   NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, nullptr, NCCL_CONFIG_UNDEF_INT}
 
 namespace emu_nccl {
 
@@ -66,9 +98,6 @@ inline MPI_Op mpi_op(ncclRedOp_t op) {
     case ncclMin: return MPI_MIN;
   }
   return MPI_OP_NULL;
-}
-inline ncclResult_t result(int mpi_status) {
-  return mpi_status == MPI_SUCCESS ? ncclSuccess : ncclSystemError;
 }
 // A non-negative MPI colour from the id's bytes (FNV-1a).
 inline int colour_of(const ncclUniqueId& id) {
@@ -131,69 +160,124 @@ inline ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId 
   *comm = new ncclComm{split};
   return ncclSuccess;
 }
+// Non-blocking (config->blocking == 0): ncclInProgress now and from the first poll.
+inline ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
+                                           ncclConfig_t* config) {
+  const ncclResult_t r = ncclCommInitRank(comm, nranks, id, rank);
+  if (r != ncclSuccess || config == nullptr || config->blocking != 0) return r;
+  (*comm)->init_polls_left = 1;
+  return ncclInProgress;
+}
 
+// Waits for the communicator's queued collectives (NCCL flushes them), then frees it.
+inline ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  if (comm == nullptr) return ncclInvalidArgument;
+  if (comm->last.stream != nullptr && !comm->aborted) emu::advance(comm->last.stream, comm->last.seq);
+  return ncclSuccess;
+}
 inline ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (comm == nullptr) return ncclInvalidArgument;
+  ncclCommFinalize(comm);
   if (comm->mpi != MPI_COMM_NULL) MPI_Comm_free(&comm->mpi);
-  delete comm;
+  comm->aborted = true;  // kept (leaked): a queued item of another stream may still name it
   return ncclSuccess;
 }
-inline ncclResult_t ncclCommAbort(ncclComm_t comm) { return ncclCommDestroy(comm); }
+// Queued collectives of an aborted communicator never run.
+inline ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (comm == nullptr) return ncclInvalidArgument;
+  comm->aborted = true;
+  return ncclSuccess;
+}
 
-// Every collective has completed when it returns: nothing is ever pending.
+namespace emu_nccl {
+inline int fault_knob(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? 0 : std::atoi(v);
+}
+}  // namespace emu_nccl
+
 inline ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) {
   if (comm == nullptr) return ncclInvalidArgument;
-  *async_error = ncclSuccess;
+  const int error_at = emu_nccl::fault_knob("EMU_NCCL_ASYNC_ERROR_AT");
+  if (error_at > 0 && comm->issued >= error_at && comm->init_polls_left == 0) {
+    *async_error = ncclRemoteError;
+    return ncclSuccess;
+  }
+  *async_error = comm->init_polls_left > 0 ? ncclInProgress : ncclSuccess;
+  if (comm->init_polls_left > 0) --comm->init_polls_left;
   return ncclSuccess;
 }
 
-inline ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type,
-                                  ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+namespace emu_nccl {
+// Queues `run` (the MPI collective) on the stream, after the communicator's previous one.
+inline ncclResult_t enqueue(ncclComm_t comm, cudaStream_t stream, const char* name, std::function<int()> run) {
   if (comm == nullptr) return ncclInvalidArgument;
-  const void* source = send == recv ? MPI_IN_PLACE : send;
-  return emu_nccl::result(MPI_Allreduce(source, recv, static_cast<int>(count),
-                                        emu_nccl::mpi_type(type), emu_nccl::mpi_op(op), comm->mpi));
+  if (comm->aborted) return ncclInvalidUsage;
+  if (comm->init_polls_left > 0) return ncclInvalidUsage;  // a non-blocking init not yet polled
+  std::vector<emu::Dep> deps;
+  if (comm->last.stream != nullptr && comm->last.stream->done < comm->last.seq) deps.push_back(comm->last);
+  const bool stalled = ++comm->issued == fault_knob("EMU_NCCL_STALL_AT");
+  const cudaError_t e = emu::enqueue_on(stream, emu::NodeKind::kKernel, name, [comm, name, run = std::move(run)] {
+    if (comm->aborted) return;
+    if (run() != MPI_SUCCESS) emu::fault(std::string(name) + ": the MPI collective failed");
+  }, std::move(deps), true, stalled);
+  if (e != cudaSuccess) return ncclUnhandledCudaError;
+  if (!emu::is_capturing(stream)) {
+    CUstream_st* s = emu::resolve(stream);
+    comm->last = {s, s->enqueued};
+  }
+  return ncclSuccess;
+}
+}  // namespace emu_nccl
+
+inline ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type,
+                                  ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return emu_nccl::enqueue(comm, stream, "ncclAllReduce", [=] {
+    const void* source = send == recv ? MPI_IN_PLACE : send;
+    return MPI_Allreduce(source, recv, static_cast<int>(count), emu_nccl::mpi_type(type), emu_nccl::mpi_op(op), comm->mpi);
+  });
 }
 
 // recv [count] = the sum over ranks of their send block `rank` (send [size * count]). NCCL's
 // in-place form (recv = send + rank * count) has no MPI_IN_PLACE equivalent: copy the input.
 inline ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count,
                                       ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
-                                      cudaStream_t) {
-  if (comm == nullptr) return ncclInvalidArgument;
-  int size = 0;
-  MPI_Comm_size(comm->mpi, &size);
-  const size_t block = count * emu_nccl::type_bytes(type);
-  std::vector<char> copy;
-  if (emu_nccl::overlaps(send, block * size_t(size), recv, block)) {
-    copy.assign(static_cast<const char*>(send), static_cast<const char*>(send) + block * size_t(size));
-    send = copy.data();
-  }
-  return emu_nccl::result(MPI_Reduce_scatter_block(send, recv, static_cast<int>(count),
-                                                   emu_nccl::mpi_type(type), emu_nccl::mpi_op(op),
-                                                   comm->mpi));
+                                      cudaStream_t stream) {
+  return emu_nccl::enqueue(comm, stream, "ncclReduceScatter", [=] {
+    int size = 0;
+    MPI_Comm_size(comm->mpi, &size);
+    const size_t block = count * emu_nccl::type_bytes(type);
+    const void* source = send;
+    std::vector<char> copy;
+    if (emu_nccl::overlaps(send, block * size_t(size), recv, block)) {
+      copy.assign(static_cast<const char*>(send), static_cast<const char*>(send) + block * size_t(size));
+      source = copy.data();
+    }
+    return MPI_Reduce_scatter_block(source, recv, static_cast<int>(count), emu_nccl::mpi_type(type),
+                                    emu_nccl::mpi_op(op), comm->mpi);
+  });
 }
 
 // recv [size * count] = every rank's send [count], rank-major. In place when send is recv's
 // block `rank` (NCCL's form, and MPI_IN_PLACE's).
 inline ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t type,
-                                  ncclComm_t comm, cudaStream_t) {
-  if (comm == nullptr) return ncclInvalidArgument;
-  int rank = 0;
-  MPI_Comm_rank(comm->mpi, &rank);
-  const size_t block = count * emu_nccl::type_bytes(type);
-  const void* source = send == static_cast<char*>(recv) + block * size_t(rank) ? MPI_IN_PLACE : send;
-  return emu_nccl::result(MPI_Allgather(source, static_cast<int>(count), emu_nccl::mpi_type(type),
-                                        recv, static_cast<int>(count), emu_nccl::mpi_type(type),
-                                        comm->mpi));
+                                  ncclComm_t comm, cudaStream_t stream) {
+  return emu_nccl::enqueue(comm, stream, "ncclAllGather", [=] {
+    int rank = 0;
+    MPI_Comm_rank(comm->mpi, &rank);
+    const size_t block = count * emu_nccl::type_bytes(type);
+    const void* source = send == static_cast<char*>(recv) + block * size_t(rank) ? MPI_IN_PLACE : send;
+    return MPI_Allgather(source, static_cast<int>(count), emu_nccl::mpi_type(type), recv,
+                         static_cast<int>(count), emu_nccl::mpi_type(type), comm->mpi);
+  });
 }
 
 inline ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type,
-                                  int root, ncclComm_t comm, cudaStream_t) {
-  if (comm == nullptr) return ncclInvalidArgument;
-  int rank = 0;
-  MPI_Comm_rank(comm->mpi, &rank);
-  if (rank == root && send != recv) std::memmove(recv, send, count * emu_nccl::type_bytes(type));
-  return emu_nccl::result(MPI_Bcast(recv, static_cast<int>(count), emu_nccl::mpi_type(type), root,
-                                    comm->mpi));
+                                  int root, ncclComm_t comm, cudaStream_t stream) {
+  return emu_nccl::enqueue(comm, stream, "ncclBroadcast", [=] {
+    int rank = 0;
+    MPI_Comm_rank(comm->mpi, &rank);
+    if (rank == root && send != recv) std::memmove(recv, send, count * emu_nccl::type_bytes(type));
+    return MPI_Bcast(recv, static_cast<int>(count), emu_nccl::mpi_type(type), root, comm->mpi);
+  });
 }

@@ -8,15 +8,15 @@ namespace cub {
 struct DeviceRadixSort {
   template <typename K, typename V>
   static cudaError_t SortPairs(void* temp, size_t& temp_bytes, const K* keys_in, K* keys_out,
-                               const V* values_in, V* values_out, int n, int, int, cudaStream_t) {
+                               const V* values_in, V* values_out, int n, int, int, cudaStream_t stream) {
     if (temp == nullptr) { temp_bytes = 16; return cudaSuccess; }
-    emu::enqueue(emu::NodeKind::kKernel, "cub::DeviceRadixSort", [=] {  // in stream order
+    if (temp_bytes < 16) return emu::fail(cudaErrorInvalidValue, "cub::DeviceRadixSort: temporary storage smaller than it asked for");
+    return emu::enqueue(stream, emu::NodeKind::kKernel, "cub::DeviceRadixSort", [=] {  // in stream order
       std::vector<int> order(n);
       std::iota(order.begin(), order.end(), 0);
       std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return keys_in[a] < keys_in[b]; });
       for (int i = 0; i < n; ++i) { keys_out[i] = keys_in[order[i]]; values_out[i] = values_in[order[i]]; }
     });
-    return cudaSuccess;
   }
 };
 }  // namespace cub
