@@ -1,6 +1,7 @@
 #include "checkpoint/directory.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -81,6 +82,54 @@ std::vector<fs::path> list_partial_checkpoints(const fs::path& dir) {
   return partial;
 }
 
+std::vector<fs::path> remove_abandoned_partials(const fs::path& dir) {
+  std::vector<fs::path> removed;
+  std::vector<fs::path> candidates = list_partial_checkpoints(dir);
+  std::error_code ec;
+  const std::string pointer_tmp = std::string(kLatestPointerName) + ".tmp";
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    // Open MPI's MPI-IO keeps a lock file beside a file open for collective writing
+    // (ckpt-N.h5.tmp-<job>-<pid>.lock); a save killed mid-write leaves it behind (issue 26).
+    const bool mpi_io_lock = name.rfind(kPrefix, 0) == 0 && name.find(std::string(kTmpSuffix) + "-") != std::string::npos &&
+                             ends_with(name, ".lock");
+    if (name.rfind(pointer_tmp, 0) == 0 || mpi_io_lock) candidates.push_back(it->path());
+  }
+  for (const auto& file : candidates) {
+    std::error_code remove_ec;  // only files: a directory of such a name is no save
+    if (fs::is_regular_file(fs::symlink_status(file, remove_ec)) && fs::remove(file, remove_ec) && !remove_ec)
+      removed.push_back(file);
+  }
+  return removed;
+}
+
+FileIdentity identify_file(const fs::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return {uint64_t(st.st_dev), uint64_t(st.st_ino), true};
+}
+
+bool is_same_file(const fs::path& path, const FileIdentity& created) {
+  const FileIdentity now = identify_file(path);
+  return created.known && now.known && now.device == created.device && now.inode == created.inode;
+}
+
+void truncate_own_file(const fs::path& path, const FileIdentity& created) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return;
+  struct stat st {};
+  if (created.known && ::fstat(fd, &st) == 0 && uint64_t(st.st_dev) == created.device &&
+      uint64_t(st.st_ino) == created.inode)
+    (void)::ftruncate(fd, 0);
+  ::close(fd);
+}
+
+bool remove_own_file(const fs::path& path, const FileIdentity& created) {
+  // A file swapped in between the check and the unlink could only come from a writer that
+  // ignores the directory lock; the window is one system call.
+  return is_same_file(path, created) && ::unlink(path.c_str()) == 0;
+}
+
 std::optional<fs::path> read_latest_pointer(const fs::path& dir) {
   std::FILE* file = std::fopen((dir / kLatestPointerName).c_str(), "r");
   if (file == nullptr) return std::nullopt;
@@ -95,7 +144,7 @@ std::optional<fs::path> read_latest_pointer(const fs::path& dir) {
 }
 
 void write_latest_pointer(const fs::path& dir, const std::string& file_name) {
-  const fs::path tmp = dir / (std::string(kLatestPointerName) + ".tmp");
+  const fs::path tmp = dir / (std::string(kLatestPointerName) + ".tmp." + std::to_string(::getpid()));
   const fs::path target = dir / kLatestPointerName;
   std::FILE* file = std::fopen(tmp.c_str(), "w");
   if (file == nullptr) throw SaveError(errno_text("cannot create", tmp));

@@ -149,6 +149,18 @@ struct CheckpointReader::Impl {
     return mismatch(info, grid, chunk);
   }
 
+  // A parameter, optimizer or carried-state value that is NaN or inf is diverged training
+  // state, not data a run can go on from: reported as damage although every checksum matches
+  // (a save refuses such values; this catches files written otherwise, or before it did).
+  std::string non_finite(const TensorInfo& info, int64_t chunk, const std::vector<unsigned char>& buffer) const {
+    const int64_t count = count_non_finite(info.path, info.dtype, buffer.data(), buffer.size());
+    if (count == 0) return "";
+    const ChunkGrid grid = chunk_grid_with(info.shape, info.rows_per_chunk);
+    return where(info.path) + ": " + std::to_string(count) + " non-finite values (NaN or inf) in chunk " +
+           std::to_string(chunk) + " (rows " + std::to_string(grid.first_row(chunk)) + ".." +
+           std::to_string(grid.end_row(chunk) - 1) + ") - diverged training state, not a checkpoint to go on from";
+  }
+
   std::string mismatch(const TensorInfo& info, const ChunkGrid& grid, int64_t chunk) const {
     return where(info.path) + ": checksum mismatch in chunk " + std::to_string(chunk) + " (rows " +
            std::to_string(grid.first_row(chunk)) + ".." + std::to_string(grid.end_row(chunk) - 1) +
@@ -435,6 +447,7 @@ VerifyReport CheckpointReader::verify_all() {
       try {
         if (!dataset) dataset.emplace(s.open_dataset(tensor.path));
         std::string problem = s.check_chunk(dataset->get(), tensor, c, buffer, report.bytes);
+        if (problem.empty()) problem = s.non_finite(tensor, c, buffer);
         if (!problem.empty()) problems.push_back(std::move(problem));
       } catch (const CheckpointError& e) {
         problems.push_back(e.what());

@@ -91,7 +91,8 @@ class CheckpointReader {
   }
 
   // Collective: verifies every chunk of every dataset once, the chunks dealt round-robin over
-  // the ranks; every rank gets the full report.
+  // the ranks; every rank gets the full report. A NaN or inf value in a float tensor under
+  // /model, /optim or /state (diverged training state) is reported as damage too.
   VerifyReport verify_all();
 
   // Accumulated over this rank's read() calls.

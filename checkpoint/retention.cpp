@@ -25,6 +25,7 @@ void GoodCheckpoints::mark(const fs::path& file) {
 void GoodCheckpoints::forget(const fs::path& file) {
   std::lock_guard<std::mutex> lock(mutex_);
   files_.erase(key(file));
+  provisional_.erase(key(file));
 }
 
 bool GoodCheckpoints::contains(const fs::path& file) const {
@@ -32,15 +33,34 @@ bool GoodCheckpoints::contains(const fs::path& file) const {
   return files_.count(key(file)) != 0;
 }
 
-fs::path set_aside_damaged(const fs::path& file) {
-  fs::path target = file.string() + kDamagedSuffix;
+void GoodCheckpoints::mark_provisional(const fs::path& file) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  provisional_.insert(key(file));
+}
+
+void GoodCheckpoints::confirm(const fs::path& file) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  provisional_.erase(key(file));
+}
+
+bool GoodCheckpoints::provisional(const fs::path& file) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return provisional_.count(key(file)) != 0;
+}
+
+fs::path set_aside(const fs::path& file, const std::string& suffix) {
+  fs::path target = file.string() + suffix;
   std::error_code ec;
-  for (int n = 2; fs::exists(target, ec); ++n) target = file.string() + kDamagedSuffix + "." + std::to_string(n);
+  for (int n = 2; fs::exists(target, ec); ++n) target = file.string() + suffix + "." + std::to_string(n);
   if (std::rename(file.c_str(), target.c_str()) != 0) {
-    throw CheckpointError("cannot rename damaged checkpoint " + file.string() + " to " + target.string() +
-                          ": " + std::strerror(errno));
+    throw CheckpointError("cannot rename " + std::string(suffix == kDamagedSuffix ? "damaged " : "") + "checkpoint " +
+                          file.string() + " to " + target.string() + ": " + std::strerror(errno));
   }
   return target;
+}
+
+fs::path set_aside_damaged(const fs::path& file) {
+  return set_aside(file, kDamagedSuffix);
 }
 
 std::vector<fs::path> list_set_aside(const fs::path& dir) {
@@ -48,7 +68,8 @@ std::vector<fs::path> list_set_aside(const fs::path& dir) {
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name.rfind("ckpt-", 0) == 0 && name.find(std::string(".h5") + kDamagedSuffix) != std::string::npos)
+    if (name.rfind("ckpt-", 0) == 0 && (name.find(std::string(".h5") + kDamagedSuffix) != std::string::npos ||
+                                         name.find(std::string(".h5") + kUnconfirmedSuffix) != std::string::npos))
       out.push_back(it->path());
   }
   std::sort(out.begin(), out.end());
@@ -71,6 +92,7 @@ PruneReport prune_checkpoints(const fs::path& dir, int keep_last, GoodCheckpoint
       }
       continue;
     }
+    if (good.provisional(entry.path)) continue;  // not yet known to hold weights worth keeping
     if (!good.contains(entry.path)) {
       const VerifyReport check = verify(entry.path);
       if (!check.ok) {

@@ -1,5 +1,7 @@
 #include "checkpoint/types.h"
 
+#include <cmath>
+#include <cstring>
 #include <sstream>
 
 namespace brt::checkpoint {
@@ -9,6 +11,34 @@ std::string join_path(const std::string& group, const std::string& name) {
   if (name.front() == '/') return name;
   if (!group.empty() && group.back() == '/') return group + name;
   return group + "/" + name;
+}
+
+namespace {
+bool under(const std::string& path, const char* group) {
+  return path.size() > std::strlen(group) && path.compare(0, std::strlen(group), group) == 0 &&
+         path[std::strlen(group)] == '/';
+}
+
+template <typename F>
+int64_t count_non_finite_as(const void* data, size_t n_bytes) {
+  int64_t count = 0;
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  for (size_t at = 0; at + sizeof(F) <= n_bytes; at += sizeof(F)) {
+    F v;
+    std::memcpy(&v, bytes + at, sizeof(F));
+    count += std::isfinite(v) ? 0 : 1;
+  }
+  return count;
+}
+}  // namespace
+
+int64_t count_non_finite(const std::string& path, DType dtype, const void* data, size_t n_bytes) {
+  if (!under(path, kModelGroup) && !under(path, kOptimGroup) && !under(path, kStateGroup)) return 0;
+  const std::string carry = ".ssm.carry";
+  const bool float64_bytes = path.size() > carry.size() && path.compare(path.size() - carry.size(), carry.size(), carry) == 0;
+  if (dtype == DType::kF64 || (dtype == DType::kF32 && float64_bytes)) return count_non_finite_as<double>(data, n_bytes);
+  if (dtype == DType::kF32) return count_non_finite_as<float>(data, n_bytes);
+  return 0;
 }
 
 size_t dtype_size(DType dtype) {

@@ -80,6 +80,12 @@ struct DTypeOf<uint64_t> {
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);  // "float32", "float64", "int64", "uint64"
 
+// Diverged training state (docs/reliability.md): how many of the `n_bytes` bytes of elements of
+// dataset `path` (type `dtype`) are NaN or inf, for float tensors under /model, /optim and
+// /state; 0 for anything else. The S4D carry (/state/*.ssm.carry, docs/bst.md) keeps the bytes
+// of float64 values in float32 elements: those are counted as the float64 values they are.
+int64_t count_non_finite(const std::string& path, DType dtype, const void* data, size_t n_bytes);
+
 using Shape = std::vector<int64_t>;  // full logical shape, row-major, rank >= 1
 int64_t shape_numel(const Shape& shape);
 std::string shape_string(const Shape& shape);  // "[32128, 1024]"

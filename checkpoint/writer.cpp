@@ -29,6 +29,7 @@ struct CheckpointWriter::Impl {
   detail::CommInfo comm;
   WriterOptions options;
   fs::path dir, tmp, final_path;
+  FileIdentity created;  // the temporary file this save created: the only one it may remove
   int64_t step = 0;
   Hid file;
   bool committed = false;
@@ -72,22 +73,21 @@ struct CheckpointWriter::Impl {
 
   // Close and delete the temporary file; the previous checkpoints were never touched. The
   // file is emptied first: after a write error (disk full) HDF5 can only close it once its
-  // pending metadata fits, and a deleted file held open would keep its space.
+  // pending metadata fits, and a deleted file held open would keep its space. Only the file
+  // this save created is emptied and removed: a file of the same name someone else has put
+  // there since is left alone (no cleanup ever touches another process's file).
   // `collective`: every rank abandons together (a failure all agreed on). The destructor
   // abandons alone (an exception on this rank only): no barrier, which could wait forever.
   void abandon(bool collective = true) {
     failed = true;
     if (collective) detail::barrier(comm);
-    if (comm.rank == 0 || !collective) ::truncate(tmp.c_str(), 0);
+    if (comm.rank == 0 || !collective) truncate_own_file(tmp, created);
     if (collective) detail::barrier(comm);
     // Closing an MPI-IO file is collective: a rank abandoning alone would wait for the others
     // there forever, so it leaves the handle to the process's end (the job is ending).
     if (!collective && comm.size > 1) file.release();
     file.reset();  // closes every object of the file, then the file
-    if (comm.rank == 0) {
-      std::error_code ec;
-      if (fs::is_regular_file(tmp, ec)) fs::remove(tmp, ec);
-    }
+    if (comm.rank == 0) remove_own_file(tmp, created);
     if (collective) detail::barrier(comm);
   }
 
@@ -116,6 +116,10 @@ CheckpointWriter::CheckpointWriter(const fs::path& dir, int64_t step, MPI_Comm c
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) error = "cannot create directory " + dir.string() + ": " + ec.message();
+    // A leftover of the same name (a crashed save: under brt-dist's directory lock no other
+    // run writes here) is replaced by a new file rather than written into, so this save's
+    // file is its own from the start and its cleanup can tell it from any other.
+    if (error.empty() && fs::is_regular_file(s.tmp, ec)) fs::remove(s.tmp, ec);
   }
   s.agree(error.empty(), error);
   detail::barrier(s.comm);
@@ -123,6 +127,7 @@ CheckpointWriter::CheckpointWriter(const fs::path& dir, int64_t step, MPI_Comm c
   Hid fapl = detail::make_file_access(s.comm, options.driver, options.alignment);
   s.file = Hid(H5Fcreate(s.tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
   if (!s.file.valid()) error = "cannot create " + s.tmp.string() + ": " + detail::hdf5_reason();
+  if (s.file.valid()) s.created = identify_file(s.tmp);
   s.agree(s.file.valid(), error);
   try {
     s.put_attr("format", std::string_view(kFormatName));
@@ -335,6 +340,9 @@ SaveResult CheckpointWriter::commit() {
       s.phase("syncing");
       fsync_file(s.tmp);
       s.phase("renaming");
+      if (!is_same_file(s.tmp, s.created))
+        throw SaveError(s.tmp.string() + " is no longer the file this save wrote (another process replaced or "
+                        "removed it: is another run saving into " + s.dir.string() + "?)");
       if (std::rename(s.tmp.c_str(), s.final_path.c_str()) != 0) {
         throw SaveError("cannot rename " + s.tmp.string() + " to " + s.final_path.string() + ": " +
                         std::strerror(errno));
@@ -356,10 +364,8 @@ SaveResult CheckpointWriter::commit() {
       }
       s.phase("pruning");
       for (const auto& w : prune_checkpoints(s.dir, s.options.keep_last, good).warnings) warnings += w + "\n";
-      for (const auto& stale : list_partial_checkpoints(s.dir)) {
-        std::error_code ec;
-        fs::remove(stale, ec);
-      }
+      // Other *.tmp files are not this save's: a crashed save's leftovers are removed by the
+      // holder of the directory lock at start (remove_abandoned_partials), never here.
     }
   }
   detail::broadcast(s.comm, error, 0);

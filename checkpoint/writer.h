@@ -56,7 +56,10 @@ struct SaveResult {
 // Each element must be written by exactly one rank (replicated tensors: one owner); the writer
 // checks that the slices add up to the tensor's size. On any failure every rank throws SaveError
 // naming the file, the temporary file is removed, and the previous checkpoints and `latest` are
-// untouched. Destroying a writer without commit() abandons the save the same way.
+// untouched. Destroying a writer without commit() abandons the save the same way. A save
+// removes only the temporary file it created (checked by device and inode), never another
+// *.tmp: leftovers of crashed saves are the directory lock holder's to remove
+// (remove_abandoned_partials, launch/run_lock.h).
 class CheckpointWriter {
  public:
   CheckpointWriter(const std::filesystem::path& dir, int64_t step, MPI_Comm comm = MPI_COMM_SELF,

@@ -1,5 +1,7 @@
 // Read side of a prepared corpus: the documents of one split with their tokens served from
-// memory-mapped shards (no copies, the OS pages them in), checked against the tokenizer hash.
+// memory-mapped shards (no copies, the OS pages them in). Opening cross-checks the manifest,
+// index, every shard's .meta and size, and tokenizer.model; reading verifies each document's
+// token ids and checksum as a stream reads it (docs/data-format.md, "Verification").
 #pragma once
 
 #include <cstdint>
@@ -31,10 +33,22 @@ class MappedFile {
   size_t size_ = 0;
 };
 
+// Verifies one document as it is read front to back (streams read a document segment by
+// segment, in order): the bytes copied out are hashed as they go, so checking costs no second
+// pass over the data, and when the document's last byte has been hashed the state must equal
+// its checksum in the shard's .meta. One per reader (a stream); never shared between threads.
+struct DocumentCheck {
+  int64_t document = -1;  // split-local index being read; -1: none
+  int64_t hashed = 0;     // tokens [0, hashed) of it are hashed
+  uint64_t state = 0;     // the chained FNV-1a state after them
+};
+
 class TokenDataset {
  public:
-  // Opens `split` of the prepared directory. When expected_tokenizer_hash is non-empty it must
-  // equal the manifest's (else std::runtime_error naming the directory).
+  // Opens `split` of the prepared directory, after checking that manifest.tsv, index.tsv,
+  // tokenizer.model and every shard's .meta and .bin size agree (std::runtime_error naming the
+  // file that disagrees, and the document where there is one). When expected_tokenizer_hash
+  // is non-empty it must equal the manifest's.
   static std::shared_ptr<const TokenDataset> open(const std::filesystem::path& prepared_dir, Split split,
                                                   std::string_view expected_tokenizer_hash = {});
 
@@ -42,6 +56,7 @@ class TokenDataset {
   const Manifest& manifest() const { return manifest_; }
   const std::string& tokenizer_hash() const { return manifest_.tokenizer_hash; }
   int vocab_size() const { return manifest_.vocab_size; }
+  int bos_id() const { return bos_id_; }
   SplitTotals totals() const { return manifest_.totals[static_cast<size_t>(split_)]; }
 
   // Documents of the split in document-id order; index i is the split-local document index.
@@ -50,16 +65,30 @@ class TokenDataset {
   // The record of a global document id (Batch::doc_id), or nullptr if it is not in this split.
   const DocumentRecord* find_document(int64_t doc_id) const;
   // Copies tokens [begin, begin + count) of document i into out (the range must be valid).
-  void copy_tokens(int64_t i, int64_t begin, int64_t count, int32_t* out) const;
+  // With `check`, every id must lie in the tokenizer's vocabulary and the document's checksum
+  // is verified once its last token has been copied (a std::runtime_error naming the shard,
+  // the document and the position otherwise); reading resumed mid-document (a restored
+  // cursor) hashes the skipped prefix first. Without `check` nothing is verified (benchmarks).
+  void copy_tokens(int64_t i, int64_t begin, int64_t count, int32_t* out,
+                   DocumentCheck* check = nullptr) const;
+  // The whole document, verified.
   std::vector<int32_t> tokens(int64_t i) const;
   // Hint that document i will be read soon (madvise WILLNEED).
   void prefetch(int64_t i) const;
 
  private:
   TokenDataset() = default;
+  void open_shards(const std::filesystem::path& dir);
+  void hash_through(int64_t i, int64_t begin, int64_t end, DocumentCheck& check) const;
+  [[noreturn]] void bad_token(int64_t i, int64_t position, int32_t id) const;
+
+  std::filesystem::path dir_;
   Split split_ = Split::train;
   Manifest manifest_;
-  std::vector<DocumentRecord> documents_;
+  int bos_id_ = 1;
+  std::vector<DocumentRecord> documents_;  // with their checksums from the .meta files
+  // Per document: the chained FNV-1a state before its first byte and after its last.
+  std::vector<uint64_t> chain_begin_, chain_end_;
   std::vector<std::unique_ptr<MappedFile>> shards_;
 };
 

@@ -1,10 +1,12 @@
 #include "data/kjv.h"
+#include "data/output_file.h"
 
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
 
 namespace brt::data {
@@ -104,9 +106,13 @@ std::vector<KjvBook> write_kjv_corpus(const fs::path& out_dir, const std::string
   }
   for (const auto& book : books) {
     const fs::path path = out_dir / std::string(split_name(book.split)) / (file_stem(book) + ".txt");
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out << book.text;
-    if (!out) throw std::runtime_error("cannot write " + path.string());
+    // A file that already holds the text keeps its time: prepare's plan counts a document
+    // whose size or time changed as edited and encodes its shard again.
+    if (std::ifstream existing(path, std::ios::binary); existing) {
+      const std::string text((std::istreambuf_iterator<char>(existing)), std::istreambuf_iterator<char>());
+      if (text == book.text) continue;
+    }
+    write_file_atomically(path, book.text);  // checked (data/output_file.h)
   }
   return books;
 }

@@ -1,4 +1,5 @@
 #include "data/prepare.h"
+#include "data/output_file.h"
 
 #include <algorithm>
 #include <atomic>
@@ -6,8 +7,12 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <regex>
+#include <set>
 #include <stdexcept>
 #include <thread>
+
+#include "data/tokenizer_record.h"
 
 namespace brt::data {
 
@@ -29,6 +34,16 @@ int64_t file_size_or_zero(const fs::path& path) {
   return ec ? 0 : static_cast<int64_t>(size);
 }
 
+// What the plan hash knows of a document: id, path, size and modification time, so a document
+// edited in place redoes its shard (as make decides: same size and time count as unchanged).
+std::string document_identity(int64_t id, const fs::path& path) {
+  std::error_code ec;
+  const auto time = fs::last_write_time(path, ec);
+  const long long ticks = ec ? 0 : static_cast<long long>(time.time_since_epoch().count());
+  return std::to_string(id) + "\t" + path.string() + "\t" + std::to_string(file_size_or_zero(path)) + "\t" +
+         std::to_string(ticks) + "\n";
+}
+
 // Consecutive documents of a split per shard; depends only on the corpus, never on ranks.
 std::vector<PlannedShard> plan_shards(const std::vector<CorpusFile>& files, int64_t target_bytes) {
   std::vector<PlannedShard> shards;
@@ -44,7 +59,7 @@ std::vector<PlannedShard> plan_shards(const std::vector<CorpusFile>& files, int6
   for (auto& shard : shards) {
     uint64_t h = kFnvOffsetBasis;
     for (int64_t id : shard.doc_ids) {
-      const std::string line = std::to_string(id) + "\t" + files[static_cast<size_t>(id)].path.string() + "\n";
+      const std::string line = document_identity(id, files[static_cast<size_t>(id)].path);
       h = fnv1a64(line.data(), line.size(), h);
     }
     shard.plan_hash = hex64(h);
@@ -69,8 +84,8 @@ std::vector<std::vector<size_t>> assign_shards(const std::vector<PlannedShard>& 
   return per_rank;
 }
 
-// A shard is finished when its .meta exists, matches the plan and tokenizer, and the .bin
-// file's checksum verifies.
+// A shard is finished when its .meta exists, matches the plan and tokenizer, has per-document
+// checksums (older prepares wrote none: redone), and the .bin file's checksum verifies.
 bool shard_is_complete(const fs::path& dir, const PlannedShard& plan, const std::string& tokenizer_hash) {
   std::optional<ShardMeta> meta;
   try {
@@ -80,6 +95,9 @@ bool shard_is_complete(const fs::path& dir, const PlannedShard& plan, const std:
     return false;
   }
   if (!meta || meta->tokenizer_hash != tokenizer_hash || meta->plan_hash != plan.plan_hash) return false;
+  for (const auto& d : meta->documents) {
+    if (d.checksum.empty()) return false;
+  }
   const fs::path tokens = shard_tokens_path(dir, plan.split, plan.shard);
   std::error_code ec;
   if (fs::file_size(tokens, ec) != static_cast<uintmax_t>(meta->tokens * meta->token_bytes) || ec) return false;
@@ -106,6 +124,7 @@ int64_t write_shard(const fs::path& dir, const PlannedShard& plan, const std::ve
   std::vector<char> token_data;
   std::vector<int32_t> ids;
   int64_t bytes_read = 0;
+  uint64_t chain = kFnvOffsetBasis;  // the shard's checksum so far (docs/data-format.md)
   for (int64_t doc_id : plan.doc_ids) {
     const auto& file = files[static_cast<size_t>(doc_id)];
     auto text = load_document(file.path, policy);
@@ -119,20 +138,18 @@ int64_t write_shard(const fs::path& dir, const PlannedShard& plan, const std::ve
     const TextStats stats = count_text(*text);
     meta.documents.push_back({doc_id, plan.split, plan.shard, meta.tokens,
                               static_cast<int64_t>(ids.size()), stats.bytes, stats.words,
-                              file.path.string()});
+                              file.path.string(), {}});
     meta.tokens += static_cast<int64_t>(ids.size());
+    const size_t start = token_data.size();
     if (token_bytes == 2) append_tokens<uint16_t>(token_data, ids);
     else append_tokens<uint32_t>(token_data, ids);
+    chain = fnv1a64(token_data.data() + start, token_data.size() - start, chain);
+    meta.documents.back().checksum = hex64(chain);
   }
-  meta.checksum = hex64(fnv1a64(token_data.data(), token_data.size()));
+  meta.checksum = hex64(chain);
   const fs::path tokens_path = shard_tokens_path(dir, plan.split, plan.shard);
-  const fs::path temporary = tokens_path.string() + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out.write(token_data.data(), static_cast<std::streamsize>(token_data.size()));
-    if (!out) throw std::runtime_error("cannot write " + temporary.string());
-  }
-  fs::rename(temporary, tokens_path);
+  // Through a checked .tmp (data/output_file.h): a full disk names the shard and leaves no .tmp.
+  write_file_atomically(tokens_path, std::string_view(token_data.data(), token_data.size()));
   write_shard_meta(shard_meta_path(dir, plan.split, plan.shard), meta);  // completion marker last
   return bytes_read;
 }
@@ -231,42 +248,52 @@ void on_rank_zero_with_heartbeat(const PrepareOptions& options, MPI_Comm comm, c
   }
 }
 
+// World rank 0 settles the tokenizer (data/tokenizer_record.h); its error, if any, is thrown on
+// every rank with the same text, so the job prints it once.
 Tokenizer obtain_tokenizer(const PrepareOptions& options, const std::vector<CorpusFile>& files,
                            MPI_Comm comm, bool* trained) {
-  const fs::path stored = tokenizer_path(options.output_dir);
   *trained = false;
   std::string error;
   phase(options, "tokenizer");
   on_rank_zero_with_heartbeat(options, comm, "waiting for world rank 0 to load or train the tokenizer", [&] {
     try {
-      if (!options.tokenizer_model.empty()) {
-        Tokenizer given = Tokenizer::load(options.tokenizer_model);
-        std::error_code ec;
-        if (!fs::exists(stored, ec) || Tokenizer::load(stored).hash() != given.hash()) given.save(stored);
-      } else if (!fs::exists(stored)) {
-        std::vector<CorpusFile> training;
-        for (const auto& file : files) {
-          if (file.split == Split::train) training.push_back(file);
-        }
-        if (training.empty()) training = files;
-        if (options.show_progress) {
-          std::cerr << "prepare: training a " << options.tokenizer.model_type << " tokenizer (vocab "
-                    << options.tokenizer.vocab_size << ") on " << training.size() << " documents\n";
-        }
-        Tokenizer::train_on_files(training, options.tokenizer, options.bad_documents).save(stored);
-        *trained = true;
-      }
+      *trained = settle_tokenizer({options.output_dir, options.tokenizer_model, options.retrain, options.tokenizer,
+                                   options.bad_documents, options.show_progress},
+                                  files);
     } catch (const std::exception& e) {
       error = e.what();
     }
   });
-  raise_if_any_failed(error, comm, "tokenizer");
+  int64_t length = static_cast<int64_t>(error.size());
+  MPI_Bcast(&length, 1, MPI_INT64_T, 0, comm);
+  error.resize(static_cast<size_t>(length));
+  if (length > 0) MPI_Bcast(error.data(), static_cast<int>(length), MPI_CHAR, 0, comm);
+  if (!error.empty()) throw std::runtime_error(error);
   int trained_flag = *trained ? 1 : 0;
   MPI_Bcast(&trained_flag, 1, MPI_INT, 0, comm);
   *trained = trained_flag != 0;
-  return Tokenizer::load(stored);
+  return Tokenizer::load(tokenizer_path(options.output_dir));
 }
 
+// Files in shards/ that the plan does not name — shards of an earlier corpus, shard size or
+// tokenizer, and temporaries of an interrupted run — are removed (only names of the shard
+// pattern: nothing else a user keeps there). Returns how many.
+int32_t remove_unplanned_shards(const fs::path& dir, const std::vector<PlannedShard>& shards) {
+  std::set<std::string> planned;
+  for (const auto& plan : shards) {
+    planned.insert(shard_tokens_path(dir, plan.split, plan.shard).filename().string());
+    planned.insert(shard_meta_path(dir, plan.split, plan.shard).filename().string());
+  }
+  static const std::regex kShardFile(R"((train|validation|test)-[0-9]{5,}\.(bin|meta)(\.tmp)?)");
+  int32_t removed = 0;
+  for (const auto& entry : fs::directory_iterator(dir / "shards")) {
+    const std::string name = entry.path().filename().string();
+    if (planned.count(name) || !std::regex_match(name, kShardFile)) continue;
+    fs::remove(entry.path());
+    ++removed;
+  }
+  return removed;
+}
 
 }  // namespace
 
@@ -364,6 +391,7 @@ PrepareResult prepare_corpus(const PrepareOptions& options, MPI_Comm comm) {
       manifest.vocab_size = tokenizer.vocab_size();
       manifest.token_bytes = token_bytes;
       std::vector<DocumentRecord> index;
+      result.stale_files_removed = remove_unplanned_shards(options.output_dir, shards);
       for (const auto& plan : shards) {
         const fs::path meta_file = shard_meta_path(options.output_dir, plan.split, plan.shard);
         auto meta = read_shard_meta(meta_file);
@@ -383,13 +411,16 @@ PrepareResult prepare_corpus(const PrepareOptions& options, MPI_Comm comm) {
     }
   }
   raise_if_any_failed(error, comm, "writing the index");
+  MPI_Bcast(&result.stale_files_removed, 1, MPI_INT32_T, 0, comm);
   result.manifest = read_manifest(options.output_dir);
   for (const auto& t : result.manifest.totals) result.documents += t.documents;
   result.skipped_documents = static_cast<int64_t>(files.size()) - result.documents;
   if (rank == 0 && options.show_progress) {
-    std::fprintf(stderr, "prepare: %lld documents (%lld skipped), %d shards written, %d reused, tokenizer %s\n",
+    std::fprintf(stderr, "prepare: %lld documents (%lld skipped), %d shards written, %d reused, %d files of "
+                 "shards no longer planned removed, tokenizer %s\n",
                  static_cast<long long>(result.documents), static_cast<long long>(result.skipped_documents),
-                 result.shards_written, result.shards_reused, result.tokenizer_hash.c_str());
+                 result.shards_written, result.shards_reused, result.stale_files_removed,
+                 result.tokenizer_hash.c_str());
   }
   return result;
 }

@@ -22,9 +22,14 @@ struct PrepareOptions {
   std::vector<CorpusFile> files;     // further documents, e.g. from read_file_list()
   std::filesystem::path output_dir;
   // An existing SentencePiece .model. When empty, output_dir/tokenizer.model is reused if it
-  // exists (restart), else rank 0 trains one on the train split (all files if it is empty).
+  // exists and its record (tokenizer.tsv) says it was trained with these settings on this
+  // corpus (restart), refused if it was made otherwise, else rank 0 trains one on the train
+  // split (all files if it is empty). data/tokenizer_record.h.
   std::filesystem::path tokenizer_model;
   TokenizerTrainOptions tokenizer;
+  // Train a new tokenizer even if one is stored (`prepare --retrain`): the way to change
+  // --vocab, --model-type or the corpus of a prepared directory.
+  bool retrain = false;
   BadDocumentPolicy bad_documents = BadDocumentPolicy::fail;
   // A shard holds consecutive documents of one split, closed once it reaches this many input
   // bytes. Shards are the unit of work across ranks and of restart.
@@ -54,6 +59,7 @@ struct PrepareResult {
   int32_t shards_total = 0;
   int32_t shards_written = 0;  // encoded in this run (all ranks)
   int32_t shards_reused = 0;   // found complete and verified, not redone
+  int32_t stale_files_removed = 0;  // .bin/.meta files of shards no longer in the plan
   int64_t documents = 0;       // in the index (all splits)
   int64_t skipped_documents = 0;
   int64_t bytes_encoded = 0;  // input bytes tokenized in this run (all ranks)
@@ -64,7 +70,8 @@ struct PrepareResult {
 
 // Collective over `comm` (every rank must call it with the same options). The output
 // directory must be on a file system all ranks see. Throws std::runtime_error (the same
-// failure on every rank) naming the file or rank at fault.
+// failure on every rank) naming the file or rank at fault. Files in output_dir/shards that
+// the plan does not name are removed before the index and manifest are written.
 PrepareResult prepare_corpus(const PrepareOptions& options, MPI_Comm comm);
 
 // The corpus that `options` describe, in canonical order (index = document id).

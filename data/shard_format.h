@@ -25,6 +25,11 @@ struct DocumentRecord {
   int64_t bytes = 0;  // UTF-8 bytes of the normalised text
   int64_t words = 0;  // whitespace-separated words (PG19 word-level perplexity)
   std::string source;  // the file it came from
+  // FNV-1a 64 (hex) of the shard's bytes from its start through this document's last token:
+  // the shard's checksum chained document by document, so that a reader can verify each
+  // document as it streams it (docs/data-format.md, "Verification"). From the .meta; empty in
+  // index.tsv rows and in .meta files of older prepares.
+  std::string checksum;
 };
 
 struct ShardMeta {
@@ -32,7 +37,7 @@ struct ShardMeta {
   int token_bytes = 2;
   Split split = Split::train;
   int32_t shard = 0;
-  std::string plan_hash;  // hash of the documents assigned to this shard (ids and paths)
+  std::string plan_hash;  // hash of the documents assigned to this shard (ids, paths, sizes, times)
   int64_t tokens = 0;
   std::string checksum;  // FNV-1a 64 of the .bin file's bytes
   std::vector<DocumentRecord> documents;
@@ -61,12 +66,13 @@ std::filesystem::path tokenizer_path(const std::filesystem::path& dir);
 // Atomic writes (temporary file + rename), so a crash never leaves a half-written marker.
 void write_text_file_atomically(const std::filesystem::path& path, const std::string& text);
 void write_shard_meta(const std::filesystem::path& path, const ShardMeta& meta);
-// std::nullopt when the file is absent; throws naming the file when it is malformed.
+// std::nullopt when the file is absent; throws naming the file (and line) when it is malformed.
 std::optional<ShardMeta> read_shard_meta(const std::filesystem::path& path);
 
 void write_manifest(const std::filesystem::path& dir, const Manifest& manifest);
 Manifest read_manifest(const std::filesystem::path& dir);
 void write_index(const std::filesystem::path& dir, const std::vector<DocumentRecord>& documents);
+// Throws naming index.tsv, the line and (when it can be read) the document of a malformed row.
 std::vector<DocumentRecord> read_index(const std::filesystem::path& dir);
 
 // FNV-1a 64 of a whole file (hex); throws naming the file if it cannot be read.

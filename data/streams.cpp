@@ -110,6 +110,7 @@ StreamSet::StreamSet(std::shared_ptr<const TokenDataset> dataset, const StreamOp
   global_streams_ = int64_t{options_.dp_size} * options_.streams_per_rank;
   first_stream_ = int64_t{options_.dp_rank} * options_.streams_per_rank;
   positions_.assign(static_cast<size_t>(options_.streams_per_rank), StreamPosition{});
+  checks_.assign(positions_.size(), DocumentCheck{});
   if (resume) {
     const int64_t D = static_cast<int64_t>(eligible_.size());
     if (resume->seed != options_.seed || resume->num_documents != D || resume->global_streams != global_streams_) {
@@ -185,7 +186,8 @@ void StreamSet::fill_stream(int s, Batch& out) {
   const int64_t bos = options_.add_bos ? 1 : 0;
   int64_t filled = 0;
   if (bos && begin == 0) scratch_[static_cast<size_t>(filled++)] = options_.bos_id;
-  dataset_->copy_tokens(doc, begin + filled - bos, (end - begin) - filled, scratch_.data() + filled);
+  dataset_->copy_tokens(doc, begin + filled - bos, (end - begin) - filled, scratch_.data() + filled,
+                        options_.verify ? &checks_[static_cast<size_t>(s)] : nullptr);
 
   const size_t row = static_cast<size_t>(s) * static_cast<size_t>(N);
   const int64_t available = end - begin;

@@ -38,6 +38,9 @@ struct StreamOptions {
   bool add_bos = true;
   int32_t bos_id = 1;  // SentencePiece's default; use Tokenizer::bos_id()
   bool prefetch = true;  // fill the next batches on a background thread
+  // Every document's token ids and checksum are verified as it is read (TokenDataset's
+  // DocumentCheck, docs/data-format.md); off only to measure what that costs (bench/tokenize).
+  bool verify = true;
 };
 
 // Where one stream is: how many documents it has taken from its deal (the next document it
@@ -96,6 +99,7 @@ class StreamSet {
   std::vector<StreamPosition> positions_;
   std::vector<std::pair<int64_t, std::vector<int64_t>>> permutation_cache_;  // (epoch, P_e)
   std::vector<int32_t> scratch_;
+  std::vector<DocumentCheck> checks_;  // per stream: the document it is reading, verified as read
 };
 
 // StreamSet plus a background thread that fills the next batches while the model computes.

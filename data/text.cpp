@@ -130,4 +130,19 @@ std::string hex64(uint64_t value) {
   return out;
 }
 
+bool parse_hex64(std::string_view text, uint64_t* value) {
+  if (text.size() != 16) return false;
+  uint64_t result = 0;
+  for (char c : text) {
+    int digit = 0;
+    if (c >= '0' && c <= '9') digit = c - '0';
+    else if (c >= 'a' && c <= 'f') digit = c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F') digit = c - 'A' + 10;
+    else return false;
+    result = result << 4 | static_cast<uint64_t>(digit);
+  }
+  *value = result;
+  return true;
+}
+
 }  // namespace brt::data

@@ -41,5 +41,7 @@ inline constexpr uint64_t kFnvOffsetBasis = 14695981039346656037ull;
 uint64_t fnv1a64(const void* data, size_t size, uint64_t state = kFnvOffsetBasis);
 // 16 lowercase hex digits.
 std::string hex64(uint64_t value);
+// The inverse of hex64 (exactly 16 hex digits, either case); false when `text` is not that.
+bool parse_hex64(std::string_view text, uint64_t* value);
 
 }  // namespace brt::data

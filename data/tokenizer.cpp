@@ -1,4 +1,5 @@
 #include "data/tokenizer.h"
+#include "data/output_file.h"
 
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
@@ -254,13 +255,7 @@ int Tokenizer::eos_id() const { return processor_->eos_id(); }
 int Tokenizer::unk_id() const { return processor_->unk_id(); }
 
 void Tokenizer::save(const std::filesystem::path& model_file) const {
-  const std::filesystem::path temporary = model_file.string() + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out.write(serialized_.data(), static_cast<std::streamsize>(serialized_.size()));
-    if (!out) throw std::runtime_error("cannot write tokenizer " + temporary.string());
-  }
-  std::filesystem::rename(temporary, model_file);
+  write_file_atomically(model_file, serialized_);  // checked, through a .tmp (data/output_file.h)
 }
 
 void check_tokenizer_hash(std::string_view expected, std::string_view actual,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "launch/cli.h"
 #include "launch/commands.h"
 
 namespace brt::launch {
@@ -93,12 +94,11 @@ int diff_checkpoints(const std::string& a_path, const std::string& b_path, doubl
 }  // namespace
 
 int command_ckpt(int argc, char** argv) {
-  if (argc < 4) {
-    std::fprintf(stderr, "usage: brt-dist ckpt inspect FILE | verify FILE | diff FILE_A FILE_B "
-                         "[--rtol R]\n");
-    return 2;
-  }
+  const std::string usage = "usage: brt-dist ckpt inspect FILE | verify FILE | diff FILE_A FILE_B [--rtol R]";
+  if (argc < 4) throw UsageError(usage);
   const std::string verb = argv[2], file = argv[3];
+  if ((verb == "inspect" || verb == "verify") && argc != 4)
+    throw UsageError("command line: unexpected argument '" + std::string(argv[4]) + "' (" + usage + ")");
   if (verb == "inspect") return checkpoint::inspect(file, std::cout) ? 0 : 1;
   if (verb == "verify") {
     const checkpoint::VerifyReport r = checkpoint::verify(file);
@@ -109,13 +109,10 @@ int command_ckpt(int argc, char** argv) {
     return r.ok ? 0 : 1;
   }
   if (verb == "diff" && argc == 5) return diff_checkpoints(file, argv[4], -1.0);
-  if (verb == "diff" && argc == 7 && std::string(argv[5]) == "--rtol") {
-    const double rtol = std::stod(argv[6]);
-    if (!(rtol >= 0)) throw std::invalid_argument("brt-dist ckpt diff: --rtol must be >= 0");
-    return diff_checkpoints(file, argv[4], rtol);
-  }
-  std::fprintf(stderr, "brt-dist ckpt: unknown verb '%s' (inspect, verify, diff)\n", verb.c_str());
-  return 2;
+  if (verb == "diff" && argc == 7 && std::string(argv[5]) == "--rtol")
+    return diff_checkpoints(file, argv[4], parse_double_flag("rtol", argv[6], Range::at_least(0)));
+  if (verb == "diff") throw UsageError(usage);
+  throw UsageError("unknown verb '" + verb + "' (inspect, verify, diff; " + usage + ")");
 }
 
 }  // namespace brt::launch

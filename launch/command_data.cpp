@@ -1,6 +1,8 @@
 // `brt-dist prepare` (issue 3): corpus -> tokenizer -> token shards, documents split over the
 // ranks, every wait under --timeout-s (docs/reliability.md).
+#include <algorithm>
 #include <chrono>
+#include <limits>
 #include <cstdio>
 #include <filesystem>
 #include <stdexcept>
@@ -12,6 +14,7 @@
 #include "launch/commands.h"
 #include "launch/config.h"
 #include "launch/fault_injection.h"
+#include "launch/preflight.h"
 #include "launch/progress.h"
 #include "parallel/mpi_session.h"
 
@@ -37,8 +40,7 @@ void on_rank_zero(parallel::MpiSession& mpi, const std::function<void()>& work) 
 }
 
 int run_prepare(const CommandLine& cl, parallel::MpiSession& mpi) {
-  const double timeout_s = std::stod(flag_or(cl, "timeout-s", "600"));
-  if (!(timeout_s >= 1)) throw std::invalid_argument("prepare: --timeout-s must be >= 1");
+  const double timeout_s = double_flag(cl, "timeout-s", 600, Range::at_least(1));
   parallel::MonitorSettings watch;
   watch.timeout_s = timeout_s;
   watch.timeout_key = "--timeout-s";
@@ -54,8 +56,27 @@ int run_prepare(const CommandLine& cl, parallel::MpiSession& mpi) {
     watched.working(what);
     faults.at_phase("prepare: " + what, mpi.world_rank());
   };
-  opt.output_dir = flag_or(cl, "out", "");
-  if (opt.output_dir.empty()) throw std::invalid_argument("prepare: --out DIR is required");
+  // Every flag is checked before any work (the KJV corpus, the tokenizer) begins.
+  opt.output_dir = required_flag(cl, "out", "DIR");
+  if (!cl.flags.count("kjv") && flag_or(cl, "corpus", "").empty() && flag_or(cl, "files", "").empty())
+    throw UsageError("prepare: give --corpus DIR (train/ validation/ test/), --files LIST, or --kjv");
+  opt.tokenizer_model = flag_or(cl, "tokenizer", "");
+  // The vocabulary size: --vocab, else the model config's (model.vocab), else 4096.
+  int64_t vocab = int_flag(cl, "vocab", 0, 1, std::numeric_limits<int>::max());
+  if (vocab == 0 && cl.flags.count("config"))
+    vocab = with_command_line_config(cl, [&] { return load_run_config(cl.flags.at("config"), cl.overrides); }).model.vocab;
+  opt.tokenizer.vocab_size = int(vocab == 0 ? 4096 : vocab);
+  opt.tokenizer.model_type = flag_or(cl, "model-type", "bpe");
+  opt.retrain = cl.flags.count("retrain") > 0;  // else a stored tokenizer made otherwise is refused
+  if (opt.retrain && !opt.tokenizer_model.empty())
+    throw UsageError("prepare: --retrain trains a new tokenizer and --tokenizer gives one: use one of them");
+  opt.bad_documents = data::parse_bad_document_policy(
+      choice_flag(cl, "on-bad-document", "fail", {"fail", "skip", "skip_with_warning"}));
+  // At least one byte: a tiny --shard-mb means one document per shard, never an empty target.
+  opt.shard_target_bytes = std::max<int64_t>(1, int64_t(double_flag(cl, "shard-mb", 4, Range::above(0)) * (1 << 20)));
+  // The flags are good: --out created and proven writable by every rank (each writes shards
+  // there), exit 2 naming the path and errno, before the corpus or tokenizer (launch/preflight.h).
+  refuse_unusable_directory(opt.output_dir, "prepare --out");
   opt.corpus_dir = flag_or(cl, "corpus", "");
   if (cl.flags.count("kjv")) {
     // The bundled default corpus: the King James Bible (Debian's bible-kjv), one document per
@@ -69,18 +90,6 @@ int run_prepare(const CommandLine& cl, parallel::MpiSession& mpi) {
   }
   if (auto files = flag_or(cl, "files", ""); !files.empty())
     opt.files = data::read_file_list(files, data::Split::train);
-  if (opt.corpus_dir.empty() && opt.files.empty())
-    throw std::invalid_argument("prepare: give --corpus DIR (train/ validation/ test/), "
-                                "--files LIST, or --kjv");
-  opt.tokenizer_model = flag_or(cl, "tokenizer", "");
-  // The vocabulary size: --vocab, else the model config's (model.vocab), else 4096.
-  std::string vocab = flag_or(cl, "vocab", "");
-  if (vocab.empty() && cl.flags.count("config"))
-    vocab = std::to_string(load_run_config(cl.flags.at("config"), cl.overrides).model.vocab);
-  opt.tokenizer.vocab_size = std::stoi(vocab.empty() ? "4096" : vocab);
-  opt.tokenizer.model_type = flag_or(cl, "model-type", "bpe");
-  opt.bad_documents = data::parse_bad_document_policy(flag_or(cl, "on-bad-document", "fail"));
-  opt.shard_target_bytes = int64_t(std::stod(flag_or(cl, "shard-mb", "4")) * (1 << 20));
   opt.show_progress = !cl.flags.count("quiet");
   Progress shown("prepare", opt.show_progress && mpi.world_rank() == 0);
   opt.on_progress = [&shown](const data::PrepareOptions::Progress& p) {
@@ -94,9 +103,9 @@ int run_prepare(const CommandLine& cl, parallel::MpiSession& mpi) {
   };
   const data::PrepareResult r = data::prepare_corpus(opt, MPI_COMM_WORLD);
   if (mpi.world_rank() == 0)
-    std::printf("prepare: %lld documents in %d shards (%d written, %d reused), tokenizer %s%s, "
-                "%.2f MB/s\n",
-                (long long)r.documents, r.shards_total, r.shards_written, r.shards_reused,
+    std::printf("prepare: %lld documents in %d shards (%d written, %d reused, %d stale files removed), "
+                "tokenizer %s%s, %.2f MB/s\n",
+                (long long)r.documents, r.shards_total, r.shards_written, r.shards_reused, r.stale_files_removed,
                 r.tokenizer_hash.c_str(), r.tokenizer_trained ? " (trained)" : "",
                 r.megabytes_per_second);
   return 0;
@@ -108,9 +117,11 @@ int command_prepare(int argc, char** argv) {
   return parallel::run_mpi_main(
       argc, argv,
       [&](parallel::MpiSession& mpi) {  // the command line read here: a bad flag is reported once
-        const CommandLine cl = parse_command_line(argc, argv, {}, {"kjv", "quiet"});
+        const CommandLine cl = parse_command_line(argc, argv, {}, {"kjv", "quiet", "retrain"});
         reject_unknown_flags(cl, {"corpus", "files", "out", "tokenizer", "vocab", "model-type",
-                                  "on-bad-document", "shard-mb", "kjv", "quiet", "bible", "config", "timeout-s"});
+                                  "on-bad-document", "shard-mb", "kjv", "quiet", "bible", "config", "timeout-s",
+                                  "retrain"});
+        reject_extra_arguments(cl, 0);
         return run_prepare(cl, mpi);
       },
       "brt-dist prepare");

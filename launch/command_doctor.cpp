@@ -1,12 +1,16 @@
-// `brt-dist doctor [--checkpoint-dir DIR] [--min-free-gb G]` (issue 8 item 7): a preflight run
-// under the real launcher (mpirun / srun --mpi=pmix). Rank 0 reports ranks -> hosts -> devices,
-// the MPI library, NCCL, the BLAS build, a short all-reduce bandwidth test per process group
-// (docs/parallelism.md), free disk at the checkpoint path and the sgemm peak. Exits 1 when a
-// problem is found (checkpoint dir not writable, free disk below the threshold, an all-reduce
-// that returns a wrong sum); a rank that cannot communicate ends the job through the
-// collective timeout (status 124, parallel/communicator.h) or the launcher.
+// `brt-dist doctor [--checkpoint-dir DIR] [--data-dir DIR] [--min-free-gb G] [--min-link-gbps G]
+// [--slow-link-ratio R] [--cluster-file FILE] [--timeout-s S]` (issue 8 item 7, issue 26 item 3):
+// a preflight run under the real launcher (mpirun / srun --mpi=pmix). Rank 0 reports ranks ->
+// hosts -> devices, the MPI library, NCCL, the BLAS build, a short all-reduce bandwidth test per
+// process group (docs/parallelism.md), free disk at the checkpoint path and the sgemm peak; across
+// hosts (launch/doctor_cluster.h) the same brt-dist and MPI everywhere, the checkpoint dir as one
+// writable directory of every host, the data dir's files on every host, and every host pair's
+// latency and bandwidth (slow ones named; --cluster-file writes them for `brt-dist plan`). Exits
+// 1 when a problem is found; a rank that cannot communicate ends the job through the collective
+// timeout or the watchdog (status 124, parallel/communicator.h) or the launcher.
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -15,11 +19,14 @@
 #include <string>
 #include <vector>
 
+#include "data/output_file.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/gemm_peak.h"
 #include "launch/cli.h"
 #include "launch/commands.h"
+#include "launch/doctor_cluster.h"
 #include "launch/gpu_binding.h"
+#include "launch/host_memory.h"
 #include "parallel/comm_benchmark.h"
 #include "parallel/launch_env.h"
 #include "parallel/mpi_session.h"
@@ -33,25 +40,41 @@ constexpr int kHostChars = 256;
 
 struct DoctorOptions {
   std::string checkpoint_dir = ".";
+  std::string data_dir;       // "": not checked
+  std::string cluster_file;   // "": not written
   double min_free_gb = 1.0;
-  std::chrono::seconds comm_timeout{60};
+  double min_link_gbps = 0;   // 0: no floor
+  double slow_link_ratio = 4;
+  double timeout_s = 60;
 };
 
-// Checks that every rank can write into `dir` (a per-rank probe file; a shared filesystem sees
-// them all) and returns the problem, or "" when fine.
-std::string probe_writable(const std::string& dir, int rank) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return "cannot create checkpoint dir " + dir + ": " + ec.message();
-  const fs::path probe = fs::path(dir) / (".brt-doctor-probe." + std::to_string(rank));
-  {
-    std::ofstream out(probe);
-    out << "probe\n";
-    if (!out.good()) return "checkpoint dir " + dir + " is not writable by world rank " + std::to_string(rank);
-  }
-  fs::remove(probe, ec);
-  return {};
+// Across hosts (launch/doctor_cluster.h): software, the checkpoint and data directories, the
+// links between hosts and the cluster file. Problems are added to `problems` on world rank 0.
+void check_across_hosts(parallel::MpiSession& session, const DoctorOptions& opt, std::vector<std::string>& problems) {
+  const std::vector<HostGroup> hosts = group_by_host(gather_hosts(MPI_COMM_WORLD));
+  auto add = [&problems](const std::vector<std::string>& found) {
+    problems.insert(problems.end(), found.begin(), found.end());
+  };
+  add(check_same_software(MPI_COMM_WORLD, hosts));
+  add(check_shared_directory(MPI_COMM_WORLD, hosts, opt.checkpoint_dir, "checkpoint dir", session.monitor()));
+  if (!opt.data_dir.empty()) add(check_same_contents(MPI_COMM_WORLD, hosts, opt.data_dir, "data dir"));
+  if (hosts.size() < 2) return;
+  const std::vector<LinkMeasure> links = measure_host_links(MPI_COMM_WORLD, hosts, session.monitor());
+  if (session.world_rank() != 0) return;
+  if (const std::string slow = slow_links(links, opt.slow_link_ratio, opt.min_link_gbps); !slow.empty())
+    problems.push_back(slow);
+  if (opt.cluster_file.empty()) return;
+  std::string existing;
+  if (std::ifstream in(opt.cluster_file); in) existing.assign(std::istreambuf_iterator<char>(in), {});
+  size_t per_host = 0;
+  for (const HostGroup& h : hosts) per_host = std::max(per_host, h.ranks.size());
+  const MemoryBudget memory = host_memory_budget();
+  const double memory_gb = memory.bytes > 0 ? double(memory.bytes) / 1e9 / double(per_host) : 1;
+  const double peak = existing.empty() ? kernels::measure_sgemm_peak(1024, 3).gflops : 0;
+  data::write_file_atomically(opt.cluster_file, cluster_file_with_links(existing, links, int(hosts.size()),
+                                                                        int(per_host), peak, memory_gb));
+  std::printf("cluster file: %s %s with the measured inter_node_gbps (for brt-dist plan --cluster)\n",
+              existing.empty() ? "wrote" : "updated", opt.cluster_file.c_str());
 }
 
 // Sum of (rank + 1) over the group through an all-reduce: a rank that gets another value is
@@ -80,8 +103,13 @@ std::string bandwidth_line(parallel::Communicator& group) {
 int run_doctor(parallel::MpiSession& session, const DoctorOptions& opt) {
   const int rank = session.world_rank(), size = session.world_size();
   const parallel::LaunchInfo info = parallel::query_launch_info(MPI_COMM_WORLD, parallel::process_env());
+  parallel::MonitorSettings watch = session.monitor().settings();
+  watch.timeout_s = opt.timeout_s;
+  watch.timeout_key = "--timeout-s";
+  session.monitor().configure(watch);
   parallel::CommOptions comm;
-  comm.timeout = opt.comm_timeout;
+  comm.timeout = std::chrono::milliseconds(int64_t(opt.timeout_s * 1000));
+  comm.monitor = &session.monitor();
   const parallel::ProcessGroups groups = parallel::make_mpi_process_groups(MPI_COMM_WORLD, 1, comm);
   std::vector<std::string> problems;
   auto say = [rank](const std::string& s) {
@@ -127,13 +155,9 @@ int run_doctor(parallel::MpiSession& session, const DoctorOptions& opt) {
     say("comm: " + line);
   }
 
-  // Checkpoint path: writable on every rank, and free space (rank 0's view).
-  const std::string write_problem = probe_writable(opt.checkpoint_dir, rank);
-  const int64_t write_bad = groups.world().all_reduce_value(int64_t(write_problem.empty() ? 0 : 1));
-  if (!write_problem.empty()) std::fprintf(stderr, "brt-dist doctor: rank %d: %s\n", rank, write_problem.c_str());
-  if (write_bad > 0)
-    problems.push_back("checkpoint dir " + opt.checkpoint_dir + " not writable on " + std::to_string(write_bad) +
-                       " rank(s)");
+  // Across hosts: software, the checkpoint dir (one writable directory of every host), the data
+  // dir, the links. Then free space (rank 0's view).
+  check_across_hosts(session, opt, problems);
   std::error_code ec;
   const auto space = std::filesystem::space(opt.checkpoint_dir, ec);
   if (rank == 0) {
@@ -163,20 +187,20 @@ int run_doctor(parallel::MpiSession& session, const DoctorOptions& opt) {
 int command_doctor(int argc, char** argv) {
   const CommandLine cl = parse_command_line(argc, argv, {{"checkpoint-dir", "checkpoint.dir"}});
   DoctorOptions opt;
-  if (!cl.positional.empty())
-    throw std::invalid_argument("command line: unexpected argument '" + cl.positional[0] + "'");
+  reject_extra_arguments(cl, 0);
   for (const auto& o : cl.overrides) {
     if (o.rfind("checkpoint.dir=", 0) == 0)
       opt.checkpoint_dir = o.substr(15);
     else
-      throw std::invalid_argument("command line: doctor takes no config key '" + o + "'");
+      throw UsageError("command line: doctor takes no config key '" + o + "'");
   }
-  for (const auto& [flag, value] : cl.flags) {
-    if (flag == "min-free-gb")
-      opt.min_free_gb = std::stod(value);
-    else
-      throw std::invalid_argument("command line: unknown flag --" + flag);
-  }
+  reject_unknown_flags(cl, {"min-free-gb", "data-dir", "cluster-file", "min-link-gbps", "slow-link-ratio", "timeout-s"});
+  opt.min_free_gb = double_flag(cl, "min-free-gb", opt.min_free_gb, Range::at_least(0));
+  opt.data_dir = flag_or(cl, "data-dir", "");
+  opt.cluster_file = flag_or(cl, "cluster-file", "");
+  opt.min_link_gbps = double_flag(cl, "min-link-gbps", opt.min_link_gbps, Range::at_least(0));
+  opt.slow_link_ratio = double_flag(cl, "slow-link-ratio", opt.slow_link_ratio, Range::above(1));
+  opt.timeout_s = double_flag(cl, "timeout-s", opt.timeout_s, Range::above(0));
   return parallel::run_mpi_main(argc, argv, [&](parallel::MpiSession& session) { return run_doctor(session, opt); });
 }
 

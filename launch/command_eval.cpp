@@ -4,11 +4,12 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
 #include "data/dataset.h"
+#include "data/output_file.h"
 #include "data/text.h"
 #include "launch/cli.h"
 #include "launch/commands.h"
@@ -18,7 +19,9 @@
 #include "launch/fault_injection.h"
 #include "launch/generator.h"
 #include "launch/gpu_binding.h"
+#include "launch/preflight.h"
 #include "launch/threads.h"
+#include "launch/tokenizer_match.h"
 #include "launch/training_checkpoint.h"
 #include "parallel/core_share.h"
 #include "parallel/launch_env.h"
@@ -59,8 +62,7 @@ std::unique_ptr<kernels::Backend<float>> command_backend(const RunConfig& cfg, i
 RunConfig command_config(parallel::MpiSession& mpi, const CommandLine& cl, const std::string& ckpt,
                          const char* command) {
   if (ckpt.empty())
-    throw std::invalid_argument(std::string("--checkpoint FILE is required (see brt-dist ") + command +
-                                " --help)");
+    throw UsageError(std::string("--checkpoint FILE is required (see brt-dist ") + command + " --help)");
   RunConfig cfg;
   {
     auto watched = mpi.monitor().guard("checkpoint open");
@@ -68,11 +70,14 @@ RunConfig command_config(parallel::MpiSession& mpi, const CommandLine& cl, const
   }
   cfg.train.tp = 1;  // the layout is this command's (--tp), not the saving run's
   reset_device_settings(cfg);
-  for (const auto& o : cl.overrides) apply_override(cfg, o);
+  with_command_line_config(cl, [&] {
+    for (const auto& o : cl.overrides) apply_override(cfg, o);
+  });
   parallel::MonitorSettings watch;
   watch.timeout_s = cfg.train.timeout_s;
   mpi.monitor().configure(watch);
-  apply_threads(choose_threads(cfg.train.threads, parallel::query_core_share(MPI_COMM_WORLD)));
+  // Refused (exit 2) above 4 x the cores, before OpenMP starts a thread (launch/preflight.h).
+  apply_threads(preflight_threads(cfg.train.threads, parallel::query_core_share(MPI_COMM_WORLD)));
   return cfg;
 }
 
@@ -130,12 +135,17 @@ int run_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
     // Unreadable data: evaluate_split opens it again and reports it, after the checkpoint has
     // been loaded and verified (a damaged checkpoint is the first thing a user must hear of).
   }
+  // Where it writes and what it allocates, checked before the model (launch/preflight.h; exit 2).
+  preflight_outputs(groups.world(),
+                    {{"--json", flag_or(cl, "json", "")}, {"--token-losses", flag_or(cl, "token-losses", "")}});
+  preflight_inference_memory(groups.world(), cfg, streams, "eval");
   auto backend = command_backend(cfg, streams, mpi.world_rank(), "eval");
   std::unique_ptr<parallel::Communicator> device_tp;
   core::Model<float> model(cfg.model, streams, *backend,
                            make_run_tensor_parallel(groups.tp(), *backend, device_tp));
   const DeviceWaitWatch device_waits(*backend, {device_tp.get()});
   load_watched(mpi, ckpt, model);
+  check_data_tokenizer(ckpt, cfg.data.path, cl.flags.count("allow-tokenizer-mismatch") > 0, mpi.world_rank() == 0);
   // Documents are dealt to the streams of all DP ranks; totals are summed over the dp group.
   parallel::Communicator& dp = groups.dp();
   const SumReducer sum_over_ranks = [&dp](std::vector<double>& v) { dp.all_reduce(v); };
@@ -151,31 +161,42 @@ int run_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
   const std::string token_losses_path = flag_or(cl, "token-losses", "");
   options.token_losses = !token_losses_path.empty();
   if (options.token_losses && dp.size() > 1)
-    throw std::runtime_error("eval --token-losses writes one process's losses: run it with one data-parallel "
-                             "rank (no mpirun, or --tp equal to the ranks), not " + std::to_string(dp.size()));
+    throw UsageError("eval --token-losses writes one process's losses: run it with one data-parallel "
+                     "rank (no mpirun, or --tp equal to the ranks), not " + std::to_string(dp.size()));
   const EvalReport r = evaluate_split(model, cfg, split, options);
   if (!root) return 0;
+  std::printf("%s", r.text().c_str());  // first: a failed file below still leaves the report
+  std::fflush(stdout);
+  // Both outputs through a checked .tmp (data/output_file.h): a full disk is an error naming the
+  // file and the reason, and leaves neither a partial file nor its .tmp.
   if (options.token_losses) {  // doc_id, position in the document, nats: one line per target
-    std::ofstream out(token_losses_path);
-    if (!out) throw std::runtime_error("eval: cannot write " + token_losses_path);
-    out << "doc_id\tposition\tnats\n";
+    data::AtomicOutputFile out(token_losses_path);
+    out.write("doc_id\tposition\tnats\n");
     char line[96];
     for (const auto& t : r.token_losses) {
-      std::snprintf(line, sizeof line, "%lld\t%lld\t%.17g\n", (long long)t.doc_id, (long long)t.position, t.nats);
-      out << line;
+      const int n = std::snprintf(line, sizeof line, "%lld\t%lld\t%.17g\n", (long long)t.doc_id,
+                                  (long long)t.position, t.nats);
+      out.write(std::string_view(line, size_t(n)));
     }
-    if (!out.flush()) throw std::runtime_error("eval: cannot write " + token_losses_path);
+    out.commit();
   }
-  std::printf("%s", r.text().c_str());
-  if (auto path = flag_or(cl, "json", ""); !path.empty()) {
-    std::ofstream out(path);
-    if (!out) throw std::runtime_error("eval: cannot write " + path);
-    out << r.json() << "\n";
-  }
+  if (auto path = flag_or(cl, "json", ""); !path.empty()) data::write_file_atomically(path, r.json() + "\n");
   return 0;
 }
 
+// The sampling flags, checked before anything is loaded: ranges as `brt-dist help generate` states.
+SamplingOptions sampling_options(const CommandLine& cl) {
+  SamplingOptions opt;
+  opt.max_tokens = int(int_flag(cl, "max-tokens", 200, 1, std::numeric_limits<int>::max()));
+  opt.temperature = double_flag(cl, "temperature", 0.8, Range::at_least(0));
+  opt.top_k = int(int_flag(cl, "top-k", 0, 0, std::numeric_limits<int>::max()));
+  opt.top_p = double_flag(cl, "top-p", 0.95, {0, 1, true, false});
+  opt.seed = uint64_flag(cl, "seed", 1);
+  return opt;
+}
+
 int run_generate(parallel::MpiSession& mpi, const CommandLine& cl) {
+  const SamplingOptions opt = sampling_options(cl);
   const std::string ckpt = flag_or(cl, "checkpoint", cl.positional.empty() ? "" : cl.positional[0]);
   RunConfig cfg = command_config(mpi, cl, ckpt, "generate");
   // One block per segment: the carried state is the whole context before the current block.
@@ -184,28 +205,24 @@ int run_generate(parallel::MpiSession& mpi, const CommandLine& cl) {
   if (tokenizer_path.empty() && !cfg.data.path.empty())
     tokenizer_path = (std::filesystem::path(cfg.data.path) / "tokenizer.model").string();
   if (tokenizer_path.empty())
-    throw std::invalid_argument("generate: the checkpoint's run had no tokenizer (synthetic data); "
-                                "give --tokenizer FILE.model");
+    throw UsageError("generate: the checkpoint's run had no tokenizer (synthetic data); "
+                     "give --tokenizer FILE.model");
   const data::Tokenizer tokenizer = data::Tokenizer::load(tokenizer_path);
   // --tp T under mpirun -np T: the ranks share one model; logits are gathered over the
   // vocabulary slices, every rank draws the same tokens, world rank 0 prints.
   if (mpi.world_size() != cfg.train.tp)
-    throw std::invalid_argument("generate: runs on exactly --tp ranks (" + std::to_string(cfg.train.tp) +
-                                "), not " + std::to_string(mpi.world_size()));
+    throw UsageError("generate: runs on exactly --tp ranks (" + std::to_string(cfg.train.tp) + "), not " +
+                     std::to_string(mpi.world_size()));
   const parallel::ProcessGroups groups = tensor_parallel_groups(mpi, cfg);
   const bool root = mpi.world_rank() == 0;
+  preflight_inference_memory(groups.world(), cfg, 1, "generate");  // before the model (launch/preflight.h)
   auto backend = command_backend(cfg, 1, mpi.world_rank(), "generate");
   std::unique_ptr<parallel::Communicator> device_tp;
   core::Model<float> model(cfg.model, 1, *backend,
                            make_run_tensor_parallel(groups.tp(), *backend, device_tp));
   const DeviceWaitWatch device_waits(*backend, {device_tp.get()});
   load_watched(mpi, ckpt, model);
-  SamplingOptions opt;
-  opt.max_tokens = std::stoi(flag_or(cl, "max-tokens", "200"));
-  opt.temperature = std::stod(flag_or(cl, "temperature", "0.8"));
-  opt.top_k = std::stoi(flag_or(cl, "top-k", "0"));
-  opt.top_p = std::stod(flag_or(cl, "top-p", "0.95"));
-  opt.seed = std::stoull(flag_or(cl, "seed", "1"));
+  check_model_tokenizer(ckpt, tokenizer_path, tokenizer.hash(), cl.flags.count("allow-tokenizer-mismatch") > 0, root);
   const std::string prompt = flag_or(cl, "prompt", "");
   if (root && !cl.flags.count("quiet")) std::printf("%s", prompt.c_str());
   Generator gen(model);
@@ -228,8 +245,11 @@ int command_eval(int argc, char** argv) {
         const CommandLine cl = parse_command_line(
             argc, argv, {{"data", "data.path"}, {"batch", "train.batch"}, {"tp", "train.tp"},
                          {"device", "train.device"}, {"precision", "train.precision"}},
-            {"quiet", "ablate"});
-        reject_unknown_flags(cl, {"checkpoint", "split", "json", "quiet", "ablate", "token-losses"});
+            {"quiet", "ablate", "allow-tokenizer-mismatch"});
+        reject_unknown_flags(cl, {"checkpoint", "split", "json", "quiet", "ablate", "token-losses",
+                                  "allow-tokenizer-mismatch"});
+        choice_flag(cl, "split", "", {"train", "validation", "test"});
+        reject_extra_arguments(cl, 1);
         return run_eval(mpi, cl);
       },
       "brt-dist eval");
@@ -241,9 +261,10 @@ int command_generate(int argc, char** argv) {
       [&](parallel::MpiSession& mpi) {
         const CommandLine cl = parse_command_line(
             argc, argv, {{"tp", "train.tp"}, {"device", "train.device"}, {"precision", "train.precision"}},
-            {"quiet"});
+            {"quiet", "allow-tokenizer-mismatch"});
         reject_unknown_flags(cl, {"checkpoint", "prompt", "tokenizer", "max-tokens", "temperature",
-                                  "top-k", "top-p", "seed", "quiet"});
+                                  "top-k", "top-p", "seed", "quiet", "allow-tokenizer-mismatch"});
+        reject_extra_arguments(cl, 1);
         return run_generate(mpi, cl);
       },
       "brt-dist generate");

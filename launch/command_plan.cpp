@@ -6,14 +6,16 @@
 // [--seconds S]` (issue 16 item 5): times this device's kernel classes at the config's shapes
 // and writes a one-device cluster file with them (launch/plan_rates.h).
 // Exit status: 0 when a runnable layout fits, 3 when none does (or the layout picked with
-// --dp/--tp does not), 1 on bad input.
+// --dp/--tp does not), 2 on a bad command line, 1 on other bad input (a config, a cluster file).
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "core/param_count.h"
+#include "data/output_file.h"
 #include "launch/cli.h"
 #include "launch/commands.h"
 #include "launch/config.h"
@@ -29,20 +31,11 @@ constexpr int kNoLayoutFits = 3;
 
 
 int parse_positive(const std::string& text, const std::string& flag) {
-  size_t used = 0;
-  int v = 0;
-  try {
-    v = std::stoi(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || v < 1)
-    throw std::invalid_argument("command line: --" + flag + " needs a positive whole number, got '" + text + "'");
-  return v;
+  return int(parse_int_flag(flag, text, 1, std::numeric_limits<int>::max()));
 }
 
 // --measure-rates: time the kernel classes on the run's backend, write the cluster file
-// through a .tmp (an existing file is replaced only by a complete one).
+// through a checked .tmp (an existing file is replaced only by a complete one).
 int measure_rates_command(const std::string& config_path, const RunConfig& config,
                           const std::string& out_path, double seconds_each) {
   const int gpu = config.train.device == "cuda" ? 0 : -1;
@@ -60,15 +53,7 @@ int measure_rates_command(const std::string& config_path, const RunConfig& confi
   const MeasuredRates r = measure_rates(*backend, m, streams, seconds_each);
   const std::string text =
       rates_cluster_toml(r, device, run_device_memory_gb(config.train, gpu), config_path, streams);
-  const std::string tmp = out_path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) throw std::invalid_argument(out_path + ": cannot write the cluster file");
-  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !written) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error(out_path + ": writing the cluster file failed (disk full?)");
-  }
-  std::filesystem::rename(tmp, out_path);
+  data::write_file_atomically(out_path, text);  // checked; the reason named (data/output_file.h)
   std::printf("plan: gemm %.2f GFLOP/s, attention %.2f GFLOP/s (%.2f of gemm), memory %.2f GB/s "
               "in %.1f s; wrote %s\n",
               r.gemm_gflops, r.attention_gflops, r.attention_gflops / r.gemm_gflops, r.memory_gbps,
@@ -82,7 +67,7 @@ int command_plan(int argc, char** argv) {
   const CommandLine cl = parse_command_line(
       argc, argv, {{"device", "train.device"}, {"precision", "train.precision"}});
   if (cl.positional.size() != 1)
-    throw std::invalid_argument(
+    throw UsageError(
         "usage: brt-dist plan CONFIG --cluster CLUSTER.toml --global-batch G [--dp N] [--tp N] "
         "[--measured METRICS.jsonl] [key=value ...]\n"
         "       brt-dist plan CONFIG --measure-rates OUT.toml [--device cpu|cuda] [--precision P] "
@@ -104,19 +89,20 @@ int command_plan(int argc, char** argv) {
     else if (flag == "measured")
       measured_path = value;
     else if (flag == "seconds")
-      seconds_each = parse_positive(value, flag);
+      seconds_each = parse_double_flag(flag, value, Range::above(0));
     else
-      throw std::invalid_argument("command line: unknown flag --" + flag);
+      throw UsageError("command line: unknown flag --" + flag + " (see brt-dist plan --help)");
   }
   if (!rates_path.empty()) {
     const std::string config_path = resolve_config_path(cl.positional[0]);
-    return measure_rates_command(config_path, load_run_config(config_path, cl.overrides), rates_path,
-                                 seconds_each);
+    return measure_rates_command(
+        config_path, with_command_line_config(cl, [&] { return load_run_config(config_path, cl.overrides); }),
+        rates_path, seconds_each);
   }
-  if (cluster_path.empty()) throw std::invalid_argument("command line: --cluster CLUSTER.toml is required");
-  if (global_batch == 0) throw std::invalid_argument("command line: --global-batch G (streams) is required");
+  if (cluster_path.empty()) throw UsageError("command line: --cluster CLUSTER.toml is required");
+  if (global_batch == 0) throw UsageError("command line: --global-batch G (streams) is required");
   const std::string config_path = resolve_config_path(cl.positional[0]);
-  const RunConfig config = load_run_config(config_path, cl.overrides);
+  const RunConfig config = with_command_line_config(cl, [&] { return load_run_config(config_path, cl.overrides); });
   const ClusterSpec cluster = load_cluster(cluster_path);
   PlanOptions options;
   options.bucket_mb = config.train.bucket_mb;

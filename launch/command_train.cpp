@@ -8,7 +8,10 @@
 #include "launch/cli.h"
 #include "launch/commands.h"
 #include "launch/config.h"
+#include "launch/config_agreement.h"
 #include "launch/gpu_binding.h"
+#include "launch/placement.h"
+#include "launch/preflight.h"
 #include "launch/stop_signal.h"
 #include "launch/trainer.h"
 #include "parallel/core_share.h"
@@ -34,7 +37,7 @@ TrainOptions train_options(int argc, char** argv) {
   if (auto it = cl.flags.find("config"); it != cl.flags.end()) config_path = it->second;
   if (!cl.positional.empty()) config_path = cl.positional[0];
   if (cl.positional.size() > 1)
-    throw std::invalid_argument("command line: unexpected argument '" + cl.positional[1] + "'");
+    throw UsageError("command line: unexpected argument '" + cl.positional[1] + "' (see brt-dist train --help)");
   std::vector<std::string> overrides = cl.overrides;
   // --resume FILE|DIR: continue from exactly that checkpoint, or DIR's newest good one; it must
   // exist (launch/resume.h). Saves go to checkpoint.dir, by default the checkpoint's directory.
@@ -42,11 +45,10 @@ TrainOptions train_options(int argc, char** argv) {
   // --no-overlap: reduce gradients only after backward (the data-parallel benchmark's reference).
   if (cl.flags.count("no-overlap")) overrides.push_back("train.overlap=false");
   if (cl.flags.count("deterministic")) overrides.push_back("train.deterministic=true");
-  for (const auto& [flag, value] : cl.flags)
-    if (flag != "config" && flag != "resume" && flag != "no-overlap" && flag != "deterministic")
-      throw std::invalid_argument("command line: unknown flag --" + flag);
+  reject_unknown_flags(cl, {"config", "resume", "no-overlap", "deterministic"});
   TrainOptions options;
-  options.config = load_run_config(config_path, overrides);
+  // A bad key=value or --steps is a usage error (exit 2); a bad key in the file is not (exit 1).
+  options.config = with_command_line_config(cl, [&] { return load_run_config(config_path, overrides); });
   options.config_path = config_path;
   CheckpointConfig& ck = options.config.checkpoint;
   if (!ck.resume_from.empty() && ck.dir.empty()) {
@@ -70,6 +72,9 @@ int command_train(int argc, char** argv) {
   // singleton). DP = ranks / tp (docs/parallelism.md).
   return parallel::run_mpi_main(argc, argv, [&](parallel::MpiSession& session) {
     TrainOptions options = train_options(argc, argv);
+    // Before anything whose sizes depend on the config: every rank runs the same one (exit 2
+    // naming the differing keys otherwise; launch/config_agreement.h).
+    agree_on_config(session, options.config);
     const CheckpointConfig& ck = options.config.checkpoint;
     const int tp = options.config.train.tp;
     // Everything tensor parallelism splits (docs/parallelism.md, "Tensor parallelism").
@@ -88,7 +93,14 @@ int command_train(int argc, char** argv) {
     watch.flight_dir = std::filesystem::path(ck.dir.empty() ? "." : ck.dir) / "flight";
     session.monitor().configure(watch);
     options.monitor = &session.monitor();
-    options.threads = choose_threads(options.config.train.threads, parallel::query_core_share(MPI_COMM_WORLD));
+    const parallel::CoreShare cores = parallel::query_core_share(MPI_COMM_WORLD);
+    options.threads = choose_threads(options.config.train.threads, cores);
+    // With ranks on several hosts, which host runs which ranks with how many threads (each
+    // host fits its own cores and ranks; launch/placement.h).
+    const std::string placement = describe_placement(MPI_COMM_WORLD, options.threads, cores);
+    // Locations, memory, threads and checkpoint.dir's lock, before any model or thread exists
+    // (launch/preflight.h); the lock is held until the run ends.
+    const TrainPreflight preflight = preflight_train(session, options, command_line_text(argc, argv));
     parallel::CommOptions comm;
     comm.timeout = std::chrono::milliseconds(int64_t(options.config.train.timeout_s * 1000));
     comm.monitor = &session.monitor();
@@ -96,6 +108,7 @@ int command_train(int argc, char** argv) {
       const parallel::ProcessGroups groups = parallel::make_mpi_process_groups(MPI_COMM_WORLD, tp, comm);
       options.groups = &groups;
       if (groups.world_rank() == 0) std::printf("config: %s\n", options.config_path.c_str());
+      if (!placement.empty()) std::printf("%s\n", placement.c_str());
       // One GPU per rank by local rank (docs/gpu.md); train.device = "cuda" trains on it.
       const parallel::LaunchInfo where = parallel::query_launch_info(MPI_COMM_WORLD, parallel::process_env());
       const GpuBinding gpu = bind_gpu_for_local_rank(where.local_rank);

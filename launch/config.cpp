@@ -156,21 +156,45 @@ std::string read_file(const std::string& path) {
 void apply_text(RunConfig& config, std::string_view text, const std::string& source, const std::string& base_dir,
                 ConfigSources* sources, std::vector<std::string>& chain);
 
+// `base = "a.toml"` or `base = ["size.toml", "forms/form.toml"]` (applied in order, each with
+// its own bases, then this file's keys): the ladder composes a size with a form this way
+// instead of copying either. Each node is a string.
+std::vector<const toml::node*> base_nodes(const toml::table& table, const std::string& source) {
+  const toml::node* base = table.get("base");
+  if (!base) return {};
+  auto bad = [&](const toml::node& node) {
+    return ConfigError(located(source, node.source()), "base",
+                       "expected a file name string or a list of them, got " + describe(node));
+  };
+  if (base->is_string()) return {base};
+  const toml::array* list = base->as_array();
+  if (!list || list->empty()) throw bad(*base);
+  std::vector<const toml::node*> nodes;
+  for (const toml::node& element : *list) {
+    if (!element.is_string()) throw bad(element);
+    nodes.push_back(&element);
+  }
+  return nodes;
+}
+
 void apply_file(RunConfig& config, const std::string& path, ConfigSources* sources, std::vector<std::string>& chain) {
   const std::string canonical = fs::weakly_canonical(path).string();
   if (std::find(chain.begin(), chain.end(), canonical) != chain.end())
     throw ConfigError(path, "base", "inheritance loop: " + path + " is its own base");
   chain.push_back(canonical);
-  apply_text(config, read_file(path), path, fs::path(path).parent_path().string(), sources, chain);
+  const std::string text = read_file(path);
+  // An empty file (or only comments) would silently train the built-in defaults: refuse it.
+  if (parse_toml(text, path).empty())
+    throw ConfigError(path, "", "the config file sets no keys (it is empty); give a model config such as "
+                                "configs/tiny.toml, or base = \"tiny.toml\" and the keys to change");
+  apply_text(config, text, path, fs::path(path).parent_path().string(), sources, chain);
   chain.pop_back();
 }
 
 void apply_text(RunConfig& config, std::string_view text, const std::string& source, const std::string& base_dir,
                 ConfigSources* sources, std::vector<std::string>& chain) {
   const toml::table table = parse_toml(text, source);
-  if (const toml::node* base = table.get("base")) {
-    if (!base->is_string())
-      throw ConfigError(located(source, base->source()), "base", "expected a file name string, got " + describe(*base));
+  for (const toml::node* base : base_nodes(table, source)) {
     const fs::path base_path = fs::path(base_dir.empty() ? "." : base_dir) / base->as_string()->get();
     if (!fs::exists(base_path))
       throw ConfigError(located(source, base->source()), "base", "no such file " + base_path.string());
@@ -289,11 +313,18 @@ void resolve(RunConfig& config, const ConfigSources* sources) {
     const std::string source = source_of(key);
     throw ConfigError(source, key, source.empty() && find_key(key) ? what + " (" + key + " has its default value)" : what);
   };
-  if (config.optim.total_steps == 0) config.optim.total_steps = config.train.steps;
+  const bool total_from_steps = config.optim.total_steps == 0;
+  if (total_from_steps) config.optim.total_steps = config.train.steps;
   try {
     config.model.resolve();
     config.optim.resolve();
   } catch (const std::invalid_argument& e) {
+    // optim.total_steps taken from train.steps = 0: the user wrote train.steps, name it.
+    if (total_from_steps && config.train.steps == 0 && std::string(e.what()).rfind("optim.total_steps: ", 0) == 0)
+      throw ConfigError(source_of("train.steps"), "train.steps",
+                        "must be >= 1: the learning-rate schedule ends at train.steps (optim.total_steps "
+                        "= 0 means train.steps); train.steps=0 only writes checkpoint.init_from's weights "
+                        "and needs optim.total_steps set");
     rethrow(e);
   }
   if (config.data.source == "shards" && config.data.path.empty())

@@ -4,7 +4,9 @@
 // Files have sections [model] [optim] [train] [data] [log] [checkpoint]; every key is listed
 // in config_keys() (launch/config_keys.cpp) with its type and range. A file may start with
 //   base = "other.toml"          (path relative to this file)
-// to inherit every key from another file and change only a few. Overrides on the command line
+// to inherit every key from another file and change only a few, or
+//   base = ["40m.toml", "forms/xl.toml"]   (applied in order: the ladder's size x form files)
+// to compose several. Overrides on the command line
 // are `section.key=value` for any key, typed by the key. Unknown keys and bad values are errors
 // (ConfigError) that name the key and the file, or "command line".
 #pragma once
@@ -49,6 +51,9 @@ struct TrainConfig {
   int max_rollbacks = 3;            // rollbacks per run before it stops anyway
   double skip_loss_z = 0;           // skip a step whose loss z-score exceeds this; 0 = off
   double skip_grad_z = 0;           // same for the gradient norm; 0 = off
+  // Refuse to start when the memory a rank will allocate (predicted from the config) exceeds
+  // what its host, memory cgroup or GPU has available (launch/preflight.h).
+  bool memory_check = true;
 };
 
 struct DataConfig {
@@ -75,6 +80,13 @@ struct CheckpointConfig {
   bool overwrite = false;             // allow a start that discards checkpoints already in `dir`
   bool allow_fresh_start = false;     // start from step 0 when every checkpoint in `dir` is damaged
   bool async = true;                  // write in the background while training goes on
+  // One run per directory (launch/run_lock.h): a start that finds `dir` locked by another run
+  // waits this long for it to end (a requeued job while the old one saves), then refuses.
+  double lock_wait_s = 60;
+  // A checkpoint is good only once this many steps have been applied after it (its weights
+  // trained on without a non-finite loss): until then it is provisional, not counted toward
+  // `keep` and never a rollback target (docs/reliability.md, divergence-safe checkpoints).
+  int confirm_steps = 1;
   // A fresh start (nothing resumed) takes its weights from this checkpoint-format file (e.g.
   // python/brt_dist save_weights): parameters only, a fresh optimizer and data cursor.
   std::string init_from;

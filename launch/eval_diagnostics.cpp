@@ -1,5 +1,7 @@
 #include "launch/eval_diagnostics.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <cstdio>
 
@@ -114,56 +116,42 @@ void layers_text(std::ostringstream& o, const std::vector<core::LayerDiagnostics
   }
 }
 
-void long_range_json(std::ostringstream& o, const std::vector<LongRangeClass>& classes) {
-  o << "[";
-  for (size_t k = 0; k < classes.size(); ++k) {
-    const auto& c = classes[k];
-    o << (k ? "," : "") << "{\"name\":\"" << c.name << "\",\"min_distance\":" << c.min_distance
-      << ",\"max_distance\":" << c.max_distance << ",\"tokens\":" << c.tokens
-      << ",\"nats\":" << c.nats << ",\"bits_per_token\":" << bits_per_token(c.nats, c.tokens) << "}";
-  }
-  o << "]";
+nlohmann::ordered_json long_range_json(const std::vector<LongRangeClass>& classes) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& c : classes)
+    out.push_back({{"name", c.name}, {"min_distance", c.min_distance}, {"max_distance", c.max_distance},
+                   {"tokens", c.tokens}, {"nats", c.nats}, {"bits_per_token", bits_per_token(c.nats, c.tokens)}});
+  return out;
 }
 
-void ablation_json(std::ostringstream& o, const std::vector<AblationResult>& ablations,
-                   double baseline_bits) {
-  o << "[";
-  for (size_t k = 0; k < ablations.size(); ++k) {
-    const auto& a = ablations[k];
-    o << (k ? "," : "") << "{\"mode\":\"" << a.mode << "\",\"applies\":" << (a.applies ? "true" : "false")
-      << ",\"tokens\":" << a.tokens << ",\"nats\":" << a.nats
-      << ",\"bits_per_token\":" << a.bits_per_token()
-      << ",\"delta_bits_per_token\":" << a.bits_per_token() - baseline_bits << ",\"long_range\":";
-    long_range_json(o, a.long_range);
-    o << "}";
-  }
-  o << "]";
+nlohmann::ordered_json ablation_json(const std::vector<AblationResult>& ablations, double baseline_bits) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& a : ablations)
+    out.push_back({{"mode", a.mode}, {"applies", a.applies}, {"tokens", a.tokens}, {"nats", a.nats},
+                   {"bits_per_token", a.bits_per_token()},
+                   {"delta_bits_per_token", a.bits_per_token() - baseline_bits},
+                   {"long_range", long_range_json(a.long_range)}});
+  return out;
 }
 
-void layers_json(std::ostringstream& o, const std::vector<core::LayerDiagnostics>& layers) {
-  o << "[";
-  const auto gate = [&](const core::LayerDiagnostics& l, const core::MomentSums& g,
-                        const core::MomentSums& i) {
-    o << "{\"kind\":\"" << l.gate_kind << "\",\"mean\":" << g.mean() << ",\"std\":" << g.stddev();
-    if (l.gate_kind == "lstm") o << ",\"input_mean\":" << i.mean() << ",\"input_std\":" << i.stddev();
-    o << "}";
+nlohmann::ordered_json layers_json(const std::vector<core::LayerDiagnostics>& layers) {
+  const auto gate = [](const core::LayerDiagnostics& l, const core::MomentSums& g, const core::MomentSums& i) {
+    nlohmann::ordered_json out = {{"kind", l.gate_kind}, {"mean", g.mean()}, {"std", g.stddev()}};
+    if (l.gate_kind == "lstm") {
+      out["input_mean"] = i.mean();
+      out["input_std"] = i.stddev();
+    }
+    return out;
   };
-  for (size_t k = 0; k < layers.size(); ++k) {
-    const auto& l = layers[k];
-    o << (k ? "," : "") << "{\"layer\":" << l.layer << ",\"kind\":\"" << l.kind
-      << "\",\"state_share\":" << l.state_share.mean()
-      << ",\"state_share_std\":" << l.state_share.stddev();
-    if (!l.gate_kind.empty()) {
-      o << ",\"gate\":";
-      gate(l, l.gate, l.gate_input);
-    }
-    if (l.dual) {
-      o << ",\"gate2\":";
-      gate(l, l.gate2, l.gate2_input);
-    }
-    o << "}";
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& l : layers) {
+    nlohmann::ordered_json layer = {{"layer", l.layer}, {"kind", l.kind}, {"state_share", l.state_share.mean()},
+                                    {"state_share_std", l.state_share.stddev()}};
+    if (!l.gate_kind.empty()) layer["gate"] = gate(l, l.gate, l.gate_input);
+    if (l.dual) layer["gate2"] = gate(l, l.gate2, l.gate2_input);
+    out.push_back(std::move(layer));
   }
-  o << "]";
+  return out;
 }
 
 }  // namespace brt::launch

@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "core/diagnostics.h"
 
 namespace brt::launch {
@@ -54,15 +56,15 @@ struct AblationResult {
 
 double bits_per_token(double nats, int64_t tokens);
 
-// Report sections (text lines indented like EvalReport::text, and JSON members).
+// Report sections (text lines indented like EvalReport::text, and JSON values through
+// nlohmann-json, keys in the order written).
 void long_range_text(std::ostringstream& o, const std::vector<LongRangeClass>& classes,
                      int64_t window, int layers);
 void ablation_text(std::ostringstream& o, const std::vector<AblationResult>& ablations,
                    double baseline_bits);
 void layers_text(std::ostringstream& o, const std::vector<core::LayerDiagnostics>& layers);
-void long_range_json(std::ostringstream& o, const std::vector<LongRangeClass>& classes);
-void ablation_json(std::ostringstream& o, const std::vector<AblationResult>& ablations,
-                   double baseline_bits);
-void layers_json(std::ostringstream& o, const std::vector<core::LayerDiagnostics>& layers);
+nlohmann::ordered_json long_range_json(const std::vector<LongRangeClass>& classes);
+nlohmann::ordered_json ablation_json(const std::vector<AblationResult>& ablations, double baseline_bits);
+nlohmann::ordered_json layers_json(const std::vector<core::LayerDiagnostics>& layers);
 
 }  // namespace brt::launch

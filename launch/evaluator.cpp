@@ -9,7 +9,10 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <unordered_map>
+
+#include <nlohmann/json.hpp>
 
 #include "data/dataset.h"
 #include "data/shard_format.h"
@@ -39,13 +42,12 @@ std::string bucket_line(const PositionBucket& b) {
   return line;
 }
 
-void json_buckets(std::ostringstream& o, const std::vector<PositionBucket>& buckets) {
-  for (size_t i = 0; i < buckets.size(); ++i) {
-    const auto& b = buckets[i];
-    o << (i ? "," : "") << "{\"begin\":" << b.begin << ",\"end\":" << (b.end < 0 ? -1 : b.end)
-      << ",\"tokens\":" << b.tokens << ",\"nats\":" << b.nats << ",\"bits_per_token\":"
-      << (b.tokens ? b.nats / double(b.tokens) / std::log(2.0) : 0.0) << "}";
-  }
+nlohmann::ordered_json json_buckets(const std::vector<PositionBucket>& buckets) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& b : buckets)
+    out.push_back({{"begin", b.begin}, {"end", b.end < 0 ? -1 : b.end}, {"tokens", b.tokens}, {"nats", b.nats},
+                   {"bits_per_token", b.tokens ? b.nats / double(b.tokens) / std::log(2.0) : 0.0}});
+  return out;
 }
 
 // Edges W, 2W, 4W, ... and the training length, the last bucket ending at N: [0, W), [W, 2W),
@@ -87,25 +89,16 @@ std::string EvalReport::text() const {
 }
 
 std::string EvalReport::json() const {
-  std::ostringstream o;
-  o.precision(10);
-  o << "{\"split\":\"" << split << "\",\"documents\":" << documents << ",\"tokens\":" << tokens
-    << ",\"bytes\":" << bytes << ",\"words\":" << words << ",\"nats\":" << nats
-    << ",\"bits_per_token\":" << bits_per_token() << ",\"bits_per_byte\":" << bits_per_byte()
-    << ",\"word_perplexity\":" << word_perplexity() << ",\"seconds\":" << seconds
-    << ",\"seq_len\":" << seq_len << ",\"window\":" << window << ",\"trained_seq_len\":" << trained_seq_len
-    << ",\"position_buckets\":[";
-  json_buckets(o, buckets);
-  o << "],\"segment_buckets\":[";
-  json_buckets(o, segment_buckets);
-  o << "],\"layers_total\":" << layers << ",\"long_range\":";
-  long_range_json(o, long_range);
-  o << ",\"ablation\":";
-  ablation_json(o, ablations, bits_per_token());
-  o << ",\"layers\":";
-  layers_json(o, layer_stats);
-  o << "}";
-  return o.str();
+  const nlohmann::ordered_json report = {
+      {"split", split}, {"documents", documents}, {"tokens", tokens}, {"bytes", bytes}, {"words", words},
+      {"nats", nats}, {"bits_per_token", bits_per_token()}, {"bits_per_byte", bits_per_byte()},
+      {"word_perplexity", word_perplexity()}, {"seconds", seconds}, {"seq_len", seq_len}, {"window", window},
+      {"trained_seq_len", trained_seq_len}, {"position_buckets", json_buckets(buckets)},
+      {"segment_buckets", json_buckets(segment_buckets)}, {"layers_total", layers},
+      {"long_range", long_range_json(long_range)}, {"ablation", ablation_json(ablations, bits_per_token())},
+      {"layers", layers_json(layer_stats)}};
+  // Text from the data (a split name) that is not UTF-8 is replaced, never a failed write.
+  return report.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 namespace {
@@ -221,6 +214,10 @@ EvalReport evaluate_split(core::Model<T>& model, const RunConfig& cfg, const std
                           const EvalOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   auto dataset = data::TokenDataset::open(cfg.data.path, data::parse_split(split));
+  if (dataset->vocab_size() > model.config().vocab)  // ids past the embedding (another tokenizer's data)
+    throw std::invalid_argument("model.vocab: " + std::to_string(model.config().vocab) + " is smaller than the " +
+                                "vocabulary (" + std::to_string(dataset->vocab_size()) +
+                                ") of the tokenizer that made " + cfg.data.path);
   data::StreamOptions stream_options;
   stream_options.streams_per_rank = model.streams();
   stream_options.seq_len = model.config().seq_len;
@@ -228,7 +225,7 @@ EvalReport evaluate_split(core::Model<T>& model, const RunConfig& cfg, const std
   stream_options.dp_size = opt.dp_size;
   stream_options.single_pass = true;
   stream_options.shuffle = false;
-  stream_options.bos_id = data::Tokenizer::load(data::tokenizer_path(cfg.data.path)).bos_id();
+  stream_options.bos_id = dataset->bos_id();  // of the tokenizer.model that opening checked
 
   EvalReport r;
   r.split = split;

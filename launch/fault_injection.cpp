@@ -3,6 +3,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <mpi.h>
+
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -61,6 +64,7 @@ FaultInjection::FaultInjection(const std::string& spec) {
       if (p.rfind("step=", 0) == 0) fault.step = number(p.substr(5), item);
       else if (p.rfind("rank=", 0) == 0) fault.rank = int(number(p.substr(5), item));
       else if (p.rfind("nth=", 0) == 0) fault.nth = int(number(p.substr(4), item));
+      else if (p.rfind("ms=", 0) == 0) fault.ms = number(p.substr(3), item);
       else fault.phase = p;
     }
     if (fault.action == "nonfinite" || fault.action == "gradspike") {
@@ -68,8 +72,13 @@ FaultInjection::FaultInjection(const std::string& spec) {
       (fault.action == "nonfinite" ? nonfinite_steps_ : grad_spike_steps_).insert(fault.step);
       continue;
     }
-    if (fault.action != "kill" && fault.action != "stop" && fault.action != "throw")
-      throw std::invalid_argument("BRT_FAULT_INJECT: '" + item + "': actions are kill, stop, throw, nonfinite, gradspike");
+    static const std::set<std::string> kActions = {"kill",  "stop",      "throw",    "segv",
+                                                   "abort", "terminate", "mpierror", "pause"};
+    if (!kActions.count(fault.action))
+      throw std::invalid_argument("BRT_FAULT_INJECT: '" + item + "': actions are kill, stop, throw, segv, abort, "
+                                  "terminate, mpierror, pause, nonfinite, gradspike");
+    if (fault.action == "pause" && fault.ms <= 0)
+      throw std::invalid_argument("BRT_FAULT_INJECT: '" + item + "' needs @ms=N");
     if (fault.phase.empty() == (fault.step <= 0))
       throw std::invalid_argument("BRT_FAULT_INJECT: '" + item + "' needs a phase or @step=N (one of them)");
     faults_.push_back(fault);
@@ -83,10 +92,36 @@ void FaultInjection::fire(const Fault& fault, const std::string& where, int worl
     message.append(where).append(" on world rank ").append(std::to_string(world_rank));
     throw std::runtime_error(message);
   }
+  if (fault.action == "pause") {
+    std::fprintf(stderr, "fault injection: pausing %.1f s at %s on world rank %d (pid %d)\n", double(fault.ms) / 1000,
+                 where.c_str(), world_rank, int(::getpid()));
+    std::fflush(stderr);
+    ::usleep(useconds_t(fault.ms * 1000));
+    return;
+  }
+  const bool signal = fault.action == "kill" || fault.action == "stop";
   std::fprintf(stderr, "fault injection: %s at %s on world rank %d (pid %d)\n",
-               fault.action == "kill" ? "SIGKILL" : "SIGSTOP", where.c_str(), world_rank, int(::getpid()));
+               signal ? (fault.action == "kill" ? "SIGKILL" : "SIGSTOP") : fault.action.c_str(), where.c_str(),
+               world_rank, int(::getpid()));
   std::fflush(stderr);
-  ::raise(fault.action == "kill" ? SIGKILL : SIGSTOP);
+  if (signal) ::raise(fault.action == "kill" ? SIGKILL : SIGSTOP);
+  else crash(fault.action);
+}
+
+void FaultInjection::crash(const std::string& action) {
+  if (action == "segv") {
+    static volatile uintptr_t address = 0;  // unknown to the compiler: a real store to page 0
+    *reinterpret_cast<volatile int*>(address) = 1;
+  } else if (action == "abort") {
+    std::abort();
+  } else if (action == "terminate") {
+    // Through a pointer the compiler cannot see into: an exception leaving a noexcept function.
+    static void (*volatile thrower)() = [] { throw std::runtime_error("fault injection: an exception no one catches"); };
+    [](void (*f)()) noexcept { f(); }(thrower);
+  } else if (action == "mpierror") {
+    int value = 0;
+    MPI_Send(&value, 1, MPI_INT, -7, 0, MPI_COMM_WORLD);  // no such rank: MPI_ERR_RANK
+  }
 }
 
 void FaultInjection::at_phase(const std::string& phase, int world_rank) const {

@@ -8,6 +8,15 @@
 //   gradspike@step=9                        step 9's gradients are scaled by 1000
 //   stop@step=4@rank=1                      SIGSTOP world rank 1 as step 4 begins
 //   throw@step=4@rank=1                     an exception on world rank 1 only (a fatal error)
+//   segv@step=3                             a real segmentation fault (a store to address 0)
+//   abort@checkpoint save: writing          std::abort() there (a failed assertion)
+//   terminate@step=3                        an exception no one catches (leaving a noexcept call)
+//   mpierror@step=3                         an MPI call on MPI_COMM_WORLD with an invalid rank
+//                                           (the raw MPI error of a broken job)
+// The last four test the crash report (launch/crash_report.h).
+//   pause@step=5@rank=0@ms=2000             this rank sleeps 2 s there, after printing its line:
+//                                           the window in which tests/cluster cuts a link
+//                                           "during a step" or "during a save"
 // Steps count from 1 as the progress lines do. Every injection prints one line on stderr.
 #pragma once
 
@@ -37,13 +46,15 @@ class FaultInjection {
 
  private:
   struct Fault {
-    std::string action;  // "kill" | "stop" | "throw"
+    std::string action;  // "kill" | "stop" | "throw" | "segv" | "abort" | "terminate" | "mpierror"
     std::string phase;   // prefix of the phase text; empty for a step fault
     int64_t step = 0;
     int rank = -1;       // -1: every rank
     int nth = 1;
+    int64_t ms = 0;      // pause: how long
   };
   void fire(const Fault& fault, const std::string& where, int world_rank) const;
+  static void crash(const std::string& action);
   std::vector<Fault> faults_;
   std::set<int64_t> nonfinite_steps_, grad_spike_steps_;
   mutable std::mutex mutex_;

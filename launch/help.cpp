@@ -36,7 +36,7 @@ const std::vector<CommandHelp>& commands() {
         {"--precision fp32|bf16|fp64", "train.precision"},
         {"--steps N", "train.steps"},
         {"--seed S", "train.seed"},
-        {"--threads N", "train.threads (0: fit the cores of this rank's share of the node)"},
+        {"--threads N", "train.threads (0: fit the cores of this rank's share of the node; at most 4 x its cores)"},
         {"--peak-gflops G", "train.peak_gflops (the MFU denominator)"},
         {"--checkpoint-dir DIR", "checkpoint.dir"},
         {"--deterministic", "cuda: bit-identical reruns"},
@@ -47,13 +47,13 @@ const std::vector<CommandHelp>& commands() {
         "mpirun -np 4 brt-dist train configs/tiny.toml --tp 2",
         "brt-dist config show configs/tiny.toml train.steps=200            # the resolved config"},
        true,
-       "Exit status: 0 finished, 75 stopped by a signal after a checkpoint (requeue), 124 a stalled\n"
-       "wait (train.timeout_s), 1 any other error (printed). docs/reliability.md."},
+       "Ctrl-C, SIGTERM, SIGUSR1: stop after this step, saving a checkpoint first (checkpoint.dir). A\n"
+       "second Ctrl-C exits at once: the save in progress is abandoned and its .tmp removed."},
       {"eval", "bits/token, bits/byte and word perplexity of a checkpoint on a split",
        "brt-dist eval --checkpoint FILE [--split NAME] [--json FILE] [--ablate] [key=value ...] [flags]",
        {{"--checkpoint FILE", "the checkpoint (its stored config is the base; keys override it)"},
-        {"--split NAME", "the split (default: data.eval_split)"},
-        {"--json FILE", "also write the report as JSON"},
+        {"--split NAME", "train|validation|test (default: data.eval_split)"},
+        {"--json FILE", "also write the report as JSON (checked: a full disk is an error, no partial file)"},
         {"--data DIR", "data.path (shards moved since training)"},
         {"--batch B", "train.batch: streams per rank"},
         {"--tp T", "tensor-parallel size; DP = ranks / T"},
@@ -61,6 +61,7 @@ const std::vector<CommandHelp>& commands() {
         {"--precision fp32|bf16", "train.precision (default fp32)"},
         {"--ablate", "two more passes with the carried state reset at every segment / block"},
         {"--token-losses FILE", "every predicted target's loss: doc_id, position, nats (TSV; one DP rank)"},
+        {"--allow-tokenizer-mismatch", "evaluate data of another tokenizer than the checkpoint's (a warning)"},
         {"--quiet", "no progress output"}},
        {"brt-dist eval --checkpoint runs/tiny/ckpt/ckpt-00000600.h5 --split test",
         "brt-dist eval --checkpoint FILE --ablate --json eval.json   # long-range diagnostics",
@@ -71,14 +72,15 @@ const std::vector<CommandHelp>& commands() {
        {{"--checkpoint FILE", "the checkpoint"},
         {"--prompt TEXT", "the text to continue"},
         {"--tokenizer FILE.model", "SentencePiece model (default: data.path/tokenizer.model)"},
-        {"--max-tokens N", "tokens to sample (200)"},
-        {"--temperature T", "0.8"},
-        {"--top-k K", "0: off"},
-        {"--top-p P", "0.95"},
-        {"--seed S", "1"},
+        {"--max-tokens N", "tokens to sample, >= 1 (200)"},
+        {"--temperature T", ">= 0, 0: greedy (0.8)"},
+        {"--top-k K", ">= 0, 0: off (0)"},
+        {"--top-p P", "in (0, 1], 1: off (0.95)"},
+        {"--seed S", "a whole number in [0, 2^64) (1)"},
         {"--tp T", "run on exactly T ranks under mpirun"},
         {"--device cpu|cuda", "train.device (default cpu)"},
         {"--precision fp32|bf16", "train.precision (default fp32)"},
+        {"--allow-tokenizer-mismatch", "decode with another tokenizer than the checkpoint's (a warning)"},
         {"--quiet", "do not echo the prompt"}},
        {"brt-dist generate --checkpoint FILE --prompt \"In the beginning\" --seed 1"},
        true, nullptr},
@@ -88,13 +90,14 @@ const std::vector<CommandHelp>& commands() {
         {"--files LIST", "a text file naming one document per line (train split)"},
         {"--kjv", "the bundled default corpus: the King James Bible (Debian's bible-kjv)"},
         {"--out DIR", "where the tokenizer, shards, index and manifest go (restartable)"},
-        {"--tokenizer FILE.model", "use this SentencePiece model instead of training one"},
-        {"--vocab N", "tokenizer size (default: model.vocab of --config, else 4096)"},
+        {"--tokenizer FILE.model", "use this SentencePiece model instead of training one (OUT/tokenizer.model: keep it)"},
+        {"--retrain", "train a new tokenizer though OUT has one (needed to change --vocab, --model-type or the corpus)"},
+        {"--vocab N", "tokenizer size, >= 1 (default: model.vocab of --config, else 4096)"},
         {"--config FILE", "read model.vocab from this config"},
         {"--model-type bpe|unigram", "SentencePiece model type (bpe)"},
         {"--on-bad-document fail|skip", "a document that is not UTF-8 text: stop naming it, or skip it"},
-        {"--shard-mb MB", "input megabytes per shard (4)"},
-        {"--timeout-s S", "a wait for another rank longer than this ends the job (600)"},
+        {"--shard-mb MB", "input megabytes per shard, > 0 (4)"},
+        {"--timeout-s S", "a wait for another rank longer than this ends the job, >= 1 (600)"},
         {"--quiet", "no progress output"}},
        {"brt-dist prepare --kjv --out runs/kjv/data",
         "mpirun -np 4 brt-dist prepare --corpus /data/pg19 --out runs/pg19/data --config configs/150m.toml"},
@@ -104,35 +107,47 @@ const std::vector<CommandHelp>& commands() {
        {{"inspect FILE", "format, step, layout, config, every tensor and its checksum status"},
         {"verify FILE", "read everything and check every checksum; exit 1 on damage, naming it"},
         {"diff A B", "compare every tensor bit for bit"},
-        {"--rtol R", "diff: float tensors within relative difference R count as equal"}},
+        {"--rtol R", "diff: float tensors within relative difference R (>= 0) count as equal"}},
        {"brt-dist ckpt verify runs/tiny/ckpt/ckpt-00000600.h5", "brt-dist ckpt diff A.h5 B.h5 --rtol 1e-5"},
        false, nullptr},
       {"config", "show the fully resolved config a run would use, or list every key",
-       "brt-dist config show CONFIG [key=value ...] | brt-dist config keys",
-       {{"show CONFIG", "the resolved TOML: every key, inheritance (base = ...) and overrides applied"},
-        {"keys", "every config key with its type, default and meaning"}},
-       {"brt-dist config show configs/40m.toml train.batch=8", "brt-dist config keys"},
+       "brt-dist config show CONFIG [key=value ...] | brt-dist config keys [--json]",
+       {{"show CONFIG", "the resolved TOML: every key, inheritance (base = ... or a list of bases) and "
+                        "overrides applied"},
+        {"keys", "every config key with its type, default and meaning"},
+        {"keys --json", "the same as JSON, with bounds and allowed words: the schema python/brt_dist and "
+                        "bench/peer read (python/brt_dist/config_keys.json)"}},
+       {"brt-dist config show configs/40m.toml train.batch=8", "brt-dist config keys",
+        "brt-dist config keys --json > python/brt_dist/config_keys.json"},
        false, nullptr},
       {"plan", "feasible (DP, TP, ZeRO) layouts with predicted memory and step time",
        "brt-dist plan CONFIG --cluster CLUSTER.toml --global-batch G [--dp N] [--tp N] [--measured M.jsonl] "
        "[key=value ...] | brt-dist plan CONFIG --measure-rates OUT.toml [--device D] [--precision P]",
        {{"--cluster FILE", "the cluster description (configs/clusters/)"},
-        {"--global-batch G", "streams in the global batch"},
-        {"--dp N, --tp N", "exit 3 unless a layout with these degrees fits"},
+        {"--global-batch G", "streams in the global batch, >= 1"},
+        {"--dp N, --tp N", ">= 1: exit 3 unless a layout with these degrees fits"},
         {"--measured M.jsonl", "print the layout's predicted step time next to this run's measured one"},
         {"--measure-rates OUT", "time this device's GEMM, attention and memory rates at CONFIG's shapes "
                                 "and write a one-device cluster file with them"},
         {"--device D, --precision P", "--measure-rates: cpu|cuda, fp32|bf16 (as train)"},
-        {"--seconds S", "--measure-rates: time per kernel class (default 1)"}},
+        {"--seconds S", "--measure-rates: time per kernel class, > 0 (default 1)"}},
        {"brt-dist plan configs/1.3b.toml --cluster configs/clusters/h200-8x8.toml --global-batch 64",
         "brt-dist plan configs/150m.toml --measure-rates gpu.toml --device cuda --precision bf16 train.batch=4",
         "brt-dist plan configs/150m.toml --cluster gpu.toml --global-batch 4 --measured runs/150m/metrics.jsonl"},
        false, nullptr},
-      {"doctor", "preflight checks: ranks, MPI, BLAS, all-reduce, checkpoint disk",
-       "brt-dist doctor [--checkpoint-dir DIR] [--min-free-gb GB]   (under mpirun -np N for N ranks)",
-       {{"--checkpoint-dir DIR", "where checkpoints will go (checked for writability and space)"},
-        {"--min-free-gb GB", "free space below this is a problem"}},
-       {"mpirun -np 4 brt-dist doctor --checkpoint-dir runs/x/ckpt"},
+      {"doctor", "preflight checks: ranks, MPI, BLAS, all-reduce, checkpoint disk; across hosts the same build, "
+                 "one shared checkpoint dir, every host pair's links",
+       "brt-dist doctor [--checkpoint-dir DIR] [--data-dir DIR] [--min-free-gb GB] [--cluster-file F.toml] "
+       "(under mpirun or srun, one or more ranks per host)",
+       {{"--checkpoint-dir DIR", "where checkpoints will go: one writable directory seen by every host, and its space"},
+        {"--data-dir DIR", "the data: the same files (names, sizes) on every host"},
+        {"--min-free-gb GB", "free space below this is a problem, >= 0"},
+        {"--min-link-gbps G", "a host pair below this bandwidth is a problem, >= 0 (default 0: off)"},
+        {"--slow-link-ratio R", "a host pair slower than the fastest / R is a problem, > 1 (default 4)"},
+        {"--cluster-file F.toml", "write the measured inter-host bandwidth and latency into F for brt-dist plan"},
+        {"--timeout-s S", "deadline of every wait, > 0 (default 60)"}},
+       {"mpirun -np 4 brt-dist doctor --checkpoint-dir runs/x/ckpt",
+        "mpirun --host h1,h2,h3 brt-dist doctor --checkpoint-dir /shared/runs/x/ckpt --cluster-file cluster.toml"},
        false, nullptr},
       {"version", "print the version", "brt-dist version", {}, {}, false, nullptr},
       {"help", "this help, or one command's", "brt-dist help [COMMAND]", {}, {"brt-dist help train"}, false, nullptr},
@@ -149,6 +164,23 @@ const CommandHelp* find_command(const std::string& name) {
 std::string padded(std::string text, size_t width) {
   if (text.size() < width) text.resize(width, ' ');
   return text;
+}
+
+// The exit statuses, the same for every command, plus each command's own (docs/reliability.md).
+std::string exit_status_text(const std::string& command) {
+  std::string out = "exit status:\n  0      success\n";
+  if (command == "train")
+    out += "  75     stopped by a signal after its checkpoint (a batch script requeues it)\n"
+           "  130    a second Ctrl-C: the save in progress abandoned\n";
+  if (command == "plan") out += "  3      no layout fits\n";
+  if (command == "train" || command == "eval" || command == "generate" || command == "prepare")
+    out += std::string("  124    a stalled wait (") + (command == "prepare" ? "--timeout-s" : "train.timeout_s") + ")\n";
+  out += "  2      a usage error: an unknown or missing flag, a value outside the range stated above,\n"
+         "         a bad key=value, an unexpected argument, a layout that does not fit the ranks\n"
+         "  1      any other error, printed once naming the file, key or rank";
+  out += command == "ckpt" ? "; verify: damage found; diff: a difference\n" : "\n";
+  out += "  128+N  a crash by signal N (134 abort, 139 segfault), after the rank, host and stack\n";
+  return out;
 }
 
 }  // namespace
@@ -176,6 +208,7 @@ std::string help_text(const std::string& command) {
     for (const char* e : c->examples) out += std::string("  ") + e + "\n";
   }
   if (c->notes != nullptr) out += std::string("\n") + c->notes + "\n";
+  if (std::strcmp(c->name, "version") != 0 && std::strcmp(c->name, "help") != 0) out += "\n" + exit_status_text(c->name);
   if (c->takes_config_keys) out += "\nconfig keys (section.key=value, or --section.key value):\n" + config_keys_text();
   return out;
 }

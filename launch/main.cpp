@@ -6,10 +6,14 @@
 #include "checkpoint/types.h"
 #include "kernels/blas_env.h"
 #include "launch/commands.h"
+#include "launch/crash_report.h"
 #include "launch/help.h"
 #include "launch/version.h"
+#include "parallel/launch_env.h"
 
 int main(int argc, char** argv) {
+  // First: a crash from here on prints the rank, host and stack (launch/crash_report.h).
+  brt::launch::install_crash_report(argc >= 2 ? std::string("brt-dist ") + argv[1] : std::string("brt-dist"));
   brt::kernels::ensure_blas_core_type(argc, argv, /*passive_waiting=*/true);
   brt::checkpoint::silence_hdf5_diagnostics();
   if (argc < 2) {
@@ -23,13 +27,14 @@ int main(int argc, char** argv) {
       std::fputs(brt::launch::overview_text().c_str(), stdout);
       return 0;
     }
-    if (command == "help") {
-      const std::string topic = argv[2];
-      std::fputs(brt::launch::help_text(topic == "--help" || topic == "-h" ? "help" : topic).c_str(), stdout);
-      return 0;
-    }
-    if (brt::launch::wants_help(argc, argv)) {
-      std::fputs(brt::launch::help_text(command).c_str(), stdout);
+    const bool help_topic = command == "help";
+    if (help_topic || brt::launch::wants_help(argc, argv)) {
+      const std::string topic = help_topic ? std::string(argv[2]) : command;
+      try {
+        std::fputs(brt::launch::help_text(topic == "--help" || topic == "-h" ? "help" : topic).c_str(), stdout);
+      } catch (const std::invalid_argument& e) {
+        throw brt::parallel::UsageError(e.what());  // an unknown topic is a usage error
+      }
       return 0;
     }
     if (command == "version" || command == "--version") {
@@ -46,7 +51,10 @@ int main(int argc, char** argv) {
     if (command == "config") return brt::launch::command_config(argc, argv);
     std::fprintf(stderr, "brt-dist: unknown command '%s' (see brt-dist --help)\n",
                  command.c_str());
-    return 2;
+    return brt::parallel::kLaunchRefusedExitCode;
+  } catch (const brt::parallel::UsageError& e) {  // a bad command line: exit 2, as the help says
+    std::fprintf(stderr, "brt-dist %s: error: %s\n", command.c_str(), e.what());
+    return brt::parallel::kLaunchRefusedExitCode;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "brt-dist %s: error: %s\n", command.c_str(), e.what());
     return 1;

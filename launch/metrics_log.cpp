@@ -1,10 +1,25 @@
 #include "launch/metrics_log.h"
 
 #include <cmath>
-#include <filesystem>
-#include <stdexcept>
+#include <nlohmann/json.hpp>
+
+#include "data/output_file.h"
 
 namespace brt::launch {
+
+namespace {
+
+using Record = nlohmann::ordered_json;  // keys in the order written: "event" first, then "step"
+
+// A whole number stays one in the file ("step":5, not 5.0); JSON has no NaN: null (a skipped
+// step's loss).
+Record number(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  if (v == std::floor(v) && std::fabs(v) < 9007199254740992.0) return int64_t(v);
+  return v;
+}
+
+}  // namespace
 
 std::string format_duration(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
@@ -18,38 +33,61 @@ std::string format_duration(double s) {
 }
 
 MetricsLog::MetricsLog(const std::string& path, bool print) : print_(print) {
-  if (path.empty()) return;
-  const auto parent = std::filesystem::path(path).parent_path();
-  std::error_code ec;
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  file_ = std::fopen(path.c_str(), "a");
-  if (file_ == nullptr) throw std::runtime_error("cannot open metrics file " + path);
+  if (!path.empty()) file_ = std::make_unique<data::RecordLog>(path);
 }
 
 MetricsLog::~MetricsLog() {
-  if (file_ != nullptr) std::fclose(file_);
+  if (lost_ > 0)
+    std::fprintf(stderr, "warning: %ld metrics record%s not written to %s (from step %ld: %s)\n", lost_,
+                 lost_ == 1 ? " was" : "s were", file_->path().c_str(), first_lost_step_, first_error_.c_str());
+}
+
+void MetricsLog::append(const std::string& record, long step) {
+  if (file_ == nullptr) return;
+  const std::string error = file_->append(record);
+  if (error.empty()) return;
+  if (lost_++ == 0) {
+    first_lost_step_ = step;
+    first_error_ = error;
+    std::fprintf(stderr,
+                 "warning: cannot write the metrics file %s: %s; its record of step %ld is lost (the file "
+                 "keeps only whole records). Training continues; later records are written if space "
+                 "comes back\n",
+                 file_->path().c_str(), error.c_str(), step);
+    std::fflush(stderr);
+  }
 }
 
 void MetricsLog::train_step(const StepMetrics& m) {
   const double bits = m.loss / std::log(2.0);
   if (print_) {
     std::printf(
-        "step %6ld/%ld | loss %.4f | bits/tok %.4f | lr %.3e | gnorm %.3f | %8.0f tok/s | "
+        "step %6ld/%ld | loss %.4f%s | bits/tok %.4f | lr %.3e | gnorm %.3f | %8.0f tok/s | "
         "%7.2f GFLOP/s | MFU %5.1f%%%s | ETA %s%s\n",
-        m.step, m.total_steps, m.loss, bits, m.lr, m.grad_norm, m.tokens_per_s, m.gflops,
-        100.0 * m.mfu, m.mfu_note.empty() ? "" : (" (" + m.mfu_note + ")").c_str(), format_duration(m.eta_s).c_str(),
+        m.step, m.total_steps, m.loss, m.loss_of_skipped_step ? " (skipped)" : "", bits, m.lr, m.grad_norm,
+        m.tokens_per_s, m.gflops, 100.0 * m.mfu, m.mfu_note.empty() ? "" : (" (" + m.mfu_note + ")").c_str(),
+        format_duration(m.eta_s).c_str(),
         m.skipped_steps > 0 ? (" | skipped " + std::to_string(m.skipped_steps)).c_str() : "");
     std::fflush(stdout);
   }
-  if (file_ != nullptr) {
-    std::fprintf(file_,
-                 "{\"event\":\"train\",\"step\":%ld,\"loss\":%.17g,\"bits_per_token\":%.8g,"
-                 "\"lr\":%.8g,\"grad_norm\":%.8g,\"tokens_per_s\":%.8g,\"gflops\":%.8g,"
-                 "\"mfu\":%.8g,\"tokens_seen\":%ld,\"eta_s\":%.3f,\"skipped_steps\":%ld}\n",
-                 m.step, m.loss, bits, m.lr, m.grad_norm, m.tokens_per_s, m.gflops, m.mfu,
-                 m.tokens_seen, m.eta_s, m.skipped_steps);
-    std::fflush(file_);
-  }
+  // No step of the window was applied: its skip events are the record (a train record's loss is
+  // always an applied step's, so programs reading the curve never meet a skipped one's).
+  if (file_ == nullptr || m.loss_of_skipped_step) return;
+  // "step" then "loss", adjacent: tests/faults/lib.sh's losses() reads them so.
+  Record r;
+  r["event"] = "train";
+  r["step"] = m.step;
+  r["loss"] = number(m.loss);
+  r["bits_per_token"] = number(bits);
+  r["lr"] = number(m.lr);
+  r["grad_norm"] = number(m.grad_norm);
+  r["tokens_per_s"] = number(m.tokens_per_s);
+  r["gflops"] = number(m.gflops);
+  r["mfu"] = number(m.mfu);
+  r["tokens_seen"] = m.tokens_seen;
+  r["eta_s"] = number(std::round(m.eta_s * 1000) / 1000);
+  r["skipped_steps"] = m.skipped_steps;
+  append(r.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", m.step);
 }
 
 void MetricsLog::event(const std::string& kind,
@@ -60,13 +98,14 @@ void MetricsLog::event(const std::string& kind,
     std::fflush(stdout);
   }
   if (file_ == nullptr) return;
-  std::fprintf(file_, "{\"event\":\"%s\"", kind.c_str());
+  Record r;
+  r["event"] = kind;
+  long step = 0;
   for (const auto& [k, v] : values) {
-    if (std::isfinite(v)) std::fprintf(file_, ",\"%s\":%.10g", k.c_str(), v);
-    else std::fprintf(file_, ",\"%s\":null", k.c_str());  // JSON has no NaN (a skipped step's loss)
+    r[k] = number(v);
+    if (k == "step" && std::isfinite(v)) step = long(v);
   }
-  std::fprintf(file_, "}\n");
-  std::fflush(file_);
+  append(r.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", step);
 }
 
 }  // namespace brt::launch

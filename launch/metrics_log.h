@@ -1,18 +1,30 @@
 // Training progress for people (one aligned line per logged step) and for programs (one JSON
-// object per line in a JSONL file).
+// object per line in a JSONL file, written through nlohmann-json). The file never stops a run:
+// a record that cannot be written (a full disk) is cut back off the file whole
+// (data/output_file.h, RecordLog), a warning naming the file and the reason is printed once,
+// and training goes on; the count of lost records is printed when the run ends.
 #pragma once
 
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
+
+namespace brt::data {
+class RecordLog;
+}
 
 namespace brt::launch {
 
 struct StepMetrics {
   long step = 0;
   long total_steps = 0;
-  double loss = 0;            // mean nats per target
+  double loss = 0;            // mean nats per target of the applied steps since the last line
+  // No step since the last line was applied (launch/step_guard.h): `loss` is the last skipped
+  // step's (not finite, or a spike), shown as such on the line instead of a made-up 0; the JSONL
+  // gets no train record for it (the skip events are its record).
+  bool loss_of_skipped_step = false;
   double lr = 0;
   double grad_norm = 0;
   double tokens_per_s = 0;
@@ -26,9 +38,9 @@ struct StepMetrics {
 
 class MetricsLog {
  public:
-  // jsonl_path empty: no file. Throws naming the path if it cannot be opened.
+  // jsonl_path empty: no file. Throws naming the path and the reason if it cannot be opened.
   explicit MetricsLog(const std::string& jsonl_path, bool print = true);
-  ~MetricsLog();
+  ~MetricsLog();  // reports the records a failing disk lost, if any
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
 
@@ -38,8 +50,11 @@ class MetricsLog {
              const std::string& message = "");
 
  private:
-  std::FILE* file_ = nullptr;
+  void append(const std::string& record, long step);
+  std::unique_ptr<data::RecordLog> file_;
   bool print_;
+  long lost_ = 0, first_lost_step_ = 0;
+  std::string first_error_;
 };
 
 std::string format_duration(double seconds);

@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/flops.h"
 #include "kernels/memory.h"
 
@@ -131,16 +133,11 @@ double median_tokens_per_s(const std::string& metrics_path, double skip_fraction
   if (!in) throw std::invalid_argument(metrics_path + ": cannot open the metrics file");
   std::vector<double> rates;
   std::string line;
-  const std::string key = "\"tokens_per_s\":";
-  while (std::getline(in, line)) {
-    if (line.find("\"event\":\"train\"") == std::string::npos) continue;
-    const size_t at = line.find(key);
-    if (at == std::string::npos) continue;
-    try {
-      rates.push_back(std::stod(line.substr(at + key.size())));
-    } catch (const std::exception&) {
-      // a cut-off last line: ignored
-    }
+  while (std::getline(in, line)) {  // one JSON record per line (launch/metrics_log.h)
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!record.is_object() || record.value("event", "") != "train") continue;  // a cut-off line: not an object
+    const auto rate = record.find("tokens_per_s");
+    if (rate != record.end() && rate->is_number()) rates.push_back(rate->get<double>());
   }
   if (rates.empty())
     throw std::invalid_argument(metrics_path + ": no \"train\" records with tokens_per_s");

@@ -1,5 +1,6 @@
 #include "launch/resume.h"
 
+#include <algorithm>
 #include <cstring>
 #include <span>
 #include <stdexcept>
@@ -35,6 +36,16 @@ void refuse_if_all_damaged(const CheckpointConfig& cfg, const ck::LatestGood& fo
   const auto aside = ck::list_set_aside(dir);
   if (found.damaged.empty() && aside.empty()) return;
   if (cfg.allow_fresh_start) return set_aside_all(found, dir, plan);
+  // Checkpoints the step guard set aside unconfirmed (launch/checkpoint_trust.h) are no start
+  // either: they may hold diverged weights. A fresh start over them would lose the run silently.
+  const bool unconfirmed_only = found.damaged.empty() && std::all_of(aside.begin(), aside.end(), [](const fs::path& f) {
+    return f.filename().string().find(ck::kUnconfirmedSuffix) != std::string::npos;
+  });
+  if (unconfirmed_only)
+    throw std::runtime_error("no checkpoint in " + dir.string() + " is confirmed: the step guard set aside " +
+                             names(aside) + " (training did not go on from them; they may hold diverged weights)."
+                             "\nNothing was changed. Resume one deliberately (--resume FILE), or set "
+                             "checkpoint.allow_fresh_start=true to start from step 0.");
   std::string message = "every checkpoint in " + dir.string() + " is damaged";
   if (!found.damaged.empty()) message += " (" + names(found.damaged) + ")";
   if (!aside.empty()) message += (found.damaged.empty() ? " (" : "; earlier set aside: ") + names(aside) + (found.damaged.empty() ? ")" : "");

@@ -6,6 +6,7 @@
 
 #include "launch/progress.h"
 #include "launch/resume.h"
+#include "launch/stop_signal.h"
 #include "parallel/communicator.h"
 #include "parallel/job_monitor.h"
 
@@ -39,6 +40,25 @@ struct WatchedOperation {
 
 constexpr double kShowIoAfterSeconds = 2.0;
 
+// While a save writes, a second Ctrl-C removes its .tmp and names the last good checkpoint
+// (launch/stop_signal.h); the note is cleared however the save ends.
+struct SaveInProgress {
+  SaveInProgress(const std::string& dir, int64_t step) {
+    StopSignal::note_save_started((std::filesystem::path(dir) / (checkpoint::checkpoint_file_name(step) + ".tmp")).string());
+  }
+  ~SaveInProgress() { StopSignal::note_save_finished(); }
+  SaveInProgress(const SaveInProgress&) = delete;
+  SaveInProgress& operator=(const SaveInProgress&) = delete;
+};
+
+// "1 skipped step (step 6)", "2 skipped steps in a row (steps 6..7)": the guard's open run.
+std::string skip_run_text(const StepGuard& guard) {
+  const auto& run = guard.recent_skips();
+  if (run.size() == 1) return "1 skipped step (step " + std::to_string(run.front()) + ")";
+  return std::to_string(run.size()) + " skipped steps in a row (steps " + std::to_string(run.front()) + ".." +
+         std::to_string(run.back()) + ")";
+}
+
 std::string seconds_text(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3f", s);
@@ -59,7 +79,7 @@ RunCheckpoints<T>::RunCheckpoints(const RunConfig& cfg, const CheckpointRanks& r
                                   parallel::JobMonitor* monitor, const FaultInjection& faults, int world_rank,
                                   bool print)
     : cfg_(cfg), ranks_(ranks), world_(world), monitor_(monitor), faults_(faults), world_rank_(world_rank),
-      print_(print) {
+      print_(print), trust_(cfg.checkpoint.dir, cfg.checkpoint.confirm_steps, good_, world_rank == 0) {
   background_ = cfg.checkpoint.async && !cfg.checkpoint.dir.empty();
   int initialized = 0, level = MPI_THREAD_SINGLE;
   MPI_Initialized(&initialized);
@@ -88,7 +108,7 @@ RunPosition RunCheckpoints<T>::load(const std::filesystem::path& file, core::Mod
   checkpoint::IoStats stats;
   const RunPosition pos = load_training_checkpoint(file, cfg_, model, optimizer, &data, tokenizer_hash, &stats,
                                                    ranks_, io);
-  last_good_ = file;
+  StopSignal::note_last_good(file.string());
   if (print_)
     std::printf("%s %s at step %lld (%.3f GB in %.2f s, %.3f GB/s)\n", verb, file.c_str(), (long long)pos.step,
                 stats.bytes / 1e9, stats.seconds, stats.gb_per_s());
@@ -109,6 +129,7 @@ RunPosition RunCheckpoints<T>::start(core::Model<T>& model, core::Optimizer<T>& 
   resumed_ = bool(plan.from);
   if (plan.from) {
     pos = load(*plan.from, model, optimizer, data, tokenizer_hash, guard, "resumed from");
+    trust_.start(*plan.from, pos.step, guard.total_skipped(), world_);  // provisional until a step is applied
   } else if (print_ && !cfg_.checkpoint.dir.empty()) {
     std::printf("no checkpoint in %s: starting from step 0\n", cfg_.checkpoint.dir.c_str());
   }
@@ -134,33 +155,45 @@ void RunCheckpoints<T>::init_weights(core::Model<T>& model, const std::string& f
 template <typename T>
 RunPosition RunCheckpoints<T>::reload(core::Model<T>& model, core::Optimizer<T>& optimizer, BatchSource& data,
                                       const std::string& tokenizer_hash, StepGuard& guard, const std::string& why) {
-  if (!last_good_)
-    throw std::runtime_error(why + "; train.rollback=true, but this run has no checkpoint to roll back to yet "
-                             "(lower optim.lr, or save earlier with checkpoint.every)");
-  return load(*last_good_, model, optimizer, data, tokenizer_hash, guard, "rolled back to");
+  if (!last_good())
+    throw std::runtime_error(why + "; train.rollback=true, but this run has no confirmed checkpoint to roll back to "
+                             "(one is confirmed once checkpoint.confirm_steps steps were applied after it; lower "
+                             "optim.lr, or save earlier with checkpoint.every)");
+  const std::filesystem::path target = *last_good();
+  return load(target, model, optimizer, data, tokenizer_hash, guard, "rolled back to");
 }
 
 // The outcome of a save on every rank alike: only the ranks that write (TP rank 0's DP group)
 // see a failure, so world rank 0, one of them, tells every rank.
+// Whether it was refused (non-finite state) or failed is agreed on too: the two take different
+// paths, which every rank must follow alike.
 template <typename T>
-std::string RunCheckpoints<T>::agree(std::string error) {
+void RunCheckpoints<T>::agree(SaveOutcome& outcome) {
   if (world_ != nullptr && world_->size() > 1) {
-    const int64_t failed = world_->all_reduce_value<int64_t>(error.empty() ? 0 : 1, parallel::ReduceOp::kMax);
-    if (failed) {
-      parallel::broadcast_string(*world_, error, 0);
-      if (error.empty()) error = "checkpoint save failed on a writing rank (see its message)";
+    const int64_t code = world_->all_reduce_value<int64_t>(outcome.error.empty() ? 0 : outcome.refused ? 1 : 2,
+                                                           parallel::ReduceOp::kMax);
+    if (code) {
+      parallel::broadcast_string(*world_, outcome.error, 0);
+      if (outcome.error.empty()) outcome.error = "checkpoint save failed on a writing rank (see its message)";
+      outcome.refused = code == 1;
     }
   }
-  return error;
+}
+
+// Confirmations are routine (one per save): the metrics record them, the console does not.
+template <typename T>
+void RunCheckpoints<T>::note_confirmed(const std::vector<int64_t>& steps, MetricsLog& log) {
+  for (const int64_t step : steps) log.event("checkpoint_confirmed", {{"step", double(step)}});
+  if (!steps.empty()) StopSignal::note_last_good(last_good()->string());
 }
 
 template <typename T>
 void RunCheckpoints<T>::report(const SaveOutcome& outcome, MetricsLog& log, bool final_save) {
+  const std::filesystem::path file = std::filesystem::path(cfg_.checkpoint.dir) / checkpoint::checkpoint_file_name(outcome.step);
   if (outcome.error.empty()) {
-    last_good_ = std::filesystem::path(cfg_.checkpoint.dir) / checkpoint::checkpoint_file_name(outcome.step);
     const checkpoint::IoStats& s = outcome.result.stats;
     char msg[512];
-    std::snprintf(msg, sizeof msg, "checkpoint saved: %s (%.3f GB in %.2f s, %.3f GB/s%s)", last_good_->c_str(),
+    std::snprintf(msg, sizeof msg, "checkpoint saved: %s (%.3f GB in %.2f s, %.3f GB/s%s)", file.c_str(),
                   s.bytes / 1e9, s.seconds, s.gb_per_s(),
                   outcome.background ? ("; in the background, training stalled " + seconds_text(outcome.stall_s) + " s")
                                            .c_str()
@@ -170,10 +203,22 @@ void RunCheckpoints<T>::report(const SaveOutcome& outcome, MetricsLog& log, bool
                              {"background", outcome.background ? 1.0 : 0.0}}, msg);
     if (print_)
       for (const auto& w : outcome.result.warnings) std::fprintf(stderr, "checkpoint warning: %s\n", w.c_str());
+    note_confirmed(trust_.saved(file, outcome.step, true), log);
     return;
   }
-  const std::string previous = last_good_ ? " (the last good checkpoint, " + last_good_->string() + ", is intact)"
-                                          : " (no earlier checkpoint of this run)";
+  trust_.saved(file, outcome.step, false);
+  const std::string previous = last_good() ? " (the last good checkpoint, " + last_good()->string() + ", is intact)"
+                                           : " (no confirmed checkpoint of this run)";
+  // Diverged state is the step guard's business (it skips, rolls back or stops), not an I/O
+  // failure: checkpoint.on_error does not apply, only the run's end must be saved.
+  if (outcome.refused && !final_save) {
+    log.event("checkpoint_refused", {{"step", double(outcome.step)}},
+              "checkpoint refused" + previous + ": " + outcome.error);
+    return;
+  }
+  if (outcome.refused)
+    throw std::runtime_error("the final checkpoint was refused at step " + std::to_string(outcome.step) + previous +
+                             "; the run's end is not saved: " + outcome.error);
   if (cfg_.checkpoint.on_error == "continue" && !final_save) {
     if (print_)
       std::fprintf(stderr, "checkpoint FAILED at step %lld, training continues (checkpoint.on_error=continue)%s: %s\n",
@@ -194,7 +239,7 @@ void RunCheckpoints<T>::finish_pending(MetricsLog& log) {
   SaveOutcome outcome = pending_.get();  // the writer thread's; its own errors are caught there
   outcome.stall_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   last_stall_s_ = outcome.stall_s;
-  outcome.error = agree(outcome.error);
+  agree(outcome);
   report(outcome, log, /*final_save=*/false);
 }
 
@@ -204,19 +249,25 @@ void RunCheckpoints<T>::save(core::Model<T>& model, core::Optimizer<T>& optimize
                              MetricsLog& log, bool final_save) {
   const auto t0 = std::chrono::steady_clock::now();
   finish_pending(log);  // at most one save in flight
+  // Provisional from before its commit, whose pruning must not count it (checkpoint_trust.h).
+  trust_.saving(std::filesystem::path(cfg_.checkpoint.dir) / checkpoint::checkpoint_file_name(pos.step));
   if (!background_ || final_save) {
     SaveOutcome outcome;
     outcome.step = pos.step;
     try {
+      const SaveInProgress saving(cfg_.checkpoint.dir, pos.step);
       WatchedOperation watched = watch(monitor_, "checkpoint save", faults_, world_rank_, print_);
       const CheckpointIo io = watched.io(&good_, &guard);
       outcome.result = save_training_checkpoint(cfg_, model, optimizer, data, pos, tokenizer_hash, ranks_, io);
+    } catch (const NonFiniteStateError& e) {
+      outcome.error = e.what();
+      outcome.refused = true;
     } catch (const checkpoint::CheckpointError& e) {
       outcome.error = e.what();
     }
     outcome.stall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     last_stall_s_ = outcome.stall_s;
-    outcome.error = agree(outcome.error);
+    agree(outcome);
     report(outcome, log, final_save);
     return;
   }
@@ -236,14 +287,70 @@ void RunCheckpoints<T>::save(core::Model<T>& model, core::Optimizer<T>& optimize
     outcome.stall_s = snapshot_s;
     outcome.snapshot_s = snapshot_s;
     try {
+      const SaveInProgress saving(cfg_.checkpoint.dir, step);
       WatchedOperation watched = watch(monitor_, "checkpoint save", faults_, world_rank_, false);
       const CheckpointIo io = watched.io(&good_, nullptr);
       outcome.result = write_training_snapshot(snapshot_, cfg_.checkpoint.dir, cfg_.checkpoint.keep, writer_comm_, io);
+    } catch (const NonFiniteStateError& e) {
+      outcome.error = e.what();
+      outcome.refused = true;
     } catch (const std::exception& e) {
       outcome.error = e.what();
     }
     return outcome;
   });
+}
+
+template <typename T>
+void RunCheckpoints<T>::after_step(core::Model<T>& model, core::Optimizer<T>& optimizer, const BatchSource& data,
+                                   const RunPosition& pos, const std::string& tokenizer_hash, StepGuard& guard,
+                                   MetricsLog& log, bool applied, bool last, bool stopping) {
+  if (applied) note_confirmed(trust_.step_applied(), log);
+  const bool due = (cfg_.checkpoint.every > 0 && pos.step % cfg_.checkpoint.every == 0) || deferred_ || last || stopping;
+  if (!due || cfg_.checkpoint.dir.empty()) return;
+  // A save follows an applied step, or ends a run outside a run of skipped steps: a skipped
+  // step may mean the weights diverged, and a batch skipped after a rollback taught nothing.
+  const bool streak_open = guard.consecutive_skips() > 0;
+  if (!streak_open && (applied || last || stopping)) {
+    deferred_ = false;
+    save(model, optimizer, data, pos, tokenizer_hash, guard, log, last || stopping);
+    return;
+  }
+  if (streak_open && (last || stopping)) return end_inside_skips(guard, pos, log, last);
+  if (!deferred_)
+    log.event("checkpoint_deferred", {{"step", double(pos.step)}},
+              "checkpoint deferred at step " + std::to_string(pos.step) + ": " +
+                  (streak_open ? "inside a run of " + skip_run_text(guard) : "its batch was skipped (rolled back past it)") +
+                  "; the next checkpoint follows the next applied step");
+  deferred_ = true;
+}
+
+// The run's last step, or a stop, inside a run of skipped steps: nothing is saved (the weights
+// may be diverged). The last step gives up and fails the run, so the job's status says its end
+// was not reached; a stop leaves the provisional checkpoints for the next start to judge.
+template <typename T>
+void RunCheckpoints<T>::end_inside_skips(const StepGuard& guard, const RunPosition& pos, MetricsLog& log, bool last) {
+  if (!last) {
+    if (print_)
+      std::printf("not saving at step %lld: it ends a run of %s; the next start resumes from the newest checkpoint "
+                  "and judges those steps again\n", (long long)pos.step, skip_run_text(guard).c_str());
+    return;
+  }
+  give_up(log);
+  throw std::runtime_error("the run ended inside a run of " + skip_run_text(guard) + "; its end is not saved (it may "
+                           "hold diverged weights). " +
+                           (last_good() ? "The last good checkpoint, " + last_good()->string() +
+                                              ", is intact; the next start resumes from it. "
+                                        : std::string()) +
+                           (cfg_.train.rollback ? "Lower optim.lr or check the data"
+                                                : "Lower optim.lr, check the data, or set train.rollback=true"));
+}
+
+template <typename T>
+void RunCheckpoints<T>::give_up(MetricsLog& log) {
+  finish_pending(log);  // a save in flight is provisional too
+  deferred_ = false;    // a save due on the abandoned steps is not made
+  for (const std::string& note : trust_.give_up()) log.event("checkpoint_unconfirmed", {}, note);
 }
 
 template <typename T>

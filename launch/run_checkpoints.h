@@ -15,6 +15,7 @@
 #include "core/model.h"
 #include "core/optimizer.h"
 #include "launch/batch_source.h"
+#include "launch/checkpoint_trust.h"
 #include "launch/config.h"
 #include "launch/fault_injection.h"
 #include "launch/metrics_log.h"
@@ -55,6 +56,18 @@ class RunCheckpoints {
             const std::string& tokenizer_hash, StepGuard& guard, MetricsLog& log, bool final_save);
   // Waits for the save in flight, if any, and reports it as save() would.
   void finish_pending(MetricsLog& log);
+  // After each step (launch/checkpoint_trust.h): an applied step counts toward confirming the
+  // provisional checkpoints; then a save is made when one is due (checkpoint.every, the last
+  // step, a stop), but never inside a run of skipped steps (the weights may be diverged): such
+  // a save is deferred to the next step outside it, with a log event. The last step inside such
+  // a run gives up (below) and ends the run with an error; a stop there saves nothing (the next
+  // start resumes from the newest checkpoint and judges those steps again).
+  void after_step(core::Model<T>& model, core::Optimizer<T>& optimizer, const BatchSource& data,
+                  const RunPosition& pos, const std::string& tokenizer_hash, StepGuard& guard, MetricsLog& log,
+                  bool applied, bool last, bool stopping);
+  // The step guard gave up (a rollback or a stop follows): waits for the save in flight and sets
+  // aside every checkpoint not yet confirmed (*.unconfirmed), logging each.
+  void give_up(MetricsLog& log);
   // How long the training thread stopped for the last save (snapshot and any wait).
   double last_stall_s() const { return last_stall_s_; }
 
@@ -64,8 +77,8 @@ class RunCheckpoints {
   // the watchdog's deadline; the optimizer and data cursor stay fresh.
   void init_weights(core::Model<T>& model, const std::string& file, const std::string& tokenizer_hash);
 
-  // The newest checkpoint this run saved or started from, if any.
-  const std::optional<std::filesystem::path>& last_good() const { return last_good_; }
+  // The newest confirmed checkpoint (launch/checkpoint_trust.h): the rollback target, if any.
+  const std::optional<std::filesystem::path>& last_good() const { return trust_.last_confirmed(); }
 
   // Reloads last_good() (model, optimizer, data cursor, carried state, guard) and returns its
   // position. Throws std::runtime_error if there is none.
@@ -80,8 +93,11 @@ class RunCheckpoints {
     bool background = false;
     double stall_s = 0;     // the training thread stopped this long for this save, in all
     double snapshot_s = 0;  // of which: copying the state to the host (background saves)
+    bool refused = false;   // NonFiniteStateError: diverged state, nothing written (not an I/O failure)
   };
-  std::string agree(std::string error);
+  void agree(SaveOutcome& outcome);
+  void note_confirmed(const std::vector<int64_t>& steps, MetricsLog& log);
+  void end_inside_skips(const StepGuard& guard, const RunPosition& pos, MetricsLog& log, bool last);
   void report(const SaveOutcome& outcome, MetricsLog& log, bool final_save);
   RunPosition load(const std::filesystem::path& file, core::Model<T>& model, core::Optimizer<T>& optimizer,
                    BatchSource& data, const std::string& tokenizer_hash, StepGuard& guard, const char* verb);
@@ -94,7 +110,8 @@ class RunCheckpoints {
   int world_rank_;
   bool print_;
   checkpoint::GoodCheckpoints good_;
-  std::optional<std::filesystem::path> last_good_;
+  CheckpointTrust trust_;  // after good_, which it marks
+  bool deferred_ = false;  // a save fell due inside a run of skipped steps
   bool resumed_ = false;
   bool background_ = false;
   MPI_Comm writer_comm_ = MPI_COMM_NULL;

@@ -36,7 +36,7 @@ class ShardSource : public BatchSource {
     options_.seed = uint64_t(cfg.train.seed);
     options_.single_pass = single_pass;
     options_.shuffle = !single_pass;
-    options_.bos_id = data::Tokenizer::load(data::tokenizer_path(cfg.data.path)).bos_id();
+    options_.bos_id = dataset_->bos_id();  // of the tokenizer.model that opening checked
     streams_ = std::make_unique<data::DocumentStreams>(dataset_, options_);
   }
 

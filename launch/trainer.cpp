@@ -15,6 +15,7 @@
 #include "core/model.h"
 #include "core/optimizer.h"
 #include "core/param_count.h"
+#include "data/output_file.h"
 #include "kernels/backend.h"
 #include "launch/batch_source.h"
 #include "launch/data_parallel.h"
@@ -73,11 +74,7 @@ void write_resolved_config(const RunConfig& cfg) {
   std::string path = cfg.log.metrics_path;
   if (path.size() > 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0) path.resize(path.size() - 6);
   path += ".config.toml";
-  std::FILE* out = std::fopen(path.c_str(), "w");
-  if (out == nullptr) throw std::runtime_error("cannot write " + path);
-  const std::string text = render_toml(cfg);
-  const bool ok = std::fwrite(text.data(), 1, text.size(), out) == text.size();
-  if (std::fclose(out) != 0 || !ok) throw std::runtime_error("cannot write " + path);
+  data::write_file_atomically(path, render_toml(cfg));  // checked, errno named (data/output_file.h)
 }
 
 template <typename T>
@@ -290,6 +287,7 @@ TrainResult train_with(const TrainOptions& options) {
   TrainResult result;
   data::Batch batch;
   core::LossSums window_sums;
+  double skipped_loss = 0;  // the last skipped step's loss: a window of only skipped steps shows it
   double window_seconds = 0, total_seconds = 0;
   int64_t window_steps = 0;
   int64_t first_step = pos.step;
@@ -305,6 +303,7 @@ TrainResult train_with(const TrainOptions& options) {
     core::LossSums sums;
     if (skip_batch) {
       guard.note_skipped_batch();
+      skipped_loss = std::numeric_limits<double>::quiet_NaN();  // its loss was never computed
       guard.request_reset();  // the next segment does not follow this one's state
       log.event("skip", {{"step", double(number)}, {"skipped_steps", double(guard.total_skipped())}},
                 "skip  step " + std::to_string(number) + ": its batch is skipped (rolled back past it)");
@@ -340,6 +339,7 @@ TrainResult train_with(const TrainOptions& options) {
         window_sums.nats += sums.nats;
         window_sums.count += sums.count;
       } else {
+        skipped_loss = loss;
         char msg[256];
         std::snprintf(msg, sizeof msg, "skip  step %lld: %s (loss %.4g, gradient norm %.4g); no update, %d in a row",
                       (long long)number, verdict_reason(verdict), loss, grad_norm, guard.consecutive_skips());
@@ -361,6 +361,7 @@ TrainResult train_with(const TrainOptions& options) {
                               std::to_string(run.front()) + ".." + std::to_string(run.back()) + ", last: " +
                               verdict_reason(verdict) + "; train.max_skipped_steps = " +
                               std::to_string(cfg.train.max_skipped_steps) + ")";
+      checkpoints.give_up(log);  // the checkpoints not yet confirmed may hold the diverged weights
       if (!cfg.train.rollback)
         throw std::runtime_error(why + "; the run stops. " +
                                  (checkpoints.last_good() ? "The last good checkpoint, " + checkpoints.last_good()->string() +
@@ -372,7 +373,6 @@ TrainResult train_with(const TrainOptions& options) {
                                  " rollbacks (train.max_rollbacks); the run stops");
       const std::vector<int64_t> bad = run;
       const int rollbacks = guard.rollbacks();
-      checkpoints.finish_pending(log);  // a save in flight may be the one to roll back to
       pos = checkpoints.reload(model, *optimizer, *train_source, tokenizer_hash, guard, why);
       guard.add_skip_batches(bad);  // on top of the checkpoint's own list
       while (guard.rollbacks() <= rollbacks) guard.note_rollback();
@@ -388,7 +388,8 @@ TrainResult train_with(const TrainOptions& options) {
       StepMetrics m;
       m.step = number;
       m.total_steps = cfg.train.steps;
-      m.loss = window_sums.count ? window_sums.nats / double(window_sums.count) : 0;
+      m.loss = window_sums.count ? window_sums.nats / double(window_sums.count) : skipped_loss;
+      m.loss_of_skipped_step = window_sums.count == 0;
       m.lr = st.lr;
       m.grad_norm = st.grad_norm;
       m.tokens_per_s = tokens_per_step * window_steps / window_seconds;
@@ -418,9 +419,8 @@ TrainResult train_with(const TrainOptions& options) {
                          {"bits_per_token", eval_loss / std::log(2.0)}}, msg);
     }
     const bool stopping = dp ? dp->any(StopSignal::requested()) : StopSignal::requested();
-    const bool save_due = cfg.checkpoint.every > 0 && pos.step % cfg.checkpoint.every == 0;
-    if (!cfg.checkpoint.dir.empty() && (save_due || last || stopping))
-      checkpoints.save(model, *optimizer, *train_source, pos, tokenizer_hash, guard, log, last || stopping);
+    checkpoints.after_step(model, *optimizer, *train_source, pos, tokenizer_hash, guard, log,
+                           !skip_batch && verdict == StepVerdict::kApply, last, stopping);
     if (stopping) {
       result.stopped_by_signal = true;
       if (print)

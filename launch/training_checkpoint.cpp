@@ -1,9 +1,12 @@
 #include "launch/training_checkpoint.h"
 
+#include <algorithm>
 #include <optional>
 #include <span>
 #include <stdexcept>
 #include <vector>
+
+#include "launch/config_keys.h"
 
 namespace brt::launch {
 
@@ -88,6 +91,50 @@ std::vector<std::vector<int64_t>> gather_cursors(const std::vector<int64_t>& min
   for (int r = 0; r < ranks; ++r)
     out.emplace_back(all.begin() + displs[size_t(r)], all.begin() + displs[size_t(r)] + counts[size_t(r)]);
   return out;
+}
+
+// Every rank's text, in rank order, on every rank.
+std::vector<std::string> gather_texts(const std::string& mine, MPI_Comm comm) {
+  std::vector<int64_t> bytes(mine.begin(), mine.end());
+  std::vector<std::string> out;
+  for (const auto& part : gather_cursors(bytes, comm)) out.emplace_back(part.begin(), part.end());
+  return out;
+}
+
+// The tensors of the snapshot that hold NaN or inf values ("/model/embed (2048 of 2048)", at
+// most a few named), and how many values in all. A diverged state is refused before any file
+// is created: otherwise its checksums would vouch for it and resume would call it good.
+constexpr int64_t kNamedTensors = 4;  // a refusal names at most this many tensors per rank
+
+template <typename T>
+std::string non_finite_tensors(const TrainingSnapshot<T>& snap, int64_t& values, int64_t& tensors) {
+  std::string text;
+  for (const auto& t : snap.tensors) {
+    const int64_t n = ck::count_non_finite(t.path, ck::DTypeOf<T>::value, t.data.data(), t.data.size() * sizeof(T));
+    if (n == 0) continue;
+    if (tensors < kNamedTensors)
+      text += (tensors ? ", " : "") + t.path + " (" + std::to_string(n) + " of " + std::to_string(t.data.size()) + ")";
+    ++tensors;
+    values += n;
+  }
+  return text;
+}
+
+template <typename T>
+void refuse_non_finite(const TrainingSnapshot<T>& snap, MPI_Comm comm) {
+  int64_t values = 0, tensors = 0;
+  const std::string mine = non_finite_tensors(snap, values, tensors);
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  int64_t totals[3] = {values, tensors, std::min(tensors, kNamedTensors)};  // the last: tensors named
+  if (initialized) MPI_Allreduce(MPI_IN_PLACE, totals, 3, MPI_INT64_T, MPI_SUM, comm);
+  if (totals[0] == 0) return;
+  std::string named;
+  for (const auto& part : initialized ? gather_texts(mine, comm) : std::vector<std::string>{mine})
+    if (!part.empty()) named += (named.empty() ? "" : ", ") + part;
+  throw NonFiniteStateError("step " + std::to_string(snap.meta.step) + " holds " + std::to_string(totals[0]) +
+                            " non-finite values (NaN or inf) in " + std::to_string(totals[1]) + " tensors: " + named +
+                            (totals[1] > totals[2] ? ", ..." : "") + "; the save is refused, nothing was written");
 }
 
 }  // namespace
@@ -211,6 +258,7 @@ template <typename T>
 ck::SaveResult write_training_snapshot(const TrainingSnapshot<T>& snap, const std::string& dir, int keep,
                                        MPI_Comm comm, const CheckpointIo& io) {
   if (!snap.writes) return {};
+  refuse_non_finite(snap, comm);
   ck::WriterOptions options;
   options.keep_last = keep;
   options.good = io.good;
@@ -242,6 +290,29 @@ ck::SaveResult save_training_checkpoint(const RunConfig& config, core::Model<T>&
   return write_training_snapshot(snap, config.checkpoint.dir, config.checkpoint.keep, ranks.comm, io);
 }
 
+namespace {
+
+// What a shape mismatch on resume comes from: the model keys whose values differ between the
+// checkpoint's stored config and this run's ("; the model differs: model.window = 8 in the
+// checkpoint, 16 in this run"), or "" (none, or a stored config this build cannot read).
+std::string model_key_changes(const std::string& stored_toml, const RunConfig& config) {
+  RunConfig stored;
+  try {
+    stored = parse_run_config(stored_toml, "stored config");
+  } catch (const std::exception&) {
+    return "";
+  }
+  std::string changes;
+  for (const auto& spec : config_keys()) {
+    if (spec.key.rfind("model.", 0) != 0 || spec.get(stored) == spec.get(config)) continue;
+    changes += (changes.empty() ? "" : ", ") + spec.key + " = " + value_text(spec.get(stored)) +
+               " in the checkpoint, " + value_text(spec.get(config)) + " in this run";
+  }
+  return changes.empty() ? "" : "; the model differs: " + changes + " (resume keeps the saving run's model)";
+}
+
+}  // namespace
+
 template <typename T>
 RunPosition load_training_checkpoint(const std::filesystem::path& file, const RunConfig& config,
                                      core::Model<T>& model, core::Optimizer<T>& optimizer,
@@ -251,7 +322,11 @@ RunPosition load_training_checkpoint(const std::filesystem::path& file, const Ru
   reader_options.on_phase = io.on_phase;
   ck::CheckpointReader reader(file, ranks.comm, reader_options);
   const ck::Metadata meta = reader.metadata();
-  ck::require_tensors(reader, expected_parameters(model));
+  try {
+    ck::require_tensors(reader, expected_parameters(model));
+  } catch (const ck::MismatchError& e) {
+    throw ck::MismatchError(e.what() + model_key_changes(meta.config_toml, config));
+  }
   if (!tokenizer_hash.empty() || !meta.tokenizer_hash.empty())
     ck::require_attr_equals(reader, "tokenizer_hash", tokenizer_hash);
   // Sharded tensors: read the whole (or this rank's streams of it) and keep this rank's slice.
@@ -291,11 +366,18 @@ RunPosition load_training_checkpoint(const std::filesystem::path& file, const Ru
     const std::string path = ck::join_path(ck::kStateGroup, ref.name);
     core::ParamSpec spec = full_spec_of(ref.name, ref.shape, ref.shard);
     const ck::Shape global = global_shape(spec.shape, ranks.dp_size);
-    if (!reader.has(path) || reader.info(path).shape != global)
+    if (!reader.has(path) || reader.info(path).shape != global) {
+      // The same stream count: another dimension differs, from a model key (model.window...).
+      const bool same_streams = reader.has(path) && !reader.info(path).shape.empty() && reader.info(path).shape[0] == global[0];
+      if (same_streams)
+        throw ck::MismatchError(file.string() + ": carried state " + path + " is " +
+                                ck::shape_string(reader.info(path).shape) + " in the checkpoint, this run's is " +
+                                ck::shape_string(global) + model_key_changes(meta.config_toml, config));
       throw ck::MismatchError(file.string() + ": carried state " + path + " is missing or is not " +
                               ck::shape_string(global) + " (the global stream count, train.batch x "
                               "data-parallel ranks = " + std::to_string(global[0]) +
                               ", must equal the saving run's)");
+    }
     // The slice read is [B, ...full...]: this rank's streams, every TP rank's columns.
     const ck::Slice mine = stream_slice(spec.shape, ranks);
     spec.shape = mine.count;

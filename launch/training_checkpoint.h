@@ -88,8 +88,18 @@ void take_training_snapshot(TrainingSnapshot<T>& out, const RunConfig& config, c
                             core::Optimizer<T>& optimizer, const BatchSource& data, const RunPosition& pos,
                             const std::string& tokenizer_hash, const CheckpointRanks& ranks,
                             const StepGuard* guard);
+// A save refused because what it would write holds NaN or inf values (diverged parameters,
+// optimizer state or carried state): nothing was written, earlier checkpoints are untouched.
+// The message names the tensors and how many of their values are not finite.
+class NonFiniteStateError : public checkpoint::SaveError {
+ public:
+  using checkpoint::SaveError::SaveError;
+};
+
 // Collective over `comm` (the writing DP group's; a thread of its own may do this while the
-// training thread uses the others). Returns {} on ranks that do not write.
+// training thread uses the others). Returns {} on ranks that do not write. Checks every tensor
+// of the snapshot first and throws NonFiniteStateError (on every writing rank alike) before
+// creating any file if one holds a NaN or inf.
 template <typename T>
 checkpoint::SaveResult write_training_snapshot(const TrainingSnapshot<T>& snapshot, const std::string& dir, int keep,
                                                MPI_Comm comm, const CheckpointIo& io = {});

@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 namespace brt::parallel {
 
 double wall_seconds() {
@@ -48,46 +50,6 @@ std::vector<FlightEntry> FlightRecorder::entries() const {
 
 namespace {
 
-std::string json_string(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      char esc[8];
-      std::snprintf(esc, sizeof esc, "\\u%04x", c);
-      out += esc;
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
-
-// The value of "key": in one JSON line of ours (strings unescaped, numbers as text).
-std::optional<std::string> json_field(const std::string& line, const std::string& key) {
-  const std::string needle = "\"" + key + "\":";
-  const size_t at = line.find(needle);
-  if (at == std::string::npos) return std::nullopt;
-  size_t p = at + needle.size();
-  if (p < line.size() && line[p] == '"') {
-    std::string out;
-    for (++p; p < line.size() && line[p] != '"'; ++p) {
-      if (line[p] == '\\' && p + 1 < line.size()) {
-        if (line[p + 1] == 'u' && p + 5 < line.size()) {
-          out += static_cast<char>(std::strtol(line.substr(p + 2, 4).c_str(), nullptr, 16));
-          p += 5;
-          continue;
-        }
-        ++p;
-      }
-      out += line[p];
-    }
-    return out;
-  }
-  const size_t end = line.find_first_of(",}", p);
-  return line.substr(p, end == std::string::npos ? std::string::npos : end - p);
-}
-
 std::string seconds_text(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f s", s);
@@ -109,44 +71,72 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 }  // namespace
 
+// One JSON object per line (nlohmann-json): the rank's header, then one entry per operation.
 std::string flight_jsonl(const std::vector<FlightEntry>& entries, const RankLocation& self, int world_size,
                          double request) {
-  std::ostringstream out;
-  out.precision(17);
-  out << "{\"rank\":" << self.world_rank << ",\"host\":" << json_string(self.host) << ",\"world\":" << world_size
-      << ",\"request\":" << request << "}\n";
-  for (const FlightEntry& e : entries) {
-    out << "{\"op\":" << json_string(e.op) << ",\"group\":" << json_string(e.group) << ",\"seq\":" << e.sequence
-        << ",\"bytes\":" << e.bytes << ",\"start\":" << e.start << ",\"end\":" << e.end << "}\n";
-  }
-  return out.str();
+  using Json = nlohmann::ordered_json;
+  const auto line = [](const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n"; };
+  std::string out = line({{"rank", self.world_rank}, {"host", self.host}, {"world", world_size}, {"request", request}});
+  for (const FlightEntry& e : entries)
+    out += line({{"op", e.op}, {"group", e.group}, {"seq", e.sequence}, {"bytes", e.bytes}, {"start", e.start},
+                 {"end", e.end}});
+  return out;
 }
 
 std::optional<RankFlight> parse_flight_jsonl(const std::string& text) {
   RankFlight flight;
   std::istringstream in(text);
   std::string line;
-  if (!std::getline(in, line)) return std::nullopt;
-  const auto rank = json_field(line, "rank"), host = json_field(line, "host"), request = json_field(line, "request");
-  if (!rank || !host || !request) return std::nullopt;
-  flight.rank = std::atoi(rank->c_str());
-  flight.host = *host;
-  flight.request = std::atof(request->c_str());
-  while (std::getline(in, line)) {
-    FlightEntry e;
-    const auto op = json_field(line, "op"), group = json_field(line, "group"), seq = json_field(line, "seq"),
-               bytes = json_field(line, "bytes"), start = json_field(line, "start"), end = json_field(line, "end");
-    if (!op || !group || !seq || !bytes || !start || !end) return std::nullopt;
-    e.op = *op;
-    e.group = *group;
-    e.sequence = std::strtoull(seq->c_str(), nullptr, 10);
-    e.bytes = std::atoll(bytes->c_str());
-    e.start = std::atof(start->c_str());
-    e.end = std::atof(end->c_str());
-    flight.entries.push_back(std::move(e));
+  try {
+    if (!std::getline(in, line)) return std::nullopt;
+    const nlohmann::json head = nlohmann::json::parse(line);
+    flight.rank = head.at("rank").get<int>();
+    flight.host = head.at("host").get<std::string>();
+    flight.request = head.at("request").get<double>();
+    while (std::getline(in, line)) {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      FlightEntry e;
+      e.op = j.at("op").get<std::string>();
+      e.group = j.at("group").get<std::string>();
+      e.sequence = j.at("seq").get<uint64_t>();
+      e.bytes = j.at("bytes").get<int64_t>();
+      e.start = j.at("start").get<double>();
+      e.end = j.at("end").get<double>();
+      flight.entries.push_back(std::move(e));
+    }
+  } catch (const nlohmann::json::exception&) {  // not a record of ours (or cut short): no flight
+    return std::nullopt;
   }
   return flight;
 }
+
+namespace {
+
+// Every rank of a group inside collective #`seq` and none finished: each waits for messages
+// from the others that are not arriving. Across hosts that is the network between them (a cut
+// link, a dead switch port) — named, since each rank's own report can only say "timeout".
+std::string waiting_on_each_other(const std::vector<std::optional<RankFlight>>& by_rank,
+                                  const std::map<int, std::map<uint64_t, const FlightEntry*>>& ranks, uint64_t seq) {
+  if (ranks.size() < 2) return "";
+  std::set<std::string> kinds, hosts;
+  for (const auto& [r, seqs] : ranks) {
+    auto it = seqs.find(seq);
+    if (it == seqs.end() || it->second->end >= 0) return "";
+    kinds.insert(it->second->op + "/" + std::to_string(it->second->bytes));
+    hosts.insert(by_rank[size_t(r)]->host);
+  }
+  if (kinds.size() != 1) return "";
+  std::string text = "    all " + std::to_string(ranks.size()) + " ranks are inside it and none has finished: their "
+                     "messages to each other are not arriving";
+  if (hosts.size() > 1) {
+    text += " — check the network between hosts";
+    for (const std::string& h : hosts) text += " " + h;
+    text += " (a cut link, a host's network down)";
+  }
+  return text + "\n";
+}
+
+}  // namespace
 
 std::string describe_divergence(const std::vector<std::optional<RankFlight>>& by_rank, double now) {
   std::ostringstream out;
@@ -193,6 +183,7 @@ std::string describe_divergence(const std::vector<std::optional<RankFlight>>& by
         }
       }
       out << "\n";
+      out << waiting_on_each_other(by_rank, ranks, s);
       break;
     }
   }

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -32,12 +34,30 @@ void write_file_atomically(const fs::path& path, const std::string& text) {
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
   const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp);
-    out << text;
-    if (!out) return;
+  // Best effort (the job is already failing), but never silent and never a stray .tmp: the
+  // report would otherwise say this rank wrote nothing without saying why.
+  std::ofstream out(tmp);
+  out << text;
+  out.close();
+  if (out) fs::rename(tmp, path, ec);
+  if (!out || ec) {
+    const int error = errno;
+    fs::remove(tmp, ec);
+    std::fprintf(stderr, "warning: cannot write the flight record %s: %s\n", path.c_str(), std::strerror(error));
   }
-  fs::rename(tmp, path, ec);
+}
+
+// Why records cannot be written into `dir` (its creation's or a test file's error).
+std::string flight_folder_problem(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return "cannot create it: " + ec.message();
+  const fs::path probe = dir / (".probe." + std::to_string(::getpid()));
+  std::ofstream out(probe);
+  const int error = out ? 0 : errno;
+  out.close();
+  fs::remove(probe, ec);
+  return error != 0 ? std::string(std::strerror(error)) : "this rank's own record could not be written or read there";
 }
 
 std::string seconds_text(double s) {
@@ -219,7 +239,15 @@ void JobMonitor::fail(const std::string& report, int exit_code) {
   std::string message = report;
   if (message.empty() || message.back() != '\n') message += '\n';
   message += "flight records of the last " + std::to_string(FlightRecorder::kCapacity) + " collectives per rank (" +
-             (s.flight_dir / "rank-K.jsonl").string() + "):\n" + describe_divergence(records, request);
+             (s.flight_dir / "rank-K.jsonl").string() + "):\n";
+  // This rank's own record missing means the folder, not the ranks: say so before the list of
+  // ranks without a record (issue 25: a read-only working directory blamed every rank).
+  if (!records[static_cast<size_t>(self_.world_rank)])
+    message += "  the flight-record folder " + s.flight_dir.string() + " cannot be written (" +
+               flight_folder_problem(s.flight_dir) +
+               "): records are missing because of it, not because the ranks stopped or died; set "
+               "checkpoint.dir or start from a writable directory\n";
+  message += describe_divergence(records, request);
   abort_job(message, exit_code);
 }
 

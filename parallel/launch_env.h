@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <functional>
+#include <stdexcept>
 #include <string>
 
 namespace brt::parallel {
@@ -33,6 +34,14 @@ std::string started_without_pmi_hint(const EnvLookup& env);
 
 // Exit status used when refusing to start (a usage error, like a bad command line).
 inline constexpr int kLaunchRefusedExitCode = 2;
+
+// A command line that cannot run: an unknown or missing flag, a flag value that is not a number
+// or is outside its range, an unexpected argument. The command's error, printed like any other,
+// but with exit status kLaunchRefusedExitCode (run_mpi_main, main), as the help documents.
+class UsageError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
 
 // Prints the hint and exits with kLaunchRefusedExitCode when started_without_pmi_hint() is
 // not empty. Call before MPI_Init (MpiSession does).

@@ -14,11 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "parallel/launch_refused.h"
+
 namespace brt::parallel {
 
-class LayoutError : public std::runtime_error {
+class LayoutError : public LaunchRefused {
  public:
-  using std::runtime_error::runtime_error;
+  using LaunchRefused::LaunchRefused;
 };
 
 struct GridLayout {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <set>
@@ -24,6 +25,23 @@ std::string host_name() {
   return std::string(host, static_cast<size_t>(len));
 }
 
+// An MPI call on MPI_COMM_WORLD (or a communicator derived from it that keeps its handler)
+// failed. MPI's default, MPI_ERRORS_ARE_FATAL, ends the job with Open MPI's banner and nothing
+// of ours; instead the rank, host and MPI's reason are printed and the process aborts, so the
+// crash report (launch/crash_report.h, when installed) adds the stack of the failing call.
+// Communicators that turn errors into CommError (mpi_communicator.h) set MPI_ERRORS_RETURN.
+extern "C" void on_world_mpi_error(MPI_Comm*, int* code, ...) {
+  char reason[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  MPI_Error_string(*code, reason, &length);
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::fprintf(stderr, "brt-dist: MPI error on world rank %d (host %s): %s; aborting this rank\n", rank,
+               host_name().c_str(), reason);
+  std::fflush(stderr);
+  std::abort();
+}
+
 }  // namespace
 
 MpiSession::MpiSession(int* argc, char*** argv, int requested_thread_level) {
@@ -31,6 +49,10 @@ MpiSession::MpiSession(int* argc, char*** argv, int requested_thread_level) {
   MPI_Init_thread(argc, argv, requested_thread_level, &thread_level_);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+  MPI_Errhandler on_error;
+  MPI_Comm_create_errhandler(on_world_mpi_error, &on_error);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, on_error);
+  MPI_Errhandler_free(&on_error);  // MPI_COMM_WORLD keeps it
   host_ = host_name();
   MPI_Comm_dup(MPI_COMM_WORLD, &error_comm_);
   monitor_ = std::make_unique<JobMonitor>(RankLocation{world_rank_, host_}, world_size_);
@@ -105,7 +127,10 @@ int run_mpi_main(int argc, char** argv, const std::function<int(MpiSession&)>& b
   int status = 1;
   try {
     return body(session);
-  } catch (const LayoutError& e) {
+  } catch (const LaunchRefused& e) {  // a bad layout, preflight refusals
+    error = e.what();
+    status = kLaunchRefusedExitCode;
+  } catch (const UsageError& e) {
     error = e.what();
     status = kLaunchRefusedExitCode;
   } catch (const std::exception& e) {

@@ -45,12 +45,13 @@ class MpiSession {
 
 // Runs body(session) inside an MpiSession and returns its exit status. An exception escaping
 // body is the command's error, printed as "<program>: error: <what>" on stderr:
-//  - one process: printed, status 1 (2 for a LayoutError), MPI finalized normally;
+//  - one process: printed, status 1 (2 for a LaunchRefused — a LayoutError, a preflight refusal
+//    (launch/preflight.h) — or a UsageError), MPI finalized normally;
 //  - several: the ranks that failed wait up to kErrorAgreementSeconds (at most half the
 //    monitor's timeout) for the others. If every
 //    rank failed (a bad config, a missing or damaged file: every rank checks the same thing),
 //    world rank 0 prints the distinct messages once and every rank finalizes: status 1 (2 for
-//    LayoutError), no MPI abort. Otherwise the error is on some ranks only, the others may be
+//    LaunchRefused or UsageError), no MPI abort. Otherwise the error is on some ranks only, the others may be
 //    blocked in a collective: the monitor's fail() reports it with the flight records, naming
 //    the rank and host, and aborts the job (status 1).
 inline constexpr double kErrorAgreementSeconds = 10.0;

@@ -18,6 +18,9 @@ packages=(
   python3-torch                     # python/brt_dist.torch and its agreement test (tests/python)
   bible-kjv                         # the bundled default corpus
   slurm-wlm munge                   # a real one-node Slurm for tests/slurm (slurmctld, slurmd, sbatch)
+  openssh-server                    # tests/cluster: an sshd per namespaced host, for mpirun's ssh launch
+                                    # (the tests start their own on private addresses; the package's
+                                    # own service, where the system starts it, is Debian's default)
   debootstrap                       # the bare Debian root of the GPU bundle's rehearsal (tests/bundle)
   patchelf xz-utils                 # the GPU bundle (scripts/gpu-check.sh): RUNPATHs dropped, libevent
                                     # made to load on glibc < 2.36; packed with xz

@@ -147,5 +147,65 @@ TEST(Failure, RunningOutOfSpaceMidWriteIsReportedAndPreviousSurvives) {
   expect_previous_intact(dir.path(), 100, previous);
 }
 
+// No cleanup touches a file it did not create (issue 25 item 1): a save removes only its own
+// temporary file, identified by device and inode, and never another run's *.tmp.
+void replace_with_foreign_file(const fs::path& path, const std::string& text) {
+  fs::remove(path);  // another process (ignoring the directory lock) puts its own file there
+  std::ofstream(path) << text;
+}
+
+TEST(Cleanup, AnAbandonedSaveLeavesAFileSomeoneElsePutInItsPlace) {
+  ScratchDir dir;
+  const auto previous = write_simple(dir.path(), 100);
+  const fs::path tmp = dir.path() / "ckpt-00000200.h5.tmp";
+  {
+    CheckpointWriter writer(dir.path(), 200);
+    ASSERT_TRUE(fs::exists(tmp));
+    replace_with_foreign_file(tmp, "another run's save");
+  }  // abandoned without commit
+  ASSERT_TRUE(fs::exists(tmp));
+  EXPECT_EQ(read_text(tmp), "another run's save");
+  expect_previous_intact(dir.path(), 100, previous);
+}
+
+TEST(Cleanup, ACommitRefusesToRenameAFileItDidNotWrite) {
+  ScratchDir dir;
+  const auto previous = write_simple(dir.path(), 100);
+  const fs::path tmp = dir.path() / "ckpt-00000200.h5.tmp";
+  try {
+    CheckpointWriter writer(dir.path(), 200);
+    Metadata meta;
+    meta.step = 200;
+    writer.set_metadata(meta);
+    writer.write_whole<float>("/model/small", {8}, test_tensor_f32(7, 8));
+    replace_with_foreign_file(tmp, "another run's save");
+    writer.commit();
+    FAIL() << "committed a file another process put in place";
+  } catch (const SaveError& e) {
+    EXPECT_NE(std::string(e.what()).find("is no longer the file this save wrote"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(read_text(tmp), "another run's save");
+  EXPECT_FALSE(fs::exists(dir.path() / checkpoint_file_name(200)));
+  expect_previous_intact(dir.path(), 100, previous);
+}
+
+TEST(Cleanup, ASaveLeavesOtherTemporaryFilesAlone) {
+  ScratchDir dir;
+  std::ofstream(dir.path() / "ckpt-00000300.h5.tmp") << "a save in progress elsewhere";
+  std::ofstream(dir.path() / "latest.tmp.12345") << "ckpt-00000300.h5\n";
+  write_simple(dir.path(), 100);
+  WriterOptions keep_one;
+  keep_one.keep_last = 1;
+  write_simple(dir.path(), 200, keep_one);
+  EXPECT_EQ(read_text(dir.path() / "ckpt-00000300.h5.tmp"), "a save in progress elsewhere");
+  EXPECT_TRUE(fs::exists(dir.path() / "latest.tmp.12345"));
+  // The lock holder (brt-dist train, at start) removes the leftovers of crashed saves.
+  const auto removed = remove_abandoned_partials(dir.path());
+  EXPECT_EQ(removed.size(), 2u);
+  EXPECT_FALSE(fs::exists(dir.path() / "ckpt-00000300.h5.tmp"));
+  EXPECT_FALSE(fs::exists(dir.path() / "latest.tmp.12345"));
+  EXPECT_EQ(find_latest_good(dir.path()).step, 200);
+}
+
 }  // namespace
 }  // namespace brt::checkpoint

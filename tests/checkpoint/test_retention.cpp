@@ -75,6 +75,34 @@ TEST(Retention, PruneSetsAsideUnverifiedDamagedCheckpointsInsteadOfCountingThem)
   for (const auto& e : list_checkpoints(dir.path())) EXPECT_TRUE(verify(e.path).ok) << e.path;
 }
 
+TEST(Retention, ProvisionalCheckpointsAreNeitherCountedNorDeleted) {
+  // Saves made while a run may be diverging are provisional (launch/checkpoint_trust.h): however
+  // many follow, keep = 2 keeps the two newest confirmed checkpoints from before them.
+  ScratchDir dir;
+  GoodCheckpoints good;
+  WriterOptions options;
+  options.keep_last = 2;
+  options.good = &good;
+  const auto file = [&](int64_t step) { return dir.path() / checkpoint_file_name(step); };
+  for (int64_t step : {1, 2, 3}) write_simple(dir.path(), step, options);
+  for (int64_t step : {4, 5, 6}) {
+    good.mark_provisional(file(step));
+    write_simple(dir.path(), step, options);
+  }
+  EXPECT_EQ(committed_steps(dir.path()), std::vector<int64_t>({6, 5, 4, 3, 2}));
+  good.confirm(file(4));
+  good.mark_provisional(file(7));
+  write_simple(dir.path(), 7, options);
+  EXPECT_EQ(committed_steps(dir.path()), std::vector<int64_t>({7, 6, 5, 4, 3}));
+  EXPECT_TRUE(good.provisional(file(7)) && !good.provisional(file(4)));
+  // Set aside unconfirmed: out of every listing, listed as set aside, never pruned.
+  const fs::path aside = set_aside(file(7), kUnconfirmedSuffix);
+  EXPECT_EQ(aside.filename().string(), "ckpt-00000007.h5.unconfirmed");
+  EXPECT_EQ(list_set_aside(dir.path()), std::vector<fs::path>({aside}));
+  good.forget(file(7));
+  EXPECT_FALSE(good.provisional(file(7)) || good.contains(file(7)));
+}
+
 TEST(Retention, AllDamagedIsReportedAndNothingIsRenamed) {
   ScratchDir dir;
   good_then_two_damaged(dir.path());

@@ -60,7 +60,7 @@ TEST(MpiPrepare, RanksProduceTheSameShardsAsOneProcessAndRerunsSkipThem) {
       EXPECT_EQ(testing::read_whole(entry.path()), testing::read_whole(root / "ranks" / relative)) << relative;
       ++compared;
     }
-    EXPECT_EQ(compared, 2 * first.shards_total + 3);  // .bin + .meta per shard, index, manifest, model
+    EXPECT_EQ(compared, 2 * first.shards_total + 4);  // .bin + .meta per shard, index, manifest, model, record
   }
   const PrepareResult again = prepare_corpus(options, MPI_COMM_WORLD);
   EXPECT_EQ(again.shards_written, 0);

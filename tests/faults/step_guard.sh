@@ -3,10 +3,11 @@
 #   step_guard.sh BIN skip       step 5's loss and a gradient are NaN: skipped, logged, counted;
 #                                resume from a later checkpoint is bit-exact with the skip in
 #                                its history
-#   step_guard.sh BIN stop       steps 5-7 NaN, train.max_skipped_steps=3: the run stops with a
-#                                message naming the intact last checkpoint
+#   step_guard.sh BIN stop       steps 6-8 NaN, train.max_skipped_steps=3: the run stops with a
+#                                message naming the intact last checkpoint (ckpt-4, confirmed by
+#                                step 5: a checkpoint counts as good once a step ran on it)
 #   step_guard.sh BIN rollback   the same with train.rollback=true: reload ckpt-4, skip the
-#                                batches of steps 5-7, finish; resume bit-exact afterwards
+#                                batches of steps 6-8, finish; resume bit-exact afterwards
 #   step_guard.sh BIN spike      step 45's gradients x1000 with train.skip_grad_z=5: skipped
 source "$(dirname "$0")/lib.sh"
 case_name=$2
@@ -17,6 +18,10 @@ case $case_name in
     expect_rc 0 "a run with one non-finite step"
     expect_text fault.log "skip  step 5: non-finite loss or gradient norm"
     grep -q '"event":"skip","step":5,' a.jsonl || fail "no skip event in the metrics"
+    # The progress line of the skipped step shows its loss, not a made-up 0 (issue 25); the
+    # JSONL has no train record for it (the skip event is its record).
+    expect_text fault.log "step      5/10 | loss nan (skipped) | bits/tok nan"
+    ! grep -q '"event":"train","step":5,' a.jsonl || fail "a train record for the skipped step 5"
     grep '"event":"train"' a.jsonl | tail -1 | grep -q '"skipped_steps":1}' || fail "skipped_steps not counted"
     for f in a/ckpt-*.h5; do verify_ok "$f"; done
     mkdir b && cp "$(ckpt a 6)" b/
@@ -32,32 +37,34 @@ case $case_name in
     args=(train.steps=10 checkpoint.every=4 checkpoint.keep=0 train.max_skipped_steps=3)
     run first.log 60 "${TRAIN[@]}" "${args[@]}" train.steps=4 optim.total_steps=10 checkpoint.dir=c
     sha4=$(sha "$(ckpt c 4)")
-    BRT_FAULT_INJECT="nonfinite@step=5;nonfinite@step=6;nonfinite@step=7" run fault.log 60 "${TRAIN[@]}" "${args[@]}" checkpoint.dir=c
+    BRT_FAULT_INJECT="nonfinite@step=6;nonfinite@step=7;nonfinite@step=8" run fault.log 60 "${TRAIN[@]}" "${args[@]}" checkpoint.dir=c
     expect_rc 1 "three non-finite steps in a row"
-    expect_text fault.log "3 consecutive steps skipped (steps 5..7, last: non-finite loss or gradient norm; train.max_skipped_steps = 3); the run stops. The last good checkpoint, c/ckpt-00000004.h5, is intact."
+    expect_text fault.log "3 consecutive steps skipped (steps 6..8, last: non-finite loss or gradient norm; train.max_skipped_steps = 3); the run stops. The last good checkpoint, c/ckpt-00000004.h5, is intact."
     expect_clean_error fault.log
     [ "$(sha "$(ckpt c 4)")" = "$sha4" ] || fail "ckpt-4 changed"
     [ ! -e "$(ckpt c 8)" ] || fail "saved after the stop"
-    record "guard(consecutive non-finite)" "NaN at steps 5, 6, 7; max_skipped_steps=3" "$rc" "$(first_line fault.log 'consecutive steps skipped')" \
-      "ckpt-4 sha256 unchanged; nothing saved after it"
+    record "guard(consecutive non-finite)" "NaN at steps 6, 7, 8; max_skipped_steps=3" "$rc" "$(first_line fault.log 'consecutive steps skipped')" \
+      "ckpt-4 sha256 unchanged; nothing saved after it (the save due at step 8 deferred)"
     ;;
   rollback)
     args=(train.steps=12 checkpoint.every=4 checkpoint.keep=0 train.max_skipped_steps=3 train.rollback=true)
-    BRT_FAULT_INJECT="nonfinite@step=5;nonfinite@step=6;nonfinite@step=7" run fault.log 60 "${TRAIN[@]}" "${args[@]}" \
+    BRT_FAULT_INJECT="nonfinite@step=6;nonfinite@step=7;nonfinite@step=8" run fault.log 60 "${TRAIN[@]}" "${args[@]}" \
       checkpoint.dir=a log.metrics_path=a.jsonl
     expect_rc 0 "a run that rolls back"
     expect_text fault.log "rolled back to a/ckpt-00000004.h5 at step 4"
-    expect_text fault.log "skip  step 5: its batch is skipped (rolled back past it)"
-    expect_text fault.log "skip  step 7: its batch is skipped (rolled back past it)"
+    expect_text fault.log "skip  step 6: its batch is skipped (rolled back past it)"
+    expect_text fault.log "skip  step 8: its batch is skipped (rolled back past it)"
+    # The save due at step 8 follows the next applied step (a skipped batch teaches nothing).
+    expect_text fault.log "checkpoint deferred at step 8: its batch was skipped (rolled back past it)"
     grep -q '"event":"rollback"' a.jsonl || fail "no rollback event in the metrics"
     expect_text fault.log "step     12/12"
-    mkdir b && cp "$(ckpt a 8)" b/
+    mkdir b && cp "$(ckpt a 9)" b/
     run resumed.log 60 "${TRAIN[@]}" "${args[@]}" checkpoint.dir=b log.metrics_path=b.jsonl
     expect_rc 0 "resume after the rollback"
-    same_losses a.jsonl b.jsonl 8
+    same_losses a.jsonl b.jsonl 9
     "$bin" ckpt diff "$(ckpt a 12)" "$(ckpt b 12)" > /dev/null || fail "final checkpoints differ"
-    record "guard(rollback)" "NaN at steps 5, 6, 7; max_skipped_steps=3, rollback=true" "0" "$(first_line fault.log 'rolled back to')" \
-      "reloaded ckpt-4, skipped the batches of steps 5-7, finished 12 steps; resume from ckpt-8: steps 9-12 and the final checkpoint bit-identical"
+    record "guard(rollback)" "NaN at steps 6, 7, 8; max_skipped_steps=3, rollback=true" "0" "$(first_line fault.log 'rolled back to')" \
+      "reloaded ckpt-4, skipped the batches of steps 6-8, the save due at 8 made at 9, finished 12 steps; resume from ckpt-9: steps 10-12 and the final checkpoint bit-identical"
     ;;
   spike)
     args=(train.steps=50 checkpoint.every=50 train.skip_grad_z=5)

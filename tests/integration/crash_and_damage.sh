@@ -55,16 +55,17 @@ if "$bin" train "${big[@]}" model.d_model=128 train.steps=3 --resume "$work/d" >
 fi
 grep -qi "shape\|mismatch" "$work/mismatch.log" || fail "unclear refusal: $(cat "$work/mismatch.log")"
 
-# A failing save (the checkpoint directory cannot be created: its parent is a regular file,
-# which fails for root too) stops the run by default; with checkpoint.on_error=continue it is
-# reported while training goes on, but a failed FINAL save still fails the job (exit non-zero,
-# so Slurm does not record an unsaved end as success).
-touch "$work/not-a-dir"
-if "$bin" train configs/tiny.toml "${SMALL[@]}" train.steps=2 checkpoint.dir="$work/not-a-dir/ckpt" > "$work/stop.log" 2>&1; then
+# A failing save (its temporary file cannot be created: a non-empty directory holds its name,
+# which fails for root too; an unusable checkpoint.dir itself is refused before training, by
+# the preflight) stops the run by default; with checkpoint.on_error=continue it is reported
+# while training goes on, but a failed FINAL save still fails the job (exit non-zero, so Slurm
+# does not record an unsaved end as success).
+for step in 1 2; do mkdir -p "$work/blocked/ckpt-0000000$step.h5.tmp/keep"; done
+if "$bin" train configs/tiny.toml "${SMALL[@]}" train.steps=2 checkpoint.dir="$work/blocked" > "$work/stop.log" 2>&1; then
   fail "a failed save did not stop the run"
 fi
 grep -q "checkpoint failed" "$work/stop.log" || fail "unclear save failure: $(cat "$work/stop.log")"
-if "$bin" train configs/tiny.toml "${SMALL[@]}" train.steps=2 checkpoint.every=1 checkpoint.dir="$work/not-a-dir/ckpt" \
+if "$bin" train configs/tiny.toml "${SMALL[@]}" train.steps=2 checkpoint.every=1 checkpoint.dir="$work/blocked" \
   checkpoint.on_error=continue > "$work/continue.log" 2>&1; then
   fail "on_error=continue exited 0 although the final save failed: $(cat "$work/continue.log")"
 fi
