@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "parallel/abort_fallback.h"
+
 namespace brt::parallel {
 
 std::string describe(const CollectiveInfo& info) {
@@ -48,7 +50,16 @@ void abort_job(const std::string& message, int exit_code) {
   MPI_Finalized(&finalized);
   if (initialized && !finalized) MPI_Comm_size(MPI_COMM_WORLD, &world);
   // One process has nobody to stop: exit quietly instead of Open MPI's MPI_ABORT banner.
-  if (initialized && !finalized && world > 1) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  if (initialized && !finalized && world > 1) {
+    // MPI_Abort cannot end a job with an unreachable host: a helper ends what is left of it
+    // on this host after a grace period (parallel/abort_fallback.h).
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    arm_abort_fallback(plan_abort_fallback(rank, host, exit_code));
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
+  }
   ::_exit(exit_code);
 }
 

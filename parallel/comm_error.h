@@ -45,6 +45,8 @@ std::string describe_timeout(const CollectiveInfo& info, const RankLocation& sel
 
 // Prints `message` to stderr (one write, so ranks do not interleave mid-line) and ends the
 // whole job: MPI_Abort on MPI_COMM_WORLD when MPI is initialised, else _exit. Never returns.
+// What MPI_Abort cannot end within kAbortGraceSeconds (a host unreachable) ends by itself
+// (parallel/abort_fallback.h).
 [[noreturn]] void abort_job(const std::string& message, int exit_code);
 
 }  // namespace brt::parallel

@@ -1,0 +1,175 @@
+# shellcheck shell=bash
+# Shared by the multi-host tests (tests/cluster, `ctest -L cluster`): starts a cluster with the
+# harness (cluster.sh) for this test and always stops it on exit, pass or fail, then runs
+# brt-dist on it. Source with the brt-dist binary as $1, then `cluster_up [--hosts N] [--slurm]`.
+# A test exits 77 (skipped, with the harness's reason on stderr) where namespaces cannot be
+# created. Each fault case ends with one line for the record:
+#   FAULT <case> | injected: ... | exit: N after S s | printed: ... | survived: ...
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+source "$here/cluster.sh"
+bin=$(realpath "$1")
+config=$repo/configs/tiny.toml
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+unset BRT_FAULT_INJECT
+# The fault suite's small model (tests/faults/lib.sh), one stream per rank.
+SMALL=(model.layers=2 model.recurrent_layers=[1] model.d_model=32 model.heads=2 model.head_dim=16
+       model.d_ff=64 model.vocab=64 model.seq_len=32 model.window=8 model.state_size=8
+       train.batch=1 train.eval_every=0 train.peak_gflops=1 log.every=1 data.source=synthetic
+       optim.warmup=2 log.metrics_path=)
+TRAIN=("$bin" train "$config" "${SMALL[@]}")
+
+# The full set (CMake passes BRT_CLUSTER_TIER=full) runs only when asked for.
+if [ "${BRT_CLUSTER_TIER:-}" = full ] && [ "${BRT_CLUSTER_FULL:-0}" != 1 ]; then
+  echo "SKIP: part of the full multi-host set; run it with BRT_CLUSTER_FULL=1 ctest -L cluster"
+  exit 77
+fi
+
+work=""
+cluster_test_cleanup() {
+  local rc=$?
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && [ -n "$work" ] && [ -d "$work" ]; then
+    echo "--- logs (test failed) ---" >&2
+    for f in "$work"/*.log "$work"/*.out; do [ -f "$f" ] && { echo "== $f"; tail -30 "$f"; } >&2; done
+    cluster_procs >&2
+  fi
+  cd /
+  cluster_stop
+  exit "$rc"
+}
+trap cluster_test_cleanup EXIT
+
+# Starts the cluster (options as cluster.sh start) and enters $work, a folder on its shared
+# file system; exits 77 where the harness cannot run here.
+cluster_up() {
+  local base=${BRT_CLUSTER_BASE:-/var/tmp} rc=0
+  cluster_start "$(mktemp -d "$base/brt-cluster-XXXXXX")" "$@" || rc=$?
+  if [ $rc -eq 77 ]; then echo "SKIP: multi-host tests need network namespaces (see above)"; exit 77; fi
+  [ $rc -eq 0 ] || fail "the cluster harness did not start (status $rc)"
+  [ -f "$CLUSTER_DIR/slurm/slurm.conf" ] && export SLURM_CONF=$CLUSTER_DIR/slurm/slurm.conf
+  work=$CLUSTER_DIR/shared/work
+  mkdir -p "$work" && cd "$work" || fail "no work folder"
+  echo "cluster: $(cluster_hosts | paste -sd' ') at $(cluster_get net).0/24, shared $CLUSTER_DIR/shared"
+}
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# on HOST CMD...: CMD on HOST, in the current folder.
+on() { cluster_exec "$@"; }
+# mpi HOSTS NP CMD...: `mpirun --host HOSTS -np NP CMD` started on h1 (the operator's shell).
+mpi() {
+  local hosts=$1 np=$2
+  shift 2
+  cluster_exec h1 mpirun --host "$hosts" -np "$np" "$@"
+}
+# The command line `on`/`mpi` run, for `timeout` (which runs programs, not functions).
+on_command() {
+  local host=$1
+  shift
+  echo nsenter -t "$(cluster_host_pid "$host")" --net --uts --mount --wd="$PWD" --
+}
+
+# run LOG LIMIT CMD...: CMD (a program, or `on HOST ...` / `mpi HOSTS NP ...`) with its output
+# in LOG; sets $rc and $secs; fails past LIMIT s.
+run() {
+  local log=$1 limit=$2
+  shift 2
+  local -a enter
+  case $1 in
+    on) read -r -a enter <<< "$(on_command "$2")"; set -- "${enter[@]}" "${@:3}" ;;
+    mpi) read -r -a enter <<< "$(on_command h1)"; set -- "${enter[@]}" mpirun --host "$2" -np "$3" "${@:4}" ;;
+  esac
+  local t0
+  t0=$(date +%s%N)
+  timeout --kill-after=5 "$limit" "$@" > "$log" 2>&1
+  rc=$?
+  secs=$(( ($(date +%s%N) - t0) / 1000000000 ))
+  [ $rc -ne 124 ] || [ "${ALLOW_124:-0}" = 1 ] || fail "$* ran past ${limit} s"
+}
+
+expect_rc() { [ "$rc" -eq "$1" ] || fail "expected exit $1, got $rc ($2)"; }
+expect_text() { grep -qF -- "$2" "$1" || fail "$1 lacks: $2"; }
+expect_no_text() { ! grep -qF -- "$2" "$1" || fail "$1 contains: $2"; }
+first_line() { grep -m1 -E "$2" "$1" | cut -c1-220; }
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+ckpt() { printf '%s/ckpt-%08d.h5' "$1" "$2"; }
+verify_ok() { "$bin" ckpt verify "$1" > /dev/null 2>&1 || fail "ckpt verify fails on $1"; }
+record() { echo "FAULT $1 | injected: $2 | exit: $3 | printed: $4 | survived: $5"; }
+# Losses of the train events in a metrics file, one "step loss" per line.
+losses() { grep '"event":"train"' "$1" | sed -E 's/.*"step":([0-9]+),"loss":([^,]+),.*/\1 \2/'; }
+# same_losses REF OTHER [FROM_STEP]: every loss OTHER logged after FROM_STEP equals REF's at the
+# same step, bit for bit in its printed form.
+same_losses() {
+  local bad
+  bad=$(awk -v s="${3:-0}" 'NR == FNR { want[$1] = $2; next }
+        { n++; if ($1 <= s || !($1 in want) || want[$1] != $2) print "step " $1 ": " $2 " vs " want[$1] }
+        END { if (n == 0) print "no steps" }' <(losses "$1") <(losses "$2"))
+  [ -z "$bad" ] || fail "$2 differs from $1 after step ${3:-0}: $(echo "$bad" | head -3)"
+}
+# close_losses REF OTHER RTOL: the same steps, each loss within RTOL (relative) of REF's.
+close_losses() {
+  local worst
+  worst=$(awk -v tol="$3" 'NR == FNR { want[$1] = $2; next }
+        { n++; if (!($1 in want)) { print "missing step " $1; exit }
+          d = ($2 - want[$1]) / want[$1]; if (d < 0) d = -d; if (d > m) m = d }
+        END { if (n == 0) print "no steps"; else if (m > tol) print "max relative difference " m; else print "ok " m }' \
+        <(losses "$1") <(losses "$2"))
+  case $worst in ok*) echo "${worst#ok }" ;; *) fail "$2 vs $1: $worst (tolerance $3)" ;; esac
+}
+
+# Processes of the job left on the hosts: ranks (and their abort helpers), mpirun, orted,
+# srun and slurmstepd. Daemons (sshd, munged, slurmd) and ssh sessions are not the job's.
+job_procs() { cluster_procs "$@" | grep -E "^\S+ [0-9]+ (\S*/)?(brt-dist|mpirun|orted|srun|slurmstepd)([: ]|$)" || true; }
+# wait_no_job_procs LIMIT_S: until none is left; fails naming them after LIMIT_S.
+wait_no_job_procs() {
+  local left=""
+  for _ in $(seq $(($1 * 4))); do
+    left=$(job_procs)
+    [ -z "$left" ] && return 0
+    sleep 0.25
+  done
+  fail "still running after $1 s: $left"
+}
+
+# start_job LOG CMD...: as `run`, in the background (at most 300 s); $job is its PID, $job_t0
+# its start (ns).
+start_job() {
+  local log=$1
+  shift
+  local -a enter
+  case $1 in
+    on) read -r -a enter <<< "$(on_command "$2")"; set -- "${enter[@]}" "${@:3}" ;;
+    mpi) read -r -a enter <<< "$(on_command h1)"; set -- "${enter[@]}" mpirun --host "$2" -np "$3" "${@:4}" ;;
+  esac
+  job_t0=$(date +%s%N)
+  # The status goes outside the shared file system, which a test may fill. A subshell, so that
+  # a launcher killed by a signal is reported by its status, not by this shell's "Killed".
+  job_rc=$CLUSTER_DIR/job.rc
+  rm -f "$job_rc"
+  (timeout --kill-after=5 300 "$@" > "$log" 2>&1; echo $? > "$job_rc") &
+  job=$!
+}
+# wait_text LOG TEXT LIMIT_S: until LOG holds TEXT; fails after LIMIT_S (or when $job ended).
+wait_text() {
+  for _ in $(seq $(($3 * 20))); do
+    grep -qF -- "$2" "$1" 2> /dev/null && return 0
+    kill -0 "$job" 2> /dev/null || { grep -qF -- "$2" "$1" && return 0; fail "the job ended before printing '$2'"; }
+    sleep 0.05
+  done
+  fail "no '$2' in $1 after $3 s"
+}
+now_ns() { date +%s%N; }
+# wait_job LIMIT_S: waits for $job; sets $rc and $ended (ns); fails after LIMIT_S.
+wait_job() {
+  for _ in $(seq $(($1 * 10))); do
+    kill -0 "$job" 2> /dev/null || break
+    sleep 0.1
+  done
+  kill -0 "$job" 2> /dev/null && fail "the job has not ended after $1 s"
+  ended=$(now_ns)
+  wait "$job"
+  rc=$(cat "$job_rc")
+}
+secs_between() { echo $(( ($2 - $1) / 1000000000 )); }
