@@ -48,6 +48,16 @@ const char* kVariantHelp =
 
 }  // namespace
 
+std::vector<std::string> model_variants() {
+  std::vector<std::string> names = {"slide", "xl"};
+  for (const char* family : {"rec", "feedback"})
+    for (const char* gate : {"fixed", "lstm"})
+      for (const char* config : {"skip", "dual"}) names.push_back(std::string(family) + ":" + gate + ":" + config);
+  for (const char* bst : {"sh", "mh", "mf"})
+    for (const char* kernel : {"s4d", "unstructured"}) names.push_back(std::string("bst:") + bst + ":" + kernel);
+  return names;
+}
+
 bool ModelConfig::is_recurrent_layer(int i) const {
   return family == ModelFamily::kRecurrent &&
          std::find(recurrent_layers.begin(), recurrent_layers.end(), i) != recurrent_layers.end();

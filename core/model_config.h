@@ -64,4 +64,8 @@ struct ModelConfig {
   void resolve();
 };
 
+// Every value resolve() accepts for `variant`, in MODEL.md's order: slide, xl, rec:*, feedback:*,
+// bst:*. The key table publishes it (`brt-dist config keys --json`) for the Python side.
+std::vector<std::string> model_variants();
+
 }  // namespace brt::core

@@ -1,5 +1,5 @@
 // `brt-dist config show CONFIG [key=value ...]` (the resolved TOML a run would use) and
-// `brt-dist config keys` (every key, from the key table). No MPI.
+// `brt-dist config keys [--json]` (every key, from the key table). No MPI.
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -7,23 +7,28 @@
 #include "launch/cli.h"
 #include "launch/commands.h"
 #include "launch/config.h"
+#include "launch/config_keys.h"
 #include "launch/help.h"
 
 namespace brt::launch {
 
 int command_config(int argc, char** argv) {
-  const CommandLine cl = parse_command_line(argc, argv, {});
-  reject_unknown_flags(cl, {});
+  const CommandLine cl = parse_command_line(argc, argv, {}, {"json"});
+  reject_unknown_flags(cl, {"json"});
   const std::string verb = cl.positional.empty() ? "" : cl.positional[0];
+  const bool json = cl.flags.count("json") > 0;
   if (verb == "keys" && cl.positional.size() == 1) {
-    std::fputs(config_keys_text().c_str(), stdout);
+    // --json: the schema the Python package and bench/peer read (python/brt_dist/config_keys.json).
+    std::fputs((json ? config_keys_json() : config_keys_text()).c_str(), stdout);
     return 0;
   }
-  if (verb == "show" && cl.positional.size() == 2) {
-    std::fputs(render_toml(load_run_config(resolve_config_path(cl.positional[1]), cl.overrides)).c_str(), stdout);
+  if (verb == "show" && cl.positional.size() == 2 && !json) {
+    const std::string path = resolve_config_path(cl.positional[1]);
+    std::fputs(render_toml(with_command_line_config(cl, [&] { return load_run_config(path, cl.overrides); })).c_str(),
+               stdout);
     return 0;
   }
-  throw std::invalid_argument("usage: brt-dist config show CONFIG [key=value ...] | brt-dist config keys");
+  throw UsageError("usage: brt-dist config show CONFIG [key=value ...] | brt-dist config keys [--json]");
 }
 
 }  // namespace brt::launch

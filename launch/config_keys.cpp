@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 namespace brt::launch {
@@ -10,6 +11,18 @@ namespace {
 
 using core::ModelConfig;
 using core::OptimConfig;
+
+// The type as `config keys --json` names it (the Python side maps it to int, float, ...).
+const char* json_type_name(ValueType type) {
+  switch (type) {
+    case ValueType::kInt: return "int";
+    case ValueType::kFloat: return "float";
+    case ValueType::kString: return "string";
+    case ValueType::kBool: return "bool";
+    case ValueType::kIntList: return "int_list";
+  }
+  return "?";
+}
 
 constexpr int64_t kIntMax = std::numeric_limits<int>::max();
 constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
@@ -41,7 +54,8 @@ KeySpec int_key(std::string key, Member<S, F> m, int64_t lo, int64_t hi, std::st
             const int64_t x = std::get<int64_t>(v);
             check_range(x, lo, hi);
             m(c) = static_cast<F>(x);
-          }};
+          },
+          ConfigValue(lo), ConfigValue(hi)};
 }
 
 template <typename S>
@@ -53,7 +67,9 @@ KeySpec float_key(std::string key, Member<S, double> m, double lo, std::string h
             if (!std::isfinite(x)) throw std::invalid_argument(text(x) + " is not a finite number");
             if (x < lo) throw std::invalid_argument(text(x) + " must be >= " + text(lo));
             m(c) = x;
-          }};
+          },
+          // The lowest double is "no bound" (model.gate_bias_mean): published as none.
+          lo > -std::numeric_limits<double>::max() ? std::optional<ConfigValue>(lo) : std::nullopt};
 }
 
 // A string; `allowed` empty means any text.
@@ -73,7 +89,8 @@ KeySpec string_key(std::string key, Member<S, std::string> m, std::vector<std::s
               if (!ok) throw std::invalid_argument("\"" + x + "\" is not one of " + list);
             }
             m(c) = x;
-          }};
+          },
+          std::nullopt, std::nullopt, allowed};
 }
 
 template <typename S>
@@ -93,7 +110,8 @@ KeySpec layer_list_key(std::string key, std::vector<int> ModelConfig::*field, st
               out.push_back(static_cast<int>(x));
             }
             m(c) = out;
-          }};
+          },
+          ConfigValue(int64_t{0}), ConfigValue(kIntMax)};
 }
 
 template <typename F>
@@ -117,7 +135,8 @@ std::vector<KeySpec> build_keys() {
   k.push_back({"model.variant", ValueType::kString,
                "slide | xl | rec:{fixed|lstm}:{skip|dual} | bst:{sh|mh|mf}:{s4d|unstructured}",
                [](const RunConfig& c) { return ConfigValue(c.model.variant); },
-               [](RunConfig& c, const ConfigValue& v) { c.model.variant = std::get<std::string>(v); }});
+               [](RunConfig& c, const ConfigValue& v) { c.model.variant = std::get<std::string>(v); },
+               std::nullopt, std::nullopt, core::model_variants()});
   k.push_back(int_key("model.layers", model(&ModelConfig::layers), 1, kIntMax, "L"));
   k.push_back(int_key("model.d_model", model(&ModelConfig::d_model), 1, kIntMax, "D, model width"));
   k.push_back(int_key("model.heads", model(&ModelConfig::heads), 1, kIntMax, "H"));
@@ -145,14 +164,19 @@ std::vector<KeySpec> build_keys() {
                [](const RunConfig& c) { return ConfigValue(std::string(core::to_string(c.optim.kind))); },
                [](RunConfig& c, const ConfigValue& v) {
                  c.optim.kind = core::parse_optim_kind(std::get<std::string>(v), "optim.kind");
-               }});
+               },
+               std::nullopt, std::nullopt,
+               {core::to_string(OptimKind::kAdafactor), core::to_string(OptimKind::kAdamW)}});
   k.push_back(float_key("optim.lr", optim(&OptimConfig::lr), 0.0, "peak learning rate"));
   k.push_back(int_key("optim.warmup", optim(&OptimConfig::warmup), 0, kI64Max, "linear warmup steps"));
   k.push_back({"optim.schedule", ValueType::kString, "rsqrt | cosine | constant (after warmup)",
                [](const RunConfig& c) { return ConfigValue(std::string(core::to_string(c.optim.schedule))); },
                [](RunConfig& c, const ConfigValue& v) {
                  c.optim.schedule = core::parse_schedule_kind(std::get<std::string>(v), "optim.schedule");
-               }});
+               },
+               std::nullopt, std::nullopt,
+               {core::to_string(ScheduleKind::kRsqrt), core::to_string(ScheduleKind::kCosine),
+                core::to_string(ScheduleKind::kConstant)}});
   k.push_back(float_key("optim.min_lr", optim(&OptimConfig::min_lr), 0.0, "cosine: final learning rate"));
   k.push_back(int_key("optim.total_steps", optim(&OptimConfig::total_steps), 0, kI64Max,
                       "cosine: step of min_lr; 0 = train.steps"));
@@ -181,7 +205,8 @@ std::vector<KeySpec> build_keys() {
                        "cuda: bit-identical reruns (pins NCCL_ALGO/NCCL_PROTO)"));
   k.push_back(bool_key("train.cuda_graph", train(&TrainConfig::cuda_graph),
                        "cuda: replay each step's forward and backward from a CUDA graph when capturable"));
-  k.push_back(int_key("train.threads", train(&TrainConfig::threads), 0, kIntMax, "OpenMP threads; 0 = default"));
+  k.push_back(int_key("train.threads", train(&TrainConfig::threads), 0, kIntMax,
+                      "OpenMP threads; 0 = the cores' share; above 4 x the cores refused (OMP_NUM_THREADS too)"));
   k.push_back(float_key("train.peak_gflops", train(&TrainConfig::peak_gflops), 0.0,
                         "MFU denominator; 0 = measure sgemm peak"));
   k.push_back(int_key("train.eval_every", train(&TrainConfig::eval_every), 0, kI64Max, "0 = no periodic eval"));
@@ -202,6 +227,9 @@ std::vector<KeySpec> build_keys() {
                         "skip a step whose loss z-score (last 128 steps) exceeds this; 0 = off"));
   k.push_back(float_key("train.skip_grad_z", train(&TrainConfig::skip_grad_z), 0.0,
                         "skip a step whose gradient-norm z-score exceeds this; 0 = off"));
+  k.push_back(bool_key("train.memory_check", train(&TrainConfig::memory_check),
+                       "refuse to start when the memory per rank predicted from the config exceeds what the "
+                       "host, its memory cgroup or the GPU has available; false: start anyway"));
   // [data]
   k.push_back(string_key("data.source", data(&DataConfig::source), {"synthetic", "shards"}, "synthetic | shards"));
   k.push_back(string_key("data.path", data(&DataConfig::path), {}, "shard directory (source = shards)"));
@@ -227,6 +255,12 @@ std::vector<KeySpec> build_keys() {
                          "ignored when resuming"));
   k.push_back(bool_key("checkpoint.async", ckpt(&CheckpointConfig::async),
                        "copy the state to the host and write it in the background while training goes on"));
+  k.push_back(float_key("checkpoint.lock_wait_s", ckpt(&CheckpointConfig::lock_wait_s), 0.0,
+                        "checkpoint.dir in use by another run (its lock): wait this long for it to end, "
+                        "then refuse (exit 2)"));
+  k.push_back(int_key("checkpoint.confirm_steps", ckpt(&CheckpointConfig::confirm_steps), 1, kIntMax,
+                      "a checkpoint counts as good (toward keep, for rollback) once this many steps were "
+                      "applied after it; until then it is provisional"));
   k.push_back(bool_key("checkpoint.allow_fresh_start", ckpt(&CheckpointConfig::allow_fresh_start),
                        "start from step 0 when every checkpoint in checkpoint.dir is damaged"));
   return k;
@@ -254,6 +288,34 @@ const char* type_name(ValueType type) {
     case ValueType::kIntList: return "a list of integers";
   }
   return "?";
+}
+
+std::string config_keys_json() {
+  using Json = nlohmann::ordered_json;
+  auto json_value = [](const ConfigValue& v) {
+    return std::visit([](const auto& x) { return Json(x); }, v);
+  };
+  const RunConfig defaults;
+  // One key per line, so that a changed key is one changed line of the checked-in copy.
+  std::string keys;
+  for (const auto& spec : config_keys()) {
+    const auto dot = spec.key.find('.');
+    Json key = {{"key", spec.key},
+                {"section", spec.key.substr(0, dot)},
+                {"name", spec.key.substr(dot + 1)},
+                {"type", json_type_name(spec.type)},
+                {"default", json_value(spec.get(defaults))}};
+    if (spec.min) key["min"] = json_value(*spec.min);
+    if (spec.max) key["max"] = json_value(*spec.max);
+    if (!spec.allowed.empty()) key["allowed"] = spec.allowed;
+    key["help"] = spec.help;
+    keys += (keys.empty() ? "\n  " : ",\n  ") + key.dump();
+  }
+  const Json about =
+      "brt-dist's config keys (launch/config_keys.cpp), written by `brt-dist config keys --json`. "
+      "default: the value a config that does not set the key starts from, before resolve(); "
+      "min/max: bounds of the value (of each element for int_list); allowed: the accepted words.";
+  return "{\n \"about\": " + about.dump() + ",\n \"keys\": [" + keys + "\n ]\n}\n";
 }
 
 }  // namespace brt::launch

@@ -24,12 +24,12 @@ import re
 import subprocess
 import sys
 import time
-import tomllib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
+import peer_config  # noqa: E402  (torch-free: the config as brt-dist reads it)
 
 
 def fail(msg):
@@ -38,44 +38,13 @@ def fail(msg):
 
 
 # ------------------------------------------------------------------ config (as brt-dist reads it)
-def parse_value(text):
-    try:
-        return tomllib.loads("v = " + text)["v"]
-    except tomllib.TOMLDecodeError:
-        return text            # a bare string, as on brt-dist's command line
-
-
-def read_toml(path, seen=()):
-    path = Path(path)
-    if path in seen:
-        fail("%s: base files form a cycle" % path)
-    try:
-        table = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        fail("%s: no such config file" % path)
-    except tomllib.TOMLDecodeError as e:
-        fail("%s: %s" % (path, e))
-    base = table.pop("base", None)
-    if base is None:
-        return table
-    merged = read_toml(path.parent / base, seen + (path,))
-    for section, keys in table.items():
-        if isinstance(keys, dict):
-            merged.setdefault(section, {}).update(keys)
-        else:
-            merged[section] = keys
-    return merged
-
-
 def load_config(path, overrides):
-    cfg = read_toml(path)
-    for item in overrides:
-        key, eq, value = item.partition("=")
-        if not eq or "." not in key:
-            fail("%r: overrides are section.key=value" % item)
-        section, name = key.split(".", 1)
-        cfg.setdefault(section, {})[name] = parse_value(value)
-    return cfg
+    """peer_config.load_config (bases, overrides, every key checked against brt-dist's schema);
+    a refused config ends the benchmark with status 2, naming the file or key."""
+    try:
+        return peer_config.load_config(path, overrides)
+    except peer_config.ConfigError as e:
+        fail(str(e))
 
 
 def flops_per_token(c):
@@ -161,12 +130,11 @@ def _timed(fn):
 
 def make_optimizer(torch, model, optim, device):
     """AdamW as brt-dist's (MODEL §10c): β 0.9/0.98, ε 1e-8, decay on matrices only; fused on CUDA."""
-    wd = float(optim.get("weight_decay", 0.0))
+    wd = float(optim["weight_decay"])
     params = [p for p in model.parameters()]
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": wd},
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    kw = dict(lr=float(optim.get("lr", 1e-3)), betas=(float(optim.get("beta1", 0.9)), float(optim.get("beta2", 0.98))),
-              eps=float(optim.get("eps", 1e-8)))
+    kw = dict(lr=float(optim["lr"]), betas=(float(optim["beta1"]), float(optim["beta2"])), eps=float(optim["eps"]))
     if device.type == "cuda":
         try:
             return torch.optim.AdamW(groups, fused=True, **kw), "AdamW(fused)"
@@ -190,7 +158,7 @@ def build_model(torch, pm, mcfg, args, device, compile_on):
 def bench_peer(torch, pm, mcfg, args, device, clip):
     compile_on = not args.no_compile and pm.HAVE_COMPILE
     model = build_model(torch, pm, mcfg, args, device, compile_on)
-    opt, opt_name = make_optimizer(torch, model, args._cfg.get("optim", {}), device)
+    opt, opt_name = make_optimizer(torch, model, args._cfg["optim"], device)
     bf16 = args.precision == "bf16"
     act = torch.bfloat16 if bf16 else next(model.parameters()).dtype
     B, N, V = args.batch_size, mcfg.seq_len, mcfg.vocab
@@ -200,8 +168,8 @@ def bench_peer(torch, pm, mcfg, args, device, clip):
     mask = torch.ones(B, N, dtype=torch.bool, device=device)
     state = model.initial_state(B, device, act)
     params = list(model.parameters())
-    optim = args._cfg.get("optim", {})
-    lr, warm = float(optim.get("lr", 1e-3)), max(1, int(optim.get("warmup", 1)))   # MODEL §10c warmup
+    optim = args._cfg["optim"]
+    lr, warm = float(optim["lr"]), max(1, int(optim["warmup"]))   # MODEL §10c warmup
     print("peer: %s, %d layers, D %d, H %d x %d, F %d, V %d, N %d, W %d, S %d; B %d; attention %s, compile %s, %s, %s, torch %s, %s"
           % (mcfg.variant, mcfg.layers, mcfg.d_model, mcfg.heads, mcfg.head_dim, mcfg.d_ff, V, N, mcfg.window,
              mcfg.state_size, B, model.attention, "on" if model.compiled else "off",
@@ -356,7 +324,7 @@ def main():
     overrides = list(args.overrides) + (["train.batch=%d" % args.batch] if args.batch else [])
     args.overrides = overrides
     args._cfg = load_config(args.config, overrides)
-    table = args._cfg.get("model", {})
+    table = args._cfg["model"]
     if args.checkpoint:
         sys.path.insert(0, str(REPO / "python"))
         from brt_dist.checkpoint import load_checkpoint
@@ -371,10 +339,11 @@ def main():
                                                                        getattr(theirs, diff[0]), getattr(mcfg, diff[0])))
     except (ValueError, TypeError) as e:
         fail("%s: %s" % (args.config, e))
-    args.batch_size = int(args._cfg.get("train", {}).get("batch", 1))
+    args.batch_size = int(args._cfg["train"]["batch"])
     tokens_per_step = args.batch_size * mcfg.seq_len
-    optim = args._cfg.get("optim", {})
-    clip = float(optim.get("clip_norm", 1.0))   # brt-dist AdamW's default (MODEL §10c)
+    optim = args._cfg["optim"]
+    clip = float(optim["clip_norm"])
+    clip = 1.0 if clip < 0 else clip   # -1: the kind's default, AdamW's 1.0 (MODEL §10c; brt-dist's resolve())
     results = {"config": args.config, "overrides": overrides, "variant": mcfg.variant, "batch": args.batch_size,
                "seq_len": mcfg.seq_len, "steps": args.steps, "warmup": args.warmup, "device": str(device),
                "precision": args.precision}

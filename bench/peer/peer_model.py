@@ -24,7 +24,6 @@ Parameters are the checkpoint's MODEL §9 tensors, except the fused projections
 load_brt_parameters() concatenates them from a checkpoint. Carried state (MODEL §8) is a list
 of per-layer tuples: (k cache, v cache[, Σ | S4D modes (re, im) | U_prev][, MF ctx_last]).
 """
-import dataclasses
 import math
 import re
 
@@ -32,6 +31,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+# The configuration (MODEL §0): the [model] keys of brt-dist's key schema with its defaults.
+from peer_config import PeerConfig  # bench/peer is on sys.path, as it is to import this module
 
 try:  # torch >= 2.5
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
@@ -45,47 +47,6 @@ _no_compile = getattr(getattr(torch, "compiler", None), "disable", lambda f: f)
 RMS_EPS = L2_EPS = 1e-6          # MODEL §2, §3.1
 BUCKETS = 32                     # MODEL §3.3
 LOW = (torch.bfloat16, torch.float16)
-
-
-# ------------------------------------------------------------------ configuration (MODEL §0)
-@dataclasses.dataclass(frozen=True)
-class PeerConfig:
-    """The [model] keys of launch/config_keys.cpp with brt-dist's defaults."""
-    variant: str = "rec:fixed:skip"
-    layers: int = 12; d_model: int = 512; heads: int = 8; head_dim: int = 64; d_ff: int = 2048  # noqa: E702
-    vocab: int = 32128; seq_len: int = 4096; window: int = 512; state_size: int = 512  # noqa: E702
-    recurrent_layers: tuple = (); bst_layers: tuple = ()  # noqa: E702
-    ssm_state: int = 64; ctx_states: int = 32; ssm_carry: bool = True  # noqa: E702
-    # The recurrent state's init scales (core/model_config.h; MODEL §5, §5.3's defaults).
-    state_init_std: float = 0.1; state_id_std: float = 1.0; gate_bias_mean: float = 0.0  # noqa: E702
-
-    @classmethod
-    def from_table(cls, table):
-        """A run config's [model] table, resolved as core/model_config.cpp does (layer lists)."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(table) - known)
-        if unknown:
-            raise ValueError("model.%s: not a model key the peer knows" % unknown[0])
-        cfg = cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in table.items()})
-        fam = cfg.variant.split(":")[0]
-        ok = (cfg.variant in ("slide", "xl") or
-              (fam == "rec" and cfg.variant.split(":")[1:] in [[g, c] for g in ("fixed", "lstm") for c in ("skip", "dual")]) or
-              (fam == "bst" and cfg.variant.split(":")[1:] in [[v, k] for v in ("sh", "mh", "mf") for k in ("s4d", "unstructured")]))
-        if not ok:
-            raise ValueError("model.variant: \"%s\" is not in the peer (slide, xl, rec:*, bst:*; feedback:* is not)"
-                             % cfg.variant)
-        if cfg.seq_len % cfg.window:
-            raise ValueError("model.window: %d does not divide model.seq_len %d" % (cfg.window, cfg.seq_len))
-        rec = sorted(cfg.recurrent_layers) or ([9, 19] if cfg.layers == 24 else [max(0, cfg.layers - 3)])
-        bst = sorted(cfg.bst_layers) or [i for i in (0, 9) if i < cfg.layers]
-        return dataclasses.replace(cfg, recurrent_layers=tuple(rec) if fam == "rec" else (),
-                                   bst_layers=tuple(bst) if fam == "bst" else ())
-
-    A = property(lambda s: s.heads * s.head_dim)
-    T = property(lambda s: s.seq_len // s.window)
-    Ds = property(lambda s: s.d_model // 4)                                    # MODEL §7.1
-    kind = property(lambda s: s.variant.split(":"))
-    C = property(lambda s: {"sh": 1, "mh": s.heads, "mf": s.ctx_states}[s.kind[1]])
 
 
 # ------------------------------------------------------------------ small pieces

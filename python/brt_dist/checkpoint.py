@@ -321,6 +321,22 @@ class CheckpointReader:
         return self.where(info.path) + ": checksum mismatch in chunk %d (rows %d..%d) - the data is damaged" % (
             chunk, first, end - 1)
 
+    @staticmethod
+    def _non_finite_count(path, rows):
+        """types.cpp count_non_finite: NaN/inf among the float values under /model, /optim and
+        /state; the S4D carry's float32 elements hold float64 bytes (docs/bst.md)."""
+        if not path.startswith(("/model/", "/optim/", "/state/")) or rows.dtype.kind != "f":
+            return 0
+        if rows.dtype == np.float32 and path.endswith(".ssm.carry"):
+            rows = np.ascontiguousarray(rows).view(np.float64)
+        return int(rows.size - np.count_nonzero(np.isfinite(rows)))
+
+    def _non_finite(self, info, chunk, count):
+        """reader.cpp non_finite: a NaN or inf parameter, optimizer or carried-state value is damage."""
+        first, end = self._chunk_rows(info, chunk)
+        return self.where(info.path) + (": %d non-finite values (NaN or inf) in chunk %d (rows %d..%d) - diverged "
+                                        "training state, not a checkpoint to go on from" % (count, chunk, first, end - 1))
+
     def _read_rows(self, info, first, end):
         try:
             return self._open_dataset(info.path)[first:end]
@@ -363,6 +379,8 @@ class CheckpointReader:
                     report.bytes += rows.nbytes
                     if checksum.chunk_checksums(rows, info.rows_per_chunk, first)[0] != info.stored_sums[chunk]:
                         report.problems.append(self._mismatch(info, chunk))
+                    elif self._non_finite_count(path, rows):
+                        report.problems.append(self._non_finite(info, chunk, self._non_finite_count(path, rows)))
                 except CheckpointError as e:
                     report.problems.append(str(e))
         report.ok = not report.problems

@@ -1,30 +1,20 @@
 """The model's shape and variant (MODEL.md §0, §5.3, §6, §7), as core/model_config.cpp
-resolves them from a run config's [model] table; feedback:* is MODEL §5.4."""
+resolves them from a run config's [model] table; feedback:* is MODEL §5.4.
+
+The fields, their types and defaults are the [model] keys of brt-dist's key table, read from
+config_keys.json (config_schema.py), never listed here: a key added to brt-dist is a field here.
+"""
 import dataclasses
 import tomllib
 
-VARIANTS = ["slide", "xl"] + ["%s:%s:%s" % (f, g, c) for f in ("rec", "feedback") for c in ("skip", "dual")
-                              for g in ("fixed", "lstm")] + [
-    "bst:%s:%s" % (v, k) for v in ("sh", "mh", "mf") for k in ("s4d", "unstructured")]
+from . import config_schema
+
+# Every model.variant brt-dist accepts (core/model_config.cpp model_variants()).
+VARIANTS = config_schema.key("model.variant")["allowed"]
 
 
-@dataclasses.dataclass
-class ModelConfig:
-    variant: str = "rec:fixed:skip"
-    layers: int = 12
-    d_model: int = 512
-    heads: int = 8
-    head_dim: int = 64
-    d_ff: int = 2048
-    vocab: int = 32128
-    seq_len: int = 4096
-    window: int = 512
-    state_size: int = 512
-    recurrent_layers: list = dataclasses.field(default_factory=list)
-    bst_layers: list = dataclasses.field(default_factory=list)
-    ssm_state: int = 64
-    ctx_states: int = 32
-    ssm_carry: bool = True
+class _ModelConfigMethods:
+    """ModelConfig's behaviour; its fields come from the schema (below the class)."""
 
     @classmethod
     def from_config(cls, config):
@@ -32,7 +22,7 @@ class ModelConfig:
         if isinstance(config, str):
             config = tomllib.loads(config)
         table = config.get("model", config)
-        known = {f.name for f in dataclasses.fields(cls)}
+        known = {f.name for f in dataclasses.fields(cls)}   # the schema's [model] keys
         cfg = cls(**{k: v for k, v in table.items() if k in known})
         cfg.resolve()
         return cfg
@@ -117,3 +107,11 @@ class ModelConfig:
             if not 0 <= i < self.layers:
                 raise ValueError("layer list names layer %d, outside [0, %d)" % (i, self.layers))
         return self
+
+
+ModelConfig = dataclasses.make_dataclass(
+    "ModelConfig", config_schema.dataclass_fields("model"), bases=(_ModelConfigMethods,),
+    namespace={"__module__": __name__,
+               "__doc__": "A run config's [model] table: one field per [model] key of brt-dist's key table "
+                          "(variant, layers, d_model, ..., state_init_std, state_id_std, gate_bias_mean) "
+                          "with its default; resolve() fills the layer lists as brt-dist does."})

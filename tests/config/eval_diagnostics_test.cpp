@@ -6,6 +6,7 @@
 #include <random>
 
 #include "launch/eval_diagnostics.h"
+#include "tests/common/test_seed.h"
 
 namespace brt::launch {
 namespace {
@@ -25,7 +26,9 @@ TEST(LongRange, ClassesSplitAtTheWindowAndTheStackReach) {
 }
 
 TEST(LongRange, DistancesMatchABruteForceSearchAcrossSegmentsAndDocuments) {
-  std::mt19937_64 rng(std::random_device{}());
+  const uint64_t seed = brt::test::test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   const int streams = 3, vocab = 40;
   RepeatDistances repeats(streams);
   for (int doc = 0; doc < 4; ++doc) {

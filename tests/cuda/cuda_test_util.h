@@ -36,9 +36,7 @@ void copy_to_host(void* dst, const void* src, std::size_t bytes, CUstream_st* st
 class Rng {
  public:
   Rng() : Rng(test_seed()) {}
-  explicit Rng(uint32_t seed) : seed_(seed), gen_(seed_) {
-    std::printf("[   SEED   ] %u (BRT_TEST_SEED=%u replays it)\n", seed_, seed_);
-  }
+  explicit Rng(uint32_t seed) : seed_(seed), gen_(seed_) {}
   uint32_t seed() const { return seed_; }
   std::string trace() const { return "random seed " + std::to_string(seed_); }
   std::vector<float> normal(std::size_t n, float sd = 1.0f) {

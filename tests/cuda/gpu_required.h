@@ -13,6 +13,7 @@
 #include <string>
 
 #include "kernels/cuda/cuda_backend.h"
+#include "tests/common/test_seed.h"
 
 namespace brt::kernels::cuda::test {
 
@@ -28,19 +29,9 @@ inline bool small_shapes() {
   return v != nullptr && std::string(v) == "1";
 }
 
-// The seed of the running test: BRT_TEST_SEED if set, else an entry of a fixed list chosen by
-// the test's name (FNV-1a), so every test has its own stream and every run the same one.
-inline uint32_t test_seed() {
-  if (const char* v = std::getenv("BRT_TEST_SEED")) return uint32_t(std::strtoul(v, nullptr, 10));
-  static constexpr uint32_t kSeeds[] = {20261202u, 1234567u, 42u, 987654321u,
-                                        31337u,    271828u,  314159u, 8675309u};
-  std::string name = "unnamed";
-  if (const auto* info = ::testing::UnitTest::GetInstance()->current_test_info())
-    name = std::string(info->test_suite_name()) + "." + info->name();
-  uint32_t h = 2166136261u;
-  for (const char c : name) h = (h ^ uint8_t(c)) * 16777619u;
-  return kSeeds[h % (sizeof kSeeds / sizeof kSeeds[0])];
-}
+// The seed of the running test (tests/common/test_seed.h: a fixed list by the test's name,
+// printed, BRT_TEST_SEED overrides).
+inline uint32_t test_seed() { return brt::test::test_seed(); }
 
 }  // namespace brt::kernels::cuda::test
 

@@ -98,7 +98,6 @@ class CudaOptimizer : public ::testing::TestWithParam<core::OptimKind> {
 
 TEST_P(CudaOptimizer, MatchesTheCpuKernelsAndRerunsBitIdentically) {
   const uint32_t seed = test::test_seed();
-  std::printf("[   SEED   ] %u (BRT_TEST_SEED=%u replays it)\n", seed, seed);
   SCOPED_TRACE("random seed " + std::to_string(seed));
   const RunResult cpu = run(GetParam(), nullptr, seed, 4);
   const RunResult gpu = run(GetParam(), gpu_.get(), seed, 4);

@@ -11,12 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "tests/common/test_seed.h"
 namespace brt::kernels::test {
 
-// A fresh seed per test from std::random_device; SCOPED_TRACE puts it into every failure.
+// The test's seed (tests/common/test_seed.h: a fixed list, printed, BRT_TEST_SEED replays);
+// SCOPED_TRACE(trace()) puts it into every failure.
 class Rng {
  public:
-  Rng() : seed_(std::random_device{}()), gen_(seed_) {}
+  Rng() : seed_(brt::test::test_seed()), gen_(seed_) {}
   uint32_t seed() const { return seed_; }
   std::string trace() const { return "random seed " + std::to_string(seed_); }
   std::vector<double> uniform(std::size_t n, double lo, double hi) {

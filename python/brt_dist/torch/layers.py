@@ -14,6 +14,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..config import ModelConfig
+
 RMS_EPS = 1e-6       # MODEL §2
 L2_EPS = 1e-6        # MODEL §3.1
 T5_BUCKETS = 32      # MODEL §3.3
@@ -189,14 +191,24 @@ class Gate(nn.Module):
 
 def init_parameters(model, generator=None):
     """A fresh initialisation by MODEL §1-§7's distributions (not bit-identical to brt-dist's
-    counter-based Philox draws, MODEL §10b, which only matter for reproducing a C++ run)."""
+    counter-based Philox draws, MODEL §10b, which only matter for reproducing a C++ run), with
+    the recurrent state's scales model.state_id_std, state_init_std and gate_bias_mean of
+    model.cfg (MODEL's values by default) as brt-dist declares them (core/recurrent_state.cpp)."""
     g = generator
+    cfg = getattr(model, "cfg", None) or ModelConfig()
+    id_std, init_std, bias_mean = cfg.state_id_std, cfg.state_init_std, cfg.gate_bias_mean
     with torch.no_grad():
         for name, p in model.named_parameters():
             leaf = name.rsplit(".", 1)[-1]
             owner = name.rsplit(".", 2)[-2] if name.count(".") >= 1 else ""
             if leaf == "scale" or leaf in ("scale2", "freq"):
                 p.fill_(1.0)
+            elif name.endswith("state.ids"):
+                p.normal_(0.0, id_std, generator=g)
+            elif name.endswith("state.init"):
+                p.normal_(0.0, init_std, generator=g)
+            elif ".state.gate" in name and leaf == "bias":   # the fixed gates' b (gate, gate2)
+                p.normal_(bias_mean, 0.1, generator=g)
             elif name == "embed" or leaf in ("ids", "ctx_ids", "dskip"):
                 p.normal_(0.0, 1.0, generator=g)
             elif leaf == "rel_bias":
