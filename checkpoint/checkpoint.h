@@ -1,4 +1,4 @@
-// Umbrella header of the checkpoint library (issue 4); format: docs/checkpoint-format.md.
+// Umbrella header of the checkpoint library; format: docs/checkpoint-format.md.
 #pragma once
 
 #include "checkpoint/checksum.h"

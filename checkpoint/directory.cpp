@@ -90,7 +90,7 @@ std::vector<fs::path> remove_abandoned_partials(const fs::path& dir) {
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     // Open MPI's MPI-IO keeps a lock file beside a file open for collective writing
-    // (ckpt-N.h5.tmp-<job>-<pid>.lock); a save killed mid-write leaves it behind (issue 26).
+    // (ckpt-N.h5.tmp-<job>-<pid>.lock); a save killed mid-write leaves it behind.
     const bool mpi_io_lock = name.rfind(kPrefix, 0) == 0 && name.find(std::string(kTmpSuffix) + "-") != std::string::npos &&
                              ends_with(name, ".lock");
     if (name.rfind(pointer_tmp, 0) == 0 || mpi_io_lock) candidates.push_back(it->path());

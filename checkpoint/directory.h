@@ -28,7 +28,7 @@ std::vector<CheckpointEntry> list_checkpoints(const std::filesystem::path& dir);
 std::vector<std::filesystem::path> list_partial_checkpoints(const std::filesystem::path& dir);
 // Removes the half-written files of saves that never finished (ckpt-*.h5.tmp, latest.tmp.*,
 // and MPI-IO's ckpt-*.h5.tmp-*.lock) and returns their names. Their writers must be gone: only the holder of the directory's
-// lock calls it (launch/run_lock.h), once, before it saves. Saves themselves only ever remove
+// lock calls it (launch/preflight/run_lock.h), once, before it saves. Saves themselves only ever remove
 // the temporary file they created (no cleanup touches another process's file).
 std::vector<std::filesystem::path> remove_abandoned_partials(const std::filesystem::path& dir);
 

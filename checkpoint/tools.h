@@ -1,6 +1,6 @@
 // Whole-checkpoint operations built on the reader: verification, a human-readable summary
 // (`brt-dist ckpt inspect|verify`), choosing the checkpoint to resume from, and refusing
-// checkpoints that do not fit the run (issue 4: bad input).
+// checkpoints that do not fit the run.
 #pragma once
 
 #include <mpi.h>

@@ -1,6 +1,6 @@
 // Vocabulary of the checkpoint library: errors, element types, shapes, slices, run metadata
 // and I/O statistics. The on-disk format these describe is docs/checkpoint-format.md; the
-// tensor names callers use are MODEL §9 (parameters under /model/<name>).
+// tensor names callers use are model.md §9 (parameters under /model/<name>).
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,7 @@ inline constexpr const char* kAttributeChecksumsAttr = "attribute_checksums";
 
 // Recommended groups (docs/checkpoint-format.md §2). Dataset paths are free-form absolute
 // HDF5 paths; these keep writers and readers of a run consistent.
-inline constexpr const char* kModelGroup = "/model";  // parameters, MODEL §9 names and shapes
+inline constexpr const char* kModelGroup = "/model";  // parameters, model.md §9 names and shapes
 inline constexpr const char* kOptimGroup = "/optim";  // optimizer state, full logical shapes
 inline constexpr const char* kStateGroup = "/state";  // carried caches / recurrent states (§8)
 inline constexpr const char* kDataGroup = "/data";    // int64 arrays: data cursors, RNG, counters

@@ -59,7 +59,7 @@ struct SaveResult {
 // untouched. Destroying a writer without commit() abandons the save the same way. A save
 // removes only the temporary file it created (checked by device and inode), never another
 // *.tmp: leftovers of crashed saves are the directory lock holder's to remove
-// (remove_abandoned_partials, launch/run_lock.h).
+// (remove_abandoned_partials, launch/preflight/run_lock.h).
 class CheckpointWriter {
  public:
   CheckpointWriter(const std::filesystem::path& dir, int64_t step, MPI_Comm comm = MPI_COMM_SELF,

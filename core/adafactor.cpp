@@ -85,7 +85,7 @@ void Adafactor<T>::plan_tensors() {
     f2_total += t.f2_size();
     mean_total += t.n_means();
     // F1 sums along the second axis, F2 along the first, the means along R's normalised axis:
-    // only a sum along the TP split axis is partial on this rank (MODEL §10c).
+    // only a sum along the TP split axis is partial on this rank (model.md §10c).
     const int split = spec.shard.sharded() ? spec.shard.dim : -1;
     row_blocks_.push_back({p, plan.f1_off, t.f1_size(), split == second});
     col_blocks_.push_back({p, plan.f2_off, t.f2_size(), split == first});

@@ -1,4 +1,4 @@
-// Adafactor exactly as MODEL §10c (the reference code's: flax.optim.Adafactor(beta1=0.9) with
+// Adafactor exactly as model.md §10c (the reference code's: flax.optim.Adafactor(beta1=0.9) with
 // its defaults). t = completed steps, rho = (t+1)^-0.8, G = g^2 + 1e-30.
 //   factored tensors (both of the two largest dims >= 128):
 //     R <- (1-rho)*R + rho*mean(G over the largest axis)          ("<param>.adafactor.r")
@@ -7,7 +7,7 @@
 //   others: v <- (1-rho)*v + rho*G;  y = g / sqrt(v)              ("<param>.adafactor.v")
 //   y <- y / max(1, RMS(y)/1.0);  u = lr*max(RMS(param), 1e-3)*y
 //   m <- 0.9*m + 0.1*u;  param <- param - m                       ("<param>.adafactor.m")
-// For a matrix [r, c] with r <= c, R runs over rows and C over columns, as MODEL writes it;
+// For a matrix [r, c] with r <= c, R runs over rows and C over columns, as docs/model.md §10c writes it;
 // with r > c the reference normalises the column accumulator instead, which is the same update
 // in exact arithmetic (mean(R) == mean(C)) and is what we do too. Tensors of rank > 2 pick the
 // two largest axes (ties: the later axis counts as larger), the other axes index separate

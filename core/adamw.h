@@ -1,4 +1,4 @@
-// AdamW (MODEL §10c): beta1 0.9, beta2 0.98, eps 1e-8, bias-corrected, decoupled weight decay
+// AdamW (model.md §10c): beta1 0.9, beta2 0.98, eps 1e-8, bias-corrected, decoupled weight decay
 // on matrices only:
 //   m <- b1*m + (1-b1)*g;  v <- b2*v + (1-b2)*g^2
 //   p <- p - lr*( (m/(1-b1^(t+1))) / (sqrt(v/(1-b2^(t+1))) + eps) + wd*p )   (wd = 0 off matrices)

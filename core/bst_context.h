@@ -1,4 +1,4 @@
-// The key/value side of a BST layer's cross-attention (MODEL.md §7.2):
+// The key/value side of a BST layer's cross-attention (model.md §7.2):
 //   hc = RMSNorm_ctx(ctx) (+ E_ctx for MF);  K̂c = norm(hc·Wkc);  Vc = hc·Wvc
 // over G groups of context rows: group g feeds attention heads [g·H/G, (g+1)·H/G) only. SH and
 // MF use one group; MH uses G = H, head h's keys and values coming from its own context Ctx_h
@@ -11,8 +11,8 @@
 
 #include <vector>
 
-#include "core/blocks.h"
 #include "core/param_store.h"
+#include "core/projections.h"
 
 namespace brt::core {
 

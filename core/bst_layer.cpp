@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "core/linear.h"
-#include "core/standard_layer.h"
+#include "core/output_projection.h"
 
 namespace brt::core {
 
@@ -16,14 +16,15 @@ BstLayer<T>::BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, i
       cfg_(cfg),
       tp_(tp),
       shape_{cfg.d_model, tp.local(cfg.heads, "model.heads"), cfg.head_dim},
-      dims_{streams, cfg.seq_len, cfg.window, shape_.heads, cfg.head_dim},
       prefix_("layers." + std::to_string(index) + "."),
       streams_(streams),
       every_stream_starts_(size_t(streams), 1),
       mf_(cfg.bst_variant == BstVariant::kMF),
       ctx_keys_(mf_ ? cfg.ctx_states : cfg.window),
       kv_rows_(mf_ ? int64_t{streams} * cfg.blocks() * cfg.ctx_states : int64_t{streams} * cfg.seq_len),
-      ssm_(store, cfg, prefix_, streams, backend, tp) {
+      ssm_(store, cfg, prefix_, streams, backend, tp),
+      window_({streams, cfg.seq_len, cfg.window, shape_.heads, cfg.head_dim}, tp,
+              backend.memory()) {
   kernels::Memory& memory = backend.memory();
   // Full logical sizes for the declarations; A and H below are this rank's.
   const int D = cfg.d_model, A_full = cfg.attn_width(), H_full = cfg.heads;
@@ -49,21 +50,18 @@ BstLayer<T>::BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, i
   rel_bias_ = declare_normal(store, ap + "rel_bias", {H_full, kernels::kT5Buckets},
                              1.0 / std::sqrt(double(kernels::kT5Buckets)), tp.heads());
   mlp_ = declare_mlp(store, prefix_ + "mlp_norm.scale", prefix_ + "mlp.", D, cfg.d_ff, tp);
-  if (mf_) {  // MODEL §7.2: E_ctx ~ N(0, 1), Ctx_init ~ N(0, 0.1)
+  if (mf_) {  // model.md §7.2: E_ctx ~ N(0, 1), Ctx_init ~ N(0, 0.1)
     cproj_.ids = declare_normal(store, prefix_ + "ssm.ctx_ids", {cfg.ctx_states, D}, 1.0);
     cproj_.id_rows = cfg.ctx_states;
     ctx_init_ = declare_normal(store, prefix_ + "ssm.ctx_init", {cfg.ctx_states, D}, 0.1);
   }
 
-  const size_t rows = size_t(streams) * N, na = rows * A, cache = size_t(streams) * W * A;
+  const size_t rows = size_t(streams) * N, na = rows * A;
   proj_acts_.allocate(memory, proj_, shape_, int(rows));
   const int64_t cproj_rows = mf_ ? kv_rows_ : int64_t(rows);  // rows per group
   cproj_acts_.allocate(memory, cproj_, shape_, cproj_rows);
-  for (auto* v : {&k_cache_used_, &v_cache_used_, &k_cache_, &v_cache_})
-    v->allocate(memory, cache, "BST attention cache");
   a_self_.allocate(memory, na, "BST self-attention output");
   a_cross_.allocate(memory, na, "BST cross-attention output");
-  probs_self_.allocate(memory, rows * H * 2 * W, "BST self-attention probabilities");
   probs_cross_.allocate(memory, size_t(streams) * Tb * H * W * ctx_keys_,
                         "BST cross-attention probabilities");
   y_.allocate(memory, rows * D, "BST mid-residual");
@@ -90,7 +88,7 @@ kernels::CrossAttnDims BstLayer<T>::cross_dims() const {
           int64_t(W) * A,           int64_t(ctx_keys_) * A, !mf_};
 }
 
-// MF (MODEL §7.2): block k ≥ 1 reads Ctx_c[kW − 1] = the SSM's end-of-block state of block
+// MF (model.md §7.2): block k ≥ 1 reads Ctx_c[kW − 1] = the SSM's end-of-block state of block
 // k − 1; block 0 reads Ctx_init at a document start or with the carry off, else the previous
 // segment's last-position context (detached).
 template <typename T>
@@ -119,7 +117,7 @@ void BstLayer<T>::assemble_mf_context(kernels::Backend<T>& be, const uint8_t* do
 template <typename T>
 void BstLayer<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
   auto& be = ctx.backend;
-  const int D = shape_.d_model, A = shape_.width(), W = cfg_.window, N = cfg_.seq_len;
+  const int D = shape_.d_model, A = shape_.width(), N = cfg_.seq_len;
   const int B = streams_, rows = B * N;
   x_ = x;
   projections_forward(be, store_, proj_, shape_, x, rows, proj_acts_);
@@ -127,12 +125,9 @@ void BstLayer<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
   const T* k = proj_acts_.out[1].data();
   const T* v = proj_acts_.out[2].data();
   const T* q2 = proj_acts_.out[3].data();
-  const int64_t block = int64_t(W) * A;
-  prepare_cache(be, ctx.doc_start, B, block, k_cache_.data(), k_cache_used_.data());
-  prepare_cache(be, ctx.doc_start, B, block, v_cache_.data(), v_cache_used_.data());
-  be.window_attention_forward(dims_, q, k, v, k_cache_used_.data(), v_cache_used_.data(),
-                              store_[rel_bias_].value, store_[scale1_].value, a_self_.data(),
-                              probs_self_.data());
+  // A_self: §3.2, block 0 attending to the cache (§8).
+  window_.prepare(be, ctx.doc_start);
+  window_.forward(be, q, k, v, store_[rel_bias_], store_[scale1_], a_self_.data());
   // Context states (§7.1) and their keys/values (§7.2).
   // The SSM carry restarts at a document start, or at every segment under the ablation.
   const uint8_t* carry_reset = this->carry_reset(ctx.doc_start);
@@ -150,8 +145,7 @@ void BstLayer<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
   dual_output_forward(be, store_, tp_, wo_, mlp_, mlp_acts_, x, a_self_.data(), a_cross_.data(),
                       rows, A, y_.data(), out);
   // Carry, detached (§8, §7.3).
-  carry_last_block(be, B, N, W, A, k, k_cache_.data());
-  carry_last_block(be, B, N, W, A, v, v_cache_.data());
+  window_.carry(be, k, v);
   if (mf_) {
     const int Tb = cfg_.blocks();
     const int64_t sd = int64_t(cfg_.ctx_states) * D;
@@ -182,11 +176,7 @@ void BstLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx,
   be.cross_attention_backward(cross_dims(), proj_acts_.out[3].data(), cproj_acts_.k.data(),
                               cproj_acts_.v.data(), store_[scale2_].value, probs_cross_.data(),
                               da_cross, dq2, dkc_.data(), dvc_.data(), store_[scale2_].grad);
-  be.window_attention_backward(dims_, proj_acts_.out[0].data(), proj_acts_.out[1].data(),
-                               proj_acts_.out[2].data(), k_cache_used_.data(),
-                               v_cache_used_.data(), store_[rel_bias_].value,
-                               store_[scale1_].value, probs_self_.data(), da_self, dq, dk, dv,
-                               store_[rel_bias_].grad, store_[scale1_].grad);
+  window_.backward(be, da_self, store_[rel_bias_], store_[scale1_], dq, dk, dv);
   const std::array<const T*, 4> grads = {dq, dk, dv, dq2};
   projections_backward(be, store_, proj_, shape_, x_, rows, proj_acts_, grads, dx,
                        scratch.d_attn[0].data(), scratch.d_norm.data());
@@ -226,10 +216,7 @@ void BstLayer<T>::accumulate_diagnostics(kernels::Backend<T>& be, const uint8_t*
 
 template <typename T>
 std::vector<TensorRef<T>> BstLayer<T>::carried_state() {
-  const std::vector<int64_t> cache = {streams_, cfg_.window, shape_.width()};
-  const ShardSpec heads{2, tp_.rank(), tp_.size(), 1};  // this rank's head columns of A
-  std::vector<TensorRef<T>> refs = {{prefix_ + "cache.k", cache, k_cache_.data(), heads},
-                                    {prefix_ + "cache.v", cache, v_cache_.data(), heads}};
+  std::vector<TensorRef<T>> refs = window_.carried_state(prefix_);
   for (auto& r : ssm_.carried_state()) refs.push_back(r);
   if (mf_)
     refs.push_back({prefix_ + "ssm.ctx_last", {streams_, cfg_.ctx_states, cfg_.d_model}, ctx_last_.data()});
@@ -239,11 +226,9 @@ std::vector<TensorRef<T>> BstLayer<T>::carried_state() {
 template <typename T>
 int64_t BstLayer<T>::activation_bytes() const {
   int64_t n = 0;
-  for (const auto* v : {&k_cache_used_, &v_cache_used_, &a_self_, &a_cross_, &probs_self_,
-                        &probs_cross_, &ctx_blocks_, &y_})
-    n += v->bytes();
-  return proj_acts_.bytes() + cproj_acts_.bytes() + mlp_acts_.bytes() + ssm_.activation_bytes() +
-         int64_t(mf_continues_.size()) + n;
+  for (const auto* v : {&a_self_, &a_cross_, &probs_cross_, &ctx_blocks_, &y_}) n += v->bytes();
+  return proj_acts_.bytes() + cproj_acts_.bytes() + window_.activation_bytes() + mlp_acts_.bytes() +
+         ssm_.activation_bytes() + int64_t(mf_continues_.size()) + n;
 }
 
 template <typename T>

@@ -1,4 +1,4 @@
-// The Block-State Transformer layer of MODEL.md §7.2: the §4 layer whose attention also
+// The Block-State Transformer layer of model.md §7.2: the §4 layer whose attention also
 // cross-attends to context states from an SSM sublayer (BstSsm, §7.1). All blocks of a segment
 // run in parallel (no recurrence between blocks): the cross-attention is one batched call over
 // the B·T blocks, addressed in place by strides.
@@ -17,12 +17,14 @@
 #include <string>
 #include <vector>
 
-#include "core/blocks.h"
 #include "core/bst_context.h"
 #include "core/bst_ssm.h"
+#include "core/cached_window_attention.h"
 #include "core/layer.h"
+#include "core/mlp.h"
 #include "core/model_config.h"
 #include "core/param_store.h"
+#include "core/projections.h"
 
 namespace brt::core {
 
@@ -49,7 +51,7 @@ class BstLayer : public Layer<T> {
   void accumulate_diagnostics(kernels::Backend<T>& be, const uint8_t* mask, T* scratch_a,
                               T* scratch_b, LayerDiagnostics& out) override;
 
-  // The SSM sublayer, for tests (its context() is Ctx of MODEL §7.1).
+  // The SSM sublayer, for tests (its context() is Ctx of model.md §7.1).
   const BstSsm<T>& ssm() const { return ssm_; }
 
  private:
@@ -64,7 +66,6 @@ class BstLayer : public Layer<T> {
   const ModelConfig& cfg_;
   TensorParallel tp_;
   AttnShape shape_;  // this rank's heads
-  kernels::WindowAttnDims dims_;
   std::string prefix_;
   int streams_;
   CarryAblation ablation_ = CarryAblation::kNone;  // eval diagnostics only
@@ -82,9 +83,8 @@ class BstLayer : public Layer<T> {
   const T* x_ = nullptr;
   ProjectionActs<T> proj_acts_;
   ContextProjActs<T> cproj_acts_;
-  kernels::Buffer<T> k_cache_used_, v_cache_used_;  // [B, W, A]
+  CachedWindowAttention<T> window_;                 // A_self: §3.2 with the carried cache (§8)
   kernels::Buffer<T> a_self_, a_cross_;             // [B·N, A]
-  kernels::Buffer<T> probs_self_;                   // [B, T, H, W, 2W]
   kernels::Buffer<T> probs_cross_;                  // [B·T, H, W, keys]
   kernels::Buffer<T> ctx_blocks_;                   // MF: [B, T, S_ctx, D]
   std::vector<uint8_t> mf_continues_;  // MF, host: [B] block 0 read the carried context
@@ -95,9 +95,8 @@ class BstLayer : public Layer<T> {
   kernels::Buffer<T> dscratch_h_;              // [G·rows, D] of the context projection
   kernels::Buffer<T> dctx_;                    // gradient w.r.t. the SSM's context()
   kernels::Buffer<T> dctx_blocks_;             // MF: [B, T, S_ctx, D]
-  // Carried between segments (MODEL §8).
-  kernels::Buffer<T> k_cache_, v_cache_;  // [B, W, A]
-  kernels::Buffer<T> ctx_last_;           // MF: [B, S_ctx, D]
+  // Carried between segments (model.md §8), with window_'s cache and the SSM's carry.
+  kernels::Buffer<T> ctx_last_;  // MF: [B, S_ctx, D]
 };
 
 }  // namespace brt::core

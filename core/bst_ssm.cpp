@@ -4,7 +4,6 @@
 #include <cmath>
 #include <numbers>
 
-#include "core/blocks.h"
 #include "core/linear.h"
 
 namespace brt::core {
@@ -58,7 +57,7 @@ BstSsm<T>::BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::strin
       modes_(cfg.ssm_state / 2),
       s4d_(cfg.ssm_kernel == SsmKernel::kS4D),
       carry_(cfg.ssm_carry) {
-  // Declared with the full Ds (MODEL §9); Ds below is this rank's features.
+  // Declared with the full Ds (model.md §9); Ds below is this rank's features.
   const int D = cfg.d_model, Ds_full = d_full_, Ds = d_small_, C = channels_, N = cfg.seq_len;
   const int M = modes_;
   const int64_t R = int64_t{C} * Ds;
@@ -80,7 +79,7 @@ BstSsm<T>::BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::strin
   }
   dskip_ = declare_normal(store, prefix_ + "dskip", {C, Ds_full}, 1.0, features);
   if (s4d_) {
-    // MODEL §7.1 S4D-Lin: log Δ ~ U[ln 1e−3, ln 1e−1], a_n = ln 0.5, b_n = π·n, C ~ complex N(0, 1).
+    // model.md §7.1 S4D-Lin: log Δ ~ U[ln 1e−3, ln 1e−1], a_n = ln 0.5, b_n = π·n, C ~ complex N(0, 1).
     log_dt_ = declare_with(store, prefix_ + "log_dt", {C, Ds_full},
                            uniform_init(std::log(1e-3), std::log(1e-1)), features);
     InitSpec a_re{InitKind::kConstant};
@@ -187,7 +186,7 @@ ssm::ImplicitFilterParams<T> BstSsm<T>::filter_params() const {
   return {v(0), v(1), v(2), v(3), v(4), v(5), v(6), v(7)};
 }
 
-// K [C, Ds, N] (MODEL §7.1): S4D modes or the implicit filter network, both as backend calls
+// K [C, Ds, N] (model.md §7.1): S4D modes or the implicit filter network, both as backend calls
 // on the parameters where they live (on a GPU: device kernels and cuBLAS, no host copy).
 template <typename T>
 void BstSsm<T>::generate_kernel(kernels::Backend<T>& be) {
@@ -233,7 +232,7 @@ void BstSsm<T>::forward(kernels::Backend<T>& be, const uint8_t* doc_start, const
   const T* dskip = store_[dskip_].value;
   if (conv_len_ != N) {
     // unstructured carry: convolve [U_prev; U] (U_prev zero at a document start) with the
-    // N-tap kernel zero-padded to 2N taps, and keep the last N outputs (MODEL §7.3).
+    // N-tap kernel zero-padded to 2N taps, and keep the last N outputs (model.md §7.3).
     be.copy_rows(kernel_.data(), N, R, N, kernel_ext_.data(), conv_len_);
     const int64_t seg = int64_t{N} * Ds;
     for (int b = 0; b < B; ++b) {
@@ -248,7 +247,7 @@ void BstSsm<T>::forward(kernels::Backend<T>& be, const uint8_t* doc_start, const
     conv_->forward({B, C, N, Ds}, kernel_.data(), u_.data(), dskip, y_.data());
   }
   if (s4d_ && carry_) {
-    // MODEL §7.3: add the carried state's response, then advance the state by this segment.
+    // model.md §7.3: add the carried state's response, then advance the state by this segment.
     const ssm::S4dCarryDims cd{B, C, Ds, modes_, N};
     const size_t per_stream = size_t(R) * modes_ * 2;
     for (int b = 0; b < B; ++b)
@@ -277,7 +276,7 @@ void BstSsm<T>::up_forward(kernels::Backend<T>& be) {
                          ctx_.data() + (int64_t{h} * B + b) * N * D);
       break;
     case BstVariant::kMF: {
-      // Only the block ends (k+1)·W − 1 are context states (MODEL §7.2 MF): row k of the
+      // Only the block ends (k+1)·W − 1 are context states (model.md §7.2 MF): row k of the
       // gather reads Y_c[(k+1)·W − 1] into y_end[b, k, c].
       const int Tb = cfg_.blocks(), W = cfg_.window;
       for (int b = 0; b < B; ++b)

@@ -1,9 +1,9 @@
-// The SSM sublayer of a BST layer (MODEL.md §7.1) and its carried state (§7.3):
+// The SSM sublayer of a BST layer (model.md §7.1) and its carried state (§7.3):
 //   Z = RMSNorm_ssm(X);  U = Z·W_dn (D→Ds = D/4)
 //   Y_c = K_c ∗ U + Dskip_c ⊙ U       (causal depthwise FFT convolution, c ∈ [0, C))
 //   Ctx_c = Y_c·W_up^(c)              (one W_up shared, or one per head for MH)
 // with K from S4D modes (`s4d`) or a Hyena-style implicit filter (`unstructured`).
-// C = 1 (SH), H (MH), S_ctx (MF). Parameters are layers.{i}.ssm.* (MODEL §9).
+// C = 1 (SH), H (MH), S_ctx (MF). Parameters are layers.{i}.ssm.* (model.md §9).
 //
 // Output layout (context()):
 //   SH  [B, N, D]        Ctx_0

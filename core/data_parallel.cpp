@@ -1,4 +1,4 @@
-#include "launch/data_parallel.h"
+#include "core/data_parallel.h"
 
 #include <chrono>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "core/adafactor.h"
 
-namespace brt::launch {
+namespace brt::core {
 
 namespace {
 
@@ -177,7 +177,7 @@ DpMemoryReport rank_memory_report(const core::Model<T>& model, core::Optimizer<T
   const int64_t expected = expected_optimizer_state_elems(optimizer.config(), specs, owned);
   if (state_elems != expected || state_elems != optimizer.state_elems_allocated())
     throw std::logic_error("optimizer state holds " + std::to_string(state_elems) + " elements (" +
-                           std::to_string(optimizer.state_elems_allocated()) + " allocated); MODEL "
+                           std::to_string(optimizer.state_elems_allocated()) + " allocated); docs/model.md "
                            "§10c needs " + std::to_string(expected) + " for the parameters this rank owns");
   r.optimizer = state_elems * int64_t(sizeof(T));
   return r;
@@ -190,4 +190,4 @@ template DpMemoryReport rank_memory_report(const core::Model<float>&, core::Opti
 template DpMemoryReport rank_memory_report(const core::Model<double>&, core::Optimizer<double>&,
                                            const std::vector<bool>&);
 
-}  // namespace brt::launch
+}  // namespace brt::core

@@ -1,7 +1,7 @@
-// Data parallelism for the step loop (issue 5 "Data parallel", MODEL §8, §10b).
+// Data parallelism for the step loop (model.md §8, §10b).
 //
 // Each DP rank holds B = train.batch streams, the global streams [dp_rank*B, (dp_rank+1)*B).
-// The loss is the mean over every unmasked target of the GLOBAL batch (MODEL §10b): the target
+// The loss is the mean over every unmasked target of the GLOBAL batch (model.md §10b): the target
 // count is all-reduced before forward and the loss gradient scaled by 1 / global count, so the
 // all-reduce SUM of the ranks' gradients is the gradient of the global mean. Gradients are
 // reduced in buckets started from Model's backward hook (parallel/grad_buckets.h).
@@ -24,7 +24,7 @@
 #include "parallel/communicator.h"
 #include "parallel/grad_buckets.h"
 
-namespace brt::launch {
+namespace brt::core {
 
 struct DpSettings {
   bool overlap = true;     // start bucket all-reduces during backward
@@ -48,7 +48,7 @@ struct DpStepTimes {
   double total() const { return grads_in_hooks + grads_in_finish + other; }
 };
 
-// Per-rank memory (issue 5 item 6), bytes.
+// Per-rank memory, bytes.
 struct DpMemoryReport {
   int64_t parameters = 0, gradients = 0, optimizer = 0, activations = 0, carried_state = 0;
   int64_t backward_scratch = 0;
@@ -57,7 +57,7 @@ struct DpMemoryReport {
   }
 };
 
-// Optimizer-state elements the MODEL §10c rules need for the owned parameters, counted from the
+// Optimizer-state elements the model.md §10c rules need for the owned parameters, counted from the
 // parameter shapes alone (an independent check of what the optimizer allocated).
 int64_t expected_optimizer_state_elems(const core::OptimConfig& config,
                                        const std::vector<core::ParamSpec>& specs,
@@ -117,4 +117,4 @@ class DataParallel {
   DpStepTimes times_;
 };
 
-}  // namespace brt::launch
+}  // namespace brt::core

@@ -25,7 +25,7 @@ void accumulate_state_share(kernels::Backend<T>& be, const T* a_self, const T* a
                             const T* wo, int rows, int A, int D, const uint8_t* mask,
                             T* scratch_a, T* scratch_b, MomentSums& share) {
   using kernels::Trans;
-  // The two halves of Y − X = concat(A_self, A_state)·Wo (MODEL §5.2, §7.2), separately.
+  // The two halves of Y − X = concat(A_self, A_state)·Wo (model.md §5.2, §7.2), separately.
   be.gemm(Trans::N, Trans::N, rows, D, A, T(1), a_self, A, wo, D, T(0), scratch_a, D);
   be.gemm(Trans::N, Trans::N, rows, D, A, T(1), a_state, A, wo + int64_t(A) * D, D, T(0),
           scratch_b, D);

@@ -1,6 +1,6 @@
 // Evaluation-only views of how a model uses its carried memory (docs/evaluation.md,
 // "Long-range diagnostics"): ablating the carried state, the recurrent gates' values, and the
-// share of each token's attention output that comes from the state (BRT, MODEL §5.2) or from
+// share of each token's attention output that comes from the state (BRT, model.md §5.2) or from
 // the SSM context (BST, §7.2).
 #pragma once
 
@@ -18,7 +18,7 @@ namespace brt::core {
 enum class CarryAblation {
   kNone,
   // The recurrent state Σ (BST: the SSM carry and MF's carried context) restarts at every
-  // segment as at a document start; the attention caches still carry (MODEL §8), so a model
+  // segment as at a document start; the attention caches still carry (model.md §8), so a model
   // without carried state computes exactly what it computes without the ablation.
   kSegment,
   // Every block's tokens read the state of a document start, Σ0 (recurrent layers only; BST's
@@ -44,13 +44,13 @@ struct MomentSums {
 };
 
 struct LayerDiagnostics {
-  int layer = -1;   // the layer's index in the model (MODEL §9's layers.{i})
+  int layer = -1;   // the layer's index in the model (model.md §9's layers.{i})
   int source = -1;  // which of the model's Layer objects reports it (the feedback stack is one)
   std::string kind;       // "recurrent" | "bst"
   std::string gate_kind;  // "fixed" | "lstm"; empty for BST
   bool dual = false;
   // fixed: g = σ(b) over the D channels; lstm: the forget gate f over every state entry of
-  // every block evaluated (MODEL §5.3). gate2: dual's second gate the same way.
+  // every block evaluated (model.md §5.3). gate2: dual's second gate the same way.
   MomentSums gate, gate_input, gate2, gate2_input;  // *_input: lstm's input gate i
   // Per predicted token: ‖A_s·Wo[A:2A]‖ / (‖A_self·Wo[0:A]‖ + ‖A_s·Wo[A:2A]‖), with A_s the
   // cross-attention to the state (BRT) or to the SSM context (BST): how much of the layer's

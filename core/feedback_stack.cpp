@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "core/linear.h"
-#include "core/standard_layer.h"
+#include "core/output_projection.h"
 
 namespace brt::core {
 
@@ -14,7 +14,7 @@ namespace {
 int the_recurrent_layer(const ModelConfig& cfg) {
   if (cfg.recurrent_layers.size() != 1)
     throw std::invalid_argument("model.recurrent_layers: the feedback variant is defined for one "
-                                "recurrent layer (MODEL §5.4)");
+                                "recurrent layer (model.md §5.4)");
   return cfg.recurrent_layers[0];
 }
 
@@ -34,7 +34,7 @@ FeedbackStack<T>::FeedbackStack(ParamStore<T>& store, const ModelConfig& cfg, in
   const int D = cfg.d_model, S = cfg.state_size;
   const int A = shape_.width(), H = shape_.heads, W = cfg.window, Tb = cfg.blocks();
   const int L = cfg.layers;
-  // Every layer's token side has the recurrent layer's parameters (MODEL §5.4, §9).
+  // Every layer's token side has the recurrent layer's parameters (model.md §5.4, §9).
   for (int l = 0; l < L; ++l) {
     TokenSide side;
     side.prefix = "layers." + std::to_string(l) + ".";
@@ -74,13 +74,10 @@ FeedbackStack<T>::FeedbackStack(ParamStore<T>& store, const ModelConfig& cfg, in
     }
   }
   const size_t cache = size_t(streams) * W * A, sd = size_t(streams) * S_local * D;
-  k_cache_used_.resize(size_t(L));
-  v_cache_used_.resize(size_t(L));
-  k_cache_.resize(size_t(L));
-  v_cache_.resize(size_t(L));
+  windows_.reserve(size_t(L));
   for (int l = 0; l < L; ++l)
-    for (auto* v : {&k_cache_used_[l], &v_cache_used_[l], &k_cache_[l], &v_cache_[l]})
-      v->allocate(memory, cache, "feedback layer cache");
+    windows_.emplace_back(kernels::WindowAttnDims{streams, cfg.seq_len, W, H, shape_.head_dim}, tp,
+                          memory, WindowLayout::kBlockMajor);
   zero_cache_.allocate(memory, cache, "feedback zero cache");
   for (auto* v : {&sigma0_, &d_sigma0_, &sigma_}) v->allocate(memory, sd, "feedback recurrent state");
   for (auto* v : {&dq_ext_, &dk_ext_, &dv_ext_, &da_ext_, &dk_win_, &dv_win_})
@@ -118,8 +115,8 @@ void FeedbackStack<T>::token_forward(kernels::Backend<T>& be, int layer, int t, 
   const T* v = a.proj.out[2].data();
   const T* q2 = a.proj.out[3].data();
   // Block t's window [K_{t−1}; K_t] (§3.2): block −1 is the cache (§8).
-  const T* k_prev = t == 0 ? k_cache_used_[layer].data() : acts_[layer][t - 1].proj.out[1].data();
-  const T* v_prev = t == 0 ? v_cache_used_[layer].data() : acts_[layer][t - 1].proj.out[2].data();
+  const T* k_prev = t == 0 ? windows_[layer].cache_keys() : acts_[layer][t - 1].proj.out[1].data();
+  const T* v_prev = t == 0 ? windows_[layer].cache_values() : acts_[layer][t - 1].proj.out[2].data();
   be.fill(a.q_ext.data(), int64_t(a.q_ext.size()), T(0));
   to_half(be, q, A, 1, a.q_ext.data());
   to_half(be, k_prev, A, 0, a.k_ext.data());
@@ -148,10 +145,7 @@ void FeedbackStack<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
   const int64_t block_d = int64_t(W) * D;
   for (int t = 0; t < Tb; ++t)  // to block-major: block t of every stream, one strided copy
     be.copy_rows(x + int64_t(t) * W * D, int64_t(N) * D, B, block_d, res_[0][t].data(), block_d);
-  for (int l = 0; l < L; ++l) {
-    prepare_cache(be, ctx.doc_start, B, int64_t(W) * A, k_cache_[l].data(), k_cache_used_[l].data());
-    prepare_cache(be, ctx.doc_start, B, int64_t(W) * A, v_cache_[l].data(), v_cache_used_[l].data());
-  }
+  for (auto& window : windows_) window.prepare(be, ctx.doc_start);  // block −1 of block 0 (§8)
   // Σ_0: the learned initial state at a document start (or under an eval ablation), else the
   // carried one (§8).
   const int64_t sd = int64_t(cfg_.state_size / tp_.size()) * D;
@@ -172,10 +166,8 @@ void FeedbackStack<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
                           int64_t(2 * W) * A);
   }
   // Carry the last block's keys/values and Σ_T, detached (§8); back to the stream layout.
-  for (int l = 0; l < L; ++l) {
-    be.copy(acts_[l][Tb - 1].proj.out[1].data(), int64_t(B) * W * A, k_cache_[l].data());
-    be.copy(acts_[l][Tb - 1].proj.out[2].data(), int64_t(B) * W * A, v_cache_[l].data());
-  }
+  for (int l = 0; l < L; ++l)
+    windows_[l].carry(be, acts_[l][Tb - 1].proj.out[1].data(), acts_[l][Tb - 1].proj.out[2].data());
   be.copy(state_.sigma(Tb), int64_t(B) * sd, sigma_.data());
   for (int t = 0; t < Tb; ++t)  // back to stream-major, one strided copy per block
     be.copy_rows(res_[L][t].data(), block_d, B, block_d, out + int64_t(t) * W * D, int64_t(N) * D);
@@ -273,12 +265,9 @@ void FeedbackStack<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx,
 
 template <typename T>
 std::vector<TensorRef<T>> FeedbackStack<T>::carried_state() {
-  const std::vector<int64_t> cache = {streams_, cfg_.window, shape_.width()};
-  const ShardSpec heads{2, tp_.rank(), tp_.size(), 1};  // this rank's head columns of A
   std::vector<TensorRef<T>> refs;
   for (int l = 0; l < cfg_.layers; ++l) {
-    refs.push_back({layers_[l].prefix + "cache.k", cache, k_cache_[l].data(), heads});
-    refs.push_back({layers_[l].prefix + "cache.v", cache, v_cache_[l].data(), heads});
+    for (auto& r : windows_[l].carried_state(layers_[l].prefix)) refs.push_back(std::move(r));
     if (l == rec_)
       refs.push_back({rec_prefix_ + "state.sigma", {streams_, cfg_.state_size / tp_.size(), cfg_.d_model},
                       sigma_.data(), ShardSpec{1, tp_.rank(), tp_.size(), 1}});
@@ -321,7 +310,7 @@ int64_t FeedbackStack<T>::activation_bytes() const {
                             &a.probs_es, &a.y})
         n += v->bytes();
     }
-  for (int l = 0; l < cfg_.layers; ++l) n += k_cache_used_[l].bytes() + v_cache_used_[l].bytes();
+  for (const auto& window : windows_) n += window.activation_bytes();
   return n + zero_cache_.bytes() + sigma0_.bytes() + state_.activation_bytes();
 }
 

@@ -1,8 +1,8 @@
-// The feedback variant of the Block-Recurrent Transformer (MODEL.md §5.4): every layer's
+// The feedback variant of the Block-Recurrent Transformer (model.md §5.4): every layer's
 // tokens cross-attend to the recurrent layer's current state Σ_t, so block t of the lowest
 // layer needs the state that block t − 1 of a higher layer produced, and the whole stack runs
 // block-major. This class is that stack, as one Layer of the model: the L layers' parameters
-// (MODEL §9 names), each block's activations, the recurrent layer's state side, and the
+// (model.md §9 names), each block's activations, the recurrent layer's state side, and the
 // carried caches and state (the same names as rec:*, so checkpoints read alike).
 //
 // Layout: inside, the residual stream is block-major ([T][B·W, D]), so one block of every
@@ -15,10 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "core/blocks.h"
+#include "core/cached_window_attention.h"
 #include "core/layer.h"
+#include "core/mlp.h"
 #include "core/model_config.h"
 #include "core/param_store.h"
+#include "core/projections.h"
 #include "core/recurrent_layer.h"
 #include "core/recurrent_state.h"
 #include "core/tensor_parallel.h"
@@ -48,7 +50,7 @@ class FeedbackStack : public Layer<T> {
                               T* scratch_b, LayerDiagnostics& out) override;
 
  private:
-  // One layer's token side (MODEL §5.2 "vertical", §5.4): q, k, v, q2 over RMSNorm(X), the
+  // One layer's token side (model.md §5.2 "vertical", §5.4): q, k, v, q2 over RMSNorm(X), the
   // window attention, the attention to the state's K̂_s, V_s, Wo [2A, D], the MLP.
   struct TokenSide : RecurrentTokenParams {
     std::string prefix;
@@ -87,7 +89,8 @@ class FeedbackStack : public Layer<T> {
 
   std::vector<std::vector<kernels::Buffer<T>>> res_;  // [L+1][T][B·W, D] block-major residuals
   std::vector<std::vector<BlockActs>> acts_;          // [L][T]
-  std::vector<kernels::Buffer<T>> k_cache_used_, v_cache_used_;  // [L][B, W, A] block −1
+  // [L] each layer's carried cache (§8): block −1 of its block 0, and what block T−1 leaves.
+  std::vector<CachedWindowAttention<T>> windows_;
   kernels::Buffer<T> zero_cache_;  // [B, W, A] what the two-block segment's first block sees
   kernels::Buffer<T> sigma0_;      // [B, S, D] the state block 0 read
   // Backward.
@@ -99,9 +102,8 @@ class FeedbackStack : public Layer<T> {
   kernels::Buffer<T> dres_a_, dres_b_;                    // [B·W, D]
   kernels::Buffer<T> d_sigma0_;                           // [B, S, D]
   std::vector<uint8_t> block_mask_;                       // host [B·W] (diagnostics)
-  // Carried between segments (MODEL §8).
-  std::vector<kernels::Buffer<T>> k_cache_, v_cache_;  // [L][B, W, A]
-  kernels::Buffer<T> sigma_;                           // [B, S, D]
+  // Carried between segments (model.md §8), with windows_' caches.
+  kernels::Buffer<T> sigma_;  // [B, S, D]
 };
 
 }  // namespace brt::core

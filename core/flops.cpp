@@ -18,7 +18,7 @@ FlopBreakdown flops_per_token(const ModelConfig& cfg) {
       if (cfg.gate == GateKind::kLSTM) per_state += 2 * (2 * F * D);
     }
     const double extra = 2 * (2 * D * A) + 4 * S * A + (S / W) * per_state;
-    // Feedback (MODEL §5.4; §10 does not list it): every other layer adds the recurrent
+    // Feedback (model.md §5.4; §10 does not list it): every other layer adds the recurrent
     // layer's token-side extra, its q2 and the state half of Wo, 2(2DA), and attention to the
     // S state vectors, 4SA.
     const double feedback_extra = 2 * (2 * D * A) + 4 * S * A;
@@ -28,7 +28,7 @@ FlopBreakdown flops_per_token(const ModelConfig& cfg) {
       else if (cfg.feedback) f.recurrent += feedback_extra, f.attention += 4 * S * A;
   }
   if (cfg.family == ModelFamily::kBST) {
-    // MODEL §10 BST extra over a standard layer (counted with the recurrent extras).
+    // model.md §10 BST extra over a standard layer (counted with the recurrent extras).
     const double Ds = D / 4.0, H = cfg.heads;
     const bool mf = cfg.bst_variant == BstVariant::kMF, mh = cfg.bst_variant == BstVariant::kMH;
     const double C = mf ? cfg.ctx_states : mh ? H : 1;

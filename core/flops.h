@@ -1,4 +1,4 @@
-// FLOPs per token by MODEL.md §10 (forward; training counts 3× forward). Used for achieved
+// FLOPs per token by model.md §10 (forward; training counts 3× forward). Used for achieved
 // GFLOP/s and MFU in training logs and benchmarks.
 #pragma once
 
@@ -12,7 +12,7 @@ struct FlopBreakdown {
   double logits = 0;     // 2DV
   // The part of layers + recurrent that is attention (the score and value products: 4WA per
   // standard layer, the state reads 4SA and the state side's (S/W)(4SA + 8WA), BST's 4A·k_c),
-  // for kernel-class step-time predictions (launch/planner.h); the rest is matrix products.
+  // for kernel-class step-time predictions (launch/plan/planner.h); the rest is matrix products.
   double attention = 0;
   double forward() const { return layers + recurrent + logits; }
   double training() const { return 3.0 * forward(); }

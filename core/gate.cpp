@@ -1,6 +1,5 @@
 #include "core/gate.h"
 
-#include "core/blocks.h"
 #include "core/linear.h"
 
 namespace brt::core {
@@ -16,7 +15,7 @@ GateParams declare_gate(ParamStore<T>& store, const std::string& prefix, GateKin
   if (kind == GateKind::kFixed) {
     p.bias = declare_normal(store, prefix + "bias", {d_model}, 0.1, {}, bias_mean);
   } else {
-    // MODEL §5.3: kernels truncated normal with gain 0.1, biases N(0, 0.1).
+    // model.md §5.3: kernels truncated normal with gain 0.1, biases N(0, 0.1).
     p.wf = declare_matrix(store, prefix + "wf", in, d_model, 0.1, tp.rows(in_pieces));
     p.wi = declare_matrix(store, prefix + "wi", in, d_model, 0.1, tp.rows(in_pieces));
     p.bf = declare_normal(store, prefix + "bf", {d_model}, 0.1);

@@ -1,4 +1,4 @@
-// The gates of MODEL.md §5.3 that update the recurrent state: 'fixed' (a learned per-channel
+// The gates of model.md §5.3 that update the recurrent state: 'fixed' (a learned per-channel
 // EMA) and 'lstm' (input and forget gates computed from the gate input y).
 #pragma once
 
@@ -31,10 +31,10 @@ struct GateParams {
   RowSplit seq;
 };
 
-// Declares prefix + {bias} or {wf, wi, bf, bi} (MODEL §9 names, §5.3 inits). `in` is the full
+// Declares prefix + {bias} or {wf, wi, bf, bi} (model.md §9 names, §5.3 inits). `in` is the full
 // width; `in_pieces` says how many equally wide column blocks y is made of (2 for
 // concat(A_ss, A_se)), each split over tp. `bias_mean`: the fixed gate's b ~ N(bias_mean, 0.1)
-// (model.gate_bias_mean; MODEL §5.3's 0 by default); the lstm gate keeps its own offsets.
+// (model.gate_bias_mean; model.md §5.3's 0 by default); the lstm gate keeps its own offsets.
 template <typename T>
 GateParams declare_gate(ParamStore<T>& store, const std::string& prefix, GateKind kind, int in,
                         int d_model, const TensorParallel& tp = {}, int in_pieces = 1,

@@ -1,4 +1,4 @@
-// Global L2-norm gradient clipping (MODEL §10c): the norm over all parameters' gradients,
+// Global L2-norm gradient clipping (model.md §10c): the norm over all parameters' gradients,
 // computed in double in a fixed order (see optim_stats.h), and the factor that brings it down
 // to `clip_norm`. The squares are summed by the optimizer kernels where the gradients live
 // (host or device memory); only the per-chunk partials come to the host.

@@ -1,5 +1,5 @@
 // What every layer of the stack offers the model: a readable forward/backward pair over the
-// residual stream, plus the per-stream state it carries between segments (MODEL.md §8).
+// residual stream, plus the per-stream state it carries between segments (model.md §8).
 #pragma once
 
 #include <cstdint>
@@ -18,10 +18,18 @@ struct StepContext {
   kernels::Backend<T>& backend;
   int streams;               // B
   int seq;                   // N
-  // [B], HOST memory: 1 where this segment starts a document (MODEL §8). It only decides
+  // [B], HOST memory: 1 where this segment starts a document (model.md §8). It only decides
   // which streams' caches/states are reset (by kernels on backend memory), so it stays host.
   const uint8_t* doc_start;
 };
+
+// True when no stream of doc_start [B] (host memory) starts a document: the steady state, in
+// which the per-stream selections of carried or reset state collapse into one launch.
+inline bool no_stream_starts(const uint8_t* doc_start, int streams) {
+  for (int b = 0; b < streams; ++b)
+    if (doc_start[b]) return false;
+  return true;
+}
 
 // A named view of a tensor the model owns (carried state, for checkpoints and tests). `data`
 // points into the backend's memory (device memory under CUDA): read and write it through
@@ -71,7 +79,7 @@ class Layer {
                         BackwardScratch<T>& scratch) = 0;
   // Before a step's device work (Model::stage_step): copies into backend memory what the
   // layer derives on the host from doc_start, so that forward() and backward() only enqueue
-  // kernels and a captured step (launch/step_graphs.h) can replay them. Most layers have
+  // kernels and a captured step (launch/train/step_graphs.h) can replay them. Most layers have
   // nothing to copy; forward() still copies what was not staged.
   virtual void stage(const uint8_t* /*doc_start*/) {}
   // Carried per-stream state (caches, recurrent state), for checkpoints and tests.

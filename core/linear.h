@@ -1,4 +1,4 @@
-// y = x·W for row vectors (MODEL.md §0: matrices act on row vectors, W stored [in, out]) and
+// y = x·W for row vectors (model.md §0: matrices act on row vectors, W stored [in, out]) and
 // its backward. Thin wrappers over Backend::gemm so layer code reads like the math.
 #pragma once
 

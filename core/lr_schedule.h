@@ -1,4 +1,4 @@
-// The learning rate at a step (MODEL §10c). t counts completed steps: the first update uses
+// The learning rate at a step (model.md §10c). t counts completed steps: the first update uses
 // learning_rate(config, 0).
 #pragma once
 

@@ -5,7 +5,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "core/blocks.h"
 #include "core/bst_layer.h"
 #include "core/feedback_stack.h"
 #include "core/recurrent_layer.h"
@@ -21,12 +20,12 @@ Model<T>::Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backen
   kernels::Memory& memory = be_.memory();
   vocab_ = core::vocab_range(tp_, cfg_.vocab);
   const int D = cfg_.d_model, V = cfg_.vocab, N = cfg_.seq_len, A = cfg_.attn_width();
-  // MODEL §1: E ~ N(0, 1); §2: final RMSNorm gain.
+  // model.md §1: E ~ N(0, 1); §2: final RMSNorm gain.
   // Under TP, E is split by rows (vocabulary ranges).
   embed_ = declare_normal(params_, "embed", {V, D}, 1.0, tp_.rows());
   for (int i = 0; i < cfg_.layers && !cfg_.feedback; ++i) {
     const int64_t begin = params_.total_numel();
-    if (cfg_.is_bst_layer(i))  // MODEL §7: the other layers of a BST model are standard
+    if (cfg_.is_bst_layer(i))  // model.md §7: the other layers of a BST model are standard
       layers_.push_back(std::make_unique<BstLayer<T>>(params_, cfg_, i, streams, be_, tp_));
     else if (cfg_.is_recurrent_layer(i))
       layers_.push_back(
@@ -35,7 +34,7 @@ Model<T>::Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backen
       layers_.push_back(std::make_unique<StandardLayer<T>>(params_, cfg_, i, streams, memory, tp_));
     layer_ranges_.emplace_back(begin, params_.total_numel());
   }
-  if (cfg_.feedback) {  // MODEL §5.4: the layers run block-major, as one stack
+  if (cfg_.feedback) {  // model.md §5.4: the layers run block-major, as one stack
     const int64_t begin = params_.total_numel();
     layers_.push_back(std::make_unique<FeedbackStack<T>>(params_, cfg_, streams, memory, tp_));
     layer_ranges_.emplace_back(begin, params_.total_numel());
@@ -120,7 +119,7 @@ const T* Model<T>::run_forward() {
     layers_[l]->forward(ctx, resid_[l].data(), resid_[l + 1].data());
   be_.rmsnorm_forward(resid_.back().data(), params_[final_norm_].value, rows, D, final_h_.data(),
                       final_rstd_.data());
-  // logits = RMSNorm_final(x_L)·Eᵀ/√V (tied embedding, MODEL §1); this rank's vocabulary.
+  // logits = RMSNorm_final(x_L)·Eᵀ/√V (tied embedding, model.md §1); this rank's vocabulary.
   const T inv_sqrt_v = T(1) / std::sqrt(T(V));
   const int VL = vocab_.size();
   be_.gemm(kernels::Trans::N, kernels::Trans::T, rows, VL, D, inv_sqrt_v, final_h_.data(), D,

@@ -1,4 +1,4 @@
-// The whole language model (MODEL.md §1, §4–§6, §8): embedding, the layer stack, final
+// The whole language model (model.md §1, §4–§6, §8): embedding, the layer stack, final
 // RMSNorm and the tied output with 1/√V, trained with masked cross-entropy. Memory for
 // parameters, gradients and activations is planned at construction; a step allocates nothing.
 // Every buffer (parameters, gradients, activations, scratch, carried state, logits, the step's
@@ -27,7 +27,7 @@ struct ModelInput {
   const int32_t* inputs;
   const int32_t* targets;
   const uint8_t* mask;       // 0: padded target, excluded from loss and metrics
-  const uint8_t* doc_start;  // 1: this segment starts a document (MODEL §8)
+  const uint8_t* doc_start;  // 1: this segment starts a document (model.md §8)
 };
 
 struct LossSums {
@@ -48,8 +48,6 @@ class Model {
   // vocabulary (docs/parallelism.md, "Tensor parallelism").
   // The TP collectives run on the backend's memory (tp bound to it: a device communicator
   // when tp carries one, else staged through the host; core/tensor_parallel.h).
-  // Throws std::runtime_error when the backend's memory is not host-accessible and the model
-  // needs host loops over its buffers: a BST variant (not ported to the GPU yet).
   Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backend,
         const TensorParallel& tp = {});
 
@@ -63,7 +61,7 @@ class Model {
 
   // Forward through the whole model. grad_scale multiplies the loss gradient that backward()
   // will propagate: 1 / (number of unmasked targets in the global batch) gives the gradient
-  // of the mean loss (MODEL §10b). Updates the carried state for the next segment.
+  // of the mean loss (model.md §10b). Updates the carried state for the next segment.
   LossSums forward(const ModelInput& in, T grad_scale);
   // The forward pass up to the logits ([B*N, V], valid until the next forward; targets and
   // mask are not read). Under TP > 1 these are this rank's columns [B*N, V/TP] of the
@@ -72,7 +70,7 @@ class Model {
   // kernels::copy_to_host(memory(), ...), never dereference it on the host.
   const T* forward_logits(const ModelInput& in);
   // The training step as device work alone, for a caller that captures it once and replays
-  // it (launch/step_graphs.h; the same results as forward() then backward()):
+  // it (launch/train/step_graphs.h; the same results as forward() then backward()):
   //  - stage_step copies the step's tokens, targets, mask and what the layers derive from
   //    doc_start into backend memory and returns the unmasked target count;
   //  - stage_loss_scale copies the loss gradient's scale into backend memory (a device scalar,

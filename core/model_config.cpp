@@ -68,7 +68,7 @@ bool ModelConfig::is_bst_layer(int i) const {
 }
 
 void ModelConfig::resolve() {
-  // Variant (MODEL §5.3, §6, §7).
+  // Variant (model.md §5.3, §6, §7).
   const std::vector<std::string> parts = split(variant, ':');
   const std::string bad = "\"" + variant + "\" is not a variant; ";
   if (parts.empty()) fail("model.variant", bad + kVariantHelp);
@@ -105,7 +105,7 @@ void ModelConfig::resolve() {
     fail("model.variant", bad + kVariantHelp);
   }
 
-  // Sizes (MODEL §0).
+  // Sizes (model.md §0).
   require_positive(layers, "model.layers");
   require_positive(d_model, "model.d_model");
   require_positive(heads, "model.heads");
@@ -125,27 +125,27 @@ void ModelConfig::resolve() {
   if (family == ModelFamily::kRecurrent) {
     require_positive(state_size, "model.state_size");
     if (recurrent_layers.empty()) {
-      // MODEL §5: [9, 19] for 24 layers, else the third from the top (layer 0 if L < 3).
+      // model.md §5: [9, 19] for 24 layers, else the third from the top (layer 0 if L < 3).
       recurrent_layers = layers == 24 ? std::vector<int>{9, 19} : std::vector<int>{std::max(0, layers - 3)};
     }
     check_layer_list(recurrent_layers, layers, "model.recurrent_layers");
     if (feedback && recurrent_layers.size() != 1)
       fail("model.recurrent_layers", "the feedback variant is defined for one recurrent layer "
-                                     "(MODEL §5.4), not " + std::to_string(recurrent_layers.size()));
+                                     "(model.md §5.4), not " + std::to_string(recurrent_layers.size()));
   } else {
     recurrent_layers.clear();
   }
   if (family == ModelFamily::kBST) {
     if (bst_layers.empty()) {
-      for (int i : {0, 9})  // MODEL §7 default, keeping the layers that exist
+      for (int i : {0, 9})  // model.md §7 default, keeping the layers that exist
         if (i < layers) bst_layers.push_back(i);
     }
     check_layer_list(bst_layers, layers, "model.bst_layers");
     if (d_model % 4 != 0)
-      fail("model.d_model", std::to_string(d_model) + " must be a multiple of 4 for BST (Ds = D/4, MODEL §7.1)");
+      fail("model.d_model", std::to_string(d_model) + " must be a multiple of 4 for BST (Ds = D/4, model.md §7.1)");
     require_positive(ssm_state, "model.ssm_state");
     if (ssm_kernel == SsmKernel::kS4D && ssm_state % 2 != 0)
-      fail("model.ssm_state", std::to_string(ssm_state) + " must be even (N_s/2 complex modes, MODEL §7.1)");
+      fail("model.ssm_state", std::to_string(ssm_state) + " must be even (N_s/2 complex modes, model.md §7.1)");
     if (bst_variant == BstVariant::kMF) require_positive(ctx_states, "model.ctx_states");
   } else {
     bst_layers.clear();

@@ -1,4 +1,4 @@
-// The model's shape and variant (MODEL.md §0, §5.3, §6, §7, §12). Filled from a config file
+// The model's shape and variant (model.md §0, §5.3, §6, §7, §12). Filled from a config file
 // by launch/; validated by validate() before anything is allocated.
 #pragma once
 
@@ -15,7 +15,7 @@ enum class BstVariant { kSH, kMH, kMF };
 enum class SsmKernel { kS4D, kUnstructured };
 
 struct ModelConfig {
-  // Variant name as in MODEL.md: "slide", "xl", "rec:fixed:skip", "rec:lstm:dual", ...,
+  // Variant name as in docs/model.md: "slide", "xl", "rec:fixed:skip", "rec:lstm:dual", ...,
   // "feedback:fixed:skip", ...,
   // "bst:sh:s4d", ... The layer count is a separate key (13-layer slide, 24-layer forms).
   std::string variant = "rec:fixed:skip";
@@ -28,14 +28,14 @@ struct ModelConfig {
   int seq_len = 4096;     // N
   int window = 512;       // W (== N for xl)
   int state_size = 512;   // S
-  // Empty means the MODEL §5 default: [9, 19] for 24 layers, else [L - 3].
+  // Empty means the model.md §5 default: [9, 19] for 24 layers, else [L - 3].
   std::vector<int> recurrent_layers;
-  // BST (MODEL §7): empty means the default [0, 9] (clamped to layers that exist).
+  // BST (model.md §7): empty means the default [0, 9] (clamped to layers that exist).
   std::vector<int> bst_layers;
   int ssm_state = 64;     // N_s
   int ctx_states = 32;    // S_ctx (MF)
   bool ssm_carry = true;
-  // Initialisation scales of the recurrent state (MODEL §5, §5.3; the defaults are MODEL.md's):
+  // Initialisation scales of the recurrent state (model.md §5, §5.3; the defaults are docs/model.md's):
   // Σ0 ~ N(0, state_init_std), state IDs P ~ N(0, state_id_std), and the fixed gates' bias
   // b ~ N(gate_bias_mean, 0.1), i.e. σ(b) ≈ σ(gate_bias_mean) at the start. Options for
   // studies of how the state is learned (docs/fidelity.md), not part of the papers' recipe.
@@ -49,7 +49,7 @@ struct ModelConfig {
   RecurrentConfig rec_config = RecurrentConfig::kSkip;
   BstVariant bst_variant = BstVariant::kSH;
   SsmKernel ssm_kernel = SsmKernel::kS4D;
-  // "feedback:{gate}:{config}" (MODEL §5.4): family kRecurrent with one recurrent layer whose
+  // "feedback:{gate}:{config}" (model.md §5.4): family kRecurrent with one recurrent layer whose
   // state every other layer's tokens also read; the stack runs block-major.
   bool feedback = false;
 
@@ -64,7 +64,7 @@ struct ModelConfig {
   void resolve();
 };
 
-// Every value resolve() accepts for `variant`, in MODEL.md's order: slide, xl, rec:*, feedback:*,
+// Every value resolve() accepts for `variant`, in docs/model.md's order: slide, xl, rec:*, feedback:*,
 // bst:*. The key table publishes it (`brt-dist config keys --json`) for the Python side.
 std::vector<std::string> model_variants();
 

@@ -50,7 +50,7 @@ ScheduleKind parse_schedule_kind(const std::string& text, const std::string& key
 
 double OptimConfig::effective_clip_norm() const {
   if (clip_norm >= 0) return clip_norm;
-  return kind == OptimKind::kAdamW ? 1.0 : 0.0;  // MODEL §10c defaults
+  return kind == OptimKind::kAdamW ? 1.0 : 0.0;  // model.md §10c defaults
 }
 
 void OptimConfig::resolve() {
@@ -73,7 +73,7 @@ void OptimConfig::resolve() {
   if (!(std::isfinite(weight_decay) && weight_decay >= 0))
     fail("optim.weight_decay", num(weight_decay) + " must be >= 0");
   if (kind == OptimKind::kAdafactor && weight_decay != 0)
-    fail("optim.weight_decay", "Adafactor has no weight decay (MODEL §10c); use 0");
+    fail("optim.weight_decay", "Adafactor has no weight decay (model.md §10c); use 0");
   require_finite_positive(decay_exponent, "optim.decay_exponent");
   require_finite_positive(adafactor_eps, "optim.adafactor_eps");
   require_finite_positive(update_clip, "optim.update_clip");

@@ -1,4 +1,4 @@
-// What the optimizer does (MODEL §10c): which update rule, the learning-rate schedule and
+// What the optimizer does (model.md §10c): which update rule, the learning-rate schedule and
 // gradient clipping. Filled from the [optim] section of a config by launch/; resolve() fills
 // the kind-dependent defaults and checks ranges before anything is allocated.
 #pragma once
@@ -14,7 +14,7 @@ enum class ScheduleKind { kRsqrt, kCosine, kConstant };
 struct OptimConfig {
   OptimKind kind = OptimKind::kAdafactor;
 
-  // Learning-rate schedule (MODEL §10c): linear warmup over `warmup` steps to `lr`, then
+  // Learning-rate schedule (model.md §10c): linear warmup over `warmup` steps to `lr`, then
   // rsqrt, cosine down to `min_lr` at `total_steps`, or constant.
   double lr = 0.01;
   int64_t warmup = 1000;
@@ -24,16 +24,16 @@ struct OptimConfig {
   int64_t total_steps = 0;
 
   // Global L2-norm gradient clipping; 0 turns it off. Negative means "the default for
-  // `kind`": 1.0 for AdamW, off for Adafactor (MODEL §10c). resolve() replaces it.
+  // `kind`": 1.0 for AdamW, off for Adafactor (model.md §10c). resolve() replaces it.
   double clip_norm = -1.0;
 
-  // AdamW (MODEL §10c). beta1 is also Adafactor's momentum on the update (0.9 for both).
+  // AdamW (model.md §10c). beta1 is also Adafactor's momentum on the update (0.9 for both).
   double beta1 = 0.9;
   double beta2 = 0.98;
   double eps = 1e-8;
   double weight_decay = 0.0;  // decoupled, matrices only (ParamSpec::is_matrix)
 
-  // Adafactor constants (the reference code's; MODEL §10c). Exposed for completeness, not
+  // Adafactor constants (the reference code's; model.md §10c). Exposed for completeness, not
   // meant to be tuned.
   double decay_exponent = 0.8;       // rho = (t + 1)^-decay_exponent
   double adafactor_eps = 1e-30;      // G = g^2 + adafactor_eps

@@ -1,4 +1,4 @@
-// Whole-tensor statistics for the optimizers (MODEL §10c), computed deterministically and with
+// Whole-tensor statistics for the optimizers (model.md §10c), computed deterministically and with
 // a seam for sharded training.
 //
 // Every statistic that spans a logical tensor (squared norms, Adafactor's row/column means, the
@@ -38,7 +38,7 @@ struct StatBlock {
   int64_t count = 0;
   // Whether these sums run along the parameter's tensor-parallel split axis, so each rank holds
   // a partial sum of the whole's (true for the per-parameter kinds). A factored statistic summed
-  // along an unsplit axis is already complete for the slice this rank holds (MODEL §10c).
+  // along an unsplit axis is already complete for the slice this rank holds (model.md §10c).
   bool spans_shard = true;
 };
 

@@ -1,4 +1,4 @@
-// The optimizer interface (MODEL §10c): one step reads the gradients in a ParamStore, takes the
+// The optimizer interface (model.md §10c): one step reads the gradients in a ParamStore, takes the
 // global gradient norm, clips, looks up the scheduled learning rate and updates the values in
 // place. All state is allocated at construction; step() allocates nothing.
 //
@@ -72,7 +72,7 @@ class Optimizer {
   // One update from the store's current gradients (which it leaves unchanged): global norm,
   // clip scale, lr = learning_rate(config, t), the rule's update, then t += 1. The same as
   // apply(grad_norm()); the two halves let a caller look at the norm first and skip the update
-  // (launch/step_guard.h). grad_norm() is collective under a reducer, like step().
+  // (launch/train/step_guard.h). grad_norm() is collective under a reducer, like step().
   StepStats step();
   double grad_norm();
   StepStats apply(double grad_norm);

@@ -1,6 +1,6 @@
 // Parameters are declared once — name, full logical shape, initialiser — and everything else
 // (memory planning, initialisation, the optimizer, checkpoints) reads that declaration.
-// MODEL.md §9 gives the names and shapes, §10b the layout-independent initialisation.
+// model.md §9 gives the names and shapes, §10b the layout-independent initialisation.
 #pragma once
 
 #include <cstdint>
@@ -12,9 +12,9 @@ namespace brt::core {
 enum class InitKind {
   kOnes,         // RMSNorm gains and attention scales
   kZeros,
-  kNormal,       // N(value, stddev): mean `value`, 0 for every MODEL.md default
+  kNormal,       // N(value, stddev): mean `value`, 0 for every docs/model.md default
   kTruncNormal,  // truncated normal, sigma = sqrt(gain / fan_in) / 0.8796, cut at +-2 sigma
-  kConstant,     // `value` everywhere (S4D-Lin a_n = ln 0.5, MODEL §7.1)
+  kConstant,     // `value` everywhere (S4D-Lin a_n = ln 0.5, model.md §7.1)
   kUniform,      // U[low, high) (S4D log Δ; the implicit filter's PyTorch-style linears)
   kArange,       // value · (index mod period) (S4D-Lin b_n = π·n over the last axis, §7.1)
 };
@@ -41,7 +41,7 @@ struct ShardSpec {
 };
 
 struct ParamSpec {
-  std::string name;              // e.g. "layers.9.state.wq" (MODEL §9)
+  std::string name;              // e.g. "layers.9.state.wq" (model.md §9)
   std::vector<int64_t> shape;    // full logical shape (whatever the sharding)
   InitSpec init;
   ShardSpec shard = {};          // which slice of `shape` this process stores
@@ -62,7 +62,7 @@ struct ParamSpec {
     return local;
   }
   // The flat index in the full logical tensor of local element `local_index`, so a shard is
-  // initialised as exactly its slice of the whole (MODEL §10b).
+  // initialised as exactly its slice of the whole (model.md §10b).
   int64_t global_index(int64_t local_index) const;
   // Offset along `shard.dim` of the rows this rank holds in block `piece` (of shard.pieces).
   int64_t shard_offset(int piece) const;

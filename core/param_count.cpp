@@ -11,7 +11,7 @@ int64_t standard_layer_parameters(const ModelConfig& c) {
 
 namespace {
 
-// One gate of MODEL §5.3 whose input y has width `in`.
+// One gate of model.md §5.3 whose input y has width `in`.
 int64_t gate_parameters(GateKind gate, int64_t in, int64_t D) {
   if (gate == GateKind::kFixed) return D;  // gate.bias
   return 2 * in * D + 2 * D;               // wf, wi [in, D]; bf, bi [D]
@@ -31,7 +31,7 @@ int64_t recurrent_layer_extra(const ModelConfig& c) {
 
 int64_t feedback_layer_extra(const ModelConfig& c) {
   const int64_t D = c.d_model, A = c.attn_width(), H = c.heads;
-  return D * A /*attn.wq2*/ + A * D /*wo widened A->2A*/ + H /*attn.scale2*/;  // MODEL §5.4
+  return D * A /*attn.wq2*/ + A * D /*wo widened A->2A*/ + H /*attn.scale2*/;  // model.md §5.4
 }
 
 int64_t bst_layer_extra(const ModelConfig& c) {
@@ -42,7 +42,7 @@ int64_t bst_layer_extra(const ModelConfig& c) {
   if (c.ssm_kernel == SsmKernel::kS4D) {
     ssm += C * Ds /*log_dt*/ + 4 * C * Ds * (c.ssm_state / 2) /*a_re a_im c_re c_im*/;
   } else {
-    // Implicit filter (MODEL §7.1): Linear(3->64)+b, Linear(64->64)+b twice, Linear(64->C*Ds) no
+    // Implicit filter (model.md §7.1): Linear(3->64)+b, Linear(64->64)+b twice, Linear(64->C*Ds) no
     // bias, and one learned frequency vector omega [64] shared by the three sines (Hyena's Sin).
     ssm += (3 * 64 + 64) + 2 * (64 * 64 + 64) + 64 * C * Ds + 64;
   }

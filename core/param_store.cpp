@@ -48,7 +48,7 @@ double initial_value(const ParamSpec& spec, uint64_t seed, int64_t index) {
       return init.value + init.stddev * rng.normal(0, static_cast<uint64_t>(index));
     }
     case InitKind::kTruncNormal: {
-      // MODEL §4: sigma = sqrt(gain/fan_in)/0.8796, resampled until inside +-2 sigma. Each
+      // model.md §4: sigma = sqrt(gain/fan_in)/0.8796, resampled until inside +-2 sigma. Each
       // attempt has its own counter, so the value depends only on (seed, name, index).
       const CounterRng rng(seed, fnv1a64(spec.name.data(), spec.name.size()));
       const double sigma = std::sqrt(init.gain / static_cast<double>(init.fan_in)) / 0.8796;
@@ -151,7 +151,48 @@ int ParamStore<T>::find(const std::string& name) const {
   return it == index_.end() ? -1 : it->second;
 }
 
+template <typename T>
+int declare_norm(ParamStore<T>& store, const std::string& name, int d_model) {
+  return store.declare({name, {d_model}, {InitKind::kOnes}, {}});
+}
+
+template <typename T>
+int declare_matrix(ParamStore<T>& store, const std::string& name, int in, int out, double gain,
+                   ShardSpec shard) {
+  InitSpec init{InitKind::kTruncNormal};
+  init.gain = gain;
+  init.fan_in = in;  // the full fan-in: a shard is the slice of the TP = 1 initialisation
+  return store.declare({name, {in, out}, init, shard});
+}
+
+template <typename T>
+int declare_normal(ParamStore<T>& store, const std::string& name, std::vector<int64_t> shape,
+                   double stddev, ShardSpec shard, double mean) {
+  InitSpec init{InitKind::kNormal};
+  init.stddev = stddev;
+  init.value = mean;
+  return store.declare({name, std::move(shape), init, shard});
+}
+
+template <typename T>
+int declare_ones(ParamStore<T>& store, const std::string& name, std::vector<int64_t> shape,
+                 ShardSpec shard) {
+  return store.declare({name, std::move(shape), {InitKind::kOnes}, shard});
+}
+
 template class ParamStore<float>;
 template class ParamStore<double>;
+
+#define BRT_INSTANTIATE_DECLARE(T)                                                             \
+  template int declare_norm<T>(ParamStore<T>&, const std::string&, int);                       \
+  template int declare_matrix<T>(ParamStore<T>&, const std::string&, int, int, double,        \
+                                 ShardSpec);                                                   \
+  template int declare_normal<T>(ParamStore<T>&, const std::string&, std::vector<int64_t>,     \
+                                 double, ShardSpec, double);                                   \
+  template int declare_ones<T>(ParamStore<T>&, const std::string&, std::vector<int64_t>,       \
+                               ShardSpec);
+
+BRT_INSTANTIATE_DECLARE(float)
+BRT_INSTANTIATE_DECLARE(double)
 
 }  // namespace brt::core

@@ -1,6 +1,6 @@
 // Owns every parameter of a model: declarations first (declare), then one allocation for all
 // values and one for all gradients (finalize), then layout-independent initialisation
-// (initialize, MODEL.md §10b). Layers keep the index or pointer they got from declare().
+// (initialize, model.md §10b). Layers keep the index or pointer they got from declare().
 #pragma once
 
 #include <cstdint>
@@ -29,7 +29,7 @@ class ParamStore {
   bool finalized() const { return finalized_; }
 
   // Counter-based initialisation keyed by (seed, name, flat logical index): the same model
-  // whatever the layout, and a shard is exactly the slice of the whole (MODEL §10b).
+  // whatever the layout, and a shard is exactly the slice of the whole (model.md §10b).
   void initialize(uint64_t seed);
 
   void zero_grads();
@@ -66,7 +66,27 @@ class ParamStore {
   bool finalized_ = false;
 };
 
-// The initial value of element `index` of a parameter with this spec (MODEL §10b): the same
+// Declaration helpers: one parameter with its model.md §9 name and shape and the §4 / §10b
+// initialisation of its kind.
+
+// Declares a [D] RMSNorm gain (init 1).
+template <typename T>
+int declare_norm(ParamStore<T>& store, const std::string& name, int d_model);
+// Declares a [in, out] matrix, truncated normal with sigma = sqrt(gain/in)/0.8796 (model.md §4).
+// `shard`: this rank's tensor-parallel slice (default: replicated); the spec keeps the full shape.
+template <typename T>
+int declare_matrix(ParamStore<T>& store, const std::string& name, int in, int out,
+                   double gain = 1.0, ShardSpec shard = {});
+// Declares a tensor drawn from N(mean, stddev).
+template <typename T>
+int declare_normal(ParamStore<T>& store, const std::string& name, std::vector<int64_t> shape,
+                   double stddev, ShardSpec shard = {}, double mean = 0.0);
+// Declares a per-head scale [H], init 1 (model.md §3.1).
+template <typename T>
+int declare_ones(ParamStore<T>& store, const std::string& name, std::vector<int64_t> shape,
+                 ShardSpec shard = {});
+
+// The initial value of element `index` of a parameter with this spec (model.md §10b): the same
 // on every rank and every layout. Exposed so a shard can initialise just its slice.
 double initial_value(const ParamSpec& spec, uint64_t seed, int64_t index);
 

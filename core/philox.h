@@ -1,6 +1,6 @@
 // Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11): a
 // counter-based generator. Every random number is a pure function of (key, counter), which is
-// what makes initialisation and dropout independent of the parallel layout (MODEL.md §10b, §11).
+// what makes initialisation and dropout independent of the parallel layout (model.md §10b, §11).
 #pragma once
 
 #include <array>

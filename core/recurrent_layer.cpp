@@ -5,14 +5,14 @@
 #include <stdexcept>
 
 #include "core/linear.h"
-#include "core/standard_layer.h"
+#include "core/output_projection.h"
 
 namespace brt::core {
 
 namespace {
 
 // Lays out [B, W+N, A] = per stream, the cache block followed by the segment's rows, so
-// block t's 2W-row window [K_{t-1}; K_t] is contiguous at row t·W (MODEL §3.2, §5.2).
+// block t's 2W-row window [K_{t-1}; K_t] is contiguous at row t·W (model.md §3.2, §5.2).
 template <typename T>
 void build_extended(kernels::Backend<T>& be, int streams, int seq, int window, int width,
                     const T* cache, const T* act, T* ext) {
@@ -65,10 +65,10 @@ RecurrentLayer<T>::RecurrentLayer(ParamStore<T>& store, const ModelConfig& cfg, 
       cfg_(cfg),
       tp_(tp),
       shape_{cfg.d_model, tp.local(cfg.heads, "model.heads"), cfg.head_dim},
-      dims_{streams, cfg.seq_len, cfg.window, shape_.heads, cfg.head_dim},
       prefix_("layers." + std::to_string(index) + "."),
       streams_(streams),
-      state_(store, cfg, prefix_, streams, memory, tp) {
+      state_(store, cfg, prefix_, streams, memory, tp),
+      window_({streams, cfg.seq_len, cfg.window, shape_.heads, cfg.head_dim}, tp, memory) {
   // Full logical sizes for the declarations; A and H below are this rank's.
   const int D = cfg.d_model, S = cfg.state_size;
   const int A = shape_.width(), H = shape_.heads;
@@ -85,17 +85,14 @@ RecurrentLayer<T>::RecurrentLayer(ParamStore<T>& store, const ModelConfig& cfg, 
   const int S_local = tp.local(S, "model.state_size");
 
   const int rows = streams * N;
-  const size_t na = size_t(rows) * A, cache = size_t(streams) * W * A;
+  const size_t na = size_t(rows) * A;
   const size_t ext = size_t(streams) * (W + N) * A, sd = size_t(streams) * S_local * D;
   proj_acts_.allocate(memory, proj_, shape_, rows);
-  for (auto* v : {&k_cache_used_, &v_cache_used_, &k_cache_, &v_cache_})
-    v->allocate(memory, cache, "recurrent layer cache");
   for (auto* v : {&k_ext_, &v_ext_, &dk_ext_, &dv_ext_})
     v->allocate(memory, ext, "recurrent layer extended k/v");
   for (auto* v : {&sigma0_, &d_sigma0_, &sigma_}) v->allocate(memory, sd, "recurrent state");
   a_ee_.allocate(memory, na, "attention output a_ee");
   a_es_.allocate(memory, na, "attention output a_es");
-  probs_ee_.allocate(memory, size_t(rows) * H * 2 * W, "attention probs ee");
   probs_es_.allocate(memory, size_t(T_) * streams * H * W * S, "attention probs es");
   y_.allocate(memory, size_t(rows) * D, "attention residual y");
   mlp_acts_.allocate(memory, mlp_, rows);
@@ -117,14 +114,12 @@ void RecurrentLayer<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
   const T* v = proj_acts_.out[2].data();
   const T* q2 = proj_acts_.out[3].data();
   const int64_t block = int64_t(W) * A;
-  prepare_cache(be, ctx.doc_start, B, block, k_cache_.data(), k_cache_used_.data());
-  prepare_cache(be, ctx.doc_start, B, block, v_cache_.data(), v_cache_used_.data());
-  build_extended(be, B, N, W, A, k_cache_used_.data(), k, k_ext_.data());
-  build_extended(be, B, N, W, A, v_cache_used_.data(), v, v_ext_.data());
+  // Block 0's window starts with the cache (§8); the state side reads the same windows.
+  window_.prepare(be, ctx.doc_start);
+  build_extended(be, B, N, W, A, window_.cache_keys(), k, k_ext_.data());
+  build_extended(be, B, N, W, A, window_.cache_values(), v, v_ext_.data());
   // A_ee: the sliding-window self-attention of §3.2 with bias and scale s_e1.
-  be.window_attention_forward(dims_, q, k, v, k_cache_used_.data(), v_cache_used_.data(),
-                              store_[rel_bias_].value, store_[scale1_].value, a_ee_.data(),
-                              probs_ee_.data());
+  window_.forward(be, q, k, v, store_[rel_bias_], store_[scale1_], a_ee_.data());
   // Σ_0: the learned initial state at a document start, else the carried state (§8).
   const int64_t sd = int64_t(S / tp_.size()) * D;  // one stream's rows of Σ on this rank
   // The eval ablations (core/diagnostics.h) restart Σ at every segment.
@@ -148,8 +143,7 @@ void RecurrentLayer<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
   dual_output_forward(be, store_, tp_, wo_, mlp_, mlp_acts_, x, a_ee_.data(), a_es_.data(), rows,
                       A, y_.data(), out);
   // Carry the last block's keys/values and Σ_T to the next segment, detached (§8).
-  carry_last_block(be, B, N, W, A, k, k_cache_.data());
-  carry_last_block(be, B, N, W, A, v, v_cache_.data());
+  window_.carry(be, k, v);
   be.copy(state_.sigma(cfg_.blocks()), int64_t(B) * sd, sigma_.data());
 }
 
@@ -184,11 +178,7 @@ void RecurrentLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx
                                 probs_es_.data() + int64_t(t) * B * H * W * S,
                                 da_es + t * block, dq2 + t * block, dk_s_.data() + t * sa,
                                 dv_s_.data() + t * sa, store_[scale2_].grad);
-  be.window_attention_backward(dims_, proj_acts_.out[0].data(), proj_acts_.out[1].data(),
-                               proj_acts_.out[2].data(), k_cache_used_.data(),
-                               v_cache_used_.data(), store_[rel_bias_].value,
-                               store_[scale1_].value, probs_ee_.data(), da_ee, dq, dk, dv,
-                               store_[rel_bias_].grad, store_[scale1_].grad);
+  window_.backward(be, da_ee, store_[rel_bias_], store_[scale1_], dq, dk, dv);
   // Backprop through all T blocks of the state recurrence.
   be.fill(dk_ext_.data(), int64_t(dk_ext_.size()), T(0));
   be.fill(dv_ext_.data(), int64_t(dv_ext_.size()), T(0));
@@ -225,22 +215,19 @@ void RecurrentLayer<T>::accumulate_diagnostics(kernels::Backend<T>& be, const ui
 
 template <typename T>
 std::vector<TensorRef<T>> RecurrentLayer<T>::carried_state() {
-  const std::vector<int64_t> cache = {streams_, cfg_.window, shape_.width()};
-  const ShardSpec heads{2, tp_.rank(), tp_.size(), 1};  // this rank's head columns of A
-  return {{prefix_ + "cache.k", cache, k_cache_.data(), heads},
-          {prefix_ + "cache.v", cache, v_cache_.data(), heads},
-          {prefix_ + "state.sigma", {streams_, cfg_.state_size / tp_.size(), cfg_.d_model},
-           sigma_.data(), ShardSpec{1, tp_.rank(), tp_.size(), 1}}};  // this rank's S rows
+  std::vector<TensorRef<T>> refs = window_.carried_state(prefix_);
+  refs.push_back({prefix_ + "state.sigma", {streams_, cfg_.state_size / tp_.size(), cfg_.d_model},
+                  sigma_.data(), ShardSpec{1, tp_.rank(), tp_.size(), 1}});  // this rank's S rows
+  return refs;
 }
 
 template <typename T>
 int64_t RecurrentLayer<T>::activation_bytes() const {
   int64_t n = 0;
-  for (const auto* v : {&k_cache_used_, &v_cache_used_, &k_ext_, &v_ext_, &sigma0_, &a_ee_,
-                        &a_es_, &probs_ee_, &probs_es_, &y_})
-    n += static_cast<int64_t>(v->size());
-  return proj_acts_.bytes() + mlp_acts_.bytes() + state_.activation_bytes() +
-         n * static_cast<int64_t>(sizeof(T));
+  for (const auto* v : {&k_ext_, &v_ext_, &sigma0_, &a_ee_, &a_es_, &probs_es_, &y_})
+    n += v->bytes();
+  return proj_acts_.bytes() + window_.activation_bytes() + mlp_acts_.bytes() +
+         state_.activation_bytes() + n;
 }
 
 template <typename T>

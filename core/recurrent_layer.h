@@ -1,4 +1,4 @@
-// The Block-Recurrent layer of MODEL.md §5: a token side (sliding-window self-attention plus
+// The Block-Recurrent layer of model.md §5: a token side (sliding-window self-attention plus
 // cross-attention to the current recurrent state, one 2A→D projection, MLP) and a state side
 // (RecurrentStateSide) that carries S state vectors from block to block and from segment to
 // segment (§8).
@@ -8,15 +8,17 @@
 #include <string>
 #include <vector>
 
-#include "core/blocks.h"
+#include "core/cached_window_attention.h"
 #include "core/layer.h"
+#include "core/mlp.h"
 #include "core/model_config.h"
 #include "core/param_store.h"
+#include "core/projections.h"
 #include "core/recurrent_state.h"
 
 namespace brt::core {
 
-// The token side's parameters (MODEL §5.1, §9): q, k, v, q2 over RMSNorm_e(X), Wo [2A, D],
+// The token side's parameters (model.md §5.1, §9): q, k, v, q2 over RMSNorm_e(X), Wo [2A, D],
 // the two per-head scales, the T5 bias table and the MLP. The recurrent layer has them, and
 // so does every layer of the feedback stack (§5.4).
 struct RecurrentTokenParams {
@@ -25,7 +27,7 @@ struct RecurrentTokenParams {
   MlpParams mlp;
 };
 
-// Declares them under `prefix` ("layers.{i}.") in MODEL §9's order, sharded over tp.
+// Declares them under `prefix` ("layers.{i}.") in model.md §9's order, sharded over tp.
 template <typename T>
 RecurrentTokenParams declare_recurrent_token_side(ParamStore<T>& store, const ModelConfig& cfg,
                                                   const std::string& prefix,
@@ -56,7 +58,6 @@ class RecurrentLayer : public Layer<T> {
   const ModelConfig& cfg_;
   TensorParallel tp_;
   AttnShape shape_;  // this rank's heads
-  kernels::WindowAttnDims dims_;
   std::string prefix_;
   int streams_;
   CarryAblation ablation_ = CarryAblation::kNone;  // eval diagnostics only
@@ -68,21 +69,19 @@ class RecurrentLayer : public Layer<T> {
   // Saved activations (backend memory, like everything below).
   const T* x_ = nullptr;
   ProjectionActs<T> proj_acts_;
-  kernels::Buffer<T> k_cache_used_, v_cache_used_;  // [B, W, A]
-  kernels::Buffer<T> k_ext_, v_ext_;                // [B, W+N, A]: cache block then the segment
-  kernels::Buffer<T> sigma0_;                       // [B, S, D] the state block 0 read
-  kernels::Buffer<T> a_ee_, a_es_;                  // [B*N, A]
-  kernels::Buffer<T> probs_ee_;                     // [B, T, H, W, 2W]
-  kernels::Buffer<T> probs_es_;                     // [T][B, H, W, S]
+  CachedWindowAttention<T> window_;   // A_ee: §3.2 with the carried cache (§8)
+  kernels::Buffer<T> k_ext_, v_ext_;  // [B, W+N, A]: cache block then the segment
+  kernels::Buffer<T> sigma0_;         // [B, S, D] the state block 0 read
+  kernels::Buffer<T> a_ee_, a_es_;    // [B*N, A]
+  kernels::Buffer<T> probs_es_;       // [T][B, H, W, S]
   kernels::Buffer<T> y_;                            // [B*N, D]
   MlpActs<T> mlp_acts_;
   // Backward scratch.
   kernels::Buffer<T> dk_s_, dv_s_;      // [T, B*S, A]
   kernels::Buffer<T> dk_ext_, dv_ext_;  // [B, W+N, A]
   kernels::Buffer<T> d_sigma0_;         // [B, S, D]
-  // Carried between segments (MODEL §8).
-  kernels::Buffer<T> k_cache_, v_cache_;  // [B, W, A]
-  kernels::Buffer<T> sigma_;              // [B, S, D]
+  // Carried between segments (model.md §8), with window_'s cache.
+  kernels::Buffer<T> sigma_;  // [B, S, D]
 };
 
 }  // namespace brt::core

@@ -321,7 +321,7 @@ void RecurrentStateSide<T>::accumulate_gate_statistics(kernels::Memory& memory,
   const int D = cfg_.d_model, S_local = local_rows_ / streams_;
   const auto one_gate = [&](const GateParams& p, const std::vector<GateActs<T>>& acts,
                             MomentSums& gate, MomentSums& input) {
-    if (p.kind == GateKind::kFixed) {  // g = σ(b), a parameter: counted once (MODEL §5.3)
+    if (p.kind == GateKind::kFixed) {  // g = σ(b), a parameter: counted once (model.md §5.3)
       if (gate.count > 0) return;
       for (T b : kernels::copy_to_host(memory, store_[p.bias].value, size_t(D)))
         gate.add(1.0 / (1.0 + std::exp(-double(b))));

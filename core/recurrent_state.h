@@ -1,4 +1,4 @@
-// The state side of the recurrent layer (MODEL.md §5.1–§5.3): for each block t, the S state
+// The state side of the recurrent layer (model.md §5.1–§5.3): for each block t, the S state
 // vectors attend to themselves and to the block's 2W-token window, and a gate (with an MLP
 // for 'dual') produces the next state. Runs sequentially over the T blocks of a segment and
 // backpropagates through all of them.
@@ -7,11 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "core/blocks.h"
 #include "core/diagnostics.h"
 #include "core/gate.h"
+#include "core/mlp.h"
 #include "core/model_config.h"
 #include "core/param_store.h"
+#include "core/projections.h"
 #include "core/sequence_parallel.h"
 
 namespace brt::core {

@@ -1,4 +1,4 @@
-// Megatron sequence parallelism for the recurrent state (MODEL.md §5, docs/parallelism.md): a
+// Megatron sequence parallelism for the recurrent state (model.md §5, docs/parallelism.md): a
 // [B, S, width] tensor whose S state rows are split over the TP group, rank r holding rows
 // [r·S/TP, (r+1)·S/TP) of every stream. Row-wise work (the gates, the carried Σ) runs on the
 // local rows only; an all-gather makes the full rows before column-parallel projections and a

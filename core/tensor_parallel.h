@@ -122,7 +122,7 @@ void extract_shard(const ParamSpec& spec, const T* full, T* local);
 
 // The StatReducer for tensor parallelism: per-parameter sums over sharded parameters are summed
 // over the TP group (each shard counted once), replicated parameters' sums are kept as they are
-// (counted once, not TP times). This gives the global gradient norm for clipping (MODEL §10c)
+// (counted once, not TP times). This gives the global gradient norm for clipping (model.md §10c)
 // and Adafactor's RMS(param) and RMS(update). Adafactor's factored row/column sums and R means
 // of a shard are summed over TP where they run along the split axis (StatBlock::spans_shard),
 // so every rank's factors are the slice of the unsplit tensor's.

@@ -1,4 +1,4 @@
-// Vocabulary-parallel embedding and tied output (MODEL.md §1 under tensor parallelism,
+// Vocabulary-parallel embedding and tied output (model.md §1 under tensor parallelism,
 // docs/parallelism.md): E [V, D] is split by rows, rank r holding tokens [r·V/TP, (r+1)·V/TP).
 // The lookup zeroes rows of tokens outside the range and all-reduces; the output computes only
 // this rank's logits and the cross-entropy from three all-reduces over the TP group (row max,

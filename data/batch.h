@@ -1,4 +1,4 @@
-// One training or evaluation step's input for the B streams of a rank (MODEL.md §8).
+// One training or evaluation step's input for the B streams of a rank (model.md §8).
 #pragma once
 
 #include <cstdint>
@@ -16,10 +16,12 @@ struct Batch {
   std::vector<int32_t> targets;
   std::vector<uint8_t> mask;
   // [B]: 1 when this segment is the first of a document: carried caches reset to zeros and
-  // recurrent state to its learned initial value (MODEL §8).
+  // recurrent state to its learned initial value (model.md §8).
   std::vector<uint8_t> doc_start;
-  // [B]: which document each stream is reading (for per-document metrics); -1 if none.
+  // [B]: which document each stream is reading (for per-document metrics); -1 if none, and
+  // for task documents (data/task_mixture.h), which `task` marks.
   std::vector<int64_t> doc_id;
+  std::vector<uint8_t> task;  // [B]: 1 when the stream reads a task document
   // [B, N]: position of each input token within its document (for eval position buckets).
   std::vector<int64_t> position;
 
@@ -31,6 +33,7 @@ struct Batch {
     mask.assign(static_cast<size_t>(b) * n, 0);
     doc_start.assign(b, 0);
     doc_id.assign(b, -1);
+    task.assign(b, 0);
     position.assign(static_cast<size_t>(b) * n, 0);
   }
 };

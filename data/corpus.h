@@ -1,4 +1,4 @@
-// Corpus input (issue 3, item 1): a PG19-style directory (train/, validation/, test/, one
+// Corpus input: a PG19-style directory (train/, validation/, test/, one
 // UTF-8 text file per document) or plain lists of files, read and normalised one document at
 // a time.
 #pragma once

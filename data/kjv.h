@@ -1,4 +1,4 @@
-// The default corpus (issue 3, item 5): the King James Bible from Debian's bible-kjv package,
+// The default corpus: the King James Bible from Debian's bible-kjv package,
 // one document per book (66), written as a PG19-style directory with a held-out split.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Output files that never fail silently (issue 25, docs/reliability.md "Outputs"). Every file
+// Output files that never fail silently (docs/reliability.md "Outputs"). Every file
 // brt-dist writes for a user or a program — eval's JSON and token losses, prepare's shards,
 // metas, index, manifest and tokenizer, the metrics JSONL — goes through one of these two, so a
 // full disk, a quota or an I/O error is always reported with the path and the system's reason

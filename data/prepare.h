@@ -1,4 +1,4 @@
-// `brt-dist prepare` as a library call (issue 3, item 3): corpus -> tokenizer (trained on rank
+// `brt-dist prepare` as a library call: corpus -> tokenizer (trained on rank
 // 0 when none is given) -> token shards + document index, documents split across MPI ranks,
 // restartable. Format: docs/data-format.md.
 #pragma once

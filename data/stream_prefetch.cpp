@@ -1,5 +1,5 @@
 // DocumentStreams: the background thread that keeps the next batches ready so that reading
-// overlaps compute (issue 3, item 4).
+// overlaps compute.
 #include <condition_variable>
 #include <deque>
 #include <exception>

@@ -4,11 +4,14 @@
 #include <stdexcept>
 #include <string>
 
+#include "data/task_mixture.h"
+#include "data/text.h"
+
 namespace brt::data {
 
 namespace {
 
-constexpr int64_t kCursorVersion = 1;
+constexpr int64_t kCursorVersion = 1, kCursorVersionWithTasks = 2;
 constexpr size_t kCachedEpochs = 4;
 
 uint64_t splitmix64(uint64_t& state) {
@@ -46,25 +49,36 @@ int64_t StreamCursor::epoch() const {
 }
 
 std::vector<int64_t> StreamCursor::to_vector() const {
-  std::vector<int64_t> flat = {kCursorVersion, static_cast<int64_t>(seed), num_documents, global_streams,
-                               first_stream, static_cast<int64_t>(positions.size())};
-  for (const auto& p : positions) flat.insert(flat.end(), {p.documents_taken, p.offset});
+  // Without tasks the layout of version 1, so checkpoints of runs without tasks read as before.
+  const bool with_tasks = tasks_fingerprint != 0;
+  std::vector<int64_t> flat = {with_tasks ? kCursorVersionWithTasks : kCursorVersion, static_cast<int64_t>(seed),
+                               num_documents, global_streams, first_stream, static_cast<int64_t>(positions.size())};
+  if (with_tasks) flat.push_back(static_cast<int64_t>(tasks_fingerprint));
+  for (const auto& p : positions) {
+    if (!with_tasks && p.tasks_taken != 0) throw std::logic_error("stream cursor: task documents taken without a task mixture");
+    flat.insert(flat.end(), {p.documents_taken, p.offset});
+    if (with_tasks) flat.push_back(p.tasks_taken);
+  }
   return flat;
 }
 
 StreamCursor StreamCursor::from_vector(std::span<const int64_t> flat) {
-  if (flat.size() < 6 || flat[0] != kCursorVersion ||
-      flat.size() != 6 + 2 * static_cast<size_t>(std::max<int64_t>(0, flat[5]))) {
-    throw std::runtime_error("stream cursor: malformed (" + std::to_string(flat.size()) +
-                             " values, expected version " + std::to_string(kCursorVersion) + ")");
+  const bool with_tasks = !flat.empty() && flat[0] == kCursorVersionWithTasks;
+  const size_t header = with_tasks ? 7 : 6, per_stream = with_tasks ? 3 : 2;
+  if (flat.size() < header || (flat[0] != kCursorVersion && !with_tasks) ||
+      flat.size() != header + per_stream * static_cast<size_t>(std::max<int64_t>(0, flat[5]))) {
+    throw std::runtime_error("stream cursor: malformed (" + std::to_string(flat.size()) + " values, expected version " +
+                             std::to_string(kCursorVersion) + " or " + std::to_string(kCursorVersionWithTasks) + ")");
   }
   StreamCursor cursor;
   cursor.seed = static_cast<uint64_t>(flat[1]);
   cursor.num_documents = flat[2];
   cursor.global_streams = flat[3];
   cursor.first_stream = flat[4];
+  if (with_tasks) cursor.tasks_fingerprint = static_cast<uint64_t>(flat[6]);
   for (int64_t i = 0; i < flat[5]; ++i) {
-    cursor.positions.push_back({flat[6 + 2 * static_cast<size_t>(i)], flat[7 + 2 * static_cast<size_t>(i)]});
+    const size_t at = header + per_stream * static_cast<size_t>(i);
+    cursor.positions.push_back({flat[at], flat[at + 1], with_tasks ? flat[at + 2] : 0});
   }
   return cursor;
 }
@@ -73,14 +87,14 @@ StreamCursor gather_global_cursor(const StreamCursor& local, MPI_Comm dp_comm) {
   int ranks = 1;
   MPI_Comm_size(dp_comm, &ranks);
   std::vector<int64_t> mine;
-  for (const auto& p : local.positions) mine.insert(mine.end(), {p.documents_taken, p.offset});
+  for (const auto& p : local.positions) mine.insert(mine.end(), {p.documents_taken, p.offset, p.tasks_taken});
   std::vector<int64_t> all(mine.size() * static_cast<size_t>(ranks));
   MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_INT64_T, all.data(),
                 static_cast<int>(mine.size()), MPI_INT64_T, dp_comm);
   StreamCursor global = local;
   global.first_stream = 0;
   global.positions.clear();
-  for (size_t i = 0; i + 1 < all.size(); i += 2) global.positions.push_back({all[i], all[i + 1]});
+  for (size_t i = 0; i + 2 < all.size(); i += 3) global.positions.push_back({all[i], all[i + 1], all[i + 2]});
   if (static_cast<int64_t>(global.positions.size()) != global.global_streams) {
     throw std::runtime_error("gather_global_cursor: ranks hold " + std::to_string(global.positions.size()) +
                              " streams in all, expected " + std::to_string(global.global_streams));
@@ -111,8 +125,23 @@ StreamSet::StreamSet(std::shared_ptr<const TokenDataset> dataset, const StreamOp
   first_stream_ = int64_t{options_.dp_rank} * options_.streams_per_rank;
   positions_.assign(static_cast<size_t>(options_.streams_per_rank), StreamPosition{});
   checks_.assign(positions_.size(), DocumentCheck{});
+  tasks_.assign(positions_.size(), CurrentTask{});
+  if (options_.tasks && options_.single_pass) {
+    throw std::invalid_argument("document streams: task documents mix into training streams, not single-pass evaluation");
+  }
   if (resume) {
     const int64_t D = static_cast<int64_t>(eligible_.size());
+    const uint64_t fingerprint = options_.tasks ? options_.tasks->fingerprint() : 0;
+    if (resume->tasks_fingerprint != fingerprint) {
+      throw std::runtime_error(
+          "stream cursor was saved " +
+          (resume->tasks_fingerprint != 0 ? "with a task mixture (fingerprint " + hex64(resume->tasks_fingerprint) + ")"
+                                          : std::string("without task documents")) +
+          ", but this loader has " +
+          (options_.tasks ? options_.tasks->describe() + " (fingerprint " + hex64(fingerprint) + ")"
+                          : std::string("none")) +
+          ": resuming would change what every stream reads");
+    }
     if (resume->seed != options_.seed || resume->num_documents != D || resume->global_streams != global_streams_) {
       throw std::runtime_error("stream cursor does not match this loader (seed " + std::to_string(resume->seed) +
                                ", " + std::to_string(resume->num_documents) + " documents, " +
@@ -172,10 +201,29 @@ bool StreamSet::exhausted() const {
   return true;
 }
 
+void write_segment_row(Batch& out, int s, const int32_t* view, int64_t begin, int64_t available) {
+  const int N = out.seq;
+  const size_t row = static_cast<size_t>(s) * static_cast<size_t>(N);
+  for (int t = 0; t < N; ++t) {
+    const size_t at = row + static_cast<size_t>(t);
+    out.position[at] = begin + t;
+    if (t < available) out.inputs[at] = view[t];
+    if (t + 1 < available) {
+      out.targets[at] = view[t + 1];
+      out.mask[at] = 1;
+    }
+  }
+  out.doc_start[static_cast<size_t>(s)] = begin == 0 ? 1 : 0;
+}
+
 void StreamSet::fill_stream(int s, Batch& out) {
   StreamPosition& pos = positions_[static_cast<size_t>(s)];
   const int64_t sequence_index = first_stream_ + s + pos.documents_taken * global_streams_;
   if (options_.single_pass && sequence_index >= static_cast<int64_t>(eligible_.size())) return;  // idle
+  if (options_.tasks && options_.tasks->is_task(first_stream_ + s, pos.documents_taken + pos.tasks_taken)) {
+    fill_task(s, out);
+    return;
+  }
   const int64_t doc = document_at(sequence_index);
   const int64_t length = effective_length(doc);
   const int N = options_.seq_len;
@@ -188,19 +236,7 @@ void StreamSet::fill_stream(int s, Batch& out) {
   if (bos && begin == 0) scratch_[static_cast<size_t>(filled++)] = options_.bos_id;
   dataset_->copy_tokens(doc, begin + filled - bos, (end - begin) - filled, scratch_.data() + filled,
                         options_.verify ? &checks_[static_cast<size_t>(s)] : nullptr);
-
-  const size_t row = static_cast<size_t>(s) * static_cast<size_t>(N);
-  const int64_t available = end - begin;
-  for (int t = 0; t < N; ++t) {
-    const size_t at = row + static_cast<size_t>(t);
-    out.position[at] = begin + t;
-    if (t < available) out.inputs[at] = scratch_[static_cast<size_t>(t)];
-    if (t + 1 < available) {
-      out.targets[at] = scratch_[static_cast<size_t>(t) + 1];
-      out.mask[at] = 1;
-    }
-  }
-  out.doc_start[static_cast<size_t>(s)] = begin == 0 ? 1 : 0;
+  write_segment_row(out, s, scratch_.data(), begin, end - begin);
   out.doc_id[static_cast<size_t>(s)] = dataset_->document(doc).doc_id;
   pos.offset += N;
   if (pos.offset >= length - 1) {  // every target of the document has been served
@@ -212,6 +248,28 @@ void StreamSet::fill_stream(int s, Batch& out) {
   }
 }
 
+void StreamSet::fill_task(int s, Batch& out) {
+  StreamPosition& pos = positions_[static_cast<size_t>(s)];
+  CurrentTask& current = tasks_[static_cast<size_t>(s)];
+  if (current.index != pos.tasks_taken) {
+    const TaskDocument doc = options_.tasks->document(first_stream_ + s, pos.tasks_taken);
+    current.view.clear();
+    if (options_.add_bos) current.view.push_back(options_.bos_id);
+    current.view.insert(current.view.end(), doc.tokens.begin(), doc.tokens.end());
+    current.index = pos.tasks_taken;
+  }
+  const auto length = static_cast<int64_t>(current.view.size());
+  const int64_t begin = pos.offset;
+  const int64_t end = std::min(length, begin + options_.seq_len + 1);
+  write_segment_row(out, s, current.view.data() + begin, begin, end - begin);
+  out.task[static_cast<size_t>(s)] = 1;
+  pos.offset += options_.seq_len;
+  if (pos.offset >= length - 1) {
+    ++pos.tasks_taken;
+    pos.offset = 0;
+  }
+}
+
 bool StreamSet::next(Batch& out) {
   out.resize(options_.streams_per_rank, options_.seq_len);
   if (exhausted()) return false;
@@ -220,7 +278,8 @@ bool StreamSet::next(Batch& out) {
 }
 
 StreamCursor StreamSet::cursor() const {
-  return {options_.seed, static_cast<int64_t>(eligible_.size()), global_streams_, first_stream_, positions_};
+  return {options_.seed, static_cast<int64_t>(eligible_.size()), global_streams_, first_stream_,
+          options_.tasks ? options_.tasks->fingerprint() : 0, positions_};
 }
 
 }  // namespace brt::data

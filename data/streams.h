@@ -1,4 +1,4 @@
-// Document streams (issue 3, item 4; MODEL §8): each data-parallel rank owns B streams; a
+// Document streams (model.md §8): each data-parallel rank owns B streams; a
 // stream reads whole documents, N tokens per step, and fills a brt::data::Batch.
 //
 // Layout independence: the documents of epoch e are a seeded permutation P_e of the split's
@@ -9,6 +9,10 @@
 // each epoch's documents go to exactly one stream each, and a stream that has taken its share
 // of epoch e simply continues with its share of epoch e+1 (it never runs dry, even if the
 // split has fewer documents than there are streams).
+//
+// Task documents (data/task_mixture.h, StreamOptions::tasks) interleave with a stream's corpus
+// documents on a seekable per-stream schedule; the corpus documents keep the order above and
+// the cursor counts each stream's task documents besides them, so resume stays exact.
 #pragma once
 
 #include <mpi.h>
@@ -22,6 +26,8 @@
 #include "data/dataset.h"
 
 namespace brt::data {
+
+class TaskMixture;
 
 struct StreamOptions {
   int streams_per_rank = 1;  // B
@@ -41,13 +47,17 @@ struct StreamOptions {
   // Every document's token ids and checksum are verified as it is read (TokenDataset's
   // DocumentCheck, docs/data-format.md); off only to measure what that costs (bench/tokenize).
   bool verify = true;
+  // Task documents mixed into the streams (training only; null: corpus documents only).
+  std::shared_ptr<const TaskMixture> tasks;
 };
 
-// Where one stream is: how many documents it has taken from its deal (the next document it
-// reads is Q[g + documents_taken * G]) and the token offset within that document.
+// Where one stream is: how many corpus documents it has taken from its deal (the next one it
+// reads is Q[g + documents_taken * G]), how many task documents (its slot is their sum), and
+// the token offset within the document it is reading.
 struct StreamPosition {
   int64_t documents_taken = 0;
   int64_t offset = 0;
+  int64_t tasks_taken = 0;
   bool operator==(const StreamPosition&) const = default;
 };
 
@@ -59,12 +69,15 @@ struct StreamCursor {
   int64_t num_documents = 0;   // documents in the deal (checked on restore)
   int64_t global_streams = 0;  // G
   int64_t first_stream = 0;    // global index of positions[0]
+  uint64_t tasks_fingerprint = 0;  // TaskMixture::fingerprint(); 0: no task mixture
   std::vector<StreamPosition> positions;
 
   // Epoch a stream is in: (g + documents_taken * G) / num_documents.
   int64_t stream_epoch(size_t local_index) const;
   int64_t epoch() const;  // lowest epoch over the streams held
-  // Flat form for checkpoints: [version, seed, num_documents, G, first, count, (taken, offset)...].
+  // Flat form for checkpoints: without tasks [1, seed, num_documents, G, first, count,
+  // (taken, offset)...]; with them [2, seed, num_documents, G, first, count, fingerprint,
+  // (taken, offset, tasks_taken)...]. from_vector reads both.
   std::vector<int64_t> to_vector() const;
   static StreamCursor from_vector(std::span<const int64_t> flat);
   bool operator==(const StreamCursor&) const = default;
@@ -90,6 +103,7 @@ class StreamSet {
   const std::vector<int64_t>& permutation(int64_t epoch);
   int64_t effective_length(int64_t local_doc) const;
   void fill_stream(int s, Batch& out);
+  void fill_task(int s, Batch& out);
 
   std::shared_ptr<const TokenDataset> dataset_;
   StreamOptions options_;
@@ -100,6 +114,13 @@ class StreamSet {
   std::vector<std::pair<int64_t, std::vector<int64_t>>> permutation_cache_;  // (epoch, P_e)
   std::vector<int32_t> scratch_;
   std::vector<DocumentCheck> checks_;  // per stream: the document it is reading, verified as read
+  // Per stream: the task document it is reading (BOS first when added), made when it starts
+  // one and again after a resume in its middle (documents are pure functions of their index).
+  struct CurrentTask {
+    int64_t index = -1;  // tasks_taken when it was made
+    std::vector<int32_t> view;
+  };
+  std::vector<CurrentTask> tasks_;
 };
 
 // StreamSet plus a background thread that fills the next batches while the model computes.
@@ -120,6 +141,11 @@ class DocumentStreams {
   std::unique_ptr<StreamSet> set_;  // used directly when prefetch is off
   std::unique_ptr<Prefetcher> prefetcher_;
 };
+
+// Row s of `out` (resized to [B, N]) from tokens [begin, begin + available) of a document as a
+// stream sees it (BOS first when added), available <= N + 1: inputs, targets (the next
+// tokens), mask, positions and doc_start (model.md §8). The segment writer of every stream kind.
+void write_segment_row(Batch& out, int s, const int32_t* view, int64_t begin, int64_t available);
 
 // Number of segments a document is served in (tests, eval bookkeeping): ceil((L' - 1) / N) where L'
 // is the document length including an added BOS.

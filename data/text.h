@@ -1,6 +1,6 @@
 // Text primitives shared by the corpus reader, the tokenizer and the shard writer: UTF-8
 // validation, the (minimal) normalisation every document gets, byte/word counts for
-// bits-per-byte and word-level perplexity (issue 3), and a stable 64-bit hash.
+// bits-per-byte and word-level perplexity, and a stable 64-bit hash.
 #pragma once
 
 #include <cstddef>

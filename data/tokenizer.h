@@ -1,4 +1,4 @@
-// SentencePiece tokenizer (issue 3, item 2): train (BPE or unigram) or load a .model, encode
+// SentencePiece tokenizer: train (BPE or unigram) or load a .model, encode
 // and decode with an exact text -> ids -> text round trip, and a hash that shards and
 // checkpoints record so that a mismatch is an error rather than silent garbage.
 #pragma once

@@ -1,10 +1,10 @@
 // The kernels interface: every numeric operation a layer performs, as a pure function over
 // raw row-major buffers with explicit shapes. Layers call a Backend<T>& and never learn which
-// implementation runs (CPU now, CUDA later). Kernels never allocate and never communicate.
+// implementation runs (kernels/cpu, kernels/cuda). Kernels never allocate and never communicate.
 //
 // Conventions (all kernels):
 //  - Row-major. An activation "[n, A]" has rows of width A; A = H*dh and head h occupies
-//    columns [h*dh, (h+1)*dh) (MODEL.md §9).
+//    columns [h*dh, (h+1)*dh) (model.md §9).
 //  - Forward kernels OVERWRITE their outputs.
 //  - Backward kernels ACCUMULATE (+=) into every gradient output, for inputs and parameters
 //    alike; callers zero gradient buffers when they need a fresh sum. This keeps residual
@@ -26,7 +26,7 @@ namespace brt::kernels {
 
 enum class Trans { N, T };
 
-// Dimensions of the sliding-window self-attention of MODEL §3.2 over a batch of segments.
+// Dimensions of the sliding-window self-attention of model.md §3.2 over a batch of segments.
 struct WindowAttnDims {
   int batch;     // B streams
   int seq;       // N tokens per segment (multiple of window)
@@ -37,7 +37,7 @@ struct WindowAttnDims {
   int blocks() const { return seq / window; }
 };
 
-// Dimensions of an (optionally causal) cross-attention (MODEL §3.4), batched over `batch`
+// Dimensions of an (optionally causal) cross-attention (model.md §3.4), batched over `batch`
 // independent problems. Row width of Q, K, V and out is A = heads*head_dim. The strides say
 // how far apart (in elements) consecutive batch entries start, so a block of a larger
 // [B, N, A] activation can be addressed in place.
@@ -49,15 +49,15 @@ struct CrossAttnDims {
   int head_dim;
   int64_t q_stride;   // elements between batch entries of Q and of out
   int64_t kv_stride;  // elements between batch entries of K and V
-  bool causal;        // if true, query i may see key j only when j <= i (MODEL §7.2 SH/MH)
+  bool causal;        // if true, query i may see key j only when j <= i (model.md §7.2 SH/MH)
   int width() const { return heads * head_dim; }
 };
 
-// T5 relative-position bucket of MODEL §3.3 for a distance n >= 1 (computed in fp32).
+// T5 relative-position bucket of model.md §3.3 for a distance n >= 1 (computed in fp32).
 int t5_bucket(int distance);
 constexpr int kT5Buckets = 32;
 
-// The causal depthwise FFT convolution of MODEL §7.1 (contract: kernels/ssm/fft_conv.h) on a
+// The causal depthwise FFT convolution of model.md §7.1 (contract: kernels/ssm/fft_conv.h) on a
 // backend's memory, planned for at most (max_batch, max_features) by Backend::make_fft_conv.
 // forward overwrites y; backward accumulates du, dk, ddskip (any may be null). Deterministic.
 template <typename T>
@@ -105,7 +105,7 @@ class Backend {
   virtual void add_rows_broadcast(T* out, const T* table, int rows_out, int rows_table,
                                   int D) = 0;  // out[i] += table[i % rows_table]
 
-  // ---- MODEL §1: embedding (no scaling) -----------------------------------------------
+  // ---- model.md §1: embedding (no scaling) -----------------------------------------------
   // A token of -1 selects no row: forward writes a zero row, backward adds nothing (the
   // vocabulary-parallel embedding passes -1 for tokens another TP rank holds).
   virtual void embedding_forward(const int32_t* tokens, int n, const T* table, int D,
@@ -113,19 +113,19 @@ class Backend {
   virtual void embedding_backward(const int32_t* tokens, int n, const T* dout, int D,
                                   T* dtable) = 0;
 
-  // ---- MODEL §2: RMSNorm; rstd[n] saved for backward ----------------------------------
+  // ---- model.md §2: RMSNorm; rstd[n] saved for backward ----------------------------------
   virtual void rmsnorm_forward(const T* x, const T* gamma, int n, int D, T* y, T* rstd) = 0;
   virtual void rmsnorm_backward(const T* x, const T* gamma, const T* rstd, const T* dy, int n,
                                 int D, T* dx, T* dgamma) = 0;
 
-  // ---- MODEL §3.1: per-head L2 normalisation y = x * rsqrt(sum x^2 + 1e-6) ------------
+  // ---- model.md §3.1: per-head L2 normalisation y = x * rsqrt(sum x^2 + 1e-6) ------------
   // x, y: [n, H*dh]; rnorm: [n, H] saved for backward. y may alias x.
   virtual void head_l2norm_forward(const T* x, int n, int H, int dh, T* y, T* rnorm) = 0;
   // dx += rnorm * (dy - y * <y, dy>) per head. Uses the forward's output y.
   virtual void head_l2norm_backward(const T* y, const T* rnorm, const T* dy, int n, int H,
                                     int dh, T* dx) = 0;
 
-  // ---- MODEL §3.2/§3.3: sliding-window self-attention ----------------------------------
+  // ---- model.md §3.2/§3.3: sliding-window self-attention ----------------------------------
   // q, k, v, out: [B, N, A] (q, k already normalised). k_cache, v_cache: [B, W, A], the
   // previous block for block 0 (zeros at a document start; attended, not masked).
   // rel_bias: [H, 32]; scale: [H]. probs: [B, T, H, W, 2W] saved for backward.
@@ -140,7 +140,7 @@ class Backend {
                                          const T* dout, T* dq, T* dk, T* dv, T* drel_bias,
                                          T* dscale) = 0;
 
-  // ---- MODEL §3.4: cross-attention (no bias, optional causal mask) ---------------------
+  // ---- model.md §3.4: cross-attention (no bias, optional causal mask) ---------------------
   // Batch entry b: q at q + b*q_stride ([nq, A] rows), k/v at k/v + b*kv_stride ([nk, A]),
   // out at out + b*q_stride. probs: [batch, H, nq, nk] (dense, saved for backward).
   // logits = scale_h * <q_i, k_j>; softmax over j.
@@ -150,11 +150,11 @@ class Backend {
                                         const T* v, const T* scale, const T* probs,
                                         const T* dout, T* dq, T* dk, T* dv, T* dscale) = 0;
 
-  // ---- MODEL §4: ReLU -----------------------------------------------------------------
+  // ---- model.md §4: ReLU -----------------------------------------------------------------
   virtual void relu_forward(const T* x, int64_t n, T* y) = 0;             // y may alias x
   virtual void relu_backward(const T* y, const T* dy, int64_t n, T* dx) = 0;  // dx += dy*(y>0)
 
-  // ---- MODEL §5.3: gates ----------------------------------------------------------------
+  // ---- model.md §5.3: gates ----------------------------------------------------------------
   // fixed: g = sigmoid(bias[d]); out = carry*g + u*(1-g). carry, u, out: [n, D].
   virtual void fixed_gate_forward(const T* carry, const T* u, const T* bias, int n, int D,
                                   T* out) = 0;
@@ -175,7 +175,7 @@ class Backend {
   virtual void copy_2d(const T* x, int64_t ldx, int rows, int64_t cols, T* y, int64_t ldy,
                        bool accumulate) = 0;
 
-  // ---- MODEL §1 under tensor parallelism: cross-entropy over logits split by vocabulary --
+  // ---- model.md §1 under tensor parallelism: cross-entropy over logits split by vocabulary --
   // logits [n, V] are this rank's V columns; local_targets[r] is row r's target column here,
   // or -1 when another rank holds it. The per-row statistics are double; the caller sums
   // (or maxes) them over the TP group between the phases, so every rank finishes with the
@@ -196,7 +196,7 @@ class Backend {
                                    const double* row_max, const double* sum_exp,
                                    const double* target_logit, T* dlogits, T* row_loss) = 0;
 
-  // ---- MODEL §1: softmax cross-entropy over logits [n, V] -------------------------------
+  // ---- model.md §1: softmax cross-entropy over logits [n, V] -------------------------------
   // For each row r with mask[r] != 0: loss_r = logsumexp(logits_r) - logits_r[target_r];
   // rows with mask 0 give loss 0. Writes per-row losses (nats) to row_loss[n] and
   // OVERWRITES dlogits = grad_scale * mask_r * (softmax(logits_r) - onehot(target_r)).
@@ -223,7 +223,7 @@ class Backend {
     memory().from_host(result, out, sizeof out);
   }
 
-  // ---- MODEL §7: the BST SSM sublayer ------------------------------------------------------
+  // ---- model.md §7: the BST SSM sublayer ------------------------------------------------------
   // A convolution planned for (length, channels) and any B <= max_batch, F <= max_features.
   // It owns its plans and scratch (allocated here: setup only, never in a step loop).
   virtual std::unique_ptr<FftConvolver<T>> make_fft_conv(int length, int channels, int max_batch,
@@ -232,14 +232,14 @@ class Backend {
   // scatters of row blocks (MF block ends, [U_prev; U], zero-padded kernels). No overlap.
   virtual void copy_rows(const T* src, int64_t src_stride, int64_t rows, int64_t width, T* dst,
                          int64_t dst_stride) = 0;
-  // S4D kernel generation (MODEL §7.1 `s4d`; kernels/ssm/s4d_kernel.h: layouts and formulas):
+  // S4D kernel generation (model.md §7.1 `s4d`; kernels/ssm/s4d_kernel.h: layouts and formulas):
   // K [R, L] from the parameters (overwrites), and its backward (accumulates into g, null
   // entries skipped). Parameters and gradients are the ParamStore's, in this backend's memory.
   virtual void s4d_kernel_forward(const ssm::S4dDims& d, const ssm::S4dParams<T>& p,
                                   T* kernel) = 0;
   virtual void s4d_kernel_backward(const ssm::S4dDims& d, const ssm::S4dParams<T>& p,
                                    const T* dkernel, const ssm::S4dGrads<T>& g) = 0;
-  // The carried S4D state of MODEL §7.3 (kernels/ssm/s4d_kernel.h: layouts and formulas). The
+  // The carried S4D state of model.md §7.3 (kernels/ssm/s4d_kernel.h: layouts and formulas). The
   // state is [B, C, Ds, M, 2] doubles in this backend's memory; parameters and gradients are
   // the ParamStore's, u/y/dy activations, active [B] (1: the stream continues a document).
   virtual void s4d_carry_update(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p,
@@ -249,7 +249,7 @@ class Backend {
   virtual void s4d_carry_apply_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p,
                                         const double* state, const uint8_t* active, const T* dy,
                                         const ssm::S4dGrads<T>& g) = 0;
-  // The implicit filter network of MODEL §7.1 `unstructured` (kernels/ssm/implicit_filter.h
+  // The implicit filter network of model.md §7.1 `unstructured` (kernels/ssm/implicit_filter.h
   // composes it from these, gemm and the column sums), so it runs where its parameters live.
   // Its activation over a, s [n, O]: s[i, o] = sin(freq[o]·a[i, o]) (overwrites s).
   virtual void sine_forward(const T* a, const T* freq, int n, int O, T* s) = 0;

@@ -1,4 +1,4 @@
-// The optimizer's per-element math (MODEL §10c) as kernels over parameters, gradients and
+// The optimizer's per-element math (model.md §10c) as kernels over parameters, gradients and
 // optimizer state that live in one backend's memory (kernels/memory.h). core/ keeps the
 // orchestration (chunking, the learning rate, the StatReducer seam for TP / ZeRO-1, the
 // per-parameter scalars) and calls these for every loop over elements, so the step runs where
@@ -61,7 +61,7 @@ struct OptimTensor {
 #define BRT_HOST_DEVICE
 #endif
 
-// Adafactor (MODEL §10c): the sum of R along its normalised axis for one combination
+// Adafactor (model.md §10c): the sum of R along its normalised axis for one combination
 // (q0, q1, q2) of the other axes, in double and in index order (the mean's numerator).
 template <typename T>
 BRT_HOST_DEVICE inline double adafactor_r_axis_sum(const OptimTensor<T>& t, int64_t q0, int64_t q1,
@@ -85,7 +85,7 @@ struct OptimChunk {
 
 enum class OptimField { kValue, kGrad };
 
-// AdamW step constants (MODEL §10c), already in T as the update uses them.
+// AdamW step constants (model.md §10c), already in T as the update uses them.
 template <typename T>
 struct AdamWStep {
   T beta1, beta2, one_minus_beta1, one_minus_beta2;
@@ -112,7 +112,7 @@ class OptimizerKernels {
   virtual void adamw_update(const AdamWStep<T>& step, const OptimChunk* chunks, int64_t n_chunks,
                             const OptimTensor<T>* tensors) = 0;
 
-  // ---- Adafactor (MODEL §10c), G = (g*grad_scale)^2 + eps --------------------------------
+  // ---- Adafactor (model.md §10c), G = (g*grad_scale)^2 + eps --------------------------------
   // Every chunk: param_squares[c] = sum of value^2 (before the update). Chunks of unfactored
   // tensors also: v <- keep*v + rho*G, y = g*grad_scale/sqrt(v) and update_squares[c] = sum
   // of y^2; update_squares of factored chunks is left alone.

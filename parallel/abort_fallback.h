@@ -1,4 +1,4 @@
-// When MPI_Abort cannot end the job (issue 26, docs/parallelism.md "Across hosts"). MPI_Abort
+// When MPI_Abort cannot end the job (docs/parallelism.md "Across hosts"). MPI_Abort
 // asks Open MPI's launcher to kill every rank; with a host unreachable (a cut link, a dead
 // switch) mpirun cannot reach that host's orted, so it waits for it forever, and so does the
 // orted on the far side, each holding its host's part of the job (and under a batch system,

@@ -10,7 +10,7 @@
 
 namespace brt::parallel {
 
-// An MPI (or later NCCL) call failed; the message names the collective, group and rank.
+// An MPI or NCCL call failed; the message names the collective, group and rank.
 class CommError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

@@ -1,5 +1,5 @@
 // The collective-communication interface for one process group (world, dp or tp), shaped so
-// that the MPI backend (CPU, tests) and a later NCCL backend (GPU) fit behind it unchanged:
+// that the MPI backend (CPU, tests) and the NCCL backend (GPU) fit behind it unchanged:
 //  - every collective is non-blocking and returns a Request (NCCL: enqueued on a stream;
 //    MPI: point-to-point messages progressed by test()/wait());
 //  - a Stream is an opaque execution-queue handle (a cudaStream_t for NCCL; ignored by MPI);

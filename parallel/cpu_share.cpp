@@ -1,4 +1,4 @@
-#include "parallel/core_share.h"
+#include "parallel/cpu_share.h"
 
 #include <sched.h>
 
@@ -7,8 +7,8 @@
 
 namespace brt::parallel {
 
-CoreShare query_core_share(MPI_Comm world) {
-  CoreShare share;
+CpuShare query_cpu_share(MPI_Comm world) {
+  CpuShare share;
   cpu_set_t mask;
   CPU_ZERO(&mask);
   if (sched_getaffinity(0, sizeof mask, &mask) == 0) share.cores_in_mask = CPU_COUNT(&mask);

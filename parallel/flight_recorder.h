@@ -1,4 +1,4 @@
-// A flight recorder (issue 14 item 7): each rank keeps its last 64 operations — every
+// A flight recorder: each rank keeps its last 64 operations — every
 // collective (op, group, sequence number, bytes, start and end time) and every guarded local
 // operation such as "checkpoint save: writing /model/embed" — so that after a timeout or a fatal
 // error the ranks' records can be laid side by side and the first sequence number at which they

@@ -1,4 +1,4 @@
-// Data-parallel gradient reduction in buckets (Megatron-style; issue 5 "Data parallel").
+// Data-parallel gradient reduction in buckets (Megatron-style).
 //
 // The gradient arena of a model is one contiguous buffer in which every layer's parameters
 // form a contiguous range. Backward finishes layers from the last to the first, so buckets
@@ -54,7 +54,7 @@ class GradBuckets {
  public:
   // `grads` is the gradient arena (total elements); it must stay valid. The all-reduce is a
   // sum; callers scale the loss gradient by 1 / (global target count) so the sum is the
-  // gradient of the global mean (MODEL §10b).
+  // gradient of the global mean (model.md §10b).
   // `stream`: where the gradients are produced (a device backend's stream with overlap set,
   // for NCCL; the host Stream for MPI).
   GradBuckets(Communicator& dp, T* grads, std::vector<GradBucket> buckets, bool overlap,

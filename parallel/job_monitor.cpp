@@ -241,7 +241,7 @@ void JobMonitor::fail(const std::string& report, int exit_code) {
   message += "flight records of the last " + std::to_string(FlightRecorder::kCapacity) + " collectives per rank (" +
              (s.flight_dir / "rank-K.jsonl").string() + "):\n";
   // This rank's own record missing means the folder, not the ranks: say so before the list of
-  // ranks without a record (issue 25: a read-only working directory blamed every rank).
+  // ranks without a record (a read-only working directory blamed every rank).
   if (!records[static_cast<size_t>(self_.world_rank)])
     message += "  the flight-record folder " + s.flight_dir.string() + " cannot be written (" +
                flight_folder_problem(s.flight_dir) +

@@ -1,4 +1,4 @@
-// A deadline on every wait, and the report when one passes (issue 14 items 2 and 7).
+// A deadline on every wait, and the report when one passes.
 //
 // Collectives time out by themselves (CommOptions::timeout, parallel/mpi_ops.cpp), but some
 // waits happen inside calls we do not control: HDF5's collective MPI-IO writes and opens, MPI

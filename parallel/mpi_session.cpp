@@ -28,7 +28,7 @@ std::string host_name() {
 // An MPI call on MPI_COMM_WORLD (or a communicator derived from it that keeps its handler)
 // failed. MPI's default, MPI_ERRORS_ARE_FATAL, ends the job with Open MPI's banner and nothing
 // of ours; instead the rank, host and MPI's reason are printed and the process aborts, so the
-// crash report (launch/crash_report.h, when installed) adds the stack of the failing call.
+// crash report (launch/cli/crash_report.h, when installed) adds the stack of the failing call.
 // Communicators that turn errors into CommError (mpi_communicator.h) set MPI_ERRORS_RETURN.
 extern "C" void on_world_mpi_error(MPI_Comm*, int* code, ...) {
   char reason[MPI_MAX_ERROR_STRING] = {};

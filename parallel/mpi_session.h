@@ -46,7 +46,7 @@ class MpiSession {
 // Runs body(session) inside an MpiSession and returns its exit status. An exception escaping
 // body is the command's error, printed as "<program>: error: <what>" on stderr:
 //  - one process: printed, status 1 (2 for a LaunchRefused — a LayoutError, a preflight refusal
-//    (launch/preflight.h) — or a UsageError), MPI finalized normally;
+//    (launch/preflight/preflight.h) — or a UsageError), MPI finalized normally;
 //  - several: the ranks that failed wait up to kErrorAgreementSeconds (at most half the
 //    monitor's timeout) for the others. If every
 //    rank failed (a bad config, a missing or damaged file: every rank checks the same thing),

@@ -1,10 +1,10 @@
-#include "kernels/blas_env.h"
+#include "runtime/blas_env.h"
 
 #include <unistd.h>
 
 #include <cstdlib>
 
-namespace brt::kernels {
+namespace brt::runtime {
 
 void ensure_blas_core_type(int /*argc*/, char** argv, bool passive_waiting) {
   if (std::getenv("BRT_NO_BLAS_REEXEC") != nullptr) return;
@@ -29,4 +29,4 @@ void ensure_blas_core_type(int /*argc*/, char** argv, bool passive_waiting) {
   // execv failed: carry on with what the libraries picked.
 }
 
-}  // namespace brt::kernels
+}  // namespace brt::runtime

@@ -5,16 +5,16 @@
 //    instruction set.
 //  - With `passive_waiting`, OMP_WAIT_POLICY=PASSIVE: idle OpenMP threads (OpenBLAS's too, the
 //    openmp build) sleep instead of spinning, so ranks that share cores, or a busy neighbour
-//    process, slow a run down gracefully instead of collapsing it (issue 15: a competing busy
+//    process, slow a run down gracefully instead of collapsing it (a competing busy
 //    process cut a 2-thread run to a fifth while spinning, to half while passive; on an idle
 //    machine the two policies measure the same, bench/threads).
 // Values the environment already holds are respected.
 #pragma once
 
-namespace brt::kernels {
+namespace brt::runtime {
 
 // Call first thing in main(). Returns normally when nothing needs to change; otherwise
 // replaces the process (execv) and never returns. BRT_NO_BLAS_REEXEC=1 disables it.
 void ensure_blas_core_type(int argc, char** argv, bool passive_waiting = false);
 
-}  // namespace brt::kernels
+}  // namespace brt::runtime

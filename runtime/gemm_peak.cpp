@@ -1,4 +1,4 @@
-#include "kernels/gemm_peak.h"
+#include "runtime/gemm_peak.h"
 
 #include <omp.h>
 
@@ -8,18 +8,18 @@
 
 #include "kernels/backend.h"
 
-namespace brt::kernels {
+namespace brt::runtime {
 
 GemmPeak measure_sgemm_peak(int n, int calls) {
-  auto be = make_cpu_backend<float>();
+  auto be = kernels::make_cpu_backend<float>();
   const size_t nn = size_t(n) * n;
   std::vector<float> a(nn, 0.5f), b(nn, 0.25f), c(nn, 0.0f);
   for (size_t i = 0; i < nn; ++i) a[i] = float(i % 17) * 0.01f, b[i] = float(i % 13) * 0.02f;
-  be->gemm(Trans::N, Trans::N, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+  be->gemm(kernels::Trans::N, kernels::Trans::N, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
   std::vector<double> rates;
   for (int i = 0; i < calls; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    be->gemm(Trans::N, Trans::N, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    be->gemm(kernels::Trans::N, kernels::Trans::N, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     rates.push_back(2.0 * double(n) * n * n / s / 1e9);
   }
@@ -33,4 +33,4 @@ GemmPeak measure_sgemm_peak(int n, int calls) {
   return p;
 }
 
-}  // namespace brt::kernels
+}  // namespace brt::runtime

@@ -1,8 +1,8 @@
 // Measures the machine's sgemm rate with the backend's own BLAS and thread count: the peak
-// that MFU figures divide by (issue 2: median of 2048³ sgemm calls).
+// that MFU figures divide by (median of 2048³ sgemm calls).
 #pragma once
 
-namespace brt::kernels {
+namespace brt::runtime {
 
 struct GemmPeak {
   double gflops = 0;      // median over the timed calls
@@ -15,4 +15,4 @@ struct GemmPeak {
 // Runs `calls` timed n×n×n sgemm calls (after one warm-up) and reports the median and best rate.
 GemmPeak measure_sgemm_peak(int n = 2048, int calls = 5);
 
-}  // namespace brt::kernels
+}  // namespace brt::runtime

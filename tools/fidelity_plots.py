@@ -59,7 +59,7 @@ def plot_bits_vs_flops(models, path, how):
     ax.set_xscale("log")
     if max(xs) / min(xs) < 1.5:  # equal FLOPs: every point in one column; give it room
         ax.set_xlim(min(xs) / 2, max(xs) * 2)
-    ax.set_xlabel("training compute (FLOPs, MODEL §10)")
+    ax.set_xlabel("training compute (FLOPs, model.md §10)")
     ax.set_ylabel(("test" if key == "test_bits" else "validation") + " bits/token")
     ax.set_title("Held-out bits/token vs training compute")
     lo, hi = ax.get_ylim()

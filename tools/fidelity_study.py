@@ -1,11 +1,11 @@
 #!/usr/bin/python3
 """Fidelity studies for brt-dist: train a list of models x seeds on one corpus at equal training
-FLOPs (MODEL §10) or equal tokens, evaluate held-out bits/token, and write a table
+FLOPs (model.md §10) or equal tokens, evaluate held-out bits/token, and write a table
 (fidelity.csv, fidelity.md, fidelity_runs.csv) and PNG plots (bits/token vs training FLOPs,
 loss by position in the document, long- vs short-range loss). See docs/fidelity.md.
 
   fidelity_study.py run STUDY_DIR --config CONFIG DATA --models NAME... --seeds LIST BUDGET
-                    [--ranks N] [--threads N] [--dry-run] [-- key=value ...]
+                    [--ranks N] [--threads N] [--dry-run] [--task KINDS ...] [-- key=value ...]
       DATA:   --data SHARDS_DIR | --corpus PG19_DIR | --books FILE... | --kjv
       BUDGET: --flops F (equal training FLOPs) | --tokens T (equal tokens) | --steps N
   fidelity_study.py collect STUDY_DIR [--out DIR] [--spread std|minmax] [--no-plots]
@@ -13,6 +13,8 @@ loss by position in the document, long- vs short-range loss). See docs/fidelity.
 `run` trains every model x seed with `brt-dist train` (resumable: a model x seed whose eval JSON
 exists is skipped, an unfinished one continues from its checkpoint), evaluates the validation and
 test splits with `brt-dist eval --json` (with --ablate when the binary has it), then collects.
+With --task, every model trains with long-range task documents mixed in and is also scored with
+`brt-dist eval --task` by distance (tools/task_study.py: task.md, task.csv, task-KIND.png).
 A model the binary refuses (its config is rejected) is reported and skipped. Exit status: 0 done
 (refused models are listed, not failures), 1 a run failed, 2 unusable input (the message names the
 file), 130 interrupted (run again to resume). Uses only Debian's python3-numpy/-matplotlib.
@@ -23,7 +25,6 @@ import os
 import re
 import shlex
 import signal
-import subprocess
 import sys
 import time
 import tomllib
@@ -32,18 +33,20 @@ from pathlib import Path
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree (ctest runs from it)
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # metrics_records, scaling_study
 
-from scaling_study import StudyError, launch_env, parse_train_output, si  # noqa: E402
+from scaling_study import StudyError, parse_train_output, si  # noqa: E402
 from fidelity_table import TOOL, SPLITS, collect, say, spread, warn, write_tables  # noqa: E402,F401  (spread: tests)
+from study_runner import Runner, error_line  # noqa: E402
+import task_study  # noqa: E402
 
 MODEL_HELP = """models (--models NAME ...):
   slide, xl, rec:{fixed|lstm}:{skip|dual}, bst:{sh|mh|mf}:{s4d|unstructured}, feedback:...
-                   model.variant=NAME (xl also model.window = model.seq_len: W = N, MODEL §6)
+                   model.variant=NAME (xl also model.window = model.seq_len: W = N, model.md §6)
   NAME+K           the same with K more layers than the config's model.layers, e.g. slide+1
                    (the compute-matched Slide:13L analogue of a 12-layer model)
   NAME=OVERRIDES   any set of config overrides, e.g. 'rec-s32=model.variant=rec:fixed:skip
                    model.state_size=32' (applied after the overrides given after --)
   brt-dist checks every variant: one it refuses is reported and skipped."""
-PROBE_OVERRIDES = ["train.steps=0", "optim.total_steps=1", "data.source=synthetic", "log.metrics_path=",
+PROBE_OVERRIDES = ["train.steps=0", "optim.total_steps=1", "data.source=synthetic", "data.tasks.rate=0", "log.metrics_path=",
                    "checkpoint.dir=", "train.peak_gflops=1", "train.eval_every=0"]
 SI_SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "B": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 
@@ -71,7 +74,7 @@ def parse_seeds(text):
 
 
 def steps_for_budget(budget_flops, flops_per_token, tokens_per_step):
-    """Optimizer steps whose training FLOPs (MODEL §10: tokens x training FLOPs/token) come
+    """Optimizer steps whose training FLOPs (model.md §10: tokens x training FLOPs/token) come
     closest to budget_flops, at least 1. A cheaper model gets more steps: equal compute."""
     if flops_per_token <= 0 or tokens_per_step <= 0:
         raise ValueError(f"FLOPs/token {flops_per_token} and tokens/step {tokens_per_step} must be positive")
@@ -138,7 +141,7 @@ def model_overrides(model, resolved):
         return list(model["overrides"])
     m = resolved.get("model", {})
     words = [f"model.variant={model['variant']}"]
-    if model["variant"] == "xl":  # one block per segment: W = N (MODEL §6)
+    if model["variant"] == "xl":  # one block per segment: W = N (model.md §6)
         words.append(f"model.window={m['seq_len']}")
     if model["extra_layers"]:
         words.append(f"model.layers={m['layers'] + model['extra_layers']}")
@@ -152,100 +155,6 @@ def model_dir_name(name):
 
 
 # ---------------------------------------------------------------- running brt-dist
-class Runner:
-    """How brt-dist is started: the binary, the launcher (mpirun for --ranks > 1) and the env."""
-
-    def __init__(self, brt_dist, ranks=1, threads=None, mpirun="mpirun", mpirun_args=("--oversubscribe",)):
-        self.brt_dist = brt_dist
-        self.ranks = ranks
-        self.env = launch_env(threads)
-        self.prefix = [mpirun, *mpirun_args, "-np", str(ranks)] if ranks > 1 else []
-
-    def check_binary(self):
-        path = Path(self.brt_dist)
-        if "/" in self.brt_dist and not (path.is_file() and os.access(path, os.X_OK)):
-            raise StudyError(f"{self.brt_dist}: no such executable (--brt-dist, or $BRT_DIST)")
-
-    def cmd(self, *args, launcher=True):
-        return (self.prefix if launcher else []) + [self.brt_dist, *map(str, args)]
-
-    def capture(self, *args, launcher=False):
-        """(exit status, stdout + stderr) of a short command."""
-        try:
-            out = subprocess.run(self.cmd(*args, launcher=launcher), capture_output=True, text=True,
-                                 env=self.env)
-        except OSError as e:
-            raise StudyError(f"{self.brt_dist}: cannot run it ({e.strerror})") from None
-        return out.returncode, out.stdout + out.stderr
-
-    def to_log(self, args, log_path, progress_s=0, label=""):
-        """Runs a long command with its output appended to log_path; every progress_s seconds a
-        line with the newest progress line of the log ('step 120/600 ... ETA'). Returns the exit
-        status. Ctrl-C reaches brt-dist too (it checkpoints and stops); then KeyboardInterrupt."""
-        cmd = self.cmd(*args)
-        with open(log_path, "a") as log:
-            log.write(f"\n$ {shlex.join(cmd)}\n")
-            log.flush()
-            try:
-                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env)
-            except OSError as e:
-                raise StudyError(f"{self.brt_dist}: cannot run it ({e.strerror})") from None
-            start, last = time.monotonic(), time.monotonic()
-            try:
-                while True:
-                    try:
-                        return proc.wait(timeout=1.0)
-                    except subprocess.TimeoutExpired:
-                        pass
-                    if progress_s and time.monotonic() - last >= progress_s:
-                        last = time.monotonic()
-                        line = newest_progress(log_path)
-                        say(f"  {label}: {line or 'running'} ({time.monotonic() - start:.0f} s)")
-            except KeyboardInterrupt:
-                # A Ctrl-C on the terminal reached brt-dist too; a signal sent to this process
-                # alone did not: SIGTERM asks it to stop at the next step with a checkpoint (a
-                # second SIGINT would end it at once). Then wait for that checkpoint.
-                if proc.poll() is None:
-                    proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=300)
-                except (subprocess.TimeoutExpired, KeyboardInterrupt):
-                    proc.kill()
-                raise
-
-
-def newest_progress(log_path):
-    """The newest progress line of a log: a train log's 'step N/M | loss ... | ETA ...'
-    condensed, else the last line (eval's and prepare's progress), cut to 100 characters."""
-    try:
-        with open(log_path, "rb") as f:
-            f.seek(max(0, os.path.getsize(log_path) - 8192))
-            tail = f.read().decode(errors="replace")
-    except OSError:
-        return ""
-    lines = [l.strip() for l in re.split(r"[\r\n]+", tail) if l.strip()]
-    starts = [i for i, l in enumerate(lines) if l.startswith("$ ")]
-    lines = lines[starts[-1] + 1:] if starts else lines  # this command's output only
-    for line in reversed(lines):
-        m = re.match(r"step\s+(\d+)/(\d+).*?loss ([0-9.]+).*?ETA (\S+)", line)
-        if m:
-            return f"step {m.group(1)}/{m.group(2)}, loss {m.group(3)}, ETA {m.group(4)}"
-    return lines[-1][:100] if lines else ""
-
-
-def error_line(text):
-    """The line that says why brt-dist stopped (its 'error:' line), else the last line; in a
-    log the tool appends to, only the output of its last command (after the last '$ ' line)."""
-    lines = []
-    for line in text.splitlines():
-        if line.startswith("$ "):
-            lines = []
-        elif line.strip():
-            lines.append(line.strip())
-    errors = [l for l in lines if "error" in l.lower()]
-    return (errors or lines or ["(no output)"])[-1]
-
-
 def resolve_config(runner, config, overrides):
     """The fully resolved config (`brt-dist config show`) as a dict."""
     rc, out = runner.capture("config", "show", config, *overrides)
@@ -260,7 +169,7 @@ def resolve_config(runner, config, overrides):
 
 def probe(runner, config, overrides):
     """What brt-dist train says about a model without training it (train.steps=0, synthetic
-    data): {"ok": True, training FLOPs/token (MODEL §10, as brt-dist counts them), tokens per
+    data): {"ok": True, training FLOPs/token (model.md §10, as brt-dist counts them), tokens per
     step, parameters, variant} or {"ok": False, "error": its error line}."""
     rc, out = runner.capture("train", config, *overrides, *PROBE_OVERRIDES, launcher=True)
     info = parse_train_output(out)
@@ -393,6 +302,9 @@ def run_study(args, extra):
     if not eval_splits:
         raise StudyError(f"{data}: neither a validation nor a test split to evaluate on")
     common = list(extra) + ["data.source=shards", f"data.path={data}"]
+    window, seq_len = base["model"]["window"], base["model"]["seq_len"]
+    common += task_study.overrides(args, window)
+    task_evals = task_study.plan(args, window)
     ablate = not args.no_ablate and eval_supports_ablate(runner)
     # The study's models: those of earlier invocations first (a study can grow), then new ones.
     known = []
@@ -405,7 +317,8 @@ def run_study(args, extra):
     write_json(study / "study.json", {
         "config": config, "overrides": list(extra), "models": names, "seeds": seeds,
         "budget": {"kind": budget[0], "amount": budget[1]}, "data": str(data), "ranks": args.ranks,
-        "eval_splits": eval_splits, "ablate": ablate, "brt_dist": args.brt_dist})
+        "eval_splits": eval_splits, "ablate": ablate, "brt_dist": args.brt_dist,
+        "task": sorted(task_evals)})
 
     # 1. Each model's FLOPs/token and tokens/step from brt-dist itself; the refused are skipped.
     planned, refused = [], []
@@ -428,7 +341,7 @@ def run_study(args, extra):
                     compute_flops=steps * info["tokens_per_step"] * info["flops_per_token"])
         write_json(mdir / "model.json", desc)
         planned.append((m, mdir, desc))
-    what = {"flops": f"equal training FLOPs, {budget[1]:.4g} per run (MODEL §10)",
+    what = {"flops": f"equal training FLOPs, {budget[1]:.4g} per run (model.md §10)",
             "tokens": f"equal tokens, {si(budget[1])} per run", "steps": f"{budget[1]} steps per run"}[budget[0]]
     say(f"plan: {len(planned)} models x {len(seeds)} seeds, {what}:")
     say(f"  {'model':<22} {'variant':<20} {'params':>8} {'FLOPs/tok':>10} {'tok/step':>9} "
@@ -449,7 +362,8 @@ def run_study(args, extra):
     failed, done_flops, spent = [], 0.0, 0.0
 
     def evaluated(mdir, seed):
-        return all((mdir / f"seed-{seed}" / f"eval-{s}.json").is_file() for s in eval_splits)
+        return all((mdir / f"seed-{seed}" / name).is_file()
+                   for name in [f"eval-{s}.json" for s in eval_splits] + list(task_evals))
     total_flops = sum(d["compute_flops"] for _, mdir, d, seed in jobs if not evaluated(mdir, seed))
     for k, (m, mdir, desc, seed) in enumerate(jobs, 1):
         tag = f"[{k}/{len(jobs)}] {m['name']} seed {seed}"
@@ -462,7 +376,7 @@ def run_study(args, extra):
         except json.JSONDecodeError:
             previous = {}
         changed = previous.get("steps") not in (None, desc["steps"])
-        if all(p.is_file() for p in evals.values()):
+        if evaluated(mdir, seed):
             note = (f"; note: trained for {previous['steps']} steps, the plan now says {desc['steps']} "
                     f"(delete {run_dir} to retrain)") if changed else ""
             say(f"{tag}: skipped, eval JSON exists ({', '.join(p.name for p in evals.values())}){note}")
@@ -503,6 +417,7 @@ def run_study(args, extra):
                 continue
             ok = run_eval(runner, ckpt, split, data, out, run_dir, ablate, args.eval_args, tag,
                           args.progress_s) and ok
+        ok = task_study.run_evals(runner, ckpt, data, run_dir, task_evals, seq_len, tag) and ok
         record["status"] = "ok" if ok else "eval failed"
         write_json(run_json, record)
         if not ok:
@@ -562,7 +477,7 @@ def main(argv=None):
     r.add_argument("--models", nargs="+", required=True, metavar="NAME", help="models (see below)")
     r.add_argument("--seeds", default="1", help="train.seed values, e.g. 1,2,3 or 1-3 [%(default)s]")
     b = r.add_mutually_exclusive_group(required=True)
-    b.add_argument("--flops", help="equal compute: training FLOPs per run (MODEL §10), e.g. 3e15 or 3P")
+    b.add_argument("--flops", help="equal compute: training FLOPs per run (model.md §10), e.g. 3e15 or 3P")
     b.add_argument("--tokens", help="equal data: tokens per run, e.g. 50M")
     b.add_argument("--steps", type=int, help="the same number of steps for every model")
     r.add_argument("--brt-dist", default=os.environ.get("BRT_DIST", "brt-dist"),
@@ -576,6 +491,7 @@ def main(argv=None):
     r.add_argument("--progress-s", type=float, default=30.0, help="seconds between progress lines while "
                    "training [%(default)s]; 0 = none")
     r.add_argument("--dry-run", action="store_true", help="print the plan (steps per model) and stop")
+    task_study.add_arguments(r)
     c = sub.add_parser("collect", help="the tables and plots of a study folder")
     c.add_argument("study_dir")
     for p in (r, c):
@@ -608,6 +524,7 @@ def main(argv=None):
         out = Path(args.out or args.study_dir)
         out.mkdir(parents=True, exist_ok=True)
         written = write_tables(models, keys, out, args.spread, args.train_tail)
+        written += task_study.collect(args.study_dir, out, args.spread, not args.no_plots)
         if not args.no_plots:
             from fidelity_plots import write_plots  # matplotlib only when plotting
             names, notes = write_plots(models, out, args.spread)

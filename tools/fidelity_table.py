@@ -279,7 +279,7 @@ def write_tables(models, keys, out_dir, how="std", train_tail=0.1):
         f.write(f"## Fidelity study\n\nEach cell: {spread_text}; one value when only one seed has it; "
                 "blank when no run reports it. Bits/token of `brt-dist eval` on whole held-out documents; "
                 f"train = mean training loss over the last {train_tail:.0%} of steps, in bits/token; "
-                "compute = tokens seen × training FLOPs/token (MODEL §10, as brt-dist counts them).\n\n")
+                "compute = tokens seen × training FLOPs/token (model.md §10, as brt-dist counts them).\n\n")
         f.write("| model | variant | params | FLOPs/tok | steps | tokens | compute (FLOPs) | seeds | "
                 "train bits/tok | val bits/tok | test bits/tok |\n")
         f.write("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")

@@ -1,4 +1,4 @@
-"""A run's metrics JSONL (launch/metrics_log.cpp records) grouped for plots and tables; shared by
+"""A run's metrics JSONL (launch/train/metrics_log.cpp records) grouped for plots and tables; shared by
 tools/plot_run.py and tools/fidelity_study.py. Reading the lines is python/brt_dist/metrics.py's
 (one reader for the format): a resumed run appends to the same file and may log a step twice (the
 later record wins here); a line cut off by a killed job is skipped with a warning naming file and

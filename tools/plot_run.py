@@ -7,7 +7,7 @@ See docs/scaling-studies.md ("Curves of a run").
   plot_run.py RUN... --out DIR [--x step|tokens|both] [--names A,B,...] [--smooth N]
 
 RUN is a run folder holding metrics.jsonl (slurm/train.sbatch, tools/scaling_study.py) or a
-metrics JSONL file itself (launch/metrics_log.cpp records). Writes DIR/METRIC-vs-step.png and
+metrics JSONL file itself (launch/train/metrics_log.cpp records). Writes DIR/METRIC-vs-step.png and
 DIR/METRIC-vs-tokens.png, then one summary line per run. Skipped steps are drawn as dotted and
 rollbacks as dashed vertical lines in the run's colour. Uses only Debian's python3-numpy and
 python3-matplotlib.

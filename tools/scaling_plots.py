@@ -134,7 +134,7 @@ def write_plots(rows, out_dir):
             ("loss_vs_tokens.png", lambda rs, p: plot_loss(
                 rs, p, "tokens", "tokens seen", "Training loss vs tokens")),
             ("loss_vs_compute.png", lambda rs, p: plot_loss(
-                rs, p, "compute", "training compute (FLOPs, MODEL §10)", "Training loss vs compute")),
+                rs, p, "compute", "training compute (FLOPs, model.md §10)", "Training loss vs compute")),
         ]:
             draw(rows, out_dir / name)
             names.append(name)

@@ -7,7 +7,7 @@ versus tokens and versus compute). See docs/scaling-studies.md.
   scaling_study.py run TABLE.tsv SWEEP_DIR --brt-dist PATH [--ranks-all N] [-- key=value ...]
 
 A sweep folder holds one folder per run, as slurm/scaling-study.sbatch (or `run`) writes it:
-metrics.jsonl (launch/metrics_log.cpp records), train.log (brt-dist's output), run.json (name,
+metrics.jsonl (launch/train/metrics_log.cpp records), train.log (brt-dist's output), run.json (name,
 config, overrides, ranks, dp, tp, model variant, parameters) or, from older scripts, run.txt.
 Uses only Debian's python3-numpy and python3-matplotlib.
 """
@@ -88,7 +88,7 @@ def read_run_txt(path):
 
 
 def parse_train_log(path):
-    """What brt-dist prints about the run (launch/trainer.cpp), the last start's lines."""
+    """What brt-dist prints about the run (launch/train/trainer.cpp), the last start's lines."""
     if not Path(path).is_file():
         return {}
     return parse_train_output(Path(path).read_text(errors="replace"))
@@ -182,7 +182,7 @@ def summarize_run(run_dir, warmup_steps=None):
     steady = [r for r in train if r["step"] > skip] or train
     tps = float(np.median([r["tokens_per_s"] for r in steady]))
     gflops = float(np.median([r["gflops"] for r in steady]))
-    # Training FLOPs/token (MODEL §10): printed by brt-dist, else gflops / tokens_per_s.
+    # Training FLOPs/token (model.md §10): printed by brt-dist, else gflops / tokens_per_s.
     flops_per_token = desc.get("train_flops_per_token") or last["gflops"] * 1e9 / last["tokens_per_s"]
     # Peak per rank: printed by brt-dist, else from the logged MFU (gflops / peak).
     # (brt-dist's logged MFU divides the job's rate by ranks x peak per rank.)
@@ -281,7 +281,7 @@ def write_tables(rows, out_dir):
             f.write("| " + " | ".join(cell(r, k, fmt).replace("|", "\\|") for k, _, fmt in COLUMNS) + " |\n")
         f.write("\nMedian throughput after warm-up; MFU = achieved FLOP/s / (ranks x peak per rank); "
                 "scaling efficiency = tokens/s per rank / that of the baseline run (fewest ranks, "
-                "same model); compute = tokens seen x training FLOPs/token (MODEL §10).\n")
+                "same model); compute = tokens seen x training FLOPs/token (model.md §10).\n")
 
 
 # ---------------------------------------------------------------- run mode

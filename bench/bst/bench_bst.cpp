@@ -1,5 +1,5 @@
 // One-layer speed of the Block-State Transformer against the Block-Recurrent layer and a
-// plain sliding-window layer (MODEL §4, §5, §7), forward and forward+backward, B = 1, for
+// plain sliding-window layer (model.md §4, §5, §7), forward and forward+backward, B = 1, for
 // sequence lengths 4k, 16k, 65k — the paper's Fig. 4 (left) comparison (background/bst.md §4.3),
 // on this machine's CPU backend, all in one run. Prints a table and the BRT / BST:SH ratios.
 //
@@ -29,7 +29,7 @@
 #include "core/recurrent_layer.h"
 #include "core/standard_layer.h"
 #include "kernels/backend.h"
-#include "kernels/blas_env.h"
+#include "runtime/blas_env.h"
 
 namespace {
 
@@ -118,7 +118,7 @@ class LayerBench {
 }  // namespace
 
 int main(int argc, char** argv) {
-  kernels::ensure_blas_core_type(argc, argv);  // OpenBLAS's right kernels for this CPU
+  runtime::ensure_blas_core_type(argc, argv);  // OpenBLAS's right kernels for this CPU
   bool paper_only = false;
   int max_length = 1 << 30, min_length = 0;
   std::string only_layer;  // profiling: time just this layer (e.g. BST:SH); no ratios

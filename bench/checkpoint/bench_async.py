@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Asynchronous checkpoints (issue 15 item 4), measured in one run: the 150m model with AdamW
+"""Asynchronous checkpoints, measured in one run: the 150m model with AdamW
 state (193.4M parameters; parameters + two moments = 2.32 GB, plus the carried state) trains a
 few steps with a save every third step, once with checkpoint.async=false and once with true, and the
 training stall per save is compared:

@@ -1,6 +1,6 @@
-// Checkpoint throughput benchmark (issue 4): saves and loads a checkpoint with the tensor sizes
-// of the 150m config (MODEL §12: D 1024, H 8, dh 128, F 4096, V 32128, S 512, 12 layers, layer 9
-// recurrent `rec:fixed:skip`; 193.36M parameters, MODEL §9 names) plus AdamW's two moment
+// Checkpoint throughput benchmark: saves and loads a checkpoint with the tensor sizes
+// of the 150m config (model.md §12: D 1024, H 8, dh 128, F 4096, V 32128, S 512, 12 layers, layer 9
+// recurrent `rec:fixed:skip`; 193.36M parameters, model.md §9 names) plus AdamW's two moment
 // tensors per parameter (3 x 773 MB = 2.32 GB), on one process, and compares with writing /
 // reading the same bytes with plain fwrite+fsync / fread on the same disk in the same run.
 //
@@ -37,7 +37,7 @@ struct Tensor {
   int64_t offset = 0;  // into the arena
 };
 
-// MODEL §9 names and shapes for the 150m config.
+// model.md §9 names and shapes for the 150m config.
 std::vector<Tensor> model_150m() {
   const int64_t D = 1024, H = 8, A = H * 128, F = 4096, V = 32128, S = 512, L = 12, kRecurrent = 9;
   std::vector<Tensor> t;

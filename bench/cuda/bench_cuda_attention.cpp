@@ -1,8 +1,8 @@
 // GPU benchmark: the measured bf16 (and fp32) cuBLAS GEMM peak, then the sliding-window
-// attention (MODEL §3.2) forward and backward at a production shape on both backends a run can
+// attention (model.md §3.2) forward and backward at a production shape on both backends a run can
 // use: fp32 (the fused warp-per-row kernels on the CUDA cores) and bf16 (the tensor-core path
 // of attention_tc.cu, which `--precision bf16` training runs), reported as achieved TFLOP/s and
-// as ratios to those peaks (MODEL §10 counts: forward 4·W·A per token, the unmasked half of the
+// as ratios to those peaks (model.md §10 counts: forward 4·W·A per token, the unmasked half of the
 // W×2W tile; backward counted as 2× forward). Timed with CUDA events after warm-up, median of
 // repeats, on random (never zero) inputs (METHOD.md).
 #include <cuda_bf16.h>

@@ -1,6 +1,6 @@
-// GPU training throughput (issue 6's benchmark; docs/gpu.md): whole training steps (forward,
+// GPU training throughput (docs/gpu.md): whole training steps (forward,
 // backward, Adafactor) of ladder configs on one GPU in bf16, reported as tokens/s, achieved
-// TFLOP/s by MODEL §10's count (training = 3 × forward) and MFU against the bf16 dense matrix
+// TFLOP/s by model.md §10's count (training = 3 × forward) and MFU against the bf16 dense matrix
 // peak measured in the same run (cuBLAS 8192³ bf16 GEMM). Warm-up steps first, then the
 // median of timed steps (each synchronised), on the synthetic Markov stream; each config runs
 // eagerly and from CUDA graphs (train.cuda_graph), and the launches per step are printed.
@@ -19,13 +19,12 @@
 #include "core/flops.h"
 #include "core/model.h"
 #include "core/optimizer.h"
-#include "kernels/cuda/cuda_backend.h"
-#include "kernels/cuda/cuda_optimizer_kernels.h"
-#include "launch/batch_source.h"
-#include "launch/config.h"
-#include "launch/device_backend.h"
-#include "launch/step_graphs.h"
 #include "core/param_count.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "launch/config/config.h"
+#include "launch/run/batch_source.h"
+#include "launch/run/run_model.h"
+#include "launch/train/step_graphs.h"
 
 namespace {
 
@@ -62,20 +61,22 @@ struct Measured {
 };
 
 // Warm-up steps, then the median of s.steps timed steps; with `use_graphs` the forward and
-// backward replay from CUDA graphs (launch/step_graphs.h), as brt-dist train does on the GPU.
-Measured measure(const brt::launch::RunConfig& cfg, const Settings& s, bool use_graphs) {
+// backward replay from CUDA graphs (launch/train/step_graphs.h), as brt-dist train does on the GPU.
+Measured measure(const brt::launch::RunConfig& config, const Settings& s, bool use_graphs) {
   using Clock = std::chrono::steady_clock;
-  kc::CudaOptions options;
-  options.precision = s.precision;
-  options.workspace_bytes = brt::launch::cuda_workspace_bytes(
-      cfg.model, s.batch, s.precision == kc::Precision::kBf16);
-  auto backend = kc::make_cuda_backend(options);
-  brt::core::Model<float> model(cfg.model, s.batch, *backend);
-  model.params().initialize(uint64_t(cfg.train.seed));
-  const auto kernels = kc::make_cuda_optimizer_kernels(*backend);
-  auto optimizer = brt::core::make_optimizer(cfg.optim, model.params(), {}, kernels.get());
+  // The run's spine as brt-dist train builds it on one GPU (launch/run/run_model.h): the CUDA
+  // backend with the model's workspace, the fused optimizer kernels.
+  brt::launch::RunConfig cfg = config;
+  cfg.train.device = "cuda";
+  cfg.train.precision = kc::precision_name(s.precision);
+  brt::launch::RunModelOptions options = brt::launch::RunModelOptions::train(cfg);
+  options.streams = s.batch;
+  brt::launch::RunModel<float> run(cfg, {nullptr, 0}, options);
+  brt::kernels::Backend<float>& backend = run.backend();
+  brt::core::Model<float>& model = run.model();
+  brt::core::Optimizer<float>& optimizer = run.optimizer();
   std::unique_ptr<brt::launch::StepGraphs> graphs;
-  if (use_graphs) graphs = std::make_unique<brt::launch::StepGraphs>(model, *backend);
+  if (use_graphs) graphs = std::make_unique<brt::launch::StepGraphs>(model, backend);
   brt::launch::SyntheticMarkovSource source(cfg.model.vocab, s.batch, cfg.model.seq_len, 1);
   brt::data::Batch batch;
   const int warmup = 3;  // graphs: first sight, warm-up, capture
@@ -87,7 +88,7 @@ Measured measure(const brt::launch::RunConfig& cfg, const Settings& s, bool use_
     if (step > 0) std::fill(batch.doc_start.begin(), batch.doc_start.end(), uint8_t(0));
     int64_t count = 0;
     for (uint8_t mk : batch.mask) count += mk;
-    backend->memory().synchronize();
+    backend.memory().synchronize();
     const auto t0 = Clock::now();
     model.params().zero_grads();
     const brt::core::ModelInput in{batch.inputs.data(), batch.targets.data(), batch.mask.data(),
@@ -97,8 +98,8 @@ Measured measure(const brt::launch::RunConfig& cfg, const Settings& s, bool use_
     if (graphs) graphs->run(scale);
     else model.device_step(scale);
     const double nats = model.step_nats();
-    optimizer->step();
-    backend->memory().synchronize();
+    optimizer.step();
+    backend.memory().synchronize();
     if (step >= warmup) seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     m.loss = nats / double(std::max<int64_t>(count, 1));
   }

@@ -1,4 +1,4 @@
-// Data-parallel benchmark (issue 5 "Benchmark"): the fraction of step time spent waiting on
+// Data-parallel benchmark: the fraction of step time spent waiting on
 // communication for DP = world ranks, with gradient buckets overlapped with backward and with
 // everything reduced after backward; and the measured gradient all-reduce time against an
 // α-β model fitted in the same run.
@@ -20,18 +20,18 @@
 #include <string>
 #include <vector>
 
+#include "core/data_parallel.h"
 #include "core/model.h"
 #include "core/optimizer.h"
 #include "data/batch.h"
 #include "kernels/backend.h"
-#include "kernels/blas_env.h"
-#include "launch/batch_source.h"
-#include "launch/config.h"
-#include "launch/data_parallel.h"
+#include "launch/config/config.h"
+#include "launch/run/batch_source.h"
 #include "parallel/alpha_beta.h"
 #include "parallel/comm_benchmark.h"
 #include "parallel/mpi_session.h"
 #include "parallel/process_groups.h"
+#include "runtime/blas_env.h"
 
 namespace {
 
@@ -54,7 +54,7 @@ ModeResult run_mode(const launch::RunConfig& cfg, parallel::Communicator& dp, bo
   auto backend = kernels::make_cpu_backend<float>();
   core::Model<float> model(cfg.model, cfg.train.batch, *backend);
   model.params().initialize(uint64_t(cfg.train.seed));
-  launch::DataParallel<float> dpx(dp, model, {overlap, cfg.train.bucket_mb, cfg.train.zero == 1});
+  core::DataParallel<float> dpx(dp, model, {overlap, cfg.train.bucket_mb, cfg.train.zero == 1});
   auto optimizer = core::make_optimizer(cfg.optim, model.params(), dpx.owned_mask());
   launch::SyntheticMarkovSource source(cfg.model.vocab, cfg.train.batch, cfg.model.seq_len,
                                        uint64_t(cfg.train.seed), dp.rank() * cfg.train.batch);
@@ -100,7 +100,7 @@ ModeResult run_mode(const launch::RunConfig& cfg, parallel::Communicator& dp, bo
 }  // namespace
 
 int main(int argc, char** argv) {
-  kernels::ensure_blas_core_type(argc, argv);  // OpenBLAS's kernels for this CPU (as brt-dist does)
+  runtime::ensure_blas_core_type(argc, argv);  // OpenBLAS's kernels for this CPU (as brt-dist does)
   return parallel::run_mpi_main(argc, argv, [&](parallel::MpiSession& session) {
     if (argc < 2) {
       if (session.world_rank() == 0)

@@ -7,9 +7,9 @@ brt-dist itself on the same config, device and steps (docs/gpu.md, "The PyTorch 
     bench_peer.py --verify slide rec:fixed:skip bst:sh:s4d     # fast path vs plain float64
 
 A step is forward, backward, gradient clipping and AdamW on B x N tokens (random tokens; the
-carried state runs across steps as in brt-dist, MODEL §8). Timed: `--steps` steps after
+carried state runs across steps as in brt-dist, model.md §8). Timed: `--steps` steps after
 `--warmup` steps (torch.compile happens in the first), synchronised at both ends. Printed:
-tokens/s, achieved TFLOP/s by MODEL §10's count (brt-dist's "FLOPs/token" line when it runs,
+tokens/s, achieved TFLOP/s by model.md §10's count (brt-dist's "FLOPs/token" line when it runs,
 else this file's port of core/flops.cpp) and MFU against a GEMM peak measured now (bf16
 8192^3 torch.matmul on CUDA, fp32 2048^3 best of 7 on the CPU, as brt-dist's own) or
 --peak-tflops. With --brt-dist BIN: `BIN train CONFIG OVERRIDES ...` for warmup + steps steps
@@ -48,7 +48,7 @@ def load_config(path, overrides):
 
 
 def flops_per_token(c):
-    """MODEL §10 training FLOPs per token (3 x forward), as core/flops.cpp counts them."""
+    """model.md §10 training FLOPs per token (3 x forward), as core/flops.cpp counts them."""
     D, A, F, W, S, V = c.d_model, c.A, c.d_ff, c.window, c.state_size, c.vocab
     fwd = (2 * (4 * D * A + 2 * D * F) + 4 * W * A) * c.layers + 2 * D * V
     kind = c.kind
@@ -92,7 +92,7 @@ def run_brt_dist(args, tokens_per_step, device, precision):
         Path(args.brt_dist_log).write_text(out)
     if done.returncode != 0:
         fail("brt-dist exited %d:\n%s" % (done.returncode, out[-3000:]))
-    m = re.search(r"FLOPs/token \(MODEL §10, training = 3x forward\): ([0-9.e+-]+)", out)
+    m = re.search(r"FLOPs/token \(model.md §10, training = 3x forward\): ([0-9.e+-]+)", out)
     steps_seen = [(int(s), float(loss), float(tps)) for s, _, loss, tps in STEP_RE.findall(out)]
     timed = [t for t in steps_seen if t[0] > args.warmup]
     if not m or len(timed) < args.steps:
@@ -129,7 +129,7 @@ def _timed(fn):
 
 
 def make_optimizer(torch, model, optim, device):
-    """AdamW as brt-dist's (MODEL §10c): β 0.9/0.98, ε 1e-8, decay on matrices only; fused on CUDA."""
+    """AdamW as brt-dist's (model.md §10c): β 0.9/0.98, ε 1e-8, decay on matrices only; fused on CUDA."""
     wd = float(optim["weight_decay"])
     params = [p for p in model.parameters()]
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": wd},
@@ -169,7 +169,7 @@ def bench_peer(torch, pm, mcfg, args, device, clip):
     state = model.initial_state(B, device, act)
     params = list(model.parameters())
     optim = args._cfg["optim"]
-    lr, warm = float(optim["lr"]), max(1, int(optim["warmup"]))   # MODEL §10c warmup
+    lr, warm = float(optim["lr"]), max(1, int(optim["warmup"]))   # model.md §10c warmup
     print("peer: %s, %d layers, D %d, H %d x %d, F %d, V %d, N %d, W %d, S %d; B %d; attention %s, compile %s, %s, %s, torch %s, %s"
           % (mcfg.variant, mcfg.layers, mcfg.d_model, mcfg.heads, mcfg.head_dim, mcfg.d_ff, V, N, mcfg.window,
              mcfg.state_size, B, model.attention, "on" if model.compiled else "off",
@@ -282,7 +282,7 @@ def main():
     ap.add_argument("--threads", type=int, help="CPU threads for both (default: OMP_NUM_THREADS or torch's)")
     ap.add_argument("--brt-dist", metavar="BIN", help="also time `BIN train` on the same config, device and steps")
     ap.add_argument("--brt-dist-log", metavar="FILE", help="write brt-dist's output there")
-    ap.add_argument("--flops-per-token", type=float, help="MODEL §10 training FLOPs/token (default: brt-dist's or computed)")
+    ap.add_argument("--flops-per-token", type=float, help="model.md §10 training FLOPs/token (default: brt-dist's or computed)")
     ap.add_argument("--peak-tflops", type=float, help="MFU denominator (default: measured now)")
     ap.add_argument("--no-peak", action="store_true", help="measure no peak, print no MFU")
     ap.add_argument("--json", metavar="FILE", help="write the results as JSON")
@@ -343,19 +343,19 @@ def main():
     tokens_per_step = args.batch_size * mcfg.seq_len
     optim = args._cfg["optim"]
     clip = float(optim["clip_norm"])
-    clip = 1.0 if clip < 0 else clip   # -1: the kind's default, AdamW's 1.0 (MODEL §10c; brt-dist's resolve())
+    clip = 1.0 if clip < 0 else clip   # -1: the kind's default, AdamW's 1.0 (model.md §10c; brt-dist's resolve())
     results = {"config": args.config, "overrides": overrides, "variant": mcfg.variant, "batch": args.batch_size,
                "seq_len": mcfg.seq_len, "steps": args.steps, "warmup": args.warmup, "device": str(device),
                "precision": args.precision}
-    flops_src = "MODEL §10, computed by bench_peer (core/flops.cpp's count)"
+    flops_src = "model.md §10, computed by bench_peer (core/flops.cpp's count)"
     flops = flops_per_token(mcfg)
     if args.brt_dist:   # first: the peer's memory is not held while brt-dist runs
         results["brt_dist"] = b = run_brt_dist(args, tokens_per_step, device.type, args.precision)
         if abs(b["flops_per_token"] - flops) > 1e-3 * flops:
             print("note: brt-dist's FLOPs/token %.4g differs from bench_peer's %.4g" % (b["flops_per_token"], flops))
-        flops, flops_src = b["flops_per_token"], "MODEL §10, brt-dist's FLOPs/token line"
+        flops, flops_src = b["flops_per_token"], "model.md §10, brt-dist's FLOPs/token line"
     if args.flops_per_token:
-        flops, flops_src = args.flops_per_token, "MODEL §10, --flops-per-token"
+        flops, flops_src = args.flops_per_token, "model.md §10, --flops-per-token"
     peak, peak_src = (args.peak_tflops, "--peak-tflops") if args.peak_tflops else (None, None)
     if peak is None and not args.no_peak:
         peak, peak_src = measure_peak(torch, device)

@@ -1,6 +1,6 @@
 """The PyTorch peer's view of a brt-dist config (docs/gpu.md, "The PyTorch peer"), without torch.
 
-Files are read as launch/config.cpp reads them: `base = "other.toml"` or a list of bases
+Files are read as launch/config/config.cpp reads them: `base = "other.toml"` or a list of bases
 (`base = ["40m.toml", "forms/xl.toml"]`, the ladder's size x form files) applied in order
 before the file's own keys; overrides are `section.key=value`, typed by the key. Every key
 and value is checked against brt-dist's key schema, and PeerConfig's fields, types and
@@ -32,7 +32,7 @@ class ConfigError(ValueError):
 
 
 def parse_override(key, text):
-    """`text` as brt-dist's command line reads a value of `key` (launch/config.cpp
+    """`text` as brt-dist's command line reads a value of `key` (launch/config/config.cpp
     apply_override): a string is plain text (quotes optional), a list may omit its brackets,
     anything else is a TOML value."""
     kind = schema.key(key)["type"]
@@ -56,6 +56,18 @@ def _bases(table, path):
     return bases
 
 
+def flat_keys(keys, prefix=""):
+    """A section's keys with nested tables as dotted names ([data] tasks.rate -> "tasks.rate"),
+    as brt-dist's key table names them (data.tasks.*)."""
+    out = {}
+    for name, value in keys.items():
+        if isinstance(value, dict):
+            out.update(flat_keys(value, prefix + name + "."))
+        else:
+            out[prefix + name] = value
+    return out
+
+
 def read_toml(path, seen=()):
     """The file's keys over its bases' ({section: {key: value}}), unresolved."""
     path = Path(path)
@@ -74,7 +86,7 @@ def read_toml(path, seen=()):
     for section, keys in table.items():
         if not isinstance(keys, dict):
             raise ConfigError("%s: %s: unknown key (keys live in sections: [model], [optim], ...)" % (path, section))
-        merged.setdefault(section, {}).update(keys)
+        merged.setdefault(section, {}).update(flat_keys(keys))
     return merged
 
 
@@ -136,12 +148,12 @@ class _PeerMethods:
 
     A = property(lambda s: s.heads * s.head_dim)
     T = property(lambda s: s.seq_len // s.window)
-    Ds = property(lambda s: s.d_model // 4)                                    # MODEL §7.1
+    Ds = property(lambda s: s.d_model // 4)                                    # model.md §7.1
     kind = property(lambda s: s.variant.split(":"))
     C = property(lambda s: {"sh": 1, "mh": s.heads, "mf": s.ctx_states}[s.kind[1]])
 
 
-# The [model] keys of launch/config_keys.cpp with brt-dist's defaults (state_init_std,
+# The [model] keys of launch/config/config_keys.cpp with brt-dist's defaults (state_init_std,
 # state_id_std and gate_bias_mean included: PeerModel.init_random honours them); lists as tuples.
 PeerConfig = dataclasses.make_dataclass("PeerConfig", schema.dataclass_fields("model", list_type=tuple),
                                         bases=(_PeerMethods,), frozen=True, namespace={"__module__": __name__})

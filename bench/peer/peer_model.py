@@ -1,11 +1,11 @@
 """A PyTorch peer of brt-dist's models, written for speed (docs/gpu.md, "The PyTorch peer").
-The same computation as MODEL.md (shared docs) for slide, xl,
+The same computation as docs/model.md (shared docs) for slide, xl,
 rec:{fixed,lstm}:{skip,dual} and bst:{sh,mh,mf}:{s4d,unstructured}; feedback:* is not here.
 
 How it is fast, where the installed torch allows (each tier falls back automatically):
   - attention `flex` (torch >= 2.5 with compile, CUDA): FlexAttention over the band of the whole
-    segment against [cache; segment] (MODEL §3.2's W x 2W tiles, fully masked blocks skipped),
-    `mask_mod` = the window, `score_mod` = score + s_h·bias_h(distance) (MODEL §3.3; s_h·q̂ is
+    segment against [cache; segment] (model.md §3.2's W x 2W tiles, fully masked blocks skipped),
+    `mask_mod` = the window, `score_mod` = score + s_h·bias_h(distance) (model.md §3.3; s_h·q̂ is
     the query: (q̂·k̂ + b)·s = (s·q̂)·k̂ + s·b);
   - attention `sdpa` (torch >= 2.1): all T blocks at once as batched attention of W queries
     over their 2W-row window, the bias and mask as one additive [H, W, 2W] mask;
@@ -19,9 +19,9 @@ The recurrent state side (§5.2) is the only sequential part: T steps per segmen
 S4D mode arithmetic runs in float64 real arithmetic (brt-dist computes the modes in double);
 the FFT convolution (§7.1) in float32 (float64 for float64 models), outside compiled code.
 
-Parameters are the checkpoint's MODEL §9 tensors, except the fused projections
+Parameters are the checkpoint's model.md §9 tensors, except the fused projections
 (attn.wqkv = [wq|wk|wv(|wq2)], attn.wkvc = [wkc|wvc], state.wqkv = [wq|wk|wv|wq2]);
-load_brt_parameters() concatenates them from a checkpoint. Carried state (MODEL §8) is a list
+load_brt_parameters() concatenates them from a checkpoint. Carried state (model.md §8) is a list
 of per-layer tuples: (k cache, v cache[, Σ | S4D modes (re, im) | U_prev][, MF ctx_last]).
 """
 import math
@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-# The configuration (MODEL §0): the [model] keys of brt-dist's key schema with its defaults.
+# The configuration (model.md §0): the [model] keys of brt-dist's key schema with its defaults.
 from peer_config import PeerConfig  # bench/peer is on sys.path, as it is to import this module
 
 try:  # torch >= 2.5
@@ -44,25 +44,25 @@ sdpa = getattr(F, "scaled_dot_product_attention", None)
 HAVE_SDPA = sdpa is not None and TORCH >= (2, 1)   # scale=
 HAVE_COMPILE = hasattr(torch, "compile")
 _no_compile = getattr(getattr(torch, "compiler", None), "disable", lambda f: f)
-RMS_EPS = L2_EPS = 1e-6          # MODEL §2, §3.1
-BUCKETS = 32                     # MODEL §3.3
+RMS_EPS = L2_EPS = 1e-6          # model.md §2, §3.1
+BUCKETS = 32                     # model.md §3.3
 LOW = (torch.bfloat16, torch.float16)
 
 
 # ------------------------------------------------------------------ small pieces
-def rms_norm(x, scale):                                                      # MODEL §2
+def rms_norm(x, scale):                                                      # model.md §2
     xr = x.float() if x.dtype in LOW else x
     return (xr * torch.rsqrt(xr.pow(2).mean(-1, keepdim=True) + RMS_EPS)).to(x.dtype) * scale
 
 
-def l2_heads(x, heads):                                                      # MODEL §3.1
+def l2_heads(x, heads):                                                      # model.md §3.1
     x = x.unflatten(-1, (heads, -1))
     xr = x.float() if x.dtype in LOW else x
     return (xr * torch.rsqrt(xr.pow(2).sum(-1, keepdim=True) + L2_EPS)).to(x.dtype)
 
 
 def t5_buckets(W):
-    """bucket(d) for d = 0..W (MODEL §3.3, in float32 as kernels/t5_bucket.cpp; d = 0 unused)."""
+    """bucket(d) for d = 0..W (model.md §3.3, in float32 as kernels/t5_bucket.cpp; d = 0 unused)."""
     n = np.arange(W + 1)
     with np.errstate(divide="ignore"):
         scaled = np.log(n.astype(np.float32) / np.float32(16)) / np.log(np.float32(8)) * np.float32(16)
@@ -141,7 +141,7 @@ def _attn_inputs(p, x, kc, vc, doc_start, cfg, n_proj):
     H = cfg.heads
     h = rms_norm(x, p["attn_norm.scale"])
     parts = (h @ p["attn.wqkv"]).chunk(n_proj, -1)                            # q, k, v(, q2)
-    keep = ~doc_start.view(-1, 1, 1, 1)                                       # MODEL §8: zeros at a start
+    keep = ~doc_start.view(-1, 1, 1, 1)                                       # model.md §8: zeros at a start
     kc = torch.where(keep, kc, torch.zeros_like(kc))
     vc = torch.where(keep, vc, torch.zeros_like(vc))
     q, k = l2_heads(parts[0], H), l2_heads(parts[1], H)
@@ -155,11 +155,11 @@ def _self_attention(p, q, k, v, kc, vc, cfg, impl, bm):
                             cfg.window, impl, bm)
 
 
-def _mlp(p, y):                                                               # MODEL §4
+def _mlp(p, y):                                                               # model.md §4
     return y + torch.relu(rms_norm(y, p["mlp_norm.scale"]) @ p["mlp.w1"]) @ p["mlp.w2"]
 
 
-def standard_layer(p, x, carry, doc_start, cfg, impl, bm):                    # MODEL §4
+def standard_layer(p, x, carry, doc_start, cfg, impl, bm):                    # model.md §4
     kc, vc = carry
     _, q, k, v, _, kc, vc = _attn_inputs(p, x, kc, vc, doc_start, cfg, 3)
     y = x + _self_attention(p, q, k, v, kc, vc, cfg, impl, bm) @ p["attn.wo"]
@@ -167,7 +167,7 @@ def standard_layer(p, x, carry, doc_start, cfg, impl, bm):                    # 
     return _mlp(p, y), (k[:, -W:], v[:, -W:])
 
 
-def _gate(p, name, kind, carry, u, y):                                        # MODEL §5.3
+def _gate(p, name, kind, carry, u, y):                                        # model.md §5.3
     if kind == "fixed":
         g = torch.sigmoid(p[name + ".bias"])
         return carry * g + u * (1 - g)
@@ -176,7 +176,7 @@ def _gate(p, name, kind, carry, u, y):                                        # 
     return carry * f + u * i
 
 
-def recurrent_layer(p, x, carry, doc_start, cfg, impl, bm):                   # MODEL §5.2
+def recurrent_layer(p, x, carry, doc_start, cfg, impl, bm):                   # model.md §5.2
     kc, vc, sigma = carry
     B, N, D = x.shape
     W, T, H, dh = cfg.window, cfg.T, cfg.heads, cfg.head_dim
@@ -214,7 +214,7 @@ def recurrent_layer(p, x, carry, doc_start, cfg, impl, bm):                   # 
 # ------------------------------------------------------------------ §7 BST
 @_no_compile
 def causal_conv(u, kernel, dskip):
-    """MODEL §7.1: y[b,c,t,f] = Σ_{τ<=t} K[c,f,τ]·u[b,t−τ,f] + Dskip[c,f]·u[b,t,f] by real FFTs of
+    """model.md §7.1: y[b,c,t,f] = Σ_{τ<=t} K[c,f,τ]·u[b,t−τ,f] + Dskip[c,f]·u[b,t,f] by real FFTs of
     length 2L. u [B, L, F], kernel [C, F, L] -> [B, C, L, F]; float32 unless float64."""
     wt = torch.float64 if u.dtype == torch.float64 else torch.float32
     L = u.shape[1]
@@ -246,7 +246,7 @@ def s4d_powers(dr, di, count):
 
 
 def implicit_filter(p, C, Ds, L):
-    """MODEL §7.1 `unstructured` (kernels/ssm/implicit_filter.cpp) -> K [C, Ds, L]."""
+    """model.md §7.1 `unstructured` (kernels/ssm/implicit_filter.cpp) -> K [C, Ds, L]."""
     dtype = p["ssm.filter.w0"].dtype
     t = torch.arange(L, dtype=torch.float64, device=p["ssm.filter.w0"].device) / L
     h = torch.stack([t, torch.cos(2 * math.pi * t), torch.sin(2 * math.pi * t)], -1).to(dtype)
@@ -261,7 +261,7 @@ def implicit_filter(p, C, Ds, L):
 
 
 def ssm_context(p, x, carry, doc_start, cfg):
-    """MODEL §7.1 + §7.3: the context states (SH [B, N, D], MH [B, H, N, D], MF block ends
+    """model.md §7.1 + §7.3: the context states (SH [B, N, D], MH [B, H, N, D], MF block ends
     [B, T, S_ctx, D]) and the new SSM carry (modes (re, im) for s4d, U for unstructured)."""
     B, N, _ = x.shape
     C, Ds = cfg.C, cfg.Ds
@@ -307,7 +307,7 @@ def ssm_context(p, x, carry, doc_start, cfg):
     return y[:, :, W - 1::W].transpose(1, 2) @ p["ssm.w_up"], new             # [B, T, S_ctx, D]
 
 
-def bst_layer(p, x, carry, doc_start, cfg, impl, bm):                         # MODEL §7.2
+def bst_layer(p, x, carry, doc_start, cfg, impl, bm):                         # model.md §7.2
     B, N, D = x.shape
     W, T, H, dh = cfg.window, cfg.T, cfg.heads, cfg.head_dim
     bst = cfg.kind[1]
@@ -346,7 +346,7 @@ def bst_layer(p, x, carry, doc_start, cfg, impl, bm):                         # 
 
 
 def head_losses(x, scale, embed, targets, mask):
-    """MODEL §1: cross-entropy of RMSNorm_final(x)·Eᵀ/√V per position (0 where masked)."""
+    """model.md §1: cross-entropy of RMSNorm_final(x)·Eᵀ/√V per position (0 where masked)."""
     h = rms_norm(x, scale) * (1.0 / math.sqrt(embed.shape[0]))
     logits = h @ embed.t()
     logits = logits.float() if logits.dtype in LOW else logits
@@ -356,7 +356,7 @@ def head_losses(x, scale, embed, targets, mask):
 
 # ------------------------------------------------------------------ modules
 class Params(nn.Module):
-    """A container of named parameters (dotted names as MODEL §9's, fused where noted)."""
+    """A container of named parameters (dotted names as model.md §9's, fused where noted)."""
 
     def add(self, name, *shape):
         owner = self
@@ -422,7 +422,7 @@ class Layer(Params):
         self.register_buffer("bucket", t5_buckets(cfg.window), persistent=False)
 
     def initial_carry(self, cfg, B, device, dtype):
-        """Zeros (MODEL §8): a stream must start a document at its first step."""
+        """Zeros (model.md §8): a stream must start a document at its first step."""
         W, H, dh = cfg.window, cfg.heads, cfg.head_dim
         z = lambda *s, dt=dtype: torch.zeros(*s, dtype=dt, device=device)
         carry = (z(B, W, H, dh), z(B, W, H, dh))
@@ -439,7 +439,7 @@ class Layer(Params):
 
 
 class PeerModel(nn.Module):
-    """Embedding, the variant's layer stack, final norm and the tied output (MODEL §1)."""
+    """Embedding, the variant's layer stack, final norm and the tied output (model.md §1)."""
 
     def __init__(self, cfg, attention="auto", compile=False, device="cpu"):
         super().__init__()
@@ -469,7 +469,7 @@ class PeerModel(nn.Module):
         return [layer.initial_carry(self.cfg, B, device, dtype) for layer in self.layers]
 
     def hidden(self, tokens, state, doc_start):
-        """x_L [B, N, D] of one segment and the new carried state (detached, MODEL §8)."""
+        """x_L [B, N, D] of one segment and the new carried state (detached, model.md §8)."""
         cfg = self.cfg
         B, N = tokens.shape
         if N != cfg.seq_len:
@@ -501,7 +501,7 @@ class PeerModel(nn.Module):
 
     # ---------------------------------------------------------------- weights
     def load_brt_parameters(self, params):
-        """From {MODEL §9 name: array} (a brt-dist checkpoint's /model/), fusing the projections."""
+        """From {model.md §9 name: array} (a brt-dist checkpoint's /model/), fusing the projections."""
         used = set()
         with torch.no_grad():
             for name, p in self.named_parameters():
@@ -524,7 +524,7 @@ class PeerModel(nn.Module):
         return self
 
     def init_random(self, seed=0):
-        """MODEL §1-§7's init distributions (plain normals instead of truncated ones)."""
+        """model.md §1-§7's init distributions (plain normals instead of truncated ones)."""
         g = torch.Generator().manual_seed(seed)
         with torch.no_grad():
             for name, p in self.named_parameters():

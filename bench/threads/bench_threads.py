@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Threads that fit the machine (issue 15 item 2), measured in one run on this machine:
+"""Threads that fit the machine, measured in one run on this machine:
 
   1. tiny under `mpirun -np 2` and `-np 4` with the default thread choice, divided by the best
      explicit setting (train.threads = 1, 2, ... up to the cores) — target >= 0.9;

@@ -1,6 +1,6 @@
 // Tokenization throughput: prepare_corpus (read, normalise, validate, encode, write shards and
 // index) against `spm_encode --output_format=id` with the same SentencePiece model on the same
-// text, in one run. Under mpirun -np R it also measures prepare on all R ranks. Issue 3's
+// text, in one run. Under mpirun -np R it also measures prepare on all R ranks. The
 // targets: ratio >= 1.0 on one process, >= 1.8 with 2 ranks.
 #include <mpi.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-// What verified reading costs (issue 25, docs/data-format.md "Verification"): the document
+// What verified reading costs (docs/data-format.md "Verification"): the document
 // streams of a prepared corpus read with every document's token ids and checksum checked as
 // they are copied out, against the same reads unchecked, alternated in one run. Streams are the
 // only per-token cost of verification (opening reads only the small .meta files), and this

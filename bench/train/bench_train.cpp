@@ -1,5 +1,5 @@
-// Training-step throughput on the CPU backend (issue 2's benchmark): tokens/s of a full step
-// (forward, backward, optimizer), achieved GFLOP/s by MODEL §10's count, and that figure as a
+// Training-step throughput on the CPU backend: tokens/s of a full step
+// (forward, backward, optimizer), achieved GFLOP/s by model.md §10's count, and that figure as a
 // ratio of the sgemm peak measured in the same run with the same BLAS and thread count.
 //
 //   bench_train [--steps N] [--only 40m|small]
@@ -15,11 +15,11 @@
 #include "core/flops.h"
 #include "core/model.h"
 #include "core/optimizer.h"
-#include "kernels/backend.h"
-#include "kernels/blas_env.h"
-#include "kernels/gemm_peak.h"
-#include "launch/batch_source.h"
-#include "launch/config.h"
+#include "launch/config/config.h"
+#include "launch/run/batch_source.h"
+#include "launch/run/run_model.h"
+#include "runtime/blas_env.h"
+#include "runtime/gemm_peak.h"
 
 namespace {
 
@@ -37,10 +37,12 @@ double median(std::vector<double> v) {
 void run_case(const Case& c, int steps, double peak) {
   using namespace brt;
   launch::RunConfig cfg = launch::load_run_config(c.config, c.overrides);
-  auto backend = kernels::make_cpu_backend<float>();
-  core::Model<float> model(cfg.model, cfg.train.batch, *backend);
-  model.params().initialize(1);
-  auto opt = core::make_optimizer(cfg.optim, model.params());
+  // The run's spine as brt-dist train builds it (launch/run/run_model.h): one process, the CPU.
+  launch::RunModelOptions options = launch::RunModelOptions::train(cfg);
+  options.seed = 1;
+  launch::RunModel<float> run(cfg, {}, options);
+  core::Model<float>& model = run.model();
+  core::Optimizer<float>& opt = run.optimizer();
   launch::SyntheticMarkovSource data(cfg.model.vocab, cfg.train.batch, cfg.model.seq_len, 1);
   data::Batch batch;
   std::vector<double> times;
@@ -53,7 +55,7 @@ void run_case(const Case& c, int steps, double peak) {
     model.forward({batch.inputs.data(), batch.targets.data(), batch.mask.data(),
                    batch.doc_start.data()}, 1.0f / float(count));
     model.backward();
-    opt->step();
+    opt.step();
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (s > 0) times.push_back(dt);
   }
@@ -71,14 +73,14 @@ void run_case(const Case& c, int steps, double peak) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  brt::kernels::ensure_blas_core_type(argc, argv);
+  brt::runtime::ensure_blas_core_type(argc, argv);
   int steps = 3;
   std::string only;
   for (int i = 1; i + 1 < argc; ++i) {
     if (!std::strcmp(argv[i], "--steps")) steps = std::stoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--only")) only = argv[++i];
   }
-  const auto peak = brt::kernels::measure_sgemm_peak(2048, 7);
+  const auto peak = brt::runtime::measure_sgemm_peak(2048, 7);
   std::printf("sgemm peak: %.1f GFLOP/s (median of %d 2048^3 calls, %d OpenMP threads, "
               "OPENBLAS_CORETYPE=%s)\n",
               peak.gflops, peak.calls, peak.threads,

@@ -1,4 +1,4 @@
-// A step shared by the backward passes of both attentions (MODEL §3.1–§3.4: logits are
+// A step shared by the backward passes of both attentions (model.md §3.1–§3.4: logits are
 // s·<q, k>). With g = dlogits·K computed without the scale, the query gradient is s·g and the
 // scale's gradient collects <q, g> over the rows.
 #pragma once

@@ -144,7 +144,7 @@ class CpuBackend final : public Backend<T> {
                                         dlogits, row_loss);
   }
 
-  // MODEL §7 (cpu_backend.cpp): FFTW convolution (kernels/ssm/fft_conv.h) and the S4D carry.
+  // model.md §7 (cpu_backend.cpp): FFTW convolution (kernels/ssm/fft_conv.h) and the S4D carry.
   std::unique_ptr<FftConvolver<T>> make_fft_conv(int length, int channels, int max_batch,
                                                  int max_features) override;
   void copy_rows(const T* src, int64_t src_stride, int64_t rows, int64_t width, T* dst,

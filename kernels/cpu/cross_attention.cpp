@@ -1,4 +1,4 @@
-// Cross-attention without position bias, optionally causal (MODEL §3.4, §7.2): batched
+// Cross-attention without position bias, optionally causal (model.md §3.4, §7.2): batched
 // problems addressed by strides (CrossAttnDims). Forward parallelises over
 // (batch, head, query panel); backward over heads only, with batch entries in order inside,
 // so K/V gradients stay race-free even when batch entries share K and V (kv_stride == 0)

@@ -1,4 +1,4 @@
-// Element-wise helpers, embedding (MODEL §1) and ReLU (MODEL §4).
+// Element-wise helpers, embedding (model.md §1) and ReLU (model.md §4).
 #include <algorithm>
 #include <cstring>
 
@@ -49,7 +49,7 @@ void ElementwiseOps<T>::add_rows_broadcast(T* out, const T* table, int rows_out,
   }
 }
 
-// MODEL §1: x0 = E[token]. The vocabulary size is not passed, so tokens are trusted here
+// model.md §1: x0 = E[token]. The vocabulary size is not passed, so tokens are trusted here
 // (the data loader validates them).
 template <typename T>
 void ElementwiseOps<T>::embedding_forward(const int32_t* tokens, int n, const T* table, int D,

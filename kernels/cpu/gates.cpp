@@ -1,4 +1,4 @@
-// Recurrent-state gates (MODEL §5.3).
+// Recurrent-state gates (model.md §5.3).
 #include <algorithm>
 
 #include "kernels/cpu/fast_math.h"

@@ -1,4 +1,4 @@
-// RMSNorm (MODEL §2) and the per-head L2 normalisation of queries and keys (MODEL §3.1).
+// RMSNorm (model.md §2) and the per-head L2 normalisation of queries and keys (model.md §3.1).
 #include <cmath>
 
 #include "kernels/cpu/ops.h"
@@ -7,8 +7,8 @@
 namespace brt::kernels::cpu {
 
 namespace {
-constexpr double kRmsEps = 1e-6;  // MODEL §2
-constexpr double kL2Eps = 1e-6;   // MODEL §3.1
+constexpr double kRmsEps = 1e-6;  // model.md §2
+constexpr double kL2Eps = 1e-6;   // model.md §3.1
 }  // namespace
 
 // y = x * rsqrt(mean(x^2) + 1e-6) * gamma; the mean is accumulated in double.

@@ -1,4 +1,4 @@
-// The host implementation of kernels::OptimizerKernels (MODEL §10c): OpenMP over the chunk
+// The host implementation of kernels::OptimizerKernels (model.md §10c): OpenMP over the chunk
 // list, each chunk summed with lane_sum, so the results are independent of the thread count.
 // The arithmetic is, expression for expression, the one core/'s optimizers had before the
 // loops moved here (same partial sums in the same order: bit-identical results).

@@ -1,4 +1,4 @@
-// Sliding-window token self-attention with the T5 relative bias (MODEL §3.2, §3.3).
+// Sliding-window token self-attention with the T5 relative bias (model.md §3.2, §3.3).
 // Tiling and layout: window_geometry.h. Forward parallelises over (batch, block, head, panel)
 // tiles; backward over (batch, head) with the blocks in order inside, because window rows of
 // block t receive key/value gradients from block t and from block t+1.
@@ -20,7 +20,7 @@ namespace brt::kernels::cpu {
 namespace {
 
 // rev_bias[h*W + m] = rel_bias[h, bucket(W - m)]: the bias of the live entry m of a query row
-// (window key q + m sits at distance q + W - (q + m) = W - m, MODEL §3.3).
+// (window key q + m sits at distance q + W - (q + m) = W - m, model.md §3.3).
 template <typename T>
 void fill_reversed_bias(const WindowGeometry& g, const T* rel_bias, T* rev_bias, int* bucket) {
   for (int m = 0; m < g.W; ++m) bucket[m] = t5_bucket(g.W - m);

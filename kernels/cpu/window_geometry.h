@@ -1,4 +1,4 @@
-// Shared layout logic of the sliding-window attention kernels (MODEL §3.2).
+// Shared layout logic of the sliding-window attention kernels (model.md §3.2).
 //
 // Tiling: block t of W queries is cut into panels of c consecutive query rows. Query q sees
 // window keys [q, q+W-1] (window row j < W: previous block or cache, j >= W: block t), so a
@@ -50,7 +50,7 @@ struct WindowGeometry {
     return W;
   }
 
-  // Element offset of row j of block t's key/value window (MODEL §3.2) in its source: the
+  // Element offset of row j of block t's key/value window (model.md §3.2) in its source: the
   // cache [B, W, A] when t == 0 and j < W, else the segment [B, N, A]. Head offset excluded.
   bool from_cache(int t, int j) const { return t == 0 && j < W; }
   int64_t window_row(int b, int t, int j) const {

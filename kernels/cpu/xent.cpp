@@ -1,4 +1,4 @@
-// Softmax cross-entropy over the output logits (MODEL §1), fused with its gradient.
+// Softmax cross-entropy over the output logits (model.md §1), fused with its gradient.
 #include <cmath>
 #include <limits>
 #include <stdexcept>

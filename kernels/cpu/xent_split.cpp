@@ -1,4 +1,4 @@
-// The cross-entropy over logits split by vocabulary (MODEL §1 under tensor parallelism,
+// The cross-entropy over logits split by vocabulary (model.md §1 under tensor parallelism,
 // docs/parallelism.md): the three per-row phases between which the caller reduces the row
 // statistics over the TP group. Double accumulation in column order, so each rank's rows are
 // deterministic and a TP = 1 run matches the fused softmax_xent to double rounding.

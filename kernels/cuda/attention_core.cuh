@@ -1,5 +1,5 @@
-// The fused attention kernels shared by the window self-attention (MODEL §3.2/§3.3) and the
-// cross-attention (MODEL §3.4), written once over a geometry type (window_attention.cu,
+// The fused attention kernels shared by the window self-attention (model.md §3.2/§3.3) and the
+// cross-attention (model.md §3.4), written once over a geometry type (window_attention.cu,
 // cross_attention.cu) that says which keys a query row sees, where rows live, and the bias.
 //
 // Design (docs/gpu.md): one warp per query row (forward, dQ) or per key row (dK/dV), 8 warps
@@ -25,7 +25,7 @@ constexpr int kAttnThreads = kAttnWarps * kWarp;
 constexpr int kAttnMinBlocks = 2;
 constexpr int kMaxDimsPerLane = 8;
 constexpr int kMaxHeadDim = kWarp * kMaxDimsPerLane;
-constexpr int kBiasPartials = 32 + 1;  // T5 buckets (MODEL §3.3), then the scale's raw term
+constexpr int kBiasPartials = 32 + 1;  // T5 buckets (model.md §3.3), then the scale's raw term
 
 struct AttnInputs {
   const float* q;

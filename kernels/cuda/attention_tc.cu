@@ -1,4 +1,4 @@
-// Window self-attention (MODEL §3.2/§3.3) on the tensor cores, for the bf16 backend
+// Window self-attention (model.md §3.2/§3.3) on the tensor cores, for the bf16 backend
 // (docs/gpu.md, "Attention on the tensor cores"). The score and value products of every
 // (stream, block, head) run as cuBLAS strided-batched GEMMs with bf16 operands and fp32
 // accumulation and output (CUDA_R_16BF × CUDA_R_16BF → CUDA_R_32F, CUBLAS_COMPUTE_32F); the
@@ -15,7 +15,7 @@
 // δ = Σ P·dP, dl = P·(dP − δ) with the bias/scale partials in fixed order, dQ = dSb·Kw,
 // dKw = dSbᵀ·Qh, dVw = Pbᵀ·dO, and the window gradients folded back onto the segment rows
 // (row r of block t gets its block-t half plus the previous-block half of block t + 1; the
-// cache half is dropped: detached, MODEL §8). Deterministic: no atomics, fixed reductions,
+// cache half is dropped: detached, model.md §8). Deterministic: no atomics, fixed reductions,
 // cuBLAS on a fixed workspace.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>

@@ -1,4 +1,4 @@
-// Cross-attention without position bias, optionally causal (MODEL §3.4, §7.2), on the GPU.
+// Cross-attention without position bias, optionally causal (model.md §3.4, §7.2), on the GPU.
 // Batch entries are addressed by strides (CrossAttnDims). The probs buffer [batch, H, nq, nk]
 // keeps only each query row's log-sum-exp (in the row's first element); backward recomputes
 // the probabilities (attention_core.cuh). Batch entries may share K and V (kv_stride == 0):

@@ -1,4 +1,4 @@
-// Cross-attention (MODEL §3.4: the recurrent state's reads, §5.2; BST's context attention,
+// Cross-attention (model.md §3.4: the recurrent state's reads, §5.2; BST's context attention,
 // §7.2) on the tensor cores, for the bf16 backend (docs/gpu.md, "Attention on the tensor
 // cores"): the window path's design (attention_tc.cu) over dense, optionally causal tiles.
 #include <cublas_v2.h>

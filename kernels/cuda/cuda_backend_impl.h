@@ -190,7 +190,7 @@ class CudaBackend final : public Backend<float> {
                         scratch(), stream_, result);
   }
 
-  // MODEL §7 (ssm.cu; the convolution is a CudaFftConv on this stream, cuda_backend.cpp).
+  // model.md §7 (ssm.cu; the convolution is a CudaFftConv on this stream, cuda_backend.cpp).
   std::unique_ptr<FftConvolver<float>> make_fft_conv(int length, int channels, int max_batch,
                                                      int max_features) override;
   void copy_rows(const float* src, int64_t src_stride, int64_t rows, int64_t width, float* dst,

@@ -1,4 +1,4 @@
-// Element-wise helpers, ReLU (MODEL §4), the column sum and the bf16 operand conversion.
+// Element-wise helpers, ReLU (model.md §4), the column sum and the bf16 operand conversion.
 #include <cuda_bf16.h>
 
 #include "kernels/cuda/device_common.cuh"

@@ -1,4 +1,4 @@
-// Embedding lookup and its deterministic backward (MODEL §1).
+// Embedding lookup and its deterministic backward (model.md §1).
 //
 // Backward without float atomics: the (token, position) pairs are radix-sorted by token (a
 // stable sort, so positions stay ascending inside a token), and the first position of each

@@ -1,4 +1,4 @@
-// cuFFT version of the SSM's causal depthwise FFT convolution (MODEL §7.1), with the same
+// cuFFT version of the SSM's causal depthwise FFT convolution (model.md §7.1), with the same
 // contract as kernels/ssm/fft_conv.h but on DEVICE pointers:
 //
 //   y[b, c, t, f] = sum_{tau<=t} k[c, f, tau] u[b, t - tau, f] + dskip[c, f] u[b, t, f]

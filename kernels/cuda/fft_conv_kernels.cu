@@ -1,5 +1,5 @@
 // Gather, spectral-product and scatter kernels of the cuFFT convolution (fft_conv.h,
-// MODEL §7.1). The transforms themselves are cuFFT's (fft_conv.cpp).
+// model.md §7.1). The transforms themselves are cuFFT's (fft_conv.cpp).
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/launchers.h"
 

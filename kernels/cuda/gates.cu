@@ -1,4 +1,4 @@
-// Recurrent-state gates (MODEL §5.3): element-wise, with the 'fixed' bias gradient through the
+// Recurrent-state gates (model.md §5.3): element-wise, with the 'fixed' bias gradient through the
 // deterministic column reduction.
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/launchers.h"

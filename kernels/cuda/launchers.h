@@ -33,13 +33,13 @@ void launch_column_sum_accumulate(const float* dz, int n, int D, float* db, Devi
 void launch_convert_to_bf16(const float* src, int rows, int cols, int ld, void* dst,
                             cudaStream_t stream);
 
-// ---- embedding.cu (MODEL §1) ----
+// ---- embedding.cu (model.md §1) ----
 void launch_embedding_forward(const int32_t* tokens, int n, const float* table, int D,
                               float* out, cudaStream_t stream);
 void launch_embedding_backward(const int32_t* tokens, int n, const float* dout, int D,
                                float* dtable, DeviceArena& scratch, cudaStream_t stream);
 
-// ---- norms.cu (MODEL §2, §3.1) ----
+// ---- norms.cu (model.md §2, §3.1) ----
 void launch_rmsnorm_forward(const float* x, const float* gamma, int n, int D, float* y,
                             float* rstd, cudaStream_t stream);
 void launch_rmsnorm_backward(const float* x, const float* gamma, const float* rstd,
@@ -50,7 +50,7 @@ void launch_head_l2norm_forward(const float* x, int n, int H, int dh, float* y, 
 void launch_head_l2norm_backward(const float* y, const float* rnorm, const float* dy, int n,
                                  int H, int dh, float* dx, cudaStream_t stream);
 
-// ---- gates.cu (MODEL §5.3) ----
+// ---- gates.cu (model.md §5.3) ----
 void launch_fixed_gate_forward(const float* carry, const float* u, const float* bias, int n,
                                int D, float* out, cudaStream_t stream);
 void launch_fixed_gate_backward(const float* carry, const float* u, const float* bias,
@@ -63,7 +63,7 @@ void launch_lstm_gate_backward(const float* carry, const float* u, const float* 
                                const float* i, const float* dout, int n, int D, float* dcarry,
                                float* du, float* dzf, float* dzi, cudaStream_t stream);
 
-// ---- xent.cu (MODEL §1) ----
+// ---- xent.cu (model.md §1) ----
 // Returns the device address of two doubles: the summed row losses and the first unmasked row
 // whose target is outside [0, V) (-1 when none), in result_out or else in `scratch`; the
 // caller reads both after synchronising. The gradient scale is *grad_scale_device when that is
@@ -74,7 +74,7 @@ const double* launch_softmax_xent(const float* logits, const int32_t* targets,
                                   DeviceArena& scratch, cudaStream_t stream,
                                   double* result_out = nullptr);
 
-// ---- xent_split.cu (MODEL §1 under tensor parallelism; backend.h xent_split_*) ----
+// ---- xent_split.cu (model.md §1 under tensor parallelism; backend.h xent_split_*) ----
 void launch_xent_split_max(const float* logits, int n, int V, double* row_max,
                            cudaStream_t stream);
 void launch_xent_split_sums(const float* logits, const int32_t* local_targets,
@@ -88,8 +88,8 @@ const double* launch_xent_split_finish(const float* logits, const int32_t* local
                                        float* row_loss, DeviceArena& scratch,
                                        cudaStream_t stream);
 
-// ---- window_attention.cu (MODEL §3.2, §3.3) ----
-// The T5 bucket of every distance 0..max_distance (t5_bucket on the host, MODEL §3.3; 0 at
+// ---- window_attention.cu (model.md §3.2, §3.3) ----
+// The T5 bucket of every distance 0..max_distance (t5_bucket on the host, model.md §3.3; 0 at
 // distance 0): the backend uploads it once, so attention calls copy nothing from the host.
 std::vector<int> t5_bucket_table(int max_distance);
 constexpr int kT5TableDistances = 1 << 16;  // windows up to 65536 tokens
@@ -153,7 +153,7 @@ void launch_cross_attention_backward_tc(const CrossAttnDims& d, const float* q, 
                                         float* dscale, cublasHandle_t handle, DeviceArena& scratch,
                                         cudaStream_t stream);
 
-// ---- cross_attention.cu (MODEL §3.4) ----
+// ---- cross_attention.cu (model.md §3.4) ----
 void launch_cross_attention_forward(const CrossAttnDims& d, const float* q, const float* k,
                                     const float* v, const float* scale, float* out,
                                     float* probs, cudaStream_t stream);
@@ -163,7 +163,7 @@ void launch_cross_attention_backward(const CrossAttnDims& d, const float* q, con
                                      float* dscale, DeviceArena& scratch, cudaStream_t stream);
 
 
-// ---- ssm.cu (MODEL §7.1, §7.3: the BST SSM besides its FFT convolution) ----
+// ---- ssm.cu (model.md §7.1, §7.3: the BST SSM besides its FFT convolution) ----
 void launch_copy_rows(const float* src, int64_t src_stride, int64_t rows, int64_t width,
                       float* dst, int64_t dst_stride, cudaStream_t stream);
 void launch_s4d_kernel_forward(const ssm::S4dDims& d, const ssm::S4dParams<float>& p,
@@ -181,7 +181,7 @@ void launch_s4d_carry_apply_backward(const ssm::S4dCarryDims& d, const ssm::S4dP
                                      const float* dy, const ssm::S4dGrads<float>& g,
                                      DeviceArena& scratch, cudaStream_t stream);
 
-// ---- implicit_filter.cu (MODEL §7.1 `unstructured`: the filter network's ops) ----
+// ---- implicit_filter.cu (model.md §7.1 `unstructured`: the filter network's ops) ----
 void launch_sine_forward(const float* a, const float* freq, int n, int O, float* s,
                          cudaStream_t stream);
 void launch_sine_backward(const float* a, const float* freq, const float* ds, int n, int O,
@@ -189,7 +189,7 @@ void launch_sine_backward(const float* a, const float* freq, const float* ds, in
 void launch_implicit_filter_decay(float* x, const double* rate, int filters, int length,
                                   cudaStream_t stream);
 
-// ---- fft_conv_kernels.cu (MODEL §7.1; used by CudaFftConv, fft_conv.h) ----
+// ---- fft_conv_kernels.cu (model.md §7.1; used by CudaFftConv, fft_conv.h) ----
 // Planned row counts use the maxima (Fm features, Bm batch); rows past the call's B or F are
 // written as zeros. Real rows have n_fft entries, spectra rows n_freq = n_fft/2 + 1 (float2).
 struct FftConvShape {

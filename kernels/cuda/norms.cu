@@ -1,4 +1,4 @@
-// RMSNorm (MODEL §2) and per-head L2 normalisation (MODEL §3.1). Row sums in double, like the
+// RMSNorm (model.md §2) and per-head L2 normalisation (model.md §3.1). Row sums in double, like the
 // CPU backend; one block per RMSNorm row, one warp per (position, head) for the L2 norm.
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/launchers.h"
@@ -7,8 +7,8 @@ namespace brt::kernels::cuda {
 
 namespace {
 
-constexpr double kRmsEps = 1e-6;  // MODEL §2
-constexpr double kL2Eps = 1e-6;   // MODEL §3.1
+constexpr double kRmsEps = 1e-6;  // model.md §2
+constexpr double kL2Eps = 1e-6;   // model.md §3.1
 constexpr int kRowThreads = 256;
 
 __global__ void rmsnorm_forward_kernel(const float* x, const float* gamma, int D, float* y,

@@ -1,4 +1,4 @@
-// The optimizer kernels (MODEL §10c) on the GPU: AdamW, the gradient sum of squares, and
+// The optimizer kernels (model.md §10c) on the GPU: AdamW, the gradient sum of squares, and
 // Adafactor's second moments, factors, update squares and update (kernels/optimizer_kernels.h).
 //
 // Determinism: no atomics. A chunk-list kernel runs one block per chunk and sums it with the
@@ -167,7 +167,7 @@ __global__ void adafactor_mean_sums_kernel(OptimTensor<float> t, double* means) 
   }
 }
 
-// C^-1/2 over C's array, then (R / mean(R))^-1/2 over R's (MODEL §10c; the reference's
+// C^-1/2 over C's array, then (R / mean(R))^-1/2 over R's (model.md §10c; the reference's
 // row_factor / col_factor).
 __global__ void adafactor_factors_kernel(OptimTensor<float> t, const double* means) {
   const int64_t f1_size = t.p0 * t.n1 * t.p1 * t.p2;

@@ -1,4 +1,4 @@
-// The BST SSM besides the FFT convolution (MODEL §7.1, §7.3; CPU versions:
+// The BST SSM besides the FFT convolution (model.md §7.1, §7.3; CPU versions:
 // kernels/cpu/cpu_backend.cpp copy_rows and kernels/ssm/s4d_kernel.cpp, s4d_carry_backward.cpp):
 // strided row copies, S4D kernel generation and its backward, and the carried S4D state's
 // update, response and parameter gradient.

@@ -1,5 +1,5 @@
 // Device work captured once and replayed as a CUDA graph (docs/gpu.md, "CUDA graphs"): the
-// training step's thousands of small launches become one cudaGraphLaunch (launch/step_graphs.h
+// training step's thousands of small launches become one cudaGraphLaunch (launch/train/step_graphs.h
 // decides when). This header needs no CUDA headers, so launch/ can include it.
 //
 // What a graph holds is what the host enqueued while capturing: the kernels with their

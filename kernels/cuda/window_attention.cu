@@ -1,4 +1,4 @@
-// Sliding-window self-attention with the T5 relative bias (MODEL §3.2, §3.3) on the GPU.
+// Sliding-window self-attention with the T5 relative bias (model.md §3.2, §3.3) on the GPU.
 //
 // Query q of block t sees window keys [q, q + W) of [K_{t-1}; K_t]; in absolute positions that
 // is exactly the W previous tokens (distances 1..W), with block 0's previous block taken from
@@ -44,7 +44,7 @@ struct WindowGeo {
     return ((int64_t{b} * blocks + t) * H + h) * int64_t{W} * (2 * W) + int64_t{r} * (2 * W);
   }
   __device__ int64_t row_index(int b, int h, int i) const { return (int64_t{b} * H + h) * N + i; }
-  // dK/dV: segment keys only (the cache is detached, MODEL §8).
+  // dK/dV: segment keys only (the cache is detached, model.md §8).
   __device__ int owned_keys() const { return N; }
   __device__ int owned_key(int o) const { return o + W; }
   __device__ int owner_batch_begin(int group) const { return group; }
@@ -68,7 +68,7 @@ __global__ void bias_by_distance_kernel(const float* rel_bias, const int* bucket
 }  // namespace
 
 std::vector<int> t5_bucket_table(int max_distance) {
-  // The same host function as the CPU backend (MODEL §3.3, fp32 on the host), so a distance
+  // The same host function as the CPU backend (model.md §3.3, fp32 on the host), so a distance
   // never lands in a different bucket through a device logf rounding.
   std::vector<int> buckets(static_cast<std::size_t>(max_distance) + 1, 0);
   for (int distance = 1; distance <= max_distance; ++distance) buckets[distance] = t5_bucket(distance);

@@ -1,4 +1,4 @@
-// Fused softmax cross-entropy and its gradient over the output logits (MODEL §1): one block
+// Fused softmax cross-entropy and its gradient over the output logits (model.md §1): one block
 // per row; row sums in double; the total is summed in a fixed order by a single block.
 // Targets are validated on the device: the first bad row is recorded (integer atomicMin, an
 // order-independent result) beside the total, and whoever reads the total throws

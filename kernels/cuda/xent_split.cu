@@ -1,4 +1,4 @@
-// The cross-entropy over logits split by vocabulary (MODEL §1 under tensor parallelism; the
+// The cross-entropy over logits split by vocabulary (model.md §1 under tensor parallelism; the
 // CPU version is kernels/cpu/xent_split.cpp): one block per row for each phase, row sums in
 // double through the fixed-tree block reductions, the loss total summed in row order's fixed
 // tree by a single block. The caller all-reduces the row statistics between the phases.

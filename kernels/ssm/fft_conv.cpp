@@ -1,4 +1,4 @@
-// Causal depthwise FFT convolution (MODEL §7.1); see fft_conv.h for the contract.
+// Causal depthwise FFT convolution (model.md §7.1); see fft_conv.h for the contract.
 //
 // The D skip term is folded into the kernel as an extra weight on tap 0 (y = (k + D·δ) ∗ u),
 // so forward and backward need no separate pass; ddskip is the tap-0 entry of the kernel

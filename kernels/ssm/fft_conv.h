@@ -1,9 +1,9 @@
-// Causal depthwise long convolution by real FFT, with the D skip term (MODEL §7.1):
+// Causal depthwise long convolution by real FFT, with the D skip term (model.md §7.1):
 //
 //   y[b, c, t, f] = sum_{tau=0..t} k[c, f, tau] * u[b, t - tau, f]  +  dskip[c, f] * u[b, t, f]
 //
 // for batch b in [0, B), channel c in [0, C), feature f in [0, F), t in [0, L). All C channels
-// convolve the same input u (one W_dn output shared by every channel, MODEL §7.1), so the
+// convolve the same input u (one W_dn output shared by every channel, model.md §7.1), so the
 // input spectrum is computed once per (b, f) and reused by every channel.
 //
 // Layouts (row-major):
@@ -11,7 +11,7 @@
 //   k      [C, F, L]      one length-L kernel per (c, f), contiguous in time (as the kernel
 //                         generators write them: s4d_kernel.h, implicit_filter.h)
 //   dskip  [C, F]         may be null (no skip term)
-//   y      [B, C, L, F]   Y_c of MODEL §7.1 for each stream; Y_c is [L, F] contiguous, ready for
+//   y      [B, C, L, F]   Y_c of model.md §7.1 for each stream; Y_c is [L, F] contiguous, ready for
 //                         the W_up product
 // The FFT length n_fft is the smallest 2^a·3^b·5^c >= 2L (zero padding; a shorter length
 // would wrap the future into the past) and the inverse is normalised once by 1/n_fft.

@@ -1,4 +1,4 @@
-// Hyena-style implicit filter (MODEL §7.1 `unstructured`); see implicit_filter.h.
+// Hyena-style implicit filter (model.md §7.1 `unstructured`); see implicit_filter.h.
 #include "kernels/ssm/implicit_filter.h"
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// The `unstructured` kernel of MODEL §7.1: a Hyena-style implicit filter. For taps
+// The `unstructured` kernel of model.md §7.1: a Hyena-style implicit filter. For taps
 // l ∈ [0, L), t_l = l/L and z(t) = [t, cos 2πt, sin 2πt]:
 //
 //   a0 = z·w0 + b0,  s0 = sin(ω ⊙ a0)          w0 [3, O],  b0 [O]
@@ -7,7 +7,7 @@
 //   h  = s2·w_out                              w_out [O, R] (no bias), R = C·Ds filters
 //   K[r, l] = h[l, r] · exp(−t_l·|δ_r|),  δ_r = linspace(ln(1e−2)/1.5, ln(1e−2)/0.3, R)[r]
 //
-// O = order (64). Matrices act on row vectors and are stored [in, out] (MODEL §0, §9).
+// O = order (64). Matrices act on row vectors and are stored [in, out] (model.md §0, §9).
 // ω ∈ R^O (`freq`, init 1) is ONE learned vector shared by the three sine activations, as in
 // the Hyena reference (safari `standalone_hyena.py` builds one Sin module and reuses it).
 // Filters are ordered r = c·Ds + f, so K [R, L] is FftConv's k layout [C, Ds, L]. δ is fixed
@@ -54,7 +54,7 @@ struct ImplicitFilterGrads {  // same shapes; all required, accumulated into
   T* w_out;
 };
 
-// δ_r of MODEL §7.1 (before the absolute value): linear from ln(1e−2)/1.5 (r = 0) to
+// δ_r of model.md §7.1 (before the absolute value): linear from ln(1e−2)/1.5 (r = 0) to
 // ln(1e−2)/0.3 (r = R−1).
 double implicit_filter_delta(int r, int filters);
 
@@ -81,7 +81,7 @@ class ImplicitFilter {
   int order() const { return order_; }
   // Number of learned scalars: 3·O + O + 2·(O·O + O) + O + O·R.
   int64_t parameter_count() const;
-  // Backend memory the constructor allocated (launch/planner_memory.cpp counts the same):
+  // Backend memory the constructor allocated (launch/plan/planner_memory.cpp counts the same):
   // z, the activations a_i, s_i and the decay rates; the backward scratch dact, dpre.
   int64_t activation_bytes() const;
   int64_t scratch_bytes() const { return dact_.bytes() + dpre_.bytes(); }

@@ -1,4 +1,4 @@
-// The parameter gradient of the carried S4D term of MODEL §7.3 (s4d_kernel.h):
+// The parameter gradient of the carried S4D term of model.md §7.3 (s4d_kernel.h):
 //   y[b, c, t, f] += 2·Re Σ_n C̃_n·exp((t+1)·ΔA_n)·x_n,   C̃_n = C_n·(exp(ΔA_n) − 1)/A_n.
 #include "kernels/ssm/s4d_kernel.h"
 

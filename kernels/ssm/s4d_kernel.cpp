@@ -1,5 +1,5 @@
-// S4D kernel generation (ZOH) and its backward (MODEL §7.1), S4D-Lin initialisation, and the
-// carried state of MODEL §7.3. See s4d_kernel.h.
+// S4D kernel generation (ZOH) and its backward (model.md §7.1), S4D-Lin initialisation, and the
+// carried state of model.md §7.3. See s4d_kernel.h.
 #include "kernels/ssm/s4d_kernel.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Per-filter S4D mode tables (MODEL §7.1), in double, shared by the kernel generator, its
+// Per-filter S4D mode tables (model.md §7.1), in double, shared by the kernel generator, its
 // backward and the §7.3 carry. Internal to kernels/ssm.
 //
 // Powers exp(l·ΔA_n) are walked by repeated multiplication with w_n = exp(ΔA_n), tap by tap,

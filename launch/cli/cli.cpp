@@ -1,4 +1,4 @@
-#include "launch/cli.h"
+#include "launch/cli/cli.h"
 
 #include <algorithm>
 #include <charconv>

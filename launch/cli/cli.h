@@ -2,7 +2,7 @@
 // [--key value...]`. A `--section.key value` flag is the same as `section.key=value`; a few
 // short flags name common keys (--steps, --peak-gflops, --resume).
 //
-// Every flag of every command is read through the typed helpers below (issue 25): a value that
+// Every flag of every command is read through the typed helpers below: a value that
 // is not a number of the flag's kind ("1e3" for a count) or lies outside the range the help
 // states is an error naming the flag — "--top-p must be in (0, 1], got 1.5" — and every
 // command-line error is a parallel::UsageError: exit status 2, as `brt-dist help` documents.
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "launch/config.h"
+#include "launch/config/config.h"
 #include "parallel/launch_env.h"
 
 namespace brt::launch {

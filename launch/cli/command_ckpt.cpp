@@ -1,4 +1,4 @@
-// `brt-dist ckpt inspect|verify|diff` (issue 4).
+// `brt-dist ckpt inspect|verify|diff`.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
-#include "launch/cli.h"
-#include "launch/commands.h"
+#include "launch/cli/cli.h"
+#include "launch/cli/commands.h"
 
 namespace brt::launch {
 

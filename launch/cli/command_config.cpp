@@ -4,11 +4,11 @@
 #include <stdexcept>
 #include <string>
 
-#include "launch/cli.h"
-#include "launch/commands.h"
-#include "launch/config.h"
-#include "launch/config_keys.h"
-#include "launch/help.h"
+#include "launch/cli/cli.h"
+#include "launch/cli/commands.h"
+#include "launch/cli/help.h"
+#include "launch/config/config.h"
+#include "launch/config/config_keys.h"
 
 namespace brt::launch {
 

@@ -1,4 +1,4 @@
-// `brt-dist prepare` (issue 3): corpus -> tokenizer -> token shards, documents split over the
+// `brt-dist prepare`: corpus -> tokenizer -> token shards, documents split over the
 // ranks, every wait under --timeout-s (docs/reliability.md).
 #include <algorithm>
 #include <chrono>
@@ -10,12 +10,12 @@
 
 #include "data/kjv.h"
 #include "data/prepare.h"
-#include "launch/cli.h"
-#include "launch/commands.h"
-#include "launch/config.h"
-#include "launch/fault_injection.h"
-#include "launch/preflight.h"
-#include "launch/progress.h"
+#include "launch/cli/cli.h"
+#include "launch/cli/commands.h"
+#include "launch/config/config.h"
+#include "launch/preflight/preflight.h"
+#include "launch/run/fault_injection.h"
+#include "launch/run/progress.h"
 #include "parallel/mpi_session.h"
 
 namespace brt::launch {
@@ -75,7 +75,7 @@ int run_prepare(const CommandLine& cl, parallel::MpiSession& mpi) {
   // At least one byte: a tiny --shard-mb means one document per shard, never an empty target.
   opt.shard_target_bytes = std::max<int64_t>(1, int64_t(double_flag(cl, "shard-mb", 4, Range::above(0)) * (1 << 20)));
   // The flags are good: --out created and proven writable by every rank (each writes shards
-  // there), exit 2 naming the path and errno, before the corpus or tokenizer (launch/preflight.h).
+  // there), exit 2 naming the path and errno, before the corpus or tokenizer (launch/preflight/preflight.h).
   refuse_unusable_directory(opt.output_dir, "prepare --out");
   opt.corpus_dir = flag_or(cl, "corpus", "");
   if (cl.flags.count("kjv")) {

@@ -1,9 +1,9 @@
 // `brt-dist doctor [--checkpoint-dir DIR] [--data-dir DIR] [--min-free-gb G] [--min-link-gbps G]
-// [--slow-link-ratio R] [--cluster-file FILE] [--timeout-s S]` (issue 8 item 7, issue 26 item 3):
+// [--slow-link-ratio R] [--cluster-file FILE] [--timeout-s S]`:
 // a preflight run under the real launcher (mpirun / srun --mpi=pmix). Rank 0 reports ranks ->
 // hosts -> devices, the MPI library, NCCL, the BLAS build, a short all-reduce bandwidth test per
 // process group (docs/parallelism.md), free disk at the checkpoint path and the sgemm peak; across
-// hosts (launch/doctor_cluster.h) the same brt-dist and MPI everywhere, the checkpoint dir as one
+// hosts (launch/preflight/doctor_cluster.h) the same brt-dist and MPI everywhere, the checkpoint dir as one
 // writable directory of every host, the data dir's files on every host, and every host pair's
 // latency and bandwidth (slow ones named; --cluster-file writes them for `brt-dist plan`). Exits
 // 1 when a problem is found; a rank that cannot communicate ends the job through the collective
@@ -21,16 +21,17 @@
 
 #include "data/output_file.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "kernels/gemm_peak.h"
-#include "launch/cli.h"
-#include "launch/commands.h"
-#include "launch/doctor_cluster.h"
-#include "launch/gpu_binding.h"
-#include "launch/host_memory.h"
+#include "launch/cli/cli.h"
+#include "launch/cli/commands.h"
+#include "launch/cli/version.h"
+#include "launch/preflight/doctor_cluster.h"
+#include "launch/preflight/host_memory.h"
+#include "launch/run/gpu_binding.h"
 #include "parallel/comm_benchmark.h"
 #include "parallel/launch_env.h"
 #include "parallel/mpi_session.h"
 #include "parallel/process_groups.h"
+#include "runtime/gemm_peak.h"
 
 namespace brt::launch {
 
@@ -48,14 +49,14 @@ struct DoctorOptions {
   double timeout_s = 60;
 };
 
-// Across hosts (launch/doctor_cluster.h): software, the checkpoint and data directories, the
+// Across hosts (launch/preflight/doctor_cluster.h): software, the checkpoint and data directories, the
 // links between hosts and the cluster file. Problems are added to `problems` on world rank 0.
 void check_across_hosts(parallel::MpiSession& session, const DoctorOptions& opt, std::vector<std::string>& problems) {
   const std::vector<HostGroup> hosts = group_by_host(gather_hosts(MPI_COMM_WORLD));
   auto add = [&problems](const std::vector<std::string>& found) {
     problems.insert(problems.end(), found.begin(), found.end());
   };
-  add(check_same_software(MPI_COMM_WORLD, hosts));
+  add(check_same_software(MPI_COMM_WORLD, hosts, version()));
   add(check_shared_directory(MPI_COMM_WORLD, hosts, opt.checkpoint_dir, "checkpoint dir", session.monitor()));
   if (!opt.data_dir.empty()) add(check_same_contents(MPI_COMM_WORLD, hosts, opt.data_dir, "data dir"));
   if (hosts.size() < 2) return;
@@ -70,7 +71,7 @@ void check_across_hosts(parallel::MpiSession& session, const DoctorOptions& opt,
   for (const HostGroup& h : hosts) per_host = std::max(per_host, h.ranks.size());
   const MemoryBudget memory = host_memory_budget();
   const double memory_gb = memory.bytes > 0 ? double(memory.bytes) / 1e9 / double(per_host) : 1;
-  const double peak = existing.empty() ? kernels::measure_sgemm_peak(1024, 3).gflops : 0;
+  const double peak = existing.empty() ? runtime::measure_sgemm_peak(1024, 3).gflops : 0;
   data::write_file_atomically(opt.cluster_file, cluster_file_with_links(existing, links, int(hosts.size()),
                                                                         int(per_host), peak, memory_gb));
   std::printf("cluster file: %s %s with the measured inter_node_gbps (for brt-dist plan --cluster)\n",
@@ -100,6 +101,39 @@ std::string bandwidth_line(parallel::Communicator& group) {
   return line;
 }
 
+// Ranks -> hosts -> devices, printed by world rank 0. Each rank binds its GPU by local rank (as
+// train does) and reports what it got.
+void print_rank_map(const parallel::LaunchInfo& info, int rank, int size) {
+  char host[kHostChars] = {};
+  std::snprintf(host, sizeof host, "%s", info.host.c_str());
+  std::vector<char> hosts(size_t(size) * kHostChars);
+  std::vector<int> local_ranks(static_cast<size_t>(size), 0);
+  MPI_Gather(host, kHostChars, MPI_CHAR, hosts.data(), kHostChars, MPI_CHAR, 0, MPI_COMM_WORLD);
+  MPI_Gather(&info.local_rank, 1, MPI_INT, local_ranks.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  const GpuBinding gpu = bind_gpu_for_local_rank(info.local_rank);
+  char device[kHostChars] = {};
+  std::snprintf(device, sizeof device, "%s%s", gpu.device >= 0 ? ("GPU " + std::to_string(gpu.device) + ": ").c_str() : "",
+                gpu.description.c_str());
+  std::vector<char> devices(size_t(size) * kHostChars);
+  MPI_Gather(device, kHostChars, MPI_CHAR, devices.data(), kHostChars, MPI_CHAR, 0, MPI_COMM_WORLD);
+  if (rank != 0) return;
+  std::printf("brt-dist doctor: %d rank(s), launcher %s\n", size, info.launcher.c_str());
+  for (int r = 0; r < size; ++r)
+    std::printf("  rank %d -> host %s (local rank %d) -> device: %s\n", r, &hosts[size_t(r) * kHostChars],
+                local_ranks[size_t(r)], &devices[size_t(r) * kHostChars]);
+}
+
+// Communication: correctness first (a wrong sum is a problem), then bandwidth per group.
+template <typename Say>
+void check_communication(const parallel::ProcessGroups& groups, std::vector<std::string>& problems, const Say& say) {
+  int bad = 0;
+  for (parallel::Communicator* g : {&groups.world(), &groups.dp()})
+    if (!all_reduce_sum_correct(*g)) bad = 1;
+  bad = int(groups.world().all_reduce_value(int64_t(bad), parallel::ReduceOp::kMax));
+  if (bad) problems.push_back("an all-reduce returned a wrong sum on some rank");
+  for (parallel::Communicator* g : {&groups.world(), &groups.dp()}) say("comm: " + bandwidth_line(*g));
+}
+
 int run_doctor(parallel::MpiSession& session, const DoctorOptions& opt) {
   const int rank = session.world_rank(), size = session.world_size();
   const parallel::LaunchInfo info = parallel::query_launch_info(MPI_COMM_WORLD, parallel::process_env());
@@ -116,24 +150,7 @@ int run_doctor(parallel::MpiSession& session, const DoctorOptions& opt) {
     if (rank == 0) std::printf("%s\n", s.c_str());
   };
 
-  // Ranks -> hosts -> devices.
-  char host[kHostChars] = {};
-  std::snprintf(host, sizeof host, "%s", info.host.c_str());
-  std::vector<char> hosts(size_t(size) * kHostChars);
-  std::vector<int> local_ranks(static_cast<size_t>(size), 0);
-  MPI_Gather(host, kHostChars, MPI_CHAR, hosts.data(), kHostChars, MPI_CHAR, 0, MPI_COMM_WORLD);
-  MPI_Gather(&info.local_rank, 1, MPI_INT, local_ranks.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
-  // Each rank binds its GPU by local rank (as train does) and reports what it got.
-  const GpuBinding gpu = bind_gpu_for_local_rank(info.local_rank);
-  char device[kHostChars] = {};
-  std::snprintf(device, sizeof device, "%s%s", gpu.device >= 0 ? ("GPU " + std::to_string(gpu.device) + ": ").c_str() : "",
-                gpu.description.c_str());
-  std::vector<char> devices(size_t(size) * kHostChars);
-  MPI_Gather(device, kHostChars, MPI_CHAR, devices.data(), kHostChars, MPI_CHAR, 0, MPI_COMM_WORLD);
-  say("brt-dist doctor: " + std::to_string(size) + " rank(s), launcher " + info.launcher);
-  for (int r = 0; r < size && rank == 0; ++r)
-    std::printf("  rank %d -> host %s (local rank %d) -> device: %s\n", r, &hosts[size_t(r) * kHostChars],
-                local_ranks[size_t(r)], &devices[size_t(r) * kHostChars]);
+  print_rank_map(info, rank, size);
 
   char mpi_version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int len = 0;
@@ -144,16 +161,7 @@ int run_doctor(parallel::MpiSession& session, const DoctorOptions& opt) {
   say("NCCL: " + nccl_version_description());
   say("BLAS: " + kernels::cpu::blas_description());
 
-  // Communication: correctness first (a wrong sum is a problem), then bandwidth per group.
-  int bad = 0;
-  for (parallel::Communicator* g : {&groups.world(), &groups.dp()})
-    if (!all_reduce_sum_correct(*g)) bad = 1;
-  bad = int(groups.world().all_reduce_value(int64_t(bad), parallel::ReduceOp::kMax));
-  if (bad) problems.push_back("an all-reduce returned a wrong sum on some rank");
-  for (parallel::Communicator* g : {&groups.world(), &groups.dp()}) {
-    const std::string line = bandwidth_line(*g);
-    say("comm: " + line);
-  }
+  check_communication(groups, problems, say);
 
   // Across hosts: software, the checkpoint dir (one writable directory of every host), the data
   // dir, the links. Then free space (rank 0's view).
@@ -170,7 +178,7 @@ int run_doctor(parallel::MpiSession& session, const DoctorOptions& opt) {
       if (free_gb < opt.min_free_gb)
         problems.push_back("only " + std::to_string(free_gb) + " GB free at " + opt.checkpoint_dir);
     }
-    const kernels::GemmPeak peak = kernels::measure_sgemm_peak(1024, 3);
+    const runtime::GemmPeak peak = runtime::measure_sgemm_peak(1024, 3);
     std::printf("sgemm peak (rank 0, %d threads, %d^3): %.1f GFLOP/s\n", peak.threads, peak.size, peak.gflops);
   }
   const int64_t n_problems = groups.world().all_reduce_value(int64_t(problems.size()), parallel::ReduceOp::kMax);

@@ -1,12 +1,13 @@
 // `brt-dist plan CONFIG --cluster CLUSTER.toml --global-batch G [--dp N] [--tp N] [--measured
-// METRICS.jsonl] [key=value ...]` (issue 8 item 4): every (DP, TP, ZeRO, micro-batch) layout of
-// the cluster with predicted memory per device and step time, best first (launch/planner.h);
+// METRICS.jsonl] [key=value ...]`: every (DP, TP, ZeRO, micro-batch) layout of
+// the cluster with predicted memory per device and step time, best first (launch/plan/planner.h);
 // with --measured, the predicted step time of the chosen layout next to the run's measured one.
 // `brt-dist plan CONFIG --measure-rates OUT.toml [--device cpu|cuda] [--precision P]
-// [--seconds S]` (issue 16 item 5): times this device's kernel classes at the config's shapes
-// and writes a one-device cluster file with them (launch/plan_rates.h).
+// [--seconds S]`: times this device's kernel classes at the config's shapes
+// and writes a one-device cluster file with them (launch/plan/plan_rates.h).
 // Exit status: 0 when a runnable layout fits, 3 when none does (or the layout picked with
 // --dp/--tp does not), 2 on a bad command line, 1 on other bad input (a config, a cluster file).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
@@ -16,12 +17,12 @@
 
 #include "core/param_count.h"
 #include "data/output_file.h"
-#include "launch/cli.h"
-#include "launch/commands.h"
-#include "launch/config.h"
-#include "launch/device_backend.h"
-#include "launch/plan_rates.h"
-#include "launch/planner.h"
+#include "launch/cli/cli.h"
+#include "launch/cli/commands.h"
+#include "launch/config/config.h"
+#include "launch/plan/plan_rates.h"
+#include "launch/plan/planner.h"
+#include "launch/run/device_backend.h"
 
 namespace brt::launch {
 
@@ -61,6 +62,82 @@ int measure_rates_command(const std::string& config_path, const RunConfig& confi
   return 0;
 }
 
+// The flags of `brt-dist plan`.
+struct PlanFlags {
+  std::string cluster_path, rates_path, measured_path;
+  int global_batch = 0, want_dp = 0, want_tp = 0;
+  double seconds_each = 1.0;
+  // The layout --dp/--tp pick (0: any).
+  bool picks(const Layout& l) const { return (!want_dp || l.dp == want_dp) && (!want_tp || l.tp == want_tp); }
+};
+
+PlanFlags plan_flags(const CommandLine& cl) {
+  PlanFlags f;
+  for (const auto& [flag, value] : cl.flags) {
+    if (flag == "cluster")
+      f.cluster_path = value;
+    else if (flag == "global-batch")
+      f.global_batch = parse_positive(value, flag);
+    else if (flag == "dp")
+      f.want_dp = parse_positive(value, flag);
+    else if (flag == "tp")
+      f.want_tp = parse_positive(value, flag);
+    else if (flag == "measure-rates")
+      f.rates_path = value;
+    else if (flag == "measured")
+      f.measured_path = value;
+    else if (flag == "seconds")
+      f.seconds_each = parse_double_flag(flag, value, Range::above(0));
+    else
+      throw UsageError("command line: unknown flag --" + flag + " (see brt-dist plan --help)");
+  }
+  return f;
+}
+
+// --measured: the predicted step time of the layout the run used next to its measured one.
+void print_measured(const std::vector<LayoutPlan>& plans, const PlanFlags& flags, int seq_len) {
+  const LayoutPlan* chosen = nullptr;
+  for (const auto& p : plans)
+    if (flags.picks(p.layout)) {
+      chosen = &p;
+      break;
+    }
+  if (chosen == nullptr) throw std::invalid_argument("--measured: no layout with the --dp/--tp given to compare with");
+  const double tokens_per_s = median_tokens_per_s(flags.measured_path);
+  const double measured_s = double(flags.global_batch) * seq_len / tokens_per_s;
+  std::printf("\npredicted vs measured (DP %d, TP %d, B %d): predicted step %.4f s (%.0f tokens/s), "
+              "measured %.4f s (%.0f tokens/s, median of %s); measured / predicted = %.2f\n",
+              chosen->layout.dp, chosen->layout.tp, chosen->layout.micro_batch, chosen->time.total(),
+              chosen->tokens_per_s, measured_s, tokens_per_s, flags.measured_path.c_str(),
+              measured_s / chosen->time.total());
+}
+
+// 0 when a runnable layout fits (the one --dp/--tp pick, when given); else kNoLayoutFits, saying why.
+int plan_status(const std::vector<LayoutPlan>& plans, const PlanFlags& flags, const ClusterSpec& cluster) {
+  if (flags.want_dp || flags.want_tp) {
+    for (const auto& p : plans)
+      if (flags.picks(p.layout) && p.fits) return 0;
+    std::string why = "that layout does not exist for this cluster and global batch";
+    for (const auto& p : plans)
+      if (flags.picks(p.layout)) {
+        why = p.note;
+        break;
+      }
+    std::fprintf(stderr, "brt-dist plan: error: no layout with%s%s fits: %s\n",
+                 flags.want_dp ? (" DP " + std::to_string(flags.want_dp)).c_str() : "",
+                 flags.want_tp ? (" TP " + std::to_string(flags.want_tp)).c_str() : "", why.c_str());
+    return kNoLayoutFits;
+  }
+  if (plans.front().fits && plans.front().runnable) return 0;
+  int64_t smallest = plans.front().memory.total() + plans.front().workspace;
+  for (const auto& p : plans) smallest = std::min(smallest, p.memory.total() + p.workspace);
+  std::fprintf(stderr,
+               "brt-dist plan: error: no runnable layout fits in %.1f GB per device (smallest needs %.2f GB); "
+               "lower train.batch via --global-batch, add devices, or use a smaller config\n",
+               cluster.gpu_memory_gb, double(smallest) / 1e9);
+  return kNoLayoutFits;
+}
+
 }  // namespace
 
 int command_plan(int argc, char** argv) {
@@ -72,100 +149,33 @@ int command_plan(int argc, char** argv) {
         "[--measured METRICS.jsonl] [key=value ...]\n"
         "       brt-dist plan CONFIG --measure-rates OUT.toml [--device cpu|cuda] [--precision P] "
         "[--seconds S]");
-  std::string cluster_path, rates_path, measured_path;
-  int global_batch = 0, want_dp = 0, want_tp = 0;
-  double seconds_each = 1.0;
-  for (const auto& [flag, value] : cl.flags) {
-    if (flag == "cluster")
-      cluster_path = value;
-    else if (flag == "global-batch")
-      global_batch = parse_positive(value, flag);
-    else if (flag == "dp")
-      want_dp = parse_positive(value, flag);
-    else if (flag == "tp")
-      want_tp = parse_positive(value, flag);
-    else if (flag == "measure-rates")
-      rates_path = value;
-    else if (flag == "measured")
-      measured_path = value;
-    else if (flag == "seconds")
-      seconds_each = parse_double_flag(flag, value, Range::above(0));
-    else
-      throw UsageError("command line: unknown flag --" + flag + " (see brt-dist plan --help)");
-  }
-  if (!rates_path.empty()) {
+  const PlanFlags flags = plan_flags(cl);
+  if (!flags.rates_path.empty()) {
     const std::string config_path = resolve_config_path(cl.positional[0]);
     return measure_rates_command(
         config_path, with_command_line_config(cl, [&] { return load_run_config(config_path, cl.overrides); }),
-        rates_path, seconds_each);
+        flags.rates_path, flags.seconds_each);
   }
-  if (cluster_path.empty()) throw UsageError("command line: --cluster CLUSTER.toml is required");
-  if (global_batch == 0) throw UsageError("command line: --global-batch G (streams) is required");
+  if (flags.cluster_path.empty()) throw UsageError("command line: --cluster CLUSTER.toml is required");
+  if (flags.global_batch == 0) throw UsageError("command line: --global-batch G (streams) is required");
   const std::string config_path = resolve_config_path(cl.positional[0]);
   const RunConfig config = with_command_line_config(cl, [&] { return load_run_config(config_path, cl.overrides); });
-  const ClusterSpec cluster = load_cluster(cluster_path);
+  const ClusterSpec cluster = load_cluster(flags.cluster_path);
   PlanOptions options;
   options.bucket_mb = config.train.bucket_mb;
   options.bf16 = config.train.precision == "bf16";
-  const auto plans = plan_layouts(config.model, config.optim, cluster, global_batch, options);
-
+  const auto plans = plan_layouts(config.model, config.optim, cluster, flags.global_batch, options);
   core::ModelConfig m = config.model;
   m.resolve();
   std::printf("plan: %s (%s, %d layers, %.2fM parameters, optimizer %s), global batch %d streams of %d tokens\n",
               config_path.c_str(), m.variant.c_str(), m.layers, double(core::count_parameters(m)) / 1e6,
-              core::to_string(config.optim.kind), global_batch, m.seq_len);
+              core::to_string(config.optim.kind), flags.global_batch, m.seq_len);
   std::printf("cluster: %s — %d node(s) × %d device(s), %.1f GB, %.0f GFLOP/s, %.1f / %.1f GB/s intra/inter\n\n",
-              cluster_path.c_str(), cluster.nodes, cluster.gpus_per_node, cluster.gpu_memory_gb,
+              flags.cluster_path.c_str(), cluster.nodes, cluster.gpus_per_node, cluster.gpu_memory_gb,
               cluster.peak_gflops, cluster.intra_node_gbps, cluster.inter_node_gbps);
   std::fputs(format_plans(plans, cluster).c_str(), stdout);
-
-  if (!measured_path.empty()) {  // predicted vs measured, for the layout the run used
-    const LayoutPlan* chosen = nullptr;
-    for (const auto& p : plans)
-      if ((!want_dp || p.layout.dp == want_dp) && (!want_tp || p.layout.tp == want_tp)) {
-        chosen = &p;
-        break;
-      }
-    if (chosen == nullptr)
-      throw std::invalid_argument("--measured: no layout with the --dp/--tp given to compare with");
-    const double tokens_per_s = median_tokens_per_s(measured_path);
-    const double measured_s = double(global_batch) * m.seq_len / tokens_per_s;
-    std::printf("\npredicted vs measured (DP %d, TP %d, B %d): predicted step %.4f s (%.0f tokens/s), "
-                "measured %.4f s (%.0f tokens/s, median of %s); measured / predicted = %.2f\n",
-                chosen->layout.dp, chosen->layout.tp, chosen->layout.micro_batch, chosen->time.total(),
-                chosen->tokens_per_s, measured_s, tokens_per_s, measured_path.c_str(),
-                measured_s / chosen->time.total());
-  }
-
-  if (want_dp || want_tp) {
-    for (const auto& p : plans) {
-      if ((want_dp && p.layout.dp != want_dp) || (want_tp && p.layout.tp != want_tp)) continue;
-      if (p.fits) return 0;
-    }
-    std::fprintf(stderr, "brt-dist plan: error: no layout with%s%s fits: %s\n",
-                 want_dp ? (" DP " + std::to_string(want_dp)).c_str() : "",
-                 want_tp ? (" TP " + std::to_string(want_tp)).c_str() : "",
-                 [&] {
-                   for (const auto& p : plans)
-                     if ((!want_dp || p.layout.dp == want_dp) && (!want_tp || p.layout.tp == want_tp))
-                       return p.note;
-                   return std::string("that layout does not exist for this cluster and global batch");
-                 }()
-                     .c_str());
-    return kNoLayoutFits;
-  }
-  if (!plans.front().fits || !plans.front().runnable) {
-    std::fprintf(stderr,
-                 "brt-dist plan: error: no runnable layout fits in %.1f GB per device (smallest needs %.2f GB); "
-                 "lower train.batch via --global-batch, add devices, or use a smaller config\n",
-                 cluster.gpu_memory_gb, [&] {
-                   int64_t best = plans.front().memory.total() + plans.front().workspace;
-                   for (const auto& p : plans) best = std::min(best, p.memory.total() + p.workspace);
-                   return double(best) / 1e9;
-                 }());
-    return kNoLayoutFits;
-  }
-  return 0;
+  if (!flags.measured_path.empty()) print_measured(plans, flags, m.seq_len);
+  return plan_status(plans, flags, cluster);
 }
 
 }  // namespace brt::launch

@@ -5,17 +5,17 @@
 #include <string>
 #include <vector>
 
-#include "launch/cli.h"
-#include "launch/commands.h"
-#include "launch/config.h"
-#include "launch/config_agreement.h"
-#include "launch/gpu_binding.h"
-#include "launch/placement.h"
-#include "launch/preflight.h"
-#include "launch/stop_signal.h"
-#include "launch/trainer.h"
-#include "parallel/core_share.h"
-#include "parallel/layout.h"
+#include "launch/cli/cli.h"
+#include "launch/cli/commands.h"
+#include "launch/config/config.h"
+#include "launch/preflight/config_agreement.h"
+#include "launch/preflight/preflight.h"
+#include "launch/run/gpu_binding.h"
+#include "launch/run/placement.h"
+#include "launch/run/run_groups.h"
+#include "launch/run/stop_signal.h"
+#include "launch/train/trainer.h"
+#include "parallel/cpu_share.h"
 #include "parallel/launch_env.h"
 #include "parallel/mpi_session.h"
 #include "parallel/process_groups.h"
@@ -40,7 +40,7 @@ TrainOptions train_options(int argc, char** argv) {
     throw UsageError("command line: unexpected argument '" + cl.positional[1] + "' (see brt-dist train --help)");
   std::vector<std::string> overrides = cl.overrides;
   // --resume FILE|DIR: continue from exactly that checkpoint, or DIR's newest good one; it must
-  // exist (launch/resume.h). Saves go to checkpoint.dir, by default the checkpoint's directory.
+  // exist (launch/train/resume.h). Saves go to checkpoint.dir, by default the checkpoint's directory.
   if (auto it = cl.flags.find("resume"); it != cl.flags.end()) overrides.push_back("checkpoint.resume_from=" + it->second);
   // --no-overlap: reduce gradients only after backward (the data-parallel benchmark's reference).
   if (cl.flags.count("no-overlap")) overrides.push_back("train.overlap=false");
@@ -73,19 +73,11 @@ int command_train(int argc, char** argv) {
   return parallel::run_mpi_main(argc, argv, [&](parallel::MpiSession& session) {
     TrainOptions options = train_options(argc, argv);
     // Before anything whose sizes depend on the config: every rank runs the same one (exit 2
-    // naming the differing keys otherwise; launch/config_agreement.h).
+    // naming the differing keys otherwise; launch/preflight/config_agreement.h).
     agree_on_config(session, options.config);
     const CheckpointConfig& ck = options.config.checkpoint;
-    const int tp = options.config.train.tp;
-    // Everything tensor parallelism splits (docs/parallelism.md, "Tensor parallelism").
-    const auto& m = options.config.model;
-    std::vector<parallel::SplitByTp> split = {
-        {"model.heads", m.heads}, {"model.d_ff", m.d_ff}, {"model.vocab", m.vocab}};
-    if (m.variant.rfind("rec", 0) == 0) split.push_back({"model.state_size", m.state_size});
-    // BST (docs/bst.md, "Tensor parallelism"): the SSM's Ds = D/4 features are split.
-    if (m.variant.rfind("bst", 0) == 0)
-      split.push_back({"model.d_model / 4 (the BST SSM features Ds)", m.d_model / 4});
-    parallel::validate_layout(session.world_size(), tp, split);
+    // --tp against the ranks and everything tensor parallelism splits (launch/run/run_groups.h).
+    validate_run_layout(session.world_size(), options.config);
     // Every wait of the run has a deadline (docs/reliability.md): collectives through the
     // communicators' timeout, checkpoint I/O through the monitor's guards.
     parallel::MonitorSettings watch;
@@ -93,19 +85,16 @@ int command_train(int argc, char** argv) {
     watch.flight_dir = std::filesystem::path(ck.dir.empty() ? "." : ck.dir) / "flight";
     session.monitor().configure(watch);
     options.monitor = &session.monitor();
-    const parallel::CoreShare cores = parallel::query_core_share(MPI_COMM_WORLD);
+    const parallel::CpuShare cores = parallel::query_cpu_share(MPI_COMM_WORLD);
     options.threads = choose_threads(options.config.train.threads, cores);
     // With ranks on several hosts, which host runs which ranks with how many threads (each
-    // host fits its own cores and ranks; launch/placement.h).
+    // host fits its own cores and ranks; launch/run/placement.h).
     const std::string placement = describe_placement(MPI_COMM_WORLD, options.threads, cores);
     // Locations, memory, threads and checkpoint.dir's lock, before any model or thread exists
-    // (launch/preflight.h); the lock is held until the run ends.
-    const TrainPreflight preflight = preflight_train(session, options, command_line_text(argc, argv));
-    parallel::CommOptions comm;
-    comm.timeout = std::chrono::milliseconds(int64_t(options.config.train.timeout_s * 1000));
-    comm.monitor = &session.monitor();
+    // (launch/preflight/preflight.h); the lock is held until the run ends.
+    const TrainPreflight preflight = preflight_train(session, options.config, options.threads, command_line_text(argc, argv));
     {
-      const parallel::ProcessGroups groups = parallel::make_mpi_process_groups(MPI_COMM_WORLD, tp, comm);
+      const parallel::ProcessGroups groups = make_run_groups(session, options.config);
       options.groups = &groups;
       if (groups.world_rank() == 0) std::printf("config: %s\n", options.config_path.c_str());
       if (!placement.empty()) std::printf("%s\n", placement.c_str());

@@ -8,8 +8,8 @@ int command_prepare(int argc, char** argv);
 int command_eval(int argc, char** argv);
 int command_ckpt(int argc, char** argv);
 int command_generate(int argc, char** argv);
-int command_plan(int argc, char** argv);    // launch/command_plan.cpp
-int command_doctor(int argc, char** argv);  // launch/command_doctor.cpp
-int command_config(int argc, char** argv);  // launch/command_config.cpp
+int command_plan(int argc, char** argv);    // launch/cli/command_plan.cpp
+int command_doctor(int argc, char** argv);  // launch/cli/command_doctor.cpp
+int command_config(int argc, char** argv);  // launch/cli/command_config.cpp
 
 }  // namespace brt::launch

@@ -1,4 +1,4 @@
-#include "launch/crash_report.h"
+#include "launch/cli/crash_report.h"
 
 #include <cxxabi.h>
 #include <execinfo.h>

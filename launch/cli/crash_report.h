@@ -1,4 +1,4 @@
-// What a crash prints (issue 25, docs/reliability.md "Crashes"): a segfault, a bus error, an
+// What a crash prints (docs/reliability.md "Crashes"): a segfault, a bus error, an
 // illegal instruction, a floating-point trap or an abort (a failed assertion, std::terminate,
 // an MPI error: parallel/mpi_session.h's handler aborts) would otherwise end a rank with no word,
 // or with Open MPI's bare banner. Instead the rank says who it is and where it was:

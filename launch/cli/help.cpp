@@ -1,11 +1,11 @@
-#include "launch/help.h"
+#include "launch/cli/help.h"
 
 #include <cstring>
 #include <stdexcept>
 #include <vector>
 
-#include "launch/config_keys.h"
-#include "launch/version.h"
+#include "launch/cli/version.h"
+#include "launch/config/config_keys.h"
 
 namespace brt::launch {
 
@@ -49,8 +49,9 @@ const std::vector<CommandHelp>& commands() {
        true,
        "Ctrl-C, SIGTERM, SIGUSR1: stop after this step, saving a checkpoint first (checkpoint.dir). A\n"
        "second Ctrl-C exits at once: the save in progress is abandoned and its .tmp removed."},
-      {"eval", "bits/token, bits/byte and word perplexity of a checkpoint on a split",
-       "brt-dist eval --checkpoint FILE [--split NAME] [--json FILE] [--ablate] [key=value ...] [flags]",
+      {"eval", "bits/token, bits/byte and word perplexity of a checkpoint on a split; long-range tasks",
+       "brt-dist eval --checkpoint FILE [--split NAME] [--json FILE] [--ablate] [key=value ...] [flags]\n"
+       "       brt-dist eval --checkpoint FILE --task passkey|needle|facts [--lengths L,...] [--depths D,...] [flags]",
        {{"--checkpoint FILE", "the checkpoint (its stored config is the base; keys override it)"},
         {"--split NAME", "train|validation|test (default: data.eval_split)"},
         {"--json FILE", "also write the report as JSON (checked: a full disk is an error, no partial file)"},
@@ -62,11 +63,23 @@ const std::vector<CommandHelp>& commands() {
         {"--ablate", "two more passes with the carried state reset at every segment / block"},
         {"--token-losses FILE", "every predicted target's loss: doc_id, position, nats (TSV; one DP rank)"},
         {"--allow-tokenizer-mismatch", "evaluate data of another tokenizer than the checkpoint's (a warning)"},
-        {"--quiet", "no progress output"}},
+        {"--quiet", "no progress output"},
+        {"--task passkey|needle|facts", "long-range task documents built from the split's books, scored on the answer"},
+        {"--lengths L1,L2,...", "--task: document lengths in tokens (default N,2N,4N,8N of model.seq_len)"},
+        {"--depths d1,d2,...", "--task: where the fact sits, 0 (first) .. 1 (right before the question) "
+                               "(default 0,0.25,0.5,0.75,1)"},
+        {"--samples N", "--task: documents per length x depth cell (8)"},
+        {"--digits K", "--task passkey: digits of the pass key, 1..18 (5)"},
+        {"--facts F", "--task facts: statements in all, 2..4 (3)"},
+        {"--supporting-facts S", "--task facts: 1 (qa1) or 2 (qa2) (1)"},
+        {"--task-seed S", "--task: the grid's seed (1)"}},
        {"brt-dist eval --checkpoint runs/tiny/ckpt/ckpt-00000600.h5 --split test",
         "brt-dist eval --checkpoint FILE --ablate --json eval.json   # long-range diagnostics",
-        "mpirun -np 2 brt-dist eval --checkpoint FILE --json eval.json train.timeout_s=300"},
-       true, nullptr},
+        "mpirun -np 2 brt-dist eval --checkpoint FILE --json eval.json train.timeout_s=300",
+        "brt-dist eval --checkpoint FILE --task passkey --lengths 1024,4096 --json passkey.json --ablate"},
+       true,
+       "--task: docs/evaluation.md, \"Long-range tasks\" (the grid, the scoring, the JSON); with --ablate the grid\n"
+       "again with the carried state reset; tools/task_heatmap.py draws the JSON."},
       {"generate", "sample text from a checkpoint, streaming, with unbounded context",
        "brt-dist generate --checkpoint FILE --prompt TEXT [flags] [key=value ...]",
        {{"--checkpoint FILE", "the checkpoint"},

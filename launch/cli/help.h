@@ -1,6 +1,6 @@
-// `brt-dist help [COMMAND]` and `COMMAND --help|-h` (issue 15 item 1): usage, flags with their
+// `brt-dist help [COMMAND]` and `COMMAND --help|-h`: usage, flags with their
 // meaning and examples for every command; for the commands that take config keys, every key
-// with its type, default and meaning, generated from the one key table (launch/config_keys.cpp)
+// with its type, default and meaning, generated from the one key table (launch/config/config_keys.cpp)
 // so the help can never drift from what the parser accepts. Printed before MPI starts.
 #pragma once
 

@@ -4,17 +4,17 @@
 #include <string>
 
 #include "checkpoint/types.h"
-#include "kernels/blas_env.h"
-#include "launch/commands.h"
-#include "launch/crash_report.h"
-#include "launch/help.h"
-#include "launch/version.h"
+#include "launch/cli/commands.h"
+#include "launch/cli/crash_report.h"
+#include "launch/cli/help.h"
+#include "launch/cli/version.h"
 #include "parallel/launch_env.h"
+#include "runtime/blas_env.h"
 
 int main(int argc, char** argv) {
-  // First: a crash from here on prints the rank, host and stack (launch/crash_report.h).
+  // First: a crash from here on prints the rank, host and stack (launch/cli/crash_report.h).
   brt::launch::install_crash_report(argc >= 2 ? std::string("brt-dist ") + argv[1] : std::string("brt-dist"));
-  brt::kernels::ensure_blas_core_type(argc, argv, /*passive_waiting=*/true);
+  brt::runtime::ensure_blas_core_type(argc, argv, /*passive_waiting=*/true);
   brt::checkpoint::silence_hdf5_diagnostics();
   if (argc < 2) {
     std::fputs(brt::launch::overview_text().c_str(), stderr);

@@ -1,4 +1,4 @@
-#include "launch/version.h"
+#include "launch/cli/version.h"
 
 namespace brt::launch {
 const char* version() { return "0.1.0"; }

@@ -1,13 +1,14 @@
-#include "launch/config.h"
+#include "launch/config/config.h"
 
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <toml++/toml.h>
 
-#include "launch/config_keys.h"
+#include "launch/config/config_keys.h"
 
 namespace brt::launch {
 namespace {
@@ -296,6 +297,38 @@ void apply_override(RunConfig& config, const std::string& assignment, ConfigSour
   set_value(config, *spec, *parsed.get("v"), kCommandLine, sources, kCommandLine);
 }
 
+namespace {
+
+// data.tasks.* (docs/data-format.md, "Task documents"): the rules between keys the key table's
+// bounds cannot state. Checked even when data.tasks.rate is 0, so a config is valid or not
+// whatever the rate.
+void check_data_tasks(const DataConfig& d, const std::function<std::string(const std::string&)>& source_of) {
+  auto fail = [&](const std::string& key, const std::string& what) { throw ConfigError(source_of(key), key, what); };
+  if (d.tasks_rate > 1.0) fail("data.tasks.rate", "must be <= 1 (a share of the documents)");
+  // An empty range names the bound that was set (the other may be its default).
+  auto range = [&](const std::string& what, int64_t lo, int64_t hi) {
+    if (lo <= hi) return;
+    const std::string min = "data.tasks.min_" + what, max = "data.tasks.max_" + what;
+    if (source_of(min).empty() && !source_of(max).empty())
+      fail(max, std::to_string(hi) + " is below " + min + " (" + std::to_string(lo) + ")");
+    fail(min, std::to_string(lo) + " is above " + max + " (" + std::to_string(hi) + ")");
+  };
+  range("distance", d.tasks_min_distance, d.tasks_max_distance);
+  range("prefix", d.tasks_min_prefix, d.tasks_max_prefix);
+  size_t begin = 0;
+  while (begin <= d.tasks_kinds.size()) {
+    const size_t comma = std::min(d.tasks_kinds.find(',', begin), d.tasks_kinds.size());
+    const std::string kind = d.tasks_kinds.substr(begin, comma - begin);
+    if (kind != "passkey" && kind != "needle" && kind != "facts")
+      fail("data.tasks.kinds", "\"" + kind + "\" is not a task kind (passkey, needle, facts; comma-separated)");
+    begin = comma + 1;
+  }
+  if (d.tasks_rate > 0 && d.source != "shards")
+    fail("data.tasks.rate", "task documents are built from a prepared corpus: needs data.source = \"shards\"");
+}
+
+}  // namespace
+
 void resolve(RunConfig& config, const ConfigSources* sources) {
   auto source_of = [&](const std::string& key) -> std::string {
     if (sources) {
@@ -313,6 +346,11 @@ void resolve(RunConfig& config, const ConfigSources* sources) {
     const std::string source = source_of(key);
     throw ConfigError(source, key, source.empty() && find_key(key) ? what + " (" + key + " has its default value)" : what);
   };
+  // XL attends over its whole segment (model.md §6): a model.seq_len given on the command line (eval
+  // at a longer context, docs/evaluation.md) takes model.window along unless that is given too.
+  const std::string cli = kCommandLine;
+  if (config.model.variant == "xl" && source_of("model.seq_len") == cli && source_of("model.window") != cli)
+    config.model.window = config.model.seq_len;
   const bool total_from_steps = config.optim.total_steps == 0;
   if (total_from_steps) config.optim.total_steps = config.train.steps;
   try {
@@ -332,6 +370,7 @@ void resolve(RunConfig& config, const ConfigSources* sources) {
   if (config.train.rollback && config.checkpoint.dir.empty() && config.checkpoint.resume_from.empty())
     throw ConfigError(source_of("train.rollback"), "train.rollback",
                       "rolling back needs checkpoints to roll back to: set checkpoint.dir");
+  check_data_tasks(config.data, source_of);
 }
 
 RunConfig parse_run_config(std::string_view toml_text, const std::string& source_name,
@@ -382,7 +421,7 @@ std::string resolve_config_path(const std::string& arg) {
 }
 
 std::string render_toml(const RunConfig& config) {
-  std::string out = "# brt-dist run configuration, fully resolved (every key; see launch/config_keys.cpp)\n";
+  std::string out = "# brt-dist run configuration, fully resolved (every key; see launch/config/config_keys.cpp)\n";
   std::string section;
   for (const auto& spec : config_keys()) {
     const auto dot = spec.key.find('.');

@@ -2,7 +2,7 @@
 // command-line overrides, validated before anything is allocated.
 //
 // Files have sections [model] [optim] [train] [data] [log] [checkpoint]; every key is listed
-// in config_keys() (launch/config_keys.cpp) with its type and range. A file may start with
+// in config_keys() (launch/config/config_keys.cpp) with its type and range. A file may start with
 //   base = "other.toml"          (path relative to this file)
 // to inherit every key from another file and change only a few, or
 //   base = ["40m.toml", "forms/xl.toml"]   (applied in order: the ladder's size x form files)
@@ -24,8 +24,8 @@
 namespace brt::launch {
 
 struct TrainConfig {
-  int64_t seed = 1;                 // initialisation (MODEL §10b) and data order
-  int batch = 1;                    // B: streams per rank (MODEL §8)
+  int64_t seed = 1;                 // initialisation (model.md §10b) and data order
+  int batch = 1;                    // B: streams per rank (model.md §8)
   int64_t steps = 1000;             // optimizer steps in the run
   std::string precision = "fp32";   // "fp32" | "fp64" (CPU: the reference build) | "bf16" (cuda)
   std::string device = "cpu";       // "cpu" | "cuda" (docs/gpu.md): where the model lives and runs
@@ -33,13 +33,13 @@ struct TrainConfig {
   // protocol so its sums cannot change between runs).
   bool deterministic = false;
   // cuda: replay each step's forward and backward from a CUDA graph when the step can be
-  // captured (launch/step_graphs.h; off under TP and under DP > 1 with overlap, and on the CPU).
+  // captured (launch/train/step_graphs.h; off under TP and under DP > 1 with overlap, and on the CPU).
   bool cuda_graph = true;
   int threads = 0;                  // OpenMP threads; 0 = the runtime's default
   double peak_gflops = 0.0;         // MFU denominator; 0 = measure the sgemm peak at start
   int64_t eval_every = 0;           // steps between evaluations; 0 = none
   int64_t eval_batches = 0;         // batches per evaluation; 0 = the whole eval split
-  // Parallel layout (issue 5; launch/data_parallel.h). DP = ranks / tp.
+  // Parallel layout (core/data_parallel.h). DP = ranks / tp.
   int tp = 1;                       // tensor-parallel size (--tp); docs/parallelism.md
   bool overlap = true;              // DP: reduce gradient buckets during backward (--no-overlap)
   double bucket_mb = 4.0;           // DP: gradient bucket size in MiB
@@ -52,7 +52,7 @@ struct TrainConfig {
   double skip_loss_z = 0;           // skip a step whose loss z-score exceeds this; 0 = off
   double skip_grad_z = 0;           // same for the gradient norm; 0 = off
   // Refuse to start when the memory a rank will allocate (predicted from the config) exceeds
-  // what its host, memory cgroup or GPU has available (launch/preflight.h).
+  // what its host, memory cgroup or GPU has available (launch/preflight/preflight.h).
   bool memory_check = true;
 };
 
@@ -62,6 +62,16 @@ struct DataConfig {
   std::string tokenizer;              // SentencePiece model file; empty = none needed
   std::string train_split = "train";
   std::string eval_split = "validation";
+  // Long-range task documents mixed into the training streams (data/task_mixture.h,
+  // docs/data-format.md "Task documents"): the `data.tasks.*` keys, TaskMixtureOptions' fields.
+  double tasks_rate = 0.0;                            // share of each stream's documents; 0 = off
+  std::string tasks_kinds = "passkey,needle,facts";   // drawn uniformly
+  int64_t tasks_min_distance = 64, tasks_max_distance = 1024;  // tokens, fact to question
+  int64_t tasks_min_prefix = 0, tasks_max_prefix = 256;        // tokens before the fact
+  int tasks_digits = 5;            // passkey
+  int tasks_facts = 3;             // facts: statements in all
+  int tasks_supporting_facts = 0;  // facts: 1 (qa1), 2 (qa2), 0: either
+  int64_t tasks_seed = 0;          // 0: derived from train.seed
 };
 
 struct LogConfig {
@@ -80,7 +90,7 @@ struct CheckpointConfig {
   bool overwrite = false;             // allow a start that discards checkpoints already in `dir`
   bool allow_fresh_start = false;     // start from step 0 when every checkpoint in `dir` is damaged
   bool async = true;                  // write in the background while training goes on
-  // One run per directory (launch/run_lock.h): a start that finds `dir` locked by another run
+  // One run per directory (launch/preflight/run_lock.h): a start that finds `dir` locked by another run
   // waits this long for it to end (a requeued job while the old one saves), then refuses.
   double lock_wait_s = 60;
   // A checkpoint is good only once this many steps have been applied after it (its weights
@@ -131,7 +141,9 @@ void apply_toml_text(RunConfig& config, std::string_view toml_text, const std::s
                      const std::string& base_dir, ConfigSources* sources = nullptr);
 void apply_override(RunConfig& config, const std::string& assignment, ConfigSources* sources = nullptr);
 // Fills optim.total_steps from train.steps when 0, resolves model and optim, checks the rest.
-// A failing key is reported with its source from `sources` when known.
+// A failing key is reported with its source from `sources` when known. The one rule between
+// keys that depends on where they were set: an xl model.seq_len from the command line sets
+// model.window to it unless model.window comes from the command line too.
 void resolve(RunConfig& config, const ConfigSources* sources = nullptr);
 
 // The whole resolved config as TOML (every key, one section each, with the key's help as a

@@ -1,4 +1,4 @@
-#include "launch/config_keys.h"
+#include "launch/config/config_keys.h"
 
 #include <charconv>
 #include <cmath>
@@ -131,9 +131,10 @@ std::vector<KeySpec> build_keys() {
   using core::OptimKind;
   using core::ScheduleKind;
   std::vector<KeySpec> k;
-  // [model] — MODEL §0, §5, §6, §7, §12.
+  // [model] — model.md §0, §5, §6, §7, §12.
   k.push_back({"model.variant", ValueType::kString,
-               "slide | xl | rec:{fixed|lstm}:{skip|dual} | bst:{sh|mh|mf}:{s4d|unstructured}",
+               "slide | xl | rec:{fixed|lstm}:{skip|dual} | feedback:{fixed|lstm}:{skip|dual} | "
+               "bst:{sh|mh|mf}:{s4d|unstructured}",
                [](const RunConfig& c) { return ConfigValue(c.model.variant); },
                [](RunConfig& c, const ConfigValue& v) { c.model.variant = std::get<std::string>(v); },
                std::nullopt, std::nullopt, core::model_variants()});
@@ -153,13 +154,13 @@ std::vector<KeySpec> build_keys() {
   k.push_back(int_key("model.ctx_states", model(&ModelConfig::ctx_states), 1, kIntMax, "S_ctx, BST MF context states"));
   k.push_back(bool_key("model.ssm_carry", model(&ModelConfig::ssm_carry), "BST: carry the SSM across segments"));
   k.push_back(float_key("model.state_init_std", model(&ModelConfig::state_init_std), 0.0,
-                        "recurrent: initial state Σ0 ~ N(0, x) (MODEL §5: 0.1)"));
+                        "recurrent: initial state Σ0 ~ N(0, x) (model.md §5: 0.1)"));
   k.push_back(float_key("model.state_id_std", model(&ModelConfig::state_id_std), 0.0,
-                        "recurrent: state IDs P ~ N(0, x) (MODEL §5: 1)"));
+                        "recurrent: state IDs P ~ N(0, x) (model.md §5: 1)"));
   k.push_back(float_key("model.gate_bias_mean", model(&ModelConfig::gate_bias_mean),
                         -std::numeric_limits<double>::max(),
-                        "recurrent fixed gates: bias b ~ N(x, 0.1) (MODEL §5.3: 0)"));
-  // [optim] — MODEL §10c.
+                        "recurrent fixed gates: bias b ~ N(x, 0.1) (model.md §5.3: 0)"));
+  // [optim] — model.md §10c.
   k.push_back({"optim.kind", ValueType::kString, "adafactor | adamw",
                [](const RunConfig& c) { return ConfigValue(std::string(core::to_string(c.optim.kind))); },
                [](RunConfig& c, const ConfigValue& v) {
@@ -236,6 +237,26 @@ std::vector<KeySpec> build_keys() {
   k.push_back(string_key("data.tokenizer", data(&DataConfig::tokenizer), {}, "SentencePiece model; empty = none"));
   k.push_back(string_key("data.train_split", data(&DataConfig::train_split), {}, "split trained on"));
   k.push_back(string_key("data.eval_split", data(&DataConfig::eval_split), {}, "split evaluated on"));
+  // [data] tasks.*: docs/data-format.md, "Task documents" (data/task_mixture.h).
+  k.push_back(float_key("data.tasks.rate", data(&DataConfig::tasks_rate), 0.0,
+                        "share of each training stream's documents that are long-range task documents, "
+                        "[0, 1]; 0 = off"));
+  k.push_back(string_key("data.tasks.kinds", data(&DataConfig::tasks_kinds), {},
+                         "comma-separated task kinds drawn uniformly: passkey, needle, facts"));
+  k.push_back(int_key("data.tasks.min_distance", data(&DataConfig::tasks_min_distance), 0, kI64Max,
+                      "least tokens between the fact and the question"));
+  k.push_back(int_key("data.tasks.max_distance", data(&DataConfig::tasks_max_distance), 0, kI64Max,
+                      "most tokens between the fact and the question (>= min_distance)"));
+  k.push_back(int_key("data.tasks.min_prefix", data(&DataConfig::tasks_min_prefix), 0, kI64Max,
+                      "least tokens of filler before the fact"));
+  k.push_back(int_key("data.tasks.max_prefix", data(&DataConfig::tasks_max_prefix), 0, kI64Max,
+                      "most tokens of filler before the fact (>= min_prefix)"));
+  k.push_back(int_key("data.tasks.digits", data(&DataConfig::tasks_digits), 1, 18, "passkey: digits"));
+  k.push_back(int_key("data.tasks.facts", data(&DataConfig::tasks_facts), 2, 4, "facts: statements in all"));
+  k.push_back(int_key("data.tasks.supporting_facts", data(&DataConfig::tasks_supporting_facts), 0, 2,
+                      "facts: 1 (qa1), 2 (qa2), 0 = either, drawn per document"));
+  k.push_back(int_key("data.tasks.seed", data(&DataConfig::tasks_seed), 0, kI64Max,
+                      "the task schedule's and documents' seed; 0 = derived from train.seed"));
   // [log]
   k.push_back(int_key("log.every", log(&LogConfig::every), 1, kI64Max, "steps between progress lines"));
   k.push_back(string_key("log.metrics_path", log(&LogConfig::metrics_path), {}, "JSONL metrics; empty = none"));
@@ -312,7 +333,7 @@ std::string config_keys_json() {
     keys += (keys.empty() ? "\n  " : ",\n  ") + key.dump();
   }
   const Json about =
-      "brt-dist's config keys (launch/config_keys.cpp), written by `brt-dist config keys --json`. "
+      "brt-dist's config keys (launch/config/config_keys.cpp), written by `brt-dist config keys --json`. "
       "default: the value a config that does not set the key starts from, before resolve(); "
       "min/max: bounds of the value (of each element for int_list); allowed: the accepted words.";
   return "{\n \"about\": " + about.dump() + ",\n \"keys\": [" + keys + "\n ]\n}\n";

@@ -10,7 +10,7 @@
 #include <variant>
 #include <vector>
 
-#include "launch/config.h"
+#include "launch/config/config.h"
 
 namespace brt::launch {
 

@@ -1,4 +1,4 @@
-#include "launch/eval_diagnostics.h"
+#include "launch/eval/eval_diagnostics.h"
 
 #include <nlohmann/json.hpp>
 

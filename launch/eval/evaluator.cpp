@@ -1,6 +1,6 @@
-#include "launch/evaluator.h"
+#include "launch/eval/evaluator.h"
 
-#include "launch/progress.h"
+#include "launch/run/progress.h"
 
 #include <algorithm>
 #include <chrono>
@@ -209,6 +209,90 @@ std::vector<double> evaluate_pass(core::Model<T>& model,
 
 }  // namespace
 
+namespace {
+
+// The report's frame before any pass: the split's totals and every bucket and class, empty.
+template <typename T>
+EvalReport empty_report(const core::Model<T>& model, const data::TokenDataset& dataset, const std::string& split,
+                        const EvalOptions& opt) {
+  EvalReport r;
+  r.split = split;
+  const data::SplitTotals totals = dataset.totals();
+  r.documents = dataset.num_documents();
+  r.bytes = totals.bytes;
+  r.words = totals.words;
+  r.buckets = {{0, 512}, {512, 4096}, {4096, 32768}, {32768, -1}};
+  r.seq_len = model.config().seq_len;
+  r.window = model.config().window;
+  r.layers = model.config().layers;
+  r.trained_seq_len = opt.trained_seq_len > 0 ? opt.trained_seq_len : r.seq_len;
+  r.segment_buckets = segment_buckets(r.seq_len, r.window, r.trained_seq_len);
+  r.long_range = long_range_classes(r.window, r.layers);
+  if (opt.layer_stats) r.layer_stats = model.new_layer_diagnostics();
+  return r;
+}
+
+// The per-document sums of a pass added up in document order (the same order on every layout).
+void add_documents(EvalReport& r, const std::vector<double>& acc, const DocSlots& slots, int64_t documents) {
+  for (int64_t d = 0; d < documents; ++d) {
+    const double* doc = acc.data() + size_t(d) * slots.per_doc();
+    r.nats += doc[0];
+    for (size_t k = 0; k < slots.nb; ++k) {
+      r.buckets[k].nats += doc[1 + 2 * k];
+      r.buckets[k].tokens += int64_t(doc[2 + 2 * k]);
+      r.tokens += int64_t(doc[2 + 2 * k]);
+    }
+    for (size_t k = 0; k < slots.ns; ++k) {
+      r.segment_buckets[k].nats += doc[slots.segment(k)];
+      r.segment_buckets[k].tokens += int64_t(doc[slots.segment(k) + 1]);
+    }
+    for (size_t k = 0; k < slots.nl; ++k) {
+      r.long_range[k].nats += doc[slots.long_range(k)];
+      r.long_range[k].tokens += int64_t(doc[slots.long_range(k) + 1]);
+    }
+  }
+}
+
+// The same split with the carried state reset (core/diagnostics.h): how much the model relies
+// on what its state carries across segments, and across blocks. `plain`: the plain pass's sums.
+template <typename T>
+AblationResult ablation_pass(core::Model<T>& model, core::CarryAblation mode,
+                             const std::shared_ptr<const data::TokenDataset>& dataset,
+                             const data::StreamOptions& stream_options, const EvalReport& r, const EvalOptions& opt,
+                             const std::vector<double>& plain) {
+  AblationResult a;
+  a.mode = core::carry_ablation_name(mode);
+  a.applies = model.carry_ablation_applies(mode);
+  a.long_range = long_range_classes(r.window, r.layers);
+  // Nothing to reset: the pass would compute the plain one's numbers to the bit
+  // (tests/integration/eval_diagnostics.sh), so they are taken as they are.
+  std::vector<double> ablated = plain;
+  if (a.applies) {
+    model.set_carry_ablation(mode);
+    try {
+      ablated = evaluate_pass(model, dataset, stream_options, r, opt, "eval " + r.split + " (ablation: " + a.mode + ")",
+                              nullptr);
+    } catch (...) {
+      model.set_carry_ablation(core::CarryAblation::kNone);
+      throw;
+    }
+    model.set_carry_ablation(core::CarryAblation::kNone);
+  }
+  const DocSlots slots{r.buckets.size(), r.segment_buckets.size(), r.long_range.size()};
+  for (int64_t d = 0; d < r.documents; ++d) {
+    const double* doc = ablated.data() + size_t(d) * slots.per_doc();
+    a.nats += doc[0];
+    for (size_t k = 0; k < slots.nl; ++k) {
+      a.long_range[k].nats += doc[slots.long_range(k)];
+      a.long_range[k].tokens += int64_t(doc[slots.long_range(k) + 1]);
+      a.tokens += int64_t(doc[slots.long_range(k) + 1]);
+    }
+  }
+  return a;
+}
+
+}  // namespace
+
 template <typename T>
 EvalReport evaluate_split(core::Model<T>& model, const RunConfig& cfg, const std::string& split,
                           const EvalOptions& opt) {
@@ -227,77 +311,15 @@ EvalReport evaluate_split(core::Model<T>& model, const RunConfig& cfg, const std
   stream_options.shuffle = false;
   stream_options.bos_id = dataset->bos_id();  // of the tokenizer.model that opening checked
 
-  EvalReport r;
-  r.split = split;
-  const data::SplitTotals totals = dataset->totals();
-  r.documents = dataset->num_documents();
-  r.bytes = totals.bytes;
-  r.words = totals.words;
-  r.buckets = {{0, 512}, {512, 4096}, {4096, 32768}, {32768, -1}};
-  r.seq_len = model.config().seq_len;
-  r.window = model.config().window;
-  r.layers = model.config().layers;
-  r.trained_seq_len = opt.trained_seq_len > 0 ? opt.trained_seq_len : r.seq_len;
-  r.segment_buckets = segment_buckets(r.seq_len, r.window, r.trained_seq_len);
-  r.long_range = long_range_classes(r.window, r.layers);
-  if (opt.layer_stats) r.layer_stats = model.new_layer_diagnostics();
+  EvalReport r = empty_report(model, *dataset, split, opt);
   const DocSlots slots{r.buckets.size(), r.segment_buckets.size(), r.long_range.size()};
-
   const std::vector<double> acc =
-      evaluate_pass(model, dataset, stream_options, r, opt, "eval " + split,
-                    opt.layer_stats ? &r.layer_stats : nullptr,
+      evaluate_pass(model, dataset, stream_options, r, opt, "eval " + split, opt.layer_stats ? &r.layer_stats : nullptr,
                     opt.token_losses ? &r.token_losses : nullptr);
-  for (int64_t d = 0; d < dataset->num_documents(); ++d) {
-    const double* doc = acc.data() + size_t(d) * slots.per_doc();
-    r.nats += doc[0];
-    for (size_t k = 0; k < slots.nb; ++k) {
-      r.buckets[k].nats += doc[1 + 2 * k];
-      r.buckets[k].tokens += int64_t(doc[2 + 2 * k]);
-      r.tokens += int64_t(doc[2 + 2 * k]);
-    }
-    for (size_t k = 0; k < slots.ns; ++k) {
-      r.segment_buckets[k].nats += doc[slots.segment(k)];
-      r.segment_buckets[k].tokens += int64_t(doc[slots.segment(k) + 1]);
-    }
-    for (size_t k = 0; k < slots.nl; ++k) {
-      r.long_range[k].nats += doc[slots.long_range(k)];
-      r.long_range[k].tokens += int64_t(doc[slots.long_range(k) + 1]);
-    }
-  }
-  if (opt.ablate) {
-    // The same split with the carried state reset (core/diagnostics.h): how much the model
-    // relies on what its state carries across segments, and across blocks.
-    for (const auto mode : {core::CarryAblation::kSegment, core::CarryAblation::kBlock}) {
-      AblationResult a;
-      a.mode = core::carry_ablation_name(mode);
-      a.applies = model.carry_ablation_applies(mode);
-      a.long_range = long_range_classes(r.window, r.layers);
-      // Nothing to reset: the pass would compute the plain one's numbers to the bit
-      // (tests/integration/eval_diagnostics.sh), so they are taken as they are.
-      std::vector<double> ablated = acc;
-      if (a.applies) {
-        model.set_carry_ablation(mode);
-        try {
-          ablated = evaluate_pass(model, dataset, stream_options, r, opt,
-                                  "eval " + split + " (ablation: " + a.mode + ")", nullptr);
-        } catch (...) {
-          model.set_carry_ablation(core::CarryAblation::kNone);
-          throw;
-        }
-        model.set_carry_ablation(core::CarryAblation::kNone);
-      }
-      for (int64_t d = 0; d < dataset->num_documents(); ++d) {
-        const double* doc = ablated.data() + size_t(d) * slots.per_doc();
-        a.nats += doc[0];
-        for (size_t k = 0; k < slots.nl; ++k) {
-          a.long_range[k].nats += doc[slots.long_range(k)];
-          a.long_range[k].tokens += int64_t(doc[slots.long_range(k) + 1]);
-          a.tokens += int64_t(doc[slots.long_range(k) + 1]);
-        }
-      }
-      r.ablations.push_back(std::move(a));
-    }
-  }
+  add_documents(r, acc, slots, dataset->num_documents());
+  if (opt.ablate)
+    for (const auto mode : {core::CarryAblation::kSegment, core::CarryAblation::kBlock})
+      r.ablations.push_back(ablation_pass(model, mode, dataset, stream_options, r, opt, acc));
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

@@ -1,5 +1,5 @@
 // `brt-dist eval`: streams every document of a split through a model, segment by segment with
-// caches and recurrent state carried across the whole document (MODEL.md §8), and reports
+// caches and recurrent state carried across the whole document (model.md §8), and reports
 // bits/token, bits/byte, word-level perplexity and the loss by position within the document.
 #pragma once
 
@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "core/model.h"
-#include "launch/eval_diagnostics.h"
-#include "launch/config.h"
+#include "launch/config/config.h"
+#include "launch/eval/eval_diagnostics.h"
 
 namespace brt::launch {
 

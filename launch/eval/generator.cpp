@@ -1,4 +1,4 @@
-#include "launch/generator.h"
+#include "launch/eval/generator.h"
 
 #include <algorithm>
 #include <cmath>
@@ -49,7 +49,7 @@ Generator::Generator(core::Model<float>& model)
 
 const float* Generator::peek_logits() {
   // The block padded with token 0 after its filled part: queries only see earlier positions
-  // (MODEL §3.2), so the padding cannot change the filled positions' logits.
+  // (model.md §3.2), so the padding cannot change the filled positions' logits.
   std::vector<int32_t> inputs(window_, 0);
   std::copy(block_.begin(), block_.end(), inputs.begin());
   const uint8_t doc_start = first_block_ ? 1 : 0;

@@ -1,5 +1,5 @@
 // `brt-dist generate`: sample text from a checkpoint, streaming tokens as they come. The model
-// runs one block (W tokens) per segment, so its carried caches and recurrent state (MODEL §8)
+// runs one block (W tokens) per segment, so its carried caches and recurrent state (model.md §8)
 // hold all context before the current block: context is unbounded at constant memory.
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "launch/tokenizer_match.h"
+#include "launch/eval/tokenizer_match.h"
 
 #include <cstdio>
 #include <filesystem>

@@ -1,4 +1,4 @@
-// eval and generate against the tokenizer a checkpoint's model was trained with (issue 25):
+// eval and generate against the tokenizer a checkpoint's model was trained with:
 // the ids of another tokenizer stand for other pieces, so bits/token measured on its data and
 // text decoded with it are meaningless, though nothing else would fail.
 #pragma once

@@ -1,5 +1,5 @@
 // Kernel-class rates measured on the run's own backend (see plan_rates.h).
-#include "launch/plan_rates.h"
+#include "launch/plan/plan_rates.h"
 
 #include <algorithm>
 #include <chrono>
@@ -57,7 +57,7 @@ MeasuredRates measure_rates(kernels::Backend<float>& be, const core::ModelConfig
   kernels::Memory& memory = be.memory();
   MeasuredRates r;
   const int64_t rows = int64_t(streams) * m.seq_len, D = m.d_model, F = m.d_ff, A = m.attn_width();
-  {  // The MLP's first product, [B·N, D] × [D, F] (MODEL §4): the bulk of a step's FLOPs.
+  {  // The MLP's first product, [B·N, D] × [D, F] (model.md §4): the bulk of a step's FLOPs.
     kernels::Buffer<float> x(memory, size_t(rows * D), "rates: gemm A"),
         w(memory, size_t(D * F), "rates: gemm B"), y(memory, size_t(rows * F), "rates: gemm C");
     fill_pattern(be, x, 0.01f);
@@ -68,7 +68,7 @@ MeasuredRates measure_rates(kernels::Backend<float>& be, const core::ModelConfig
     });
     r.gemm_gflops = 2.0 * double(rows) * double(F) * double(D) / s / 1e9;
   }
-  {  // Window attention forward + backward (MODEL §3.2/§3.3) at the config's B, N, W, H, dh.
+  {  // Window attention forward + backward (model.md §3.2/§3.3) at the config's B, N, W, H, dh.
     const kernels::WindowAttnDims d{streams, m.seq_len, m.window, m.heads, m.head_dim};
     const size_t act = size_t(rows * A), cache = size_t(streams) * m.window * A;
     const size_t probs = size_t(streams) * d.blocks() * m.heads * m.window * 2 * m.window;
@@ -79,7 +79,7 @@ MeasuredRates measure_rates(kernels::Backend<float>& be, const core::ModelConfig
         p(memory, probs, "rates: probs"), dout(memory, act, "rates: dout"), dq(memory, act, "rates: dq"),
         dk(memory, act, "rates: dk"), dv(memory, act, "rates: dv"),
         dbias(memory, bias.size(), "rates: dbias"), dscale(memory, scale.size(), "rates: dscale");
-    // Unit-norm rows (q, k are L2-normalised in the model, MODEL §3.1).
+    // Unit-norm rows (q, k are L2-normalised in the model, model.md §3.1).
     const float unit = 1.0f / std::sqrt(float(m.head_dim));
     for (auto* b : {&q, &k, &kc}) fill_pattern(be, *b, unit);
     for (auto* b : {&v, &vc, &dout}) fill_pattern(be, *b, 0.5f);
@@ -92,7 +92,7 @@ MeasuredRates measure_rates(kernels::Backend<float>& be, const core::ModelConfig
                                    bias.data(), scale.data(), p.data(), dout.data(), dq.data(),
                                    dk.data(), dv.data(), dbias.data(), dscale.data());
     });
-    // MODEL §10 counts 4·W·A forward FLOPs per token for this attention; training 3× that.
+    // model.md §10 counts 4·W·A forward FLOPs per token for this attention; training 3× that.
     r.attention_gflops = 3.0 * 4.0 * double(m.window) * double(A) * double(rows) / s / 1e9;
   }
   {  // Device memory bandwidth: a copy of 64 Mi floats (read + write).
@@ -111,7 +111,7 @@ std::string rates_cluster_toml(const MeasuredRates& r, const std::string& device
   char text[2048];
   std::snprintf(text, sizeof text,
                 "# Measured by `brt-dist plan --measure-rates` on %s\n"
-                "# at the shapes of %s with %d stream(s) (launch/plan_rates.h).\n"
+                "# at the shapes of %s with %d stream(s) (launch/plan/plan_rates.h).\n"
                 "# One device; intra_node_gbps and inter_node_gbps are placeholders, not measured:\n"
                 "# set them (and gpus_per_node, nodes) for a multi-device cluster.\n"
                 "gpus_per_node = 1\n"
@@ -119,7 +119,7 @@ std::string rates_cluster_toml(const MeasuredRates& r, const std::string& device
                 "gpu_memory_gb = %.1f\n"
                 "peak_tflops = %.4f          # the measured matrix-product rate (MFU-style peak)\n"
                 "gemm_tflops = %.4f          # [B*N, D] x [D, F], forward\n"
-                "attention_tflops = %.4f     # window attention forward + backward, MODEL 10 count\n"
+                "attention_tflops = %.4f     # window attention forward + backward, model.md §10 count\n"
                 "memory_gbps = %.2f          # device copy, read + write\n"
                 "intra_node_gbps = 100\n"
                 "inter_node_gbps = 25\n",
@@ -133,7 +133,7 @@ double median_tokens_per_s(const std::string& metrics_path, double skip_fraction
   if (!in) throw std::invalid_argument(metrics_path + ": cannot open the metrics file");
   std::vector<double> rates;
   std::string line;
-  while (std::getline(in, line)) {  // one JSON record per line (launch/metrics_log.h)
+  while (std::getline(in, line)) {  // one JSON record per line (launch/train/metrics_log.h)
     const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!record.is_object() || record.value("event", "") != "train") continue;  // a cut-off line: not an object
     const auto rate = record.find("tokens_per_s");

@@ -1,8 +1,8 @@
-// Kernel-class rates for `brt-dist plan` (issue 16 item 5): `brt-dist plan --measure-rates
+// Kernel-class rates for `brt-dist plan`: `brt-dist plan --measure-rates
 // OUT.toml CONFIG [--device cpu|cuda] [--precision ...]` times the backend the run would use on
 // the config's own shapes — a matrix product (the MLP's [B·N, D] × [D, F]), the window
 // attention forward + backward ([B, N, W, H, dh]) and a device-memory copy — and writes a
-// cluster file (launch/planner.h ClusterSpec) with gemm_tflops, attention_tflops and
+// cluster file (launch/plan/planner.h ClusterSpec) with gemm_tflops, attention_tflops and
 // memory_gbps, so `brt-dist plan CONFIG --cluster OUT.toml` predicts step time from what this
 // device measured; `--measured METRICS.jsonl` then prints the prediction next to a run's step time.
 #pragma once
@@ -10,13 +10,13 @@
 #include <string>
 
 #include "kernels/backend.h"
-#include "launch/config.h"
+#include "launch/config/config.h"
 
 namespace brt::launch {
 
 struct MeasuredRates {
   double gemm_gflops = 0;       // the MLP-shaped matrix product, forward (2·M·N·K per call)
-  double attention_gflops = 0;  // window attention fwd + bwd by MODEL §10's count (3·4·W·A per token)
+  double attention_gflops = 0;  // window attention fwd + bwd by model.md §10's count (3·4·W·A per token)
   double memory_gbps = 0;       // backend copy: 2 × bytes per copy
   double seconds = 0;           // wall time of the whole measurement
 };

@@ -1,16 +1,17 @@
-// The layout planner behind `brt-dist plan` (issue 8 item 4): for a model config, a cluster
+// The layout planner behind `brt-dist plan`: for a model config, a cluster
 // description and a global batch of streams, every (DP, TP, ZeRO, micro-batch) layout with its
 // predicted memory per device and step time, best first.
 //
 // Memory mirrors what the code allocates (core/model.cpp, core/standard_layer.cpp,
-// core/recurrent_layer.cpp, core/recurrent_state.cpp, core/blocks.cpp, core/gate.cpp: every
-// std::vector assigned in a constructor), parameter shapes follow MODEL §9 in declaration
-// order, optimizer state MODEL §10c (Adafactor's factored R/C exact), the ZeRO-1 shard the
-// partition of launch/data_parallel.h. Step time: MODEL §10 FLOPs ÷ (peak × efficiency) plus an
+// core/recurrent_layer.cpp, core/recurrent_state.cpp, core/projections.cpp, core/mlp.cpp,
+// core/output_projection.cpp, core/cached_window_attention.cpp, core/gate.cpp: every
+// std::vector assigned in a constructor), parameter shapes follow model.md §9 in declaration
+// order, optimizer state model.md §10c (Adafactor's factored R/C exact), the ZeRO-1 shard the
+// partition of core/data_parallel.h. Step time: model.md §10 FLOPs ÷ (peak × efficiency) plus an
 // α-β model of the collectives the trainer issues (docs/parallelism.md). Pure functions.
 //
 // Tensor parallelism (docs/parallelism.md, "Tensor parallelism"): parameters are the rank's
-// slices of MODEL §9's shapes, activations those of heads, F, vocabulary and state rows divided
+// slices of model.md §9's shapes, activations those of heads, F, vocabulary and state rows divided
 // by TP; the TP all-reduces per layer are the ones the layers issue, costed with the α-β model.
 #pragma once
 
@@ -47,16 +48,11 @@ struct ClusterSpec {
 ClusterSpec parse_cluster(std::string_view toml_text, const std::string& source_name);
 ClusterSpec load_cluster(const std::string& path);
 
-// MODEL §9 logical shapes in the order the model declares them (embed, layers 0..L-1 — a
+// model.md §9 logical shapes in the order the model declares them (embed, layers 0..L-1 — a
 // recurrent layer's state side first —, final_norm). `cfg` must be resolve()d.
 std::vector<std::vector<int64_t>> model_param_shapes(const core::ModelConfig& cfg);
 // The tensor-parallel split axis of each of those parameters (-1: replicated), same order.
 std::vector<int> model_param_split_dims(const core::ModelConfig& cfg);
-
-// The model config one TP rank's activations follow: heads, d_ff, vocab and (recurrent
-// variants) state_size divided by tp. Throws std::invalid_argument naming the key that does
-// not divide.
-core::ModelConfig tp_shard_config(const core::ModelConfig& cfg, int tp);
 
 // Bytes per device. `activations` is what Model::memory_report() counts; `backward_scratch`
 // the recurrent layers' backward buffers it does not list (allocated all the same).
@@ -68,7 +64,7 @@ struct MemoryPrediction {
   }
 };
 
-// Optimizer-state elements for the parameters in `owned` (empty = all), MODEL §10c. Under TP,
+// Optimizer-state elements for the parameters in `owned` (empty = all), model.md §10c. Under TP,
 // `shapes` are the whole tensors' (they decide the factoring) and `local_shapes` the rank's
 // slices (empty: the same as shapes).
 int64_t optimizer_state_elems(const core::OptimConfig& optim,
@@ -109,7 +105,7 @@ double tp_step_seconds(const core::ModelConfig& cfg, int streams, int tp, double
                        double alpha_s);
 
 struct StepTimePrediction {
-  double compute_s = 0;    // MODEL §10 training FLOPs of one rank ÷ (peak × efficiency), or
+  double compute_s = 0;    // model.md §10 training FLOPs of one rank ÷ (peak × efficiency), or
                            // with measured rates gemm_s + attention_s + memory_s:
   double gemm_s = 0;       //   matrix-product FLOPs ÷ gemm rate
   double attention_s = 0;  //   attention FLOPs (core::FlopBreakdown::attention) ÷ attention rate
@@ -131,7 +127,7 @@ struct LayoutPlan {
   Layout layout;
   MemoryPrediction memory;  // the largest over the layout's ranks
   // The CUDA backend's own device memory per GPU beside the model's (scratch arena, cuBLAS and
-  // cuFFT workspaces; launch/device_backend.h cuda_backend_workspace): counted in `fits`.
+  // cuFFT workspaces; launch/run/device_backend.h cuda_backend_workspace): counted in `fits`.
   int64_t workspace = 0;
   StepTimePrediction time;
   double tokens_per_s = 0;
@@ -148,9 +144,10 @@ struct PlanOptions {
 // Ring all-reduce of `bytes` over p ranks in `buckets` messages: buckets·α + 2(p−1)/p·bytes/bw.
 double ring_all_reduce_seconds(double bytes, int p, double bytes_per_s, double alpha_s, int buckets);
 
-// Every layout with DP·TP = the cluster's world, TP dividing heads, d_ff and vocab, DP dividing
-// `global_batch`, ZeRO 0 and 1 (1 only when DP > 1). Sorted: runnable and fitting first, then by
-// predicted step time. Throws std::invalid_argument when no DP divides the global batch.
+// Every layout with DP·TP = the cluster's world, TP dividing what it splits (core/tp_split.h),
+// DP dividing `global_batch`, ZeRO 0 and 1 (1 only when DP > 1). Sorted: runnable and fitting
+// first, then by predicted step time. Throws std::invalid_argument when no DP divides the
+// global batch.
 std::vector<LayoutPlan> plan_layouts(const core::ModelConfig& cfg, const core::OptimConfig& optim,
                                      const ClusterSpec& cluster, int global_batch,
                                      const PlanOptions& options = {});

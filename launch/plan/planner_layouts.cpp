@@ -1,4 +1,4 @@
-// Cluster file, step-time model and layout enumeration of the planner (launch/planner.h).
+// Cluster file, step-time model and layout enumeration of the planner (launch/plan/planner.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -7,8 +7,9 @@
 #include <toml++/toml.h>
 
 #include "core/flops.h"
-#include "launch/device_backend.h"
-#include "launch/planner.h"
+#include "core/tp_split.h"
+#include "launch/plan/backend_workspace.h"
+#include "launch/plan/planner.h"
 
 namespace brt::launch {
 
@@ -165,6 +166,26 @@ double tp_step_seconds(const core::ModelConfig& cfg, int streams, int tp, double
   return seconds;
 }
 
+namespace {
+
+// The compute part of `plan`'s step: one rank's share of the step's `tokens_per_rank` (TP splits
+// each token's FLOPs), at the measured kernel-class rates or at peak × efficiency.
+void plan_compute_time(LayoutPlan& plan, const core::FlopBreakdown& flops, double tokens_per_rank,
+                       const ClusterSpec& cluster) {
+  const double flops_per_token = flops.training(), attention_per_token = 3.0 * flops.attention;
+  const int tp = plan.layout.tp;
+  if (cluster.has_rates()) {
+    plan.time.gemm_s = (flops_per_token - attention_per_token) * tokens_per_rank / tp / (cluster.gemm_gflops * 1e9);
+    plan.time.attention_s = attention_per_token * tokens_per_rank / tp / (cluster.attention_gflops * 1e9);
+    plan.time.memory_s = memory_bound_bytes(plan.memory) / (cluster.memory_gbps * 1e9);
+    plan.time.compute_s = plan.time.gemm_s + plan.time.attention_s + plan.time.memory_s;
+  } else {
+    plan.time.compute_s = flops_per_token * tokens_per_rank / tp / (cluster.peak_gflops * 1e9 * cluster.efficiency);
+  }
+}
+
+}  // namespace
+
 std::vector<LayoutPlan> plan_layouts(const core::ModelConfig& cfg_in, const core::OptimConfig& optim,
                                      const ClusterSpec& cluster, int global_batch,
                                      const PlanOptions& options) {
@@ -176,16 +197,11 @@ std::vector<LayoutPlan> plan_layouts(const core::ModelConfig& cfg_in, const core
   const double alpha = cluster.alpha_us * 1e-6, capacity = cluster.gpu_memory_gb * 1e9;
   const double intra = cluster.intra_node_gbps * 1e9, inter = cluster.inter_node_gbps * 1e9;
   const core::FlopBreakdown flops = core::flops_per_token(cfg);
-  const double flops_per_token = flops.training(), attention_per_token = 3.0 * flops.attention;
   std::vector<LayoutPlan> plans;
   std::string no_dp_reason;
   for (int tp = 1; tp <= world; ++tp) {
     if (world % tp != 0) continue;
-    try {
-      (void)tp_shard_config(cfg, tp);
-    } catch (const std::invalid_argument&) {
-      continue;  // heads, d_ff, vocab or state_size do not split
-    }
+    if (!core::tensor_parallel_split_problem(cfg, tp).empty()) continue;  // a size TP splits does not divide
     const int dp = world / tp;
     if (global_batch % dp != 0) {
       no_dp_reason += " DP " + std::to_string(dp) + " (TP " + std::to_string(tp) + ")";
@@ -199,19 +215,7 @@ std::vector<LayoutPlan> plan_layouts(const core::ModelConfig& cfg_in, const core
         const MemoryPrediction m = predict_rank_memory(cfg, optim, B, dp, zero == 1, r, 4, tp);
         if (m.total() > plan.memory.total()) plan.memory = m;
       }
-      // Compute: one rank's share of the step's tokens (TP splits each token's FLOPs).
-      const double tokens_per_rank = double(B) * cfg.seq_len;
-      if (cluster.has_rates()) {
-        plan.time.gemm_s = (flops_per_token - attention_per_token) * tokens_per_rank / tp /
-                           (cluster.gemm_gflops * 1e9);
-        plan.time.attention_s =
-            attention_per_token * tokens_per_rank / tp / (cluster.attention_gflops * 1e9);
-        plan.time.memory_s = memory_bound_bytes(plan.memory) / (cluster.memory_gbps * 1e9);
-        plan.time.compute_s = plan.time.gemm_s + plan.time.attention_s + plan.time.memory_s;
-      } else {
-        plan.time.compute_s = flops_per_token * tokens_per_rank / tp /
-                              (cluster.peak_gflops * 1e9 * cluster.efficiency);
-      }
+      plan_compute_time(plan, flops, double(B) * cfg.seq_len, cluster);
       // DP group is strided (docs/parallelism.md): it stays in a node only if the world does.
       const double dp_bw = world <= cluster.gpus_per_node ? intra : inter;
       const double grad_bytes = double(plan.memory.gradients);
@@ -280,7 +284,7 @@ std::string format_plans(const std::vector<LayoutPlan>& plans, const ClusterSpec
     compute_rule = rule;
   } else {
     char rule[256];
-    std::snprintf(rule, sizeof rule, "MODEL §10 training FLOPs ÷ (%.0f GFLOP/s × efficiency %.2f)",
+    std::snprintf(rule, sizeof rule, "model.md §10 training FLOPs ÷ (%.0f GFLOP/s × efficiency %.2f)",
                   cluster.peak_gflops, cluster.efficiency);
     compute_rule = rule;
   }

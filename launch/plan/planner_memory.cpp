@@ -1,11 +1,12 @@
-// Memory side of the planner (launch/planner.h): MODEL §9 shapes in declaration order, the
-// optimizer state of MODEL §10c, and the activation buffers each constructor allocates.
+// Memory side of the planner (launch/plan/planner.h): model.md §9 shapes in declaration order, the
+// optimizer state of model.md §10c, and the activation buffers each constructor allocates.
 #include <stdexcept>
 #include <string>
 
 #include "core/adafactor.h"
-#include "launch/data_parallel.h"
-#include "launch/planner.h"
+#include "core/data_parallel.h"
+#include "core/tp_split.h"
+#include "launch/plan/planner.h"
 
 namespace brt::launch {
 
@@ -13,9 +14,9 @@ namespace {
 
 using Shapes = std::vector<std::vector<int64_t>>;
 
-constexpr int64_t kT5Buckets = 32;  // MODEL §9: attn.rel_bias [H, 32]
+constexpr int64_t kT5Buckets = 32;  // model.md §9: attn.rel_bias [H, 32]
 
-// MODEL §9 shapes in declaration order, each with its tensor-parallel split axis (-1:
+// model.md §9 shapes in declaration order, each with its tensor-parallel split axis (-1:
 // replicated), as docs/parallelism.md "Shapes on every rank" lists them.
 struct Declared {
   Shapes shapes;
@@ -38,14 +39,14 @@ void add_gate(Declared& s, core::GateKind kind, int64_t in, int64_t D) {
   s.add({D}, -1);
 }
 
-// core/blocks.cpp declare_mlp: norm [D], w1 [D, F] (columns), w2 [F, D] (rows).
+// core/mlp.cpp declare_mlp: norm [D], w1 [D, F] (columns), w2 [F, D] (rows).
 void add_mlp(Declared& s, int64_t D, int64_t F) {
   s.add({D}, -1);
   s.add({D, F}, 1);
   s.add({F, D}, 0);
 }
 
-// core/bst_layer.cpp declaration order (MODEL §7, §9): the SSM sublayer (a member built first),
+// core/bst_layer.cpp declaration order (model.md §7, §9): the SSM sublayer (a member built first),
 // then the attention, the MLP, and MF's context IDs and initial context. Under TP the SSM
 // features Ds and the heads are split (docs/parallelism.md, BST rows).
 void add_bst_layer(Declared& s, const core::ModelConfig& c) {
@@ -128,7 +129,7 @@ int64_t numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
-// Elements of ProjectionActs::allocate (core/blocks.cpp): h [R, D], rstd [R], out [R, A] per
+// Elements of ProjectionActs::allocate (core/projections.cpp): h [R, D], rstd [R], out [R, A] per
 // projection, rnorm [R, H] per normalised projection (A, H: this TP rank's).
 int64_t projection_acts(int64_t R, int64_t D, int64_t A, int64_t H, int projections, int normalised) {
   return R * D + R + projections * R * A + normalised * R * H;
@@ -183,7 +184,7 @@ LayerElems recurrent_layer_elems(const RankDims& d, const core::ModelConfig& c, 
   return e;
 }
 
-// core/feedback_stack.cpp constructor (MODEL §5.4): every layer's token side per block
+// core/feedback_stack.cpp constructor (model.md §5.4): every layer's token side per block
 // (B·W rows, block-major), the two-block window layout, and one state side.
 LayerElems feedback_stack_elems(const RankDims& d, const core::ModelConfig& c, int64_t B) {
   const int64_t D = d.D, A = d.A, H = d.H, F = d.F, W = d.W, S = d.S, Tb = d.Tb, L = c.layers;
@@ -219,7 +220,7 @@ void add_state_side(LayerElems& e, const RankDims& d, const core::ModelConfig& c
   if (d.tp) e.scratch += 5 * rd;  // sig_full, full_a, full_b; sequence-parallel full + staging
 }
 
-// core/bst_ssm.cpp + core/bst_context.cpp + core/bst_layer.cpp constructors (MODEL §7).
+// core/bst_ssm.cpp + core/bst_context.cpp + core/bst_layer.cpp constructors (model.md §7).
 // Under TP: this rank's features Ds/P, heads and hidden units (tests/plan checks every
 // category against the allocation at TP 1 and 2).
 LayerElems bst_layer_elems(const RankDims& d, const core::ModelConfig& c, int64_t B, int tp,
@@ -268,39 +269,20 @@ Shapes model_param_shapes(const core::ModelConfig& c) { return declared_params(c
 
 std::vector<int> model_param_split_dims(const core::ModelConfig& c) { return declared_params(c).split; }
 
-core::ModelConfig tp_shard_config(const core::ModelConfig& cfg, int tp) {
-  if (tp < 1) throw std::invalid_argument("tp must be >= 1");
-  core::ModelConfig c = cfg;
-  auto split = [tp](int value, const char* key) {
-    if (value % tp != 0)
-      throw std::invalid_argument(std::string(key) + " = " + std::to_string(value) +
-                                  " does not divide by tp = " + std::to_string(tp));
-    return value / tp;
-  };
-  c.heads = split(cfg.heads, "model.heads");
-  c.d_ff = split(cfg.d_ff, "model.d_ff");
-  c.vocab = split(cfg.vocab, "model.vocab");
-  bool recurrent = false;
-  for (int i = 0; i < cfg.layers; ++i) recurrent |= cfg.is_recurrent_layer(i);
-  if (recurrent) c.state_size = split(cfg.state_size, "model.state_size");  // state rows
-  if (cfg.family == core::ModelFamily::kBST) (void)split(cfg.d_model / 4, "model.d_model / 4 (BST SSM features)");
-  return c;
-}
-
 int64_t optimizer_state_elems(const core::OptimConfig& optim, const Shapes& shapes,
                               const std::vector<bool>& owned, const Shapes& local_shapes) {
   const core::OptimConfig& o = optim;  // kind and min_dim_to_factor need no resolve()
   int64_t total = 0;
   for (size_t p = 0; p < shapes.size(); ++p) {
     if (!owned.empty() && !owned[p]) continue;
-    // Under TP the whole shape decides the factoring, the rank's slice the sizes (MODEL §10c).
+    // Under TP the whole shape decides the factoring, the rank's slice the sizes (model.md §10c).
     const std::vector<int64_t>& local = local_shapes.empty() ? shapes[p] : local_shapes[p];
     const int64_t n = numel(local);
     if (o.kind == core::OptimKind::kAdamW) {
       total += 2 * n;  // m, v
       continue;
     }
-    total += n;  // momentum m (MODEL §10c)
+    total += n;  // momentum m (model.md §10c)
     const auto axes = core::adafactor_factor_axes(shapes[p], o.min_dim_to_factor);
     if (!axes)
       total += n;  // full v
@@ -315,7 +297,9 @@ MemoryPrediction predict_rank_memory(const core::ModelConfig& cfg_in, const core
                                      int tp) {
   core::ModelConfig full = cfg_in;
   full.resolve();
-  if (tp > 1) (void)tp_shard_config(full, tp);  // throws naming a key that does not divide
+  if (tp > 1)  // a key that does not divide is named
+    if (const std::string problem = core::tensor_parallel_split_problem(full, tp); !problem.empty())
+      throw std::invalid_argument(problem);
   // Parameters: the rank's slices (docs/parallelism.md "Shapes on every rank").
   const Declared declared = declared_params(full);
   Shapes local = declared.shapes;
@@ -329,7 +313,7 @@ MemoryPrediction predict_rank_memory(const core::ModelConfig& cfg_in, const core
   }
   std::vector<bool> owned;
   if (zero && dp > 1) {
-    const ParamPartition part = partition_parameters(numels, dp);
+    const core::ParamPartition part = core::partition_parameters(numels, dp);
     owned.assign(local.size(), false);
     for (size_t p = 0; p < local.size(); ++p) owned[p] = part.owner[p] == dp_rank;
   }

@@ -1,4 +1,4 @@
-#include "launch/config_agreement.h"
+#include "launch/preflight/config_agreement.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,7 +6,7 @@
 #include <span>
 #include <sstream>
 
-#include "launch/config_keys.h"
+#include "launch/config/config_keys.h"
 #include "parallel/launch_refused.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/mpi_session.h"

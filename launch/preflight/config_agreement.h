@@ -1,4 +1,4 @@
-// Every rank of a job runs the same resolved config (issue 25 item 2d; docs/reliability.md
+// Every rank of a job runs the same resolved config (docs/reliability.md
 // "Preflight"). An mpirun app context or a per-rank override that gives one rank another
 // model.d_model crashes inside MPI (the ranks' buffers differ), another optim.lr or
 // model.window trains replicas that silently diverge, another train.steps ends only at the
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "launch/config.h"
+#include "launch/config/config.h"
 
 namespace brt::parallel {
 class MpiSession;

@@ -1,4 +1,4 @@
-#include "launch/doctor_cluster.h"
+#include "launch/preflight/doctor_cluster.h"
 
 #include <unistd.h>
 
@@ -16,8 +16,7 @@
 
 #include "data/shard_format.h"
 #include "data/text.h"
-#include "launch/placement.h"
-#include "launch/version.h"
+#include "launch/run/placement.h"
 
 namespace brt::launch {
 
@@ -111,7 +110,8 @@ std::vector<HostGroup> group_by_host(const std::vector<std::string>& hosts) {
   return out;
 }
 
-std::vector<std::string> check_same_software(MPI_Comm world, const std::vector<HostGroup>& hosts) {
+std::vector<std::string> check_same_software(MPI_Comm world, const std::vector<HostGroup>& hosts,
+                                             const std::string& version) {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   std::string exe_sum = "unreadable";
@@ -122,7 +122,7 @@ std::vector<std::string> check_same_software(MPI_Comm world, const std::vector<H
   char mpi[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int len = 0;
   MPI_Get_library_version(mpi, &len);
-  const std::string brt = std::string("brt-dist ") + version() + " (executable " + exe.string() + ", fnv1a-64 " +
+  const std::string brt = "brt-dist " + version + " (executable " + exe.string() + ", fnv1a-64 " +
                           exe_sum + ")";
   const std::vector<std::string> brts = all_gather_text(world, brt);
   const std::vector<std::string> mpis = all_gather_text(world, first_line(std::string(mpi, size_t(len))));
@@ -138,26 +138,65 @@ std::vector<std::string> check_same_software(MPI_Comm world, const std::vector<H
   return problems;
 }
 
+namespace {
+
+// World rank 0's probe folder in `dir` holding a random token: "probe\ttoken", or "\twhy" when
+// it cannot be made.
+std::string make_probe(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const std::string token = std::to_string(std::random_device{}()) + std::to_string(::getpid());
+  const std::string probe = ".brt-doctor-" + token;
+  fs::create_directories(fs::path(dir) / probe, ec);
+  std::ofstream out(fs::path(dir) / probe / "token");
+  out << token;
+  out.close();
+  return out ? probe + "\t" + token : "\t" + (ec ? ec.message() : error_text(errno));
+}
+
+// This rank's view of the probe: the token must be there (the same directory), then its own file
+// is written: "ok", or what is wrong.
+std::string probe_status(const std::string& dir, const fs::path& folder, const std::string& token, int rank) {
+  std::ifstream in(folder / "token");
+  std::string seen;
+  std::getline(in, seen);
+  if (!in && seen.empty()) return fs::exists(dir) ? "a different directory" : "missing";
+  if (seen != token) return "a different directory";
+  std::ofstream mine(folder / ("rank-" + std::to_string(rank)));
+  mine << rank << "\n";
+  mine.close();
+  return mine ? "ok" : "not writable: " + error_text(errno);
+}
+
+// World rank 0's problems from every rank's status.
+std::vector<std::string> shared_directory_problems(const std::vector<HostGroup>& hosts,
+                                                   const std::vector<std::string>& statuses, const std::string& dir,
+                                                   const std::string& what) {
+  std::vector<std::string> problems;
+  for (const auto& [where, value] : hosts_differing(hosts, statuses, "ok")) {
+    if (value == "missing" || value == "a different directory")
+      problems.push_back(what + " " + dir + " is " + (value == "missing" ? "missing" : "not the same directory") +
+                         " on " + where + ": world rank 0 (host " + hosts[0].host +
+                         ") writes into another one. A node-local path loses the run: each host keeps only its "
+                         "part of every checkpoint, and a restart on other hosts finds none. Use a directory on "
+                         "the shared file system");
+    else
+      problems.push_back(what + " " + dir + " on " + where + ": " + value);
+  }
+  if (problems.empty())
+    std::printf("%s %s: one writable directory, seen by all %zu host(s)\n", what.c_str(), dir.c_str(), hosts.size());
+  return problems;
+}
+
+}  // namespace
+
 std::vector<std::string> check_shared_directory(MPI_Comm world, const std::vector<HostGroup>& hosts,
                                                 const std::string& dir, const std::string& what,
                                                 parallel::JobMonitor& monitor) {
   const int rank = world_rank(world);
-  int size = 1;
-  MPI_Comm_size(world, &size);
   // World rank 0 makes a probe folder holding a random token; its name and the token go to all.
   char shared[kEntry] = {};
-  if (rank == 0) {
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    const std::string token = std::to_string(std::random_device{}()) + std::to_string(::getpid());
-    const std::string probe = ".brt-doctor-" + token;
-    fs::create_directories(fs::path(dir) / probe, ec);
-    std::ofstream out(fs::path(dir) / probe / "token");
-    out << token;
-    out.close();
-    const std::string sent = out ? probe + "\t" + token : "\t" + (ec ? ec.message() : error_text(errno));
-    std::snprintf(shared, sizeof shared, "%s", sent.c_str());
-  }
+  if (rank == 0) std::snprintf(shared, sizeof shared, "%s", make_probe(dir).c_str());
   guarded(monitor, what + ": sharing the probe", [&] { MPI_Bcast(shared, kEntry, MPI_CHAR, 0, world); });
   const std::string sent(shared), probe = sent.substr(0, sent.find('\t')), token = sent.substr(sent.find('\t') + 1);
   if (probe.empty()) {
@@ -170,23 +209,7 @@ std::vector<std::string> check_shared_directory(MPI_Comm world, const std::vecto
             hosts[0].host + "): " + token};
   }
   const fs::path folder = fs::path(dir) / probe;
-  // Each rank: the token must be there (the same directory), then its own file.
-  std::string status = "ok";
-  {
-    std::ifstream in(folder / "token");
-    std::string seen;
-    std::getline(in, seen);
-    if (!in && seen.empty()) {
-      status = fs::exists(dir) ? "a different directory" : "missing";
-    } else if (seen != token) {
-      status = "a different directory";
-    } else {
-      std::ofstream mine(folder / ("rank-" + std::to_string(rank)));
-      mine << rank << "\n";
-      mine.close();
-      if (!mine) status = "not writable: " + error_text(errno);
-    }
-  }
+  std::string status = probe_status(dir, folder, token, rank);
   std::vector<std::string> statuses;
   guarded(monitor, what + ": comparing", [&] { statuses = all_gather_text(world, status); });
   // Every rank that wrote must see every file written (a file system whose hosts see each
@@ -205,20 +228,7 @@ std::vector<std::string> check_shared_directory(MPI_Comm world, const std::vecto
   guarded(monitor, what + ": cleaning up", [&] { MPI_Barrier(world); });
   if (rank != 0) return {};
   fs::remove_all(folder, ec);
-  std::vector<std::string> problems;
-  for (const auto& [where, value] : hosts_differing(hosts, statuses, "ok")) {
-    if (value == "missing" || value == "a different directory")
-      problems.push_back(what + " " + dir + " is " + (value == "missing" ? "missing" : "not the same directory") +
-                         " on " + where + ": world rank 0 (host " + hosts[0].host +
-                         ") writes into another one. A node-local path loses the run: each host keeps only its "
-                         "part of every checkpoint, and a restart on other hosts finds none. Use a directory on "
-                         "the shared file system");
-    else
-      problems.push_back(what + " " + dir + " on " + where + ": " + value);
-  }
-  if (problems.empty())
-    std::printf("%s %s: one writable directory, seen by all %zu host(s)\n", what.c_str(), dir.c_str(), hosts.size());
-  return problems;
+  return shared_directory_problems(hosts, statuses, dir, what);
 }
 
 std::vector<std::string> check_same_contents(MPI_Comm world, const std::vector<HostGroup>& hosts,

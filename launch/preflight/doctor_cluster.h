@@ -1,4 +1,4 @@
-// `brt-dist doctor` across hosts (issue 26 item 3): the checks that catch what breaks real
+// `brt-dist doctor` across hosts: the checks that catch what breaks real
 // multi-host runs before a long job starts, run collectively by every rank under the real
 // launcher:
 //  - the same brt-dist on every host (version and a checksum of the executable) and the same
@@ -35,8 +35,10 @@ std::vector<std::string> gather_hosts(MPI_Comm world);
 // Hosts in order of their first rank.
 std::vector<HostGroup> group_by_host(const std::vector<std::string>& hosts);
 
-// Problems (possibly none) with the brt-dist binary and MPI library across hosts.
-std::vector<std::string> check_same_software(MPI_Comm world, const std::vector<HostGroup>& hosts);
+// Problems (possibly none) with the brt-dist binary (`version` and a checksum of the executable)
+// and MPI library across hosts.
+std::vector<std::string> check_same_software(MPI_Comm world, const std::vector<HostGroup>& hosts,
+                                             const std::string& version);
 // Problems with `dir` (`what`: "checkpoint dir") as one writable directory of every host.
 std::vector<std::string> check_shared_directory(MPI_Comm world, const std::vector<HostGroup>& hosts,
                                                 const std::string& dir, const std::string& what,

@@ -1,4 +1,4 @@
-#include "launch/host_memory.h"
+#include "launch/preflight/host_memory.h"
 
 #include <cstdio>
 #include <fstream>

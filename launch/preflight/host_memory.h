@@ -1,4 +1,4 @@
-// The memory this process may still take on its host (issue 25 item 2, the preflight's memory
+// The memory this process may still take on its host (the preflight's memory
 // check; docs/reliability.md "Preflight"): the smaller of the kernel's estimate of what can be
 // allocated without swapping (MemAvailable in /proc/meminfo) and the headroom of the process's
 // memory cgroup — Slurm, systemd and containers limit a job there, and the kernel's OOM killer

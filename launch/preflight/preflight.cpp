@@ -1,4 +1,4 @@
-#include "launch/preflight.h"
+#include "launch/preflight/preflight.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,11 +12,11 @@
 #include <memory>
 #include <optional>
 
-#include "launch/device_backend.h"
-#include "launch/errno_text.h"
-#include "launch/gpu_binding.h"
-#include "launch/planner.h"
-#include "launch/trainer.h"
+#include "launch/plan/backend_workspace.h"
+#include "launch/plan/planner.h"
+#include "launch/preflight/errno_text.h"
+#include "launch/run/device_backend.h"
+#include "launch/run/gpu_binding.h"
 #include "parallel/communicator.h"
 #include "parallel/launch_env.h"
 #include "parallel/launch_refused.h"
@@ -241,7 +241,7 @@ std::string memory_problem(const MemoryNeed& need, const MemoryBudget& host, int
   return "";
 }
 
-std::string thread_problem(const ThreadChoice& choice, const parallel::CoreShare& share) {
+std::string thread_problem(const ThreadChoice& choice, const parallel::CpuShare& share) {
   const int cores = std::max(1, share.cores_in_mask);
   if (choice.threads <= kMaxThreadsPerCore * cores) return "";
   return "threads: " + std::to_string(choice.threads) + " per rank (" + choice.why + ") is more than " +
@@ -252,7 +252,7 @@ std::string thread_problem(const ThreadChoice& choice, const parallel::CoreShare
          ", or leave train.threads = 0 and OMP_NUM_THREADS unset to fit the cores.";
 }
 
-std::string thread_warning(const ThreadChoice& choice, const parallel::CoreShare& share) {
+std::string thread_warning(const ThreadChoice& choice, const parallel::CpuShare& share) {
   const int cores = std::max(1, share.cores_in_mask);
   if (choice.threads <= cores) return "";
   return "warning: threads: " + std::to_string(choice.threads) + " per rank (" + choice.why + ") on " +
@@ -261,7 +261,7 @@ std::string thread_warning(const ThreadChoice& choice, const parallel::CoreShare
          "slower step than with " + std::to_string(cores);
 }
 
-ThreadChoice preflight_threads(int configured, const parallel::CoreShare& share) {
+ThreadChoice preflight_threads(int configured, const parallel::CpuShare& share) {
   const ThreadChoice choice = choose_threads(configured, share);
   if (const std::string p = thread_problem(choice, share); !p.empty()) throw parallel::LaunchRefused(p);
   return choice;
@@ -285,13 +285,13 @@ void agree_on_problem(parallel::Communicator* world, const std::string& problem)
   throw parallel::LaunchRefused(message);
 }
 
-TrainPreflight preflight_train(parallel::MpiSession& session, const TrainOptions& options, const std::string& command) {
-  const RunConfig& cfg = options.config;
+TrainPreflight preflight_train(parallel::MpiSession& session, const RunConfig& cfg, const ThreadChoice& run_threads,
+                               const std::string& command) {
   const auto world = world_communicator(session, cfg, "world (preflight)");
   const bool rank0 = session.world_rank() == 0;
-  const parallel::CoreShare share = parallel::query_core_share(MPI_COMM_WORLD);
+  const parallel::CpuShare share = parallel::query_cpu_share(MPI_COMM_WORLD);
   const int64_t device_bytes = cfg.train.memory_check ? device_memory_bytes(cfg) : 0;
-  // --resume of a path that does not exist is refused by the resume plan (launch/resume.h) with
+  // --resume of a path that does not exist is refused by the resume plan (launch/train/resume.h) with
   // its own message before anything is written: checkpoint.dir (by default that path) is then
   // neither created nor locked here.
   std::error_code ec;
@@ -301,7 +301,7 @@ TrainPreflight preflight_train(parallel::MpiSession& session, const TrainOptions
   std::string problem;
   try {
     // What has no side effect first; then world rank 0 creates and probes the locations.
-    const ThreadChoice threads = options.threads.threads > 0 ? options.threads : choose_threads(cfg.train.threads, share);
+    const ThreadChoice threads = run_threads.threads > 0 ? run_threads : choose_threads(cfg.train.threads, share);
     problem = thread_problem(threads, share);
     if (problem.empty() && rank0)
       if (auto w = thread_warning(threads, share); !w.empty()) warnings.push_back(w);
@@ -334,7 +334,7 @@ void preflight_inference_memory(parallel::Communicator& world, const RunConfig& 
     try {
       const int64_t device_bytes = device_memory_bytes(cfg);
       problem = memory_problem(inference_memory_need(cfg, streams, cfg.train.tp), host_memory_budget(),
-                               parallel::query_core_share(MPI_COMM_WORLD).local_size, device_bytes, advice);
+                               parallel::query_cpu_share(MPI_COMM_WORLD).local_size, device_bytes, advice);
     } catch (const std::exception& e) {
       problem = e.what();
     }

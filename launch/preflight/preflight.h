@@ -1,5 +1,5 @@
 // Preflight: what every command that writes or allocates checks before any model is built
-// (issue 25 item 2; docs/reliability.md "Preflight"), so a run that cannot finish stops in its
+// (docs/reliability.md "Preflight"), so a run that cannot finish stops in its
 // first second with the reason — not at its first save (with checkpoint.every = 0: at its end),
 // nor in the kernel's OOM killer or inside libgomp:
 //  (a) locations: checkpoint.dir, log.metrics_path, eval's --json and --token-losses, prepare's
@@ -8,16 +8,16 @@
 //      directory belongs, a dangling symbolic link, a read-only file system, a name too long.
 //      The flight-record folder is checked too, with a warning (only a failure report needs it);
 //  (b) memory: the bytes a rank will allocate, predicted from the config alone by the planner's
-//      model (launch/planner.h predict_rank_memory: what `brt-dist plan` prints and the trainer
+//      model (launch/plan/planner.h predict_rank_memory: what `brt-dist plan` prints and the trainer
 //      checks against the allocation), plus the host snapshot a save takes and, on the GPU, the
 //      CUDA backend's workspace, against what the host and its memory cgroup allow
-//      (launch/host_memory.h) shared by the ranks of the node — or the GPU's memory;
+//      (launch/preflight/host_memory.h) shared by the ranks of the node — or the GPU's memory;
 //      train.memory_check = false starts anyway;
 //  (c) threads: train.threads or OMP_NUM_THREADS above kMaxThreadsPerCore × the cores in the
 //      rank's affinity mask is refused before OpenMP starts a thread (libgomp crashes creating
 //      100000; 20000 make a step thousands of times slower); above the cores, a warning;
-//  (d) the ranks' configs agree: launch/config_agreement.h;
-//  and for `train`, the checkpoint directory's lock (launch/run_lock.h).
+//  (d) the ranks' configs agree: launch/preflight/config_agreement.h;
+//  and for `train`, the checkpoint directory's lock (launch/preflight/run_lock.h).
 // A refusal is parallel::LaunchRefused — exit status 2, one message for the whole job: every
 // rank refuses with the same text (the first refusing rank's, broadcast).
 #pragma once
@@ -28,11 +28,11 @@
 #include <utility>
 #include <vector>
 
-#include "launch/config.h"
-#include "launch/host_memory.h"
-#include "launch/run_lock.h"
-#include "launch/threads.h"
-#include "parallel/core_share.h"
+#include "launch/config/config.h"
+#include "launch/preflight/host_memory.h"
+#include "launch/preflight/run_lock.h"
+#include "launch/run/threads.h"
+#include "parallel/cpu_share.h"
 
 namespace brt::parallel {
 class Communicator;
@@ -40,8 +40,6 @@ class MpiSession;
 }  // namespace brt::parallel
 
 namespace brt::launch {
-
-struct TrainOptions;
 
 // ---- (a) locations ----
 // "" when `dir` is (after creating it and its parents if missing) a directory this process can
@@ -75,11 +73,11 @@ std::string memory_problem(const MemoryNeed& need, const MemoryBudget& host, int
 // ---- (c) threads ----
 inline constexpr int kMaxThreadsPerCore = 4;
 // "" or the refusal of `choice` on a rank with `share`'s cores.
-std::string thread_problem(const ThreadChoice& choice, const parallel::CoreShare& share);
+std::string thread_problem(const ThreadChoice& choice, const parallel::CpuShare& share);
 // "" or a warning: more threads than the rank's cores.
-std::string thread_warning(const ThreadChoice& choice, const parallel::CoreShare& share);
+std::string thread_warning(const ThreadChoice& choice, const parallel::CpuShare& share);
 // choose_threads, refused as thread_problem says (eval, generate).
-ThreadChoice preflight_threads(int configured, const parallel::CoreShare& share);
+ThreadChoice preflight_threads(int configured, const parallel::CpuShare& share);
 
 // ---- the commands ----
 // Throws parallel::LaunchRefused on every rank of `world` (null: one process) with the first
@@ -91,8 +89,10 @@ struct TrainPreflight {
 };
 // `brt-dist train` after agree_on_config and the layout check, before the process groups and
 // the model: (a)-(c) on every rank, agreed, warnings printed by world rank 0; then the lock of
-// checkpoint.dir. Collective over MPI_COMM_WORLD. `command` is the command line (for the lock).
-TrainPreflight preflight_train(parallel::MpiSession& session, const TrainOptions& options, const std::string& command);
+// checkpoint.dir. `threads`: the run's choice (threads = 0: chosen here from cfg). Collective over
+// MPI_COMM_WORLD. `command` is the command line (for the lock).
+TrainPreflight preflight_train(parallel::MpiSession& session, const RunConfig& cfg, const ThreadChoice& threads,
+                               const std::string& command);
 // eval / generate (`command`), before the backend: (b) for `streams` streams over `world`.
 void preflight_inference_memory(parallel::Communicator& world, const RunConfig& cfg, int streams,
                                 const std::string& command);

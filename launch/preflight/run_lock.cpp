@@ -1,4 +1,4 @@
-#include "launch/run_lock.h"
+#include "launch/preflight/run_lock.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "checkpoint/directory.h"
-#include "launch/errno_text.h"
+#include "launch/preflight/errno_text.h"
 #include "parallel/communicator.h"
 #include "parallel/launch_refused.h"
 

@@ -1,4 +1,4 @@
-// One run per checkpoint directory (issue 25 item 1; docs/reliability.md "One run per
+// One run per checkpoint directory (docs/reliability.md "One run per
 // checkpoint directory"). Two runs on one checkpoint.dir destroy each other: one's retention or
 // failure cleanup removes the other's files, both resume the same checkpoint and write the same
 // names. So world rank 0 of `brt-dist train` holds an exclusive lock on

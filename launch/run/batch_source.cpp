@@ -1,4 +1,4 @@
-#include "launch/batch_source.h"
+#include "launch/run/batch_source.h"
 
 #include <stdexcept>
 

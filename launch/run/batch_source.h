@@ -14,13 +14,13 @@ namespace brt::launch {
 class BatchSource {
  public:
   virtual ~BatchSource() = default;
-  // Fills the next [B, N] batch of this rank's streams (MODEL §8).
+  // Fills the next [B, N] batch of this rank's streams (model.md §8).
   virtual void next(data::Batch& batch) = 0;
   virtual std::string describe() const = 0;
   // The loader's position as a flat array (for checkpoints), and its restoration.
   virtual std::vector<int64_t> cursor() const = 0;
   virtual void restore(const std::vector<int64_t>& cursor) = 0;
-  // Data parallelism (MODEL §8; launch/training_checkpoint.cpp): the cursor of all global
+  // Data parallelism (model.md §8; launch/train/training_checkpoint.cpp): the cursor of all global
   // streams from every DP rank's cursor() in rank order, and this rank's restoration from
   // such a global cursor (any DP size with the same global stream count). The defaults treat
   // cursor() as equal per-stream records, so the global cursor is their concatenation.
@@ -53,8 +53,10 @@ class SyntheticMarkovSource : public BatchSource {
 };
 
 struct RunConfig;
-// Streams over prepared token shards (data/) for `split`; this rank's streams.
+// Streams over prepared token shards (data/) for `split`; this rank's streams. `tasks`: the
+// training streams, which mix in data.tasks' task documents when data.tasks.rate > 0
+// (data/task_mixture.h); the cursor then records the mixture, so a resume under another is refused.
 std::unique_ptr<BatchSource> make_shard_source(const RunConfig& cfg, const std::string& split,
-                                               int dp_rank = 0, int dp_size = 1);
+                                               int dp_rank = 0, int dp_size = 1, bool tasks = false);
 
 }  // namespace brt::launch

@@ -15,7 +15,8 @@
 #include "core/tensor_parallel.h"
 #include "kernels/backend.h"
 #include "kernels/optimizer_kernels.h"
-#include "launch/config.h"
+#include "launch/config/config.h"
+#include "launch/plan/backend_workspace.h"
 #include "parallel/communicator.h"
 
 namespace brt::launch {
@@ -33,24 +34,6 @@ std::string run_device_description(const TrainConfig& train, int gpu_device);
 // GPU (gpu_device >= 0) and takes fp32 or bf16; cpu takes fp32 or fp64. Throws
 // std::invalid_argument naming the key, value and (world) rank.
 void validate_device_settings(const TrainConfig& train, int gpu_device, int world_rank);
-
-// Bytes of scratch the CUDA backend needs for this model (CudaOptions::workspace_bytes): bf16
-// matrix products convert both operands into it, so it must hold the largest pair — the
-// logits' [B·N, V] and [V, D] — plus the attention, embedding and loss scratch; at least the
-// backend's 256 MiB default. (1.3b with B 4 × N 4096 in bf16: about 2.3 GB.)
-std::size_t cuda_workspace_bytes(const core::ModelConfig& model, int streams, bool bf16);
-
-// Device memory the CUDA backend holds beside the model's own buffers (brt-dist plan counts it
-// per GPU): its scratch arena (cuda_workspace_bytes), cuBLAS's fixed workspace, and for BST
-// layers their cuFFT convolvers' staging and spectra plus the one cuFFT work area they share
-// (kernels/ssm/fft_conv_dims.h; CudaFftConv plans with cufftSetAutoAllocation(0)).
-struct CudaWorkspaceBytes {
-  int64_t scratch = 0, cublas = 0, fft_buffers = 0, fft_work_area = 0;
-  int64_t total() const { return scratch + cublas + fft_buffers + fft_work_area; }
-};
-// `tp`: this rank's share of the SSM features (D/4/tp per rank).
-CudaWorkspaceBytes cuda_backend_workspace(const core::ModelConfig& model, int streams, bool bf16,
-                                          int tp = 1);
 
 // The backend for train.device: CPU (any T) or CUDA on `gpu_device` (T = float only), with
 // the scratch `model` at `streams` streams needs.

@@ -1,4 +1,4 @@
-#include "launch/fault_injection.h"
+#include "launch/run/fault_injection.h"
 
 #include <signal.h>
 #include <unistd.h>

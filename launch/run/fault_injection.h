@@ -13,7 +13,7 @@
 //   terminate@step=3                        an exception no one catches (leaving a noexcept call)
 //   mpierror@step=3                         an MPI call on MPI_COMM_WORLD with an invalid rank
 //                                           (the raw MPI error of a broken job)
-// The last four test the crash report (launch/crash_report.h).
+// The last four test the crash report (launch/cli/crash_report.h).
 //   pause@step=5@rank=0@ms=2000             this rank sleeps 2 s there, after printing its line:
 //                                           the window in which tests/cluster cuts a link
 //                                           "during a step" or "during a save"

@@ -1,4 +1,4 @@
-#include "launch/gpu_binding.h"
+#include "launch/run/gpu_binding.h"
 
 #ifdef BRT_WITH_CUDA
 #include "kernels/cuda/cuda_backend.h"

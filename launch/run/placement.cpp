@@ -1,4 +1,4 @@
-#include "launch/placement.h"
+#include "launch/run/placement.h"
 
 #include <unistd.h>
 
@@ -12,7 +12,7 @@ namespace {
 
 constexpr int kEntryChars = 256;
 
-std::string short_why(const ThreadChoice& threads, const parallel::CoreShare& share) {
+std::string short_why(const ThreadChoice& threads, const parallel::CpuShare& share) {
   if (threads.why == "train.threads" || threads.why == "OMP_NUM_THREADS") return threads.why;
   return std::to_string(share.cores_in_mask) + " core" + (share.cores_in_mask == 1 ? "" : "s") + " / " +
          std::to_string(share.ranks_sharing) + " rank" + (share.ranks_sharing == 1 ? "" : "s");
@@ -62,7 +62,7 @@ std::string format_placement(const std::vector<RankPlace>& ranks) {
   return line;
 }
 
-std::string describe_placement(MPI_Comm world, const ThreadChoice& threads, const parallel::CoreShare& share) {
+std::string describe_placement(MPI_Comm world, const ThreadChoice& threads, const parallel::CpuShare& share) {
   int rank = 0, size = 1;
   MPI_Comm_rank(world, &rank);
   MPI_Comm_size(world, &size);

@@ -1,7 +1,7 @@
-// Where a job's ranks run and how many threads each chose (issue 26): with ranks on several
+// Where a job's ranks run and how many threads each chose: with ranks on several
 // hosts, world rank 0 prints one line naming every host, its ranks and their thread count, so
 // the start of a multi-host run shows that each host fitted its threads to its own cores and
-// ranks (launch/threads.h) — e.g.
+// ranks (launch/run/threads.h) — e.g.
 //   placement: 4 ranks on 2 hosts: h1 ranks 0-1, 1 thread each (2 cores / 2 ranks); h2 ranks
 //   2-3, 1 thread each (2 cores / 2 ranks)
 #pragma once
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "launch/threads.h"
-#include "parallel/core_share.h"
+#include "launch/run/threads.h"
+#include "parallel/cpu_share.h"
 
 namespace brt::launch {
 
@@ -29,6 +29,6 @@ std::string rank_ranges(const std::vector<int>& ranks);
 
 // Collective over `world`: every rank's host and thread choice, gathered; world rank 0 gets
 // format_placement's line, the other ranks "".
-std::string describe_placement(MPI_Comm world, const ThreadChoice& threads, const parallel::CoreShare& share);
+std::string describe_placement(MPI_Comm world, const ThreadChoice& threads, const parallel::CpuShare& share);
 
 }  // namespace brt::launch

@@ -1,10 +1,21 @@
-#include "launch/progress.h"
+#include "launch/run/progress.h"
 
 #include <unistd.h>
 
-#include "launch/metrics_log.h"
+#include <cmath>
 
 namespace brt::launch {
+
+std::string format_duration(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  char buf[32];
+  const long t = long(s + 0.5);
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+  return buf;
+}
 
 namespace {
 double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {

@@ -1,4 +1,4 @@
-// Progress of long work for people (issue 15 item 5): on a terminal one line refreshed in
+// Progress of long work for people: on a terminal one line refreshed in
 // place (at most 5 times a second); in a log file (not a terminal) one line every
 // `log_every_s` seconds, so a batch log gets a record without flooding. Disabled: silent
 // (--quiet). Used by prepare (documents, MB, MB/s, ETA), eval (segments, tokens/s, ETA) and
@@ -41,5 +41,8 @@ class Progress {
   bool shown_ = false, open_line_ = false;
   size_t last_width_ = 0;
 };
+
+// "4m05s", "1h02m" (the ETA of progress and training lines); "?" when not finite.
+std::string format_duration(double seconds);
 
 }  // namespace brt::launch

@@ -1,22 +1,59 @@
 // Training and evaluation batches from a prepared corpus (data/, docs/data-format.md).
+#include <algorithm>
 #include <memory>
 #include <stdexcept>
 
 #include "data/dataset.h"
 #include "data/shard_format.h"
 #include "data/streams.h"
+#include "data/task_mixture.h"
 #include "data/tokenizer.h"
-#include "launch/batch_source.h"
-#include "launch/config.h"
+#include "launch/config/config.h"
+#include "launch/run/batch_source.h"
 
 namespace brt::launch {
 
 namespace {
 
+std::vector<data::TaskKind> task_kinds(const std::string& list) {
+  std::vector<data::TaskKind> kinds;
+  for (size_t begin = 0; begin <= list.size();) {
+    const size_t comma = std::min(list.find(',', begin), list.size());
+    kinds.push_back(data::parse_task_kind(list.substr(begin, comma - begin)));
+    begin = comma + 1;
+  }
+  return kinds;
+}
+
+// The training streams' task documents (docs/data-format.md, "Task documents"): filler from the
+// split the streams read, in the tokenizer that made it. data.tasks.seed 0 takes train.seed.
+std::shared_ptr<const data::TaskMixture> make_task_mixture(const RunConfig& cfg,
+                                                           std::shared_ptr<const data::TokenDataset> dataset) {
+  auto tokenizer = std::make_shared<const data::Tokenizer>(data::Tokenizer::load(data::tokenizer_path(cfg.data.path)));
+  auto generator = std::make_shared<const data::TaskGenerator>(std::move(dataset), std::move(tokenizer));
+  const DataConfig& d = cfg.data;
+  data::TaskMixtureOptions o;
+  o.rate = d.tasks_rate;
+  o.kinds = task_kinds(d.tasks_kinds);
+  o.min_distance = d.tasks_min_distance;
+  o.max_distance = d.tasks_max_distance;
+  o.min_prefix = d.tasks_min_prefix;
+  o.max_prefix = d.tasks_max_prefix;
+  o.digits = d.tasks_digits;
+  o.facts = d.tasks_facts;
+  o.supporting_facts = d.tasks_supporting_facts;
+  o.seed = uint64_t(d.tasks_seed != 0 ? d.tasks_seed : cfg.train.seed);
+  try {
+    return std::make_shared<const data::TaskMixture>(std::move(generator), o);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("data.tasks: ") + e.what());
+  }
+}
+
 class ShardSource : public BatchSource {
  public:
   ShardSource(const RunConfig& cfg, const std::string& split, int dp_rank, int dp_size,
-              bool single_pass)
+              bool single_pass, bool tasks)
       : split_name_(split) {
     if (cfg.data.path.empty())
       throw std::invalid_argument("data.path: empty, but data.source = \"shards\" needs the "
@@ -37,6 +74,7 @@ class ShardSource : public BatchSource {
     options_.single_pass = single_pass;
     options_.shuffle = !single_pass;
     options_.bos_id = dataset_->bos_id();  // of the tokenizer.model that opening checked
+    if (tasks && cfg.data.tasks_rate > 0) options_.tasks = make_task_mixture(cfg, dataset_);
     streams_ = std::make_unique<data::DocumentStreams>(dataset_, options_);
   }
 
@@ -46,8 +84,8 @@ class ShardSource : public BatchSource {
   }
   bool next_if_any(data::Batch& batch) { return streams_->next(batch); }
   std::string describe() const override {
-    return "shards " + split_name_ + " (" + std::to_string(dataset_->num_documents()) +
-           " documents)";
+    return "shards " + split_name_ + " (" + std::to_string(dataset_->num_documents()) + " documents)" +
+           (options_.tasks ? "; " + options_.tasks->describe() : std::string());
   }
   std::vector<int64_t> cursor() const override { return streams_->cursor().to_vector(); }
   void restore(const std::vector<int64_t>& flat) override {
@@ -80,8 +118,8 @@ class ShardSource : public BatchSource {
 }  // namespace
 
 std::unique_ptr<BatchSource> make_shard_source(const RunConfig& cfg, const std::string& split,
-                                               int dp_rank, int dp_size) {
-  return std::make_unique<ShardSource>(cfg, split, dp_rank, dp_size, false);
+                                               int dp_rank, int dp_size, bool tasks) {
+  return std::make_unique<ShardSource>(cfg, split, dp_rank, dp_size, false, tasks);
 }
 
 }  // namespace brt::launch

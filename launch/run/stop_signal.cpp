@@ -1,4 +1,4 @@
-#include "launch/stop_signal.h"
+#include "launch/run/stop_signal.h"
 
 #include <algorithm>
 #include <atomic>

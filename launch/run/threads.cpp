@@ -1,4 +1,4 @@
-#include "launch/threads.h"
+#include "launch/run/threads.h"
 
 #include <omp.h>
 
@@ -7,7 +7,7 @@
 
 namespace brt::launch {
 
-ThreadChoice choose_threads(int configured, const parallel::CoreShare& share) {
+ThreadChoice choose_threads(int configured, const parallel::CpuShare& share) {
   ThreadChoice c;
   if (configured > 0) {
     c.threads = configured;

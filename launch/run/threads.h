@@ -1,12 +1,12 @@
-// Threads that fit the machine (issue 15 item 2): by default each rank runs as many OpenMP
+// Threads that fit the machine: by default each rank runs as many OpenMP
 // (and OpenBLAS) threads as the cores in its affinity mask divided by the ranks of its node
 // that share those cores, at least one; train.threads (or OMP_NUM_THREADS) overrides. Idle threads wait passively
-// (kernels/blas_env.h), so anything else running on the cores slows a run down gracefully.
+// (runtime/blas_env.h), so anything else running on the cores slows a run down gracefully.
 #pragma once
 
 #include <string>
 
-#include "parallel/core_share.h"
+#include "parallel/cpu_share.h"
 
 namespace brt::launch {
 
@@ -16,7 +16,7 @@ struct ThreadChoice {
 };
 
 // `configured` > 0 (train.threads): that many; else OMP_NUM_THREADS when set; else the share.
-ThreadChoice choose_threads(int configured, const parallel::CoreShare& share);
+ThreadChoice choose_threads(int configured, const parallel::CpuShare& share);
 // Sets the OpenMP thread count and returns the start-up line: "threads: 1 per rank (...)".
 std::string apply_threads(const ThreadChoice& choice);
 

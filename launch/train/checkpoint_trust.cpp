@@ -1,4 +1,4 @@
-#include "launch/checkpoint_trust.h"
+#include "launch/train/checkpoint_trust.h"
 
 #include <algorithm>
 #include <sstream>

@@ -1,4 +1,4 @@
-// Which of a run's checkpoints count as good (issue 25; docs/reliability.md, "Divergence-safe
+// Which of a run's checkpoints count as good (docs/reliability.md, "Divergence-safe
 // checkpoints").
 //
 // The step that blows the weights up has a finite loss: its forward ran on the weights from

@@ -1,9 +1,10 @@
-#include "launch/metrics_log.h"
+#include "launch/train/metrics_log.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "data/output_file.h"
+#include "launch/run/progress.h"
 
 namespace brt::launch {
 
@@ -20,17 +21,6 @@ Record number(double v) {
 }
 
 }  // namespace
-
-std::string format_duration(double s) {
-  if (!std::isfinite(s) || s < 0) return "?";
-  char buf[32];
-  const long t = long(s + 0.5);
-  if (t >= 3600)
-    std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
-  else
-    std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
-  return buf;
-}
 
 MetricsLog::MetricsLog(const std::string& path, bool print) : print_(print) {
   if (!path.empty()) file_ = std::make_unique<data::RecordLog>(path);

@@ -21,19 +21,19 @@ struct StepMetrics {
   long step = 0;
   long total_steps = 0;
   double loss = 0;            // mean nats per target of the applied steps since the last line
-  // No step since the last line was applied (launch/step_guard.h): `loss` is the last skipped
+  // No step since the last line was applied (launch/train/step_guard.h): `loss` is the last skipped
   // step's (not finite, or a spike), shown as such on the line instead of a made-up 0; the JSONL
   // gets no train record for it (the skip events are its record).
   bool loss_of_skipped_step = false;
   double lr = 0;
   double grad_norm = 0;
   double tokens_per_s = 0;
-  double gflops = 0;          // achieved, by MODEL §10's count
+  double gflops = 0;          // achieved, by model.md §10's count
   double mfu = 0;             // gflops / peak
-  std::string mfu_note;       // why an MFU above 100% is printed (launch/mfu.h); else empty
+  std::string mfu_note;       // why an MFU above 100% is printed (launch/train/mfu.h); else empty
   double eta_s = 0;
   long tokens_seen = 0;
-  long skipped_steps = 0;     // so far in the run (launch/step_guard.h)
+  long skipped_steps = 0;     // so far in the run (launch/train/step_guard.h)
 };
 
 class MetricsLog {
@@ -57,6 +57,5 @@ class MetricsLog {
   std::string first_error_;
 };
 
-std::string format_duration(double seconds);
 
 }  // namespace brt::launch

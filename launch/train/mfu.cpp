@@ -1,10 +1,10 @@
-#include "launch/mfu.h"
+#include "launch/train/mfu.h"
 
 #include <algorithm>
 #include <cstdio>
 
-#include "kernels/gemm_peak.h"
-#include "launch/device_backend.h"
+#include "launch/run/device_backend.h"
+#include "runtime/gemm_peak.h"
 
 namespace brt::launch {
 
@@ -23,11 +23,11 @@ MfuPeak::MfuPeak(double configured_gflops, bool on_gpu) {
     gflops_ = configured_gflops;
     source_ = "train.peak_gflops";
   } else if (on_gpu) {
-    // MFU against the bf16 dense matrix peak measured now on this GPU (issue 6).
+    // MFU against the bf16 dense matrix peak measured now on this GPU.
     gflops_ = measure_gpu_bf16_peak_gflops();
     source_ = "measured: cuBLAS 8192^3 bf16 GEMM, fp32 accumulation";
   } else {
-    const kernels::GemmPeak p = kernels::measure_sgemm_peak(kPeakSize, kPeakCalls);
+    const runtime::GemmPeak p = runtime::measure_sgemm_peak(kPeakSize, kPeakCalls);
     gflops_ = p.best_gflops;
     remeasurable_ = true;
     source_ = "measured: best of " + std::to_string(p.calls) + " 2048^3 sgemm, " + std::to_string(p.threads) +
@@ -39,7 +39,7 @@ double MfuPeak::mfu(double achieved_gflops, int ranks, std::string& note) {
   double mfu = achieved_gflops / (gflops_ * ranks);
   while (mfu > 1.0 && remeasurable_ && remeasures_ < kMaxRemeasures) {
     ++remeasures_;
-    const double again = kernels::measure_sgemm_peak(kPeakSize, kPeakCalls).best_gflops;
+    const double again = runtime::measure_sgemm_peak(kPeakSize, kPeakCalls).best_gflops;
     if (again > gflops_) gflops_ = again;
     mfu = achieved_gflops / (gflops_ * ranks);
   }

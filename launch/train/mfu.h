@@ -1,4 +1,4 @@
-// An honest MFU (issue 15 item 3): the peak it divides by is robust to a busy start, and an
+// An honest MFU: the peak it divides by is robust to a busy start, and an
 // MFU above 100% is never printed without saying why.
 //  - Measured (CPU): the best of several 2048³ sgemm calls, since other load only ever slows a
 //    call down; when an MFU above 100% would be printed, the peak is measured again (kept if

@@ -1,4 +1,4 @@
-// Where a training run starts (issue 14 item 5, docs/reliability.md), decided before any step:
+// Where a training run starts (docs/reliability.md), decided before any step:
 //  - checkpoint.resume_from (--resume) FILE: exactly that checkpoint; damaged is an error;
 //  - checkpoint.resume_from DIR: its newest good checkpoint; a DIR that does not exist or holds
 //    no checkpoint is an error (nothing to resume);
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
-#include "launch/config.h"
+#include "launch/config/config.h"
 
 namespace brt::parallel {
 class Communicator;

@@ -1,12 +1,12 @@
-#include "launch/run_checkpoints.h"
+#include "launch/train/run_checkpoints.h"
 
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>
 
-#include "launch/progress.h"
-#include "launch/resume.h"
-#include "launch/stop_signal.h"
+#include "launch/run/progress.h"
+#include "launch/run/stop_signal.h"
+#include "launch/train/resume.h"
 #include "parallel/communicator.h"
 #include "parallel/job_monitor.h"
 
@@ -41,7 +41,7 @@ struct WatchedOperation {
 constexpr double kShowIoAfterSeconds = 2.0;
 
 // While a save writes, a second Ctrl-C removes its .tmp and names the last good checkpoint
-// (launch/stop_signal.h); the note is cleared however the save ends.
+// (launch/run/stop_signal.h); the note is cleared however the save ends.
 struct SaveInProgress {
   SaveInProgress(const std::string& dir, int64_t step) {
     StopSignal::note_save_started((std::filesystem::path(dir) / (checkpoint::checkpoint_file_name(step) + ".tmp")).string());

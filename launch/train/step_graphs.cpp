@@ -1,4 +1,4 @@
-#include "launch/step_graphs.h"
+#include "launch/train/step_graphs.h"
 
 #include <cstring>
 #include <stdexcept>

@@ -3,7 +3,7 @@
 // the step — become one cudaGraphLaunch, so a small model is no longer bound by launches.
 //
 // A step's work depends on one host decision that changes between steps: which streams start a
-// document (cache and state resets, MODEL §8). A graph freezes it, so there is one graph per
+// document (cache and state resets, model.md §8). A graph freezes it, so there is one graph per
 // signature (the doc_start bytes). The loss gradient's scale (1 / unmasked targets, different
 // whenever the masks are) is a device scalar staged before the graph (Model::stage_loss_scale),
 // so it does not split the graphs. A signature's first step runs eagerly (cuBLAS and cuFFT choose and load
@@ -23,7 +23,7 @@
 
 #include "core/model.h"
 #include "kernels/backend.h"
-#include "launch/config.h"
+#include "launch/config/config.h"
 
 namespace brt::launch {
 

@@ -1,4 +1,4 @@
-#include "launch/step_guard.h"
+#include "launch/train/step_guard.h"
 
 #include <cmath>
 #include <stdexcept>

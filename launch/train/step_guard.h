@@ -1,4 +1,4 @@
-// The non-finite and spike guard of the step loop (issue 14 item 8, docs/reliability.md).
+// The non-finite and spike guard of the step loop (docs/reliability.md).
 //
 // After backward, before the optimizer: a step whose loss or global gradient norm is not
 // finite is skipped (no update; the carried state it produced is reset at the next step, as at

@@ -1,10 +1,30 @@
-// `brt-dist train`: build the model, optimizer and data for a RunConfig and run the step loop
-// (forward, backward, optimizer), logging progress, evaluating and checkpointing on schedule.
+// `brt-dist train` (docs/architecture.md, "One training step"): a Trainer owns the run's spine
+// (RunModel: backend, device groups, tensor and data parallelism, model, optimizer), its data,
+// metrics log, checkpoints and step guard, and runs the loop: step() — forward, backward, the
+// step guard's verdict, the optimizer's update — then the scheduled components
+// (launch/train/train_components.h: progress, evaluation, stop, checkpoints), or a rollback
+// when the step guard gives up.
 #pragma once
 
-#include "launch/config.h"
-#include "launch/fault_injection.h"
-#include "launch/threads.h"
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/flops.h"
+#include "data/batch.h"
+#include "launch/config/config.h"
+#include "launch/run/batch_source.h"
+#include "launch/run/fault_injection.h"
+#include "launch/run/run_model.h"
+#include "launch/run/threads.h"
+#include "launch/train/metrics_log.h"
+#include "launch/train/mfu.h"
+#include "launch/train/run_checkpoints.h"
+#include "launch/train/step_graphs.h"
+#include "launch/train/step_guard.h"
+#include "launch/train/train_components.h"
+#include "launch/train/training_checkpoint.h"
 
 namespace brt::parallel {
 class ProcessGroups;
@@ -17,17 +37,17 @@ struct TrainOptions {
   RunConfig config;
   std::string config_path;  // for messages
   bool quiet = false;  // no progress lines (tests)
-  // The run's process groups (launch/data_parallel.h); null = one process, no MPI needed.
+  // The run's process groups (launch/run/run_groups.h); null = one process, no MPI needed.
   // Only world rank 0 prints and writes the metrics file.
   const parallel::ProcessGroups* groups = nullptr;
-  // The CUDA device this rank is bound to (launch/gpu_binding.h); -1: none. Used when
-  // train.device = "cuda" (launch/device_backend.h).
+  // The CUDA device this rank is bound to (launch/run/gpu_binding.h); -1: none. Used when
+  // train.device = "cuda" (launch/run/device_backend.h).
   int gpu_device = -1;
   // The process's watchdog (parallel/job_monitor.h): checkpoint saves and loads run under its
   // deadline, phase by phase. Null: no deadline (tests).
   parallel::JobMonitor* monitor = nullptr;
   FaultInjection faults;  // the fault suite's injection points (tests/faults)
-  // OpenMP threads per rank (launch/threads.h); threads = 0: chosen for this process alone.
+  // OpenMP threads per rank (launch/run/threads.h); threads = 0: chosen for this process alone.
   ThreadChoice threads{0, ""};
 };
 
@@ -36,12 +56,62 @@ struct TrainResult {
   double last_loss = 0;   // mean nats/target of the last step
   std::vector<double> losses;  // every step's loss (for tests and determinism checks)
   bool stopped_by_signal = false;
-  int64_t skipped_steps = 0;   // steps the guard skipped (launch/step_guard.h)
-  // CUDA graphs (train.cuda_graph, launch/step_graphs.h): steps replayed or captured.
+  int64_t skipped_steps = 0;   // steps the guard skipped (launch/train/step_guard.h)
+  // CUDA graphs (train.cuda_graph, launch/train/step_graphs.h): steps replayed or captured.
   int64_t graph_steps = 0;
 };
 
 // Returns the result; throws with a clear message on bad input (config, data, checkpoint).
+// fp64 (the CPU reference) trains in double, fp32 and bf16 in float (fp32 master weights).
 TrainResult run_training(const TrainOptions& options);
+
+template <typename T>
+class Trainer {
+ public:
+  // Builds the run (prints its start-up lines on the printing rank) and finds where it starts:
+  // the newest good checkpoint, a given one, or step 0 (checkpoint.init_from's weights).
+  explicit Trainer(const TrainOptions& options);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // The loop from where the run starts to train.steps, or a stop signal.
+  TrainResult train();
+  // One step on `batch` (step `number`, from 1): forward and backward (from a CUDA graph when
+  // there is one), the step guard's verdict on the global loss and gradient norm, and the
+  // optimizer's update when it applies. A batch the run rolled back past is skipped whole.
+  StepOutcome step(int64_t number, data::Batch& batch);
+
+ private:
+  std::string graphs_setting();
+  void print_start();
+  void start();
+  StepEnd run_step(int64_t number);
+  core::LossSums forward_backward(int64_t number, const data::Batch& batch, int64_t count);
+  void skip_step(int64_t number, StepOutcome& outcome);
+  void roll_back(const StepEnd& end);
+
+  const TrainOptions& options_;
+  const RunConfig& cfg_;
+  const bool print_;
+  const int world_rank_;
+  const std::string threads_line_;  // threads applied before anything is built
+  RunModel<T> run_;
+  const CheckpointRanks ck_ranks_;
+  std::unique_ptr<StepGraphs> graphs_;  // CUDA graphs of the step (float, cuda)
+  const std::string graph_line_;
+  MfuPeak peak_;
+  const core::FlopBreakdown flops_;
+  const double tokens_per_step_;
+  std::unique_ptr<BatchSource> train_source_;
+  std::unique_ptr<MetricsLog> log_;
+  std::string tokenizer_hash_;
+  std::unique_ptr<RunCheckpoints<T>> checkpoints_;
+  StepGuard guard_;
+  RunPosition pos_;
+  std::vector<std::unique_ptr<TrainComponent>> components_;  // in schedule order
+  data::Batch batch_;
+  TrainResult result_;
+};
 
 }  // namespace brt::launch

@@ -1,4 +1,4 @@
-#include "launch/training_checkpoint.h"
+#include "launch/train/training_checkpoint.h"
 
 #include <algorithm>
 #include <optional>
@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "launch/config_keys.h"
+#include "launch/config/config_keys.h"
 
 namespace brt::launch {
 
@@ -53,7 +53,7 @@ core::ParamSpec full_spec_of(const std::string& name, std::vector<int64_t> local
 // The spec of optimizer state `s` against its full shape: its parameter's when it has the
 // parameter's shape (AdamW, Adafactor m and v). Adafactor's R / C drop one parameter axis: a
 // split along that axis was summed over TP (the state is whole on every rank), a split along
-// another axis carries over to the state's matching axis (MODEL §10c).
+// another axis carries over to the state's matching axis (model.md §10c).
 template <typename T>
 core::ParamSpec optimizer_state_spec(const core::NamedState<T>& s, const core::ParamSpec& param) {
   if (!param.shard.sharded()) return {s.name, s.shape, {}, {}};
@@ -137,6 +137,100 @@ void refuse_non_finite(const TrainingSnapshot<T>& snap, MPI_Comm comm) {
                             (totals[1] > totals[2] ? ", ..." : "") + "; the save is refused, nothing was written");
 }
 
+// The tensors of a snapshot, each buffer reused from the last save. Parameters, optimizer state
+// and carried state live in backend memory (device memory under CUDA): every copy to the host is
+// collected first and made as one batch (Memory::to_host_batch: one pinned staging buffer on a
+// GPU), then sharded ones are gathered whole over TP, in the same order on every TP rank.
+template <typename T>
+class SnapshotTensors {
+ public:
+  explicit SnapshotTensors(TrainingSnapshot<T>& out) : out_(out) {}
+
+  // A tensor at `path` of the checkpoint's `shape`: `mine` the part this rank writes (nullopt:
+  // none), `spec` its layout on this rank, `local` its data in backend memory.
+  void add(const std::string& path, const ck::Shape& shape, std::optional<ck::Slice> mine,
+           const core::ParamSpec& spec, const T* local) {
+    if (next_ == out_.tensors.size()) out_.tensors.emplace_back();
+    auto& t = out_.tensors[next_++];
+    t.path = path;
+    t.shape = shape;
+    t.mine = std::move(mine);
+    if (!t.mine || (!spec.shard.sharded() && !out_.writes)) {
+      t.data.clear();  // not this rank's, or a TP rank other than 0 (writes and gathers nothing)
+      return;
+    }
+    if (!spec.shard.sharded()) {
+      t.data.resize(size_t(spec.numel()));
+      pending_.push_back({next_ - 1, -1, local});
+      return;
+    }
+    sharded_.push_back({spec, std::vector<T>(size_t(spec.numel()))});
+    pending_.push_back({next_ - 1, int(sharded_.size()) - 1, local});
+  }
+
+  // Every buffer exists now (no vector grows any more): one batch of copies, then the gathers.
+  void copy_and_gather(kernels::Memory& memory, const core::TensorParallel& tp) {
+    out_.tensors.resize(next_);
+    std::vector<kernels::HostCopy> copies;
+    for (const Pending& p : pending_) {
+      std::vector<T>& dst = p.sharded < 0 ? out_.tensors[p.tensor].data : sharded_[size_t(p.sharded)].local;
+      copies.push_back({dst.data(), p.src, dst.size() * sizeof(T)});
+    }
+    memory.to_host_batch(copies);
+    std::vector<T> staging;
+    for (const Pending& p : pending_) {
+      if (p.sharded < 0) continue;
+      const Sharded& part = sharded_[size_t(p.sharded)];
+      auto& whole = out_.tensors[p.tensor].data;
+      whole.resize(size_t(part.spec.global_numel()));
+      core::gather_shards(tp, part.spec, part.local.data(), whole.data(), staging);
+    }
+  }
+
+ private:
+  struct Pending {  // a copy to the host, into the tensor's data or (sharded >= 0) a local part
+    size_t tensor;
+    int sharded;
+    const T* src;
+  };
+  struct Sharded {
+    core::ParamSpec spec;
+    std::vector<T> local;
+  };
+  TrainingSnapshot<T>& out_;
+  size_t next_ = 0;
+  std::vector<Pending> pending_;
+  std::vector<Sharded> sharded_;
+};
+
+// /model (parameters), /optim (optimizer state) and /state (the carried state: this rank's
+// streams are its slice along dim 0, model.md §8), in the order written.
+template <typename T>
+void add_run_tensors(SnapshotTensors<T>& tensors, core::Model<T>& model, core::Optimizer<T>& optimizer,
+                     const CheckpointRanks& ranks) {
+  const auto& params = model.params().params();
+  for (size_t p = 0; p < params.size(); ++p) {
+    const bool mine = writes_param(ranks, int(p));
+    const auto& spec = params[p].spec;
+    tensors.add(ck::join_path(ck::kModelGroup, spec.name), spec.shape,
+                mine ? std::optional<ck::Slice>(ck::Slice::whole(spec.shape)) : std::nullopt, spec, params[p].value);
+  }
+  for (const auto& st : optimizer.state()) {
+    const bool mine = writes_param(ranks, st.param);
+    if (mine && st.data == nullptr)
+      throw std::logic_error("checkpoint: DP rank " + std::to_string(ranks.dp_rank) + " writes " + st.name +
+                             " but holds no optimizer state for it (ZeRO-1 owner mismatch)");
+    const core::ParamSpec spec = optimizer_state_spec(st, params[size_t(st.param)].spec);
+    tensors.add(ck::join_path(ck::kOptimGroup, st.name), spec.shape,
+                mine ? std::optional<ck::Slice>(ck::Slice::whole(spec.shape)) : std::nullopt, spec, st.data);
+  }
+  for (const auto& ref : model.carried_state()) {
+    const core::ParamSpec spec = full_spec_of(ref.name, ref.shape, ref.shard);
+    tensors.add(ck::join_path(ck::kStateGroup, ref.name), global_shape(spec.shape, ranks.dp_size),
+                stream_slice(spec.shape, ranks), spec, ref.data);
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -153,8 +247,7 @@ void take_training_snapshot(TrainingSnapshot<T>& out, const RunConfig& config, c
                             const StepGuard* guard) {
   // Under TP the DP group of TP rank 0 writes; every TP rank takes part in the gathers, in the
   // same order (collective over the TP group), and every DP rank in the cursor gather.
-  const core::TensorParallel& tp = ranks.tensor_parallel;
-  out.writes = tp.rank() == 0;
+  out.writes = ranks.tensor_parallel.rank() == 0;
   out.dp_rank = ranks.dp_rank;
   out.meta.step = pos.step;
   out.meta.tokens_seen = pos.tokens_seen;
@@ -164,80 +257,9 @@ void take_training_snapshot(TrainingSnapshot<T>& out, const RunConfig& config, c
   out.optimizer_step = optimizer.step_count();
   out.model_variant = model.config().variant;
   out.precision = config.train.precision;
-  size_t next = 0;
-  // One tensor of the snapshot, its buffer reused from the last save. Parameters, optimizer
-  // state and carried state live in backend memory (device memory under CUDA): every copy to
-  // the host is collected first and made as one batch (Memory::to_host_batch: one pinned
-  // staging buffer on a GPU), then sharded ones are gathered whole over TP, in the same order
-  // on every TP rank.
-  struct Pending {  // a copy to the host, into the tensor's data or (sharded >= 0) a local part
-    size_t tensor;
-    int sharded;
-    const T* src;
-  };
-  struct Sharded {
-    core::ParamSpec spec;
-    std::vector<T> local;
-  };
-  std::vector<Pending> pending;
-  std::vector<Sharded> sharded;
-  const auto add = [&](const std::string& path, const ck::Shape& shape, std::optional<ck::Slice> mine,
-                       const core::ParamSpec& spec, const T* local) {
-    if (next == out.tensors.size()) out.tensors.emplace_back();
-    auto& t = out.tensors[next++];
-    t.path = path;
-    t.shape = shape;
-    t.mine = std::move(mine);
-    if (!t.mine || (!spec.shard.sharded() && !out.writes)) {
-      t.data.clear();  // not this rank's, or a TP rank other than 0 (writes and gathers nothing)
-      return;
-    }
-    if (!spec.shard.sharded()) {
-      t.data.resize(size_t(spec.numel()));
-      pending.push_back({next - 1, -1, local});
-      return;
-    }
-    sharded.push_back({spec, std::vector<T>(size_t(spec.numel()))});
-    pending.push_back({next - 1, int(sharded.size()) - 1, local});
-  };
-  const auto& params = model.params().params();
-  for (size_t p = 0; p < params.size(); ++p) {
-    const bool mine = writes_param(ranks, int(p));
-    const auto& spec = params[p].spec;
-    add(ck::join_path(ck::kModelGroup, spec.name), spec.shape,
-        mine ? std::optional<ck::Slice>(ck::Slice::whole(spec.shape)) : std::nullopt, spec, params[p].value);
-  }
-  for (const auto& st : optimizer.state()) {
-    const bool mine = writes_param(ranks, st.param);
-    if (mine && st.data == nullptr)
-      throw std::logic_error("checkpoint: DP rank " + std::to_string(ranks.dp_rank) + " writes " + st.name +
-                             " but holds no optimizer state for it (ZeRO-1 owner mismatch)");
-    const core::ParamSpec spec = optimizer_state_spec(st, params[size_t(st.param)].spec);
-    add(ck::join_path(ck::kOptimGroup, st.name), spec.shape,
-        mine ? std::optional<ck::Slice>(ck::Slice::whole(spec.shape)) : std::nullopt, spec, st.data);
-  }
-  // Per-stream tensors: this rank's streams are its slice along dim 0 (MODEL §8).
-  for (const auto& ref : model.carried_state()) {
-    const core::ParamSpec spec = full_spec_of(ref.name, ref.shape, ref.shard);
-    add(ck::join_path(ck::kStateGroup, ref.name), global_shape(spec.shape, ranks.dp_size),
-        stream_slice(spec.shape, ranks), spec, ref.data);
-  }
-  out.tensors.resize(next);
-  // Every buffer exists now (no vector grows any more): one batch of copies, then the gathers.
-  std::vector<kernels::HostCopy> copies;
-  for (const Pending& p : pending) {
-    std::vector<T>& dst = p.sharded < 0 ? out.tensors[p.tensor].data : sharded[size_t(p.sharded)].local;
-    copies.push_back({dst.data(), p.src, dst.size() * sizeof(T)});
-  }
-  model.memory().to_host_batch(copies);
-  std::vector<T> staging;
-  for (const Pending& p : pending) {
-    if (p.sharded < 0) continue;
-    const Sharded& part = sharded[size_t(p.sharded)];
-    auto& whole = out.tensors[p.tensor].data;
-    whole.resize(size_t(part.spec.global_numel()));
-    core::gather_shards(tp, part.spec, part.local.data(), whole.data(), staging);
-  }
+  SnapshotTensors<T> tensors(out);
+  add_run_tensors(tensors, model, optimizer, ranks);
+  tensors.copy_and_gather(model.memory(), ranks.tensor_parallel);
   // The data cursor of every global stream, merged from all DP ranks (written by DP rank 0).
   out.ints.clear();
   out.ints.push_back({ck::join_path(ck::kDataGroup, "cursor"),
@@ -311,57 +333,62 @@ std::string model_key_changes(const std::string& stored_toml, const RunConfig& c
   return changes.empty() ? "" : "; the model differs: " + changes + " (resume keeps the saving run's model)";
 }
 
-}  // namespace
-
+// Reads tensors into backend memory (device memory under CUDA), staged through the host; of a
+// sharded tensor the whole (or this rank's streams of it) is read and this rank's slice kept.
 template <typename T>
-RunPosition load_training_checkpoint(const std::filesystem::path& file, const RunConfig& config,
-                                     core::Model<T>& model, core::Optimizer<T>& optimizer,
-                                     BatchSource* data, const std::string& tokenizer_hash,
-                                     ck::IoStats* stats, const CheckpointRanks& ranks, const CheckpointIo& io) {
-  ck::ReaderOptions reader_options;
-  reader_options.on_phase = io.on_phase;
-  ck::CheckpointReader reader(file, ranks.comm, reader_options);
-  const ck::Metadata meta = reader.metadata();
-  try {
-    ck::require_tensors(reader, expected_parameters(model));
-  } catch (const ck::MismatchError& e) {
-    throw ck::MismatchError(e.what() + model_key_changes(meta.config_toml, config));
-  }
-  if (!tokenizer_hash.empty() || !meta.tokenizer_hash.empty())
-    ck::require_attr_equals(reader, "tokenizer_hash", tokenizer_hash);
-  // Sharded tensors: read the whole (or this rank's streams of it) and keep this rank's slice.
-  // `local` is backend memory (device memory under CUDA): staged through `host`.
-  std::vector<T> full, host;
-  const auto read_into = [&](const std::string& path, const ck::Slice& slice, const core::ParamSpec& spec,
-                             T* local) {
-    if (io.on_phase) io.on_phase("reading " + path);
-    host.resize(size_t(spec.numel()));
+class TensorLoader {
+ public:
+  TensorLoader(ck::CheckpointReader& reader, kernels::Memory& memory, const CheckpointIo& io)
+      : reader_(reader), memory_(memory), io_(io) {}
+  ck::CheckpointReader& reader() { return reader_; }
+
+  void read(const std::string& path, const ck::Slice& slice, const core::ParamSpec& spec, T* local) {
+    if (io_.on_phase) io_.on_phase("reading " + path);
+    host_.resize(size_t(spec.numel()));
     if (!spec.shard.sharded()) {
-      reader.read<T>(path, slice, std::span<T>(host));
+      reader_.read<T>(path, slice, std::span<T>(host_));
     } else {
-      full.resize(size_t(slice.numel()));
-      reader.read<T>(path, slice, std::span<T>(full));
-      core::extract_shard(spec, full.data(), host.data());
+      full_.resize(size_t(slice.numel()));
+      reader_.read<T>(path, slice, std::span<T>(full_));
+      core::extract_shard(spec, full_.data(), host_.data());
     }
-    model.memory().from_host(local, host.data(), host.size() * sizeof(T));
-    if (io.on_bytes) io.on_bytes(reader.load_stats().bytes);
-  };
+    memory_.from_host(local, host_.data(), host_.size() * sizeof(T));
+    if (io_.on_bytes) io_.on_bytes(reader_.load_stats().bytes);
+  }
+
+ private:
+  ck::CheckpointReader& reader_;
+  kernels::Memory& memory_;
+  const CheckpointIo& io_;
+  std::vector<T> full_, host_;
+};
+
+// /optim: refused naming optim.kind when its tensors are another optimizer's; ZeRO-1 reads only
+// the state of the parameters this rank owns.
+template <typename T>
+void load_optimizer_state(TensorLoader<T>& loader, const std::filesystem::path& file, const RunConfig& config,
+                          core::Model<T>& model, core::Optimizer<T>& optimizer) {
   const auto& params = model.params().params();
-  for (auto& p : model.params().params())
-    read_into(ck::join_path(ck::kModelGroup, p.spec.name), ck::Slice::whole(p.spec.shape), p.spec, p.value);
-  std::vector<ck::ExpectedTensor> optim_expected;
+  std::vector<ck::ExpectedTensor> expected;
   for (const auto& s : optimizer.state())
-    optim_expected.push_back({ck::join_path(ck::kOptimGroup, s.name),
-                              optimizer_state_spec(s, params[size_t(s.param)].spec).shape,
-                              ck::DTypeOf<T>::value});
-  if (auto problem = ck::find_tensor_mismatch(reader, optim_expected))
+    expected.push_back({ck::join_path(ck::kOptimGroup, s.name),
+                        optimizer_state_spec(s, params[size_t(s.param)].spec).shape, ck::DTypeOf<T>::value});
+  if (auto problem = ck::find_tensor_mismatch(loader.reader(), expected))
     throw ck::MismatchError(file.string() + ": optimizer state does not match optim.kind=" +
                             std::string(core::to_string(config.optim.kind)) + ": " + *problem);
   for (const auto& s : optimizer.state())
-    if (s.data != nullptr) {  // ZeRO-1: only the state of the parameters this rank owns
+    if (s.data != nullptr) {
       const core::ParamSpec spec = optimizer_state_spec(s, params[size_t(s.param)].spec);
-      read_into(ck::join_path(ck::kOptimGroup, s.name), ck::Slice::whole(spec.shape), spec, s.data);
+      loader.read(ck::join_path(ck::kOptimGroup, s.name), ck::Slice::whole(spec.shape), spec, s.data);
     }
+}
+
+// /state: this rank's streams of every carried tensor. A shape that differs is named: by the
+// model keys that made it, or by the global stream count that must equal the saving run's.
+template <typename T>
+void load_carried_state(TensorLoader<T>& loader, const std::filesystem::path& file, const RunConfig& config,
+                        const ck::Metadata& meta, core::Model<T>& model, const CheckpointRanks& ranks) {
+  ck::CheckpointReader& reader = loader.reader();
   for (auto& ref : model.carried_state()) {
     const std::string path = ck::join_path(ck::kStateGroup, ref.name);
     core::ParamSpec spec = full_spec_of(ref.name, ref.shape, ref.shard);
@@ -381,26 +408,56 @@ RunPosition load_training_checkpoint(const std::filesystem::path& file, const Ru
     // The slice read is [B, ...full...]: this rank's streams, every TP rank's columns.
     const ck::Slice mine = stream_slice(spec.shape, ranks);
     spec.shape = mine.count;
-    read_into(path, mine, spec, ref.data);
+    loader.read(path, mine, spec, ref.data);
   }
+}
+
+// The step guard's counters, windows and batches to skip (older checkpoints have none: the guard
+// stays fresh).
+void restore_guard(ck::CheckpointReader& reader, const std::filesystem::path& file, StepGuard& guard) {
+  const std::string guard_path = ck::join_path(ck::kDataGroup, "guard_counters");
+  if (!reader.has(guard_path)) return;
+  try {
+    std::vector<int64_t> skips = reader.read_whole<int64_t>(ck::join_path(ck::kDataGroup, "skip_batches"));
+    if (skips.empty() || skips[0] != int64_t(skips.size()) - 1)
+      throw std::invalid_argument("/data/skip_batches does not start with its length");
+    skips.erase(skips.begin());
+    guard.restore(reader.read_whole<int64_t>(guard_path),
+                  reader.read_whole<double>(ck::join_path(ck::kDataGroup, "guard_windows")), skips);
+  } catch (const std::invalid_argument& e) {
+    throw ck::MismatchError(file.string() + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+template <typename T>
+RunPosition load_training_checkpoint(const std::filesystem::path& file, const RunConfig& config,
+                                     core::Model<T>& model, core::Optimizer<T>& optimizer,
+                                     BatchSource* data, const std::string& tokenizer_hash,
+                                     ck::IoStats* stats, const CheckpointRanks& ranks, const CheckpointIo& io) {
+  ck::ReaderOptions reader_options;
+  reader_options.on_phase = io.on_phase;
+  ck::CheckpointReader reader(file, ranks.comm, reader_options);
+  const ck::Metadata meta = reader.metadata();
+  try {
+    ck::require_tensors(reader, expected_parameters(model));
+  } catch (const ck::MismatchError& e) {
+    throw ck::MismatchError(e.what() + model_key_changes(meta.config_toml, config));
+  }
+  if (!tokenizer_hash.empty() || !meta.tokenizer_hash.empty())
+    ck::require_attr_equals(reader, "tokenizer_hash", tokenizer_hash);
+  TensorLoader<T> loader(reader, model.memory(), io);
+  for (auto& p : model.params().params())
+    loader.read(ck::join_path(ck::kModelGroup, p.spec.name), ck::Slice::whole(p.spec.shape), p.spec, p.value);
+  load_optimizer_state(loader, file, config, model, optimizer);
+  load_carried_state(loader, file, config, meta, model, ranks);
   const auto opt_step = reader.attr_int("optimizer_step");
   optimizer.set_step_count(opt_step ? *opt_step : meta.step);
   if (data != nullptr)
     data->restore_global(reader.read_whole<int64_t>(ck::join_path(ck::kDataGroup, "cursor")),
                          ranks.dp_rank, ranks.dp_size);
-  const std::string guard_path = ck::join_path(ck::kDataGroup, "guard_counters");
-  if (io.guard != nullptr && reader.has(guard_path)) {  // older checkpoints have none: a fresh guard
-    try {
-      std::vector<int64_t> skips = reader.read_whole<int64_t>(ck::join_path(ck::kDataGroup, "skip_batches"));
-      if (skips.empty() || skips[0] != int64_t(skips.size()) - 1)
-        throw std::invalid_argument("/data/skip_batches does not start with its length");
-      skips.erase(skips.begin());
-      io.guard->restore(reader.read_whole<int64_t>(guard_path),
-                        reader.read_whole<double>(ck::join_path(ck::kDataGroup, "guard_windows")), skips);
-    } catch (const std::invalid_argument& e) {
-      throw ck::MismatchError(file.string() + ": " + e.what());
-    }
-  }
+  if (io.guard != nullptr) restore_guard(reader, file, *io.guard);
   if (stats != nullptr) *stats = reader.load_stats();
   return {meta.step, meta.tokens_seen};
 }

@@ -1,5 +1,5 @@
 // Maps a training run onto the checkpoint format (docs/checkpoint-format.md): parameters
-// under /model/<MODEL §9 name>, optimizer state under /optim/<state name>, every stream's
+// under /model/<model.md §9 name>, optimizer state under /optim/<state name>, every stream's
 // carried caches and recurrent states under /state/<name>, the data cursor under /data/cursor,
 // plus step, tokens seen, the full config and the tokenizer hash. Everything needed to
 // continue a run exactly.
@@ -14,13 +14,13 @@
 #include "checkpoint/checkpoint.h"
 #include "core/model.h"
 #include "core/optimizer.h"
-#include "launch/batch_source.h"
-#include "launch/config.h"
-#include "launch/step_guard.h"
+#include "launch/config/config.h"
+#include "launch/run/batch_source.h"
+#include "launch/train/step_guard.h"
 
 namespace brt::launch {
 
-// The data-parallel layout a run saves from or loads into (issue 4 item 2, issue 5). Each DP
+// The data-parallel layout a run saves from or loads into. Each DP
 // rank holds B streams, global streams [dp_rank*B, (dp_rank+1)*B): its carried state and data
 // cursor are that slice along dim 0 of the global [dp_size*B, ...] datasets. Parameters and
 // optimizer state are replicated (or, under ZeRO-1, sharded by whole parameters): parameter p
@@ -55,7 +55,7 @@ struct CheckpointIo {
   StepGuard* guard = nullptr;
 };
 
-// Everything a save writes, copied to the host (asynchronous checkpoints, issue 15 item 4):
+// Everything a save writes, copied to the host (asynchronous checkpoints):
 // taken on the training thread between steps (collective: the TP gathers and the data-cursor
 // gather), then written by any thread while training goes on. A snapshot reuses its buffers
 // from one save to the next.

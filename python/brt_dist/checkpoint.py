@@ -48,7 +48,7 @@ class VerifyReport:
     bytes: int = 0
 
     def lines(self, path):
-        """The lines `brt-dist ckpt verify FILE` prints (launch/command_ckpt.cpp)."""
+        """The lines `brt-dist ckpt verify FILE` prints (launch/cli/command_ckpt.cpp)."""
         out = ["DAMAGED: " + p for p in self.problems]
         out.append("%s: %s (%d datasets, %d chunks, %d bytes checked)" % (
             path, "OK" if self.ok else "DAMAGED", self.datasets, self.chunks, self.bytes))
@@ -57,7 +57,7 @@ class VerifyReport:
 
 @dataclasses.dataclass
 class Checkpoint:
-    """A loaded checkpoint. Tensor dicts are keyed by the name below their group (MODEL §9
+    """A loaded checkpoint. Tensor dicts are keyed by the name below their group (model.md §9
     names for `parameters`, e.g. "layers.1.state.wq"); all values are numpy arrays."""
     path: str
     format_version: int
@@ -68,7 +68,7 @@ class Checkpoint:
     attributes: dict             # every root attribute (str, int, float)
     parameters: dict             # /model/*
     optimizer: dict              # /optim/*
-    state: dict                  # /state/*: carried caches, Σ, SSM carry (MODEL §8)
+    state: dict                  # /state/*: carried caches, Σ, SSM carry (model.md §8)
     data: dict                   # /data/*: the data cursor, step guard
 
     @property

@@ -1,5 +1,5 @@
-"""The model's shape and variant (MODEL.md §0, §5.3, §6, §7), as core/model_config.cpp
-resolves them from a run config's [model] table; feedback:* is MODEL §5.4.
+"""The model's shape and variant (model.md §0, §5.3, §6, §7), as core/model_config.cpp
+resolves them from a run config's [model] table; feedback:* is model.md §5.4.
 
 The fields, their types and defaults are the [model] keys of brt-dist's key table, read from
 config_keys.json (config_schema.py), never listed here: a key added to brt-dist is a field here.
@@ -27,7 +27,7 @@ class _ModelConfigMethods:
         cfg.resolve()
         return cfg
 
-    # Derived (MODEL §0)
+    # Derived (model.md §0)
     @property
     def attn_width(self):            # A
         return self.heads * self.head_dim
@@ -57,7 +57,7 @@ class _ModelConfigMethods:
         return self.variant.split(":")[2]
 
     @property
-    def ssm_features(self):          # Ds = D/4 (MODEL §7.1)
+    def ssm_features(self):          # Ds = D/4 (model.md §7.1)
         return self.d_model // 4
 
     @property
@@ -65,7 +65,7 @@ class _ModelConfigMethods:
         return {"sh": 1, "mh": self.heads, "mf": self.ctx_states}[self.bst_variant]
 
     @property
-    def feedback(self):              # MODEL §5.4: every layer also reads the one recurrent state
+    def feedback(self):              # model.md §5.4: every layer also reads the one recurrent state
         return self.family == "feedback"
 
     def is_recurrent_layer(self, i):
@@ -92,7 +92,7 @@ class _ModelConfigMethods:
             self.recurrent_layers = sorted(self.recurrent_layers)
             if self.feedback and len(self.recurrent_layers) != 1:
                 raise ValueError("model.recurrent_layers: the feedback variant is defined for one recurrent "
-                                 "layer (MODEL §5.4), not %d" % len(self.recurrent_layers))
+                                 "layer (model.md §5.4), not %d" % len(self.recurrent_layers))
         else:
             self.recurrent_layers = []
         if self.family == "bst":

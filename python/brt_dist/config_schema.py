@@ -1,4 +1,4 @@
-"""brt-dist's config keys, as its key table (launch/config_keys.cpp) declares them.
+"""brt-dist's config keys, as its key table (launch/config/config_keys.cpp) declares them.
 
 config_keys.json beside this file is `brt-dist config keys --json`, checked in so that the
 package works without the binary; ctest's config_keys_json_current fails when the two differ

@@ -1,5 +1,5 @@
 """Prepared corpora (docs/data-format.md): the documents of a split as token arrays, and the
-segments a stream reads from a document (MODEL §8; data/streams.cpp)."""
+segments a stream reads from a document (model.md §8; data/streams.cpp)."""
 from pathlib import Path
 
 import numpy as np

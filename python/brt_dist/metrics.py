@@ -1,4 +1,4 @@
-"""The metrics JSONL of a run (launch/metrics_log.cpp): one JSON object per line with an
+"""The metrics JSONL of a run (launch/train/metrics_log.cpp): one JSON object per line with an
 "event" ("train", "eval", "skip", "rollback", "checkpoint", ...) and a "step".
 
     records = read_metrics("runs/tiny")          # a run folder or the .jsonl itself

@@ -1,7 +1,7 @@
 """Writing weights out of Python:
 
   save_weights(model_or_params, path, config)  an HDF5 file in the checkpoint format
-      (docs/checkpoint-format.md, version 2: /model/<MODEL §9 name> float32, every dataset
+      (docs/checkpoint-format.md, version 2: /model/<model.md §9 name> float32, every dataset
       and root attribute checksummed, the tensor manifest and attribute table), which
       `brt-dist ckpt verify` accepts and a weights-only load (`checkpoint.init_from=FILE`)
       can start from. It holds no optimizer state, carried state or data cursor.
@@ -23,7 +23,7 @@ _SAFETENSORS_DTYPES = {np.dtype("<f4"): "F32", np.dtype("<f8"): "F64", np.dtype(
 
 
 def _to_numpy(model_or_params):
-    """{name: numpy array} from a torch module (its state_dict: MODEL §9 names for BrtModel),
+    """{name: numpy array} from a torch module (its state_dict: model.md §9 names for BrtModel),
     a dict of tensors/arrays, or a brt_dist.Checkpoint (its parameters). bfloat16 tensors are
     returned as ("BF16", uint16 bits) pairs for safetensors and float32 for checkpoints."""
     if hasattr(model_or_params, "parameters") and isinstance(getattr(model_or_params, "parameters"), dict):
@@ -59,6 +59,17 @@ def _toml_value(value):
     raise TypeError("cannot write %r as a TOML value" % (value,))
 
 
+def _toml_keys(keys, prefix=""):
+    """A table's keys, nested tables as dotted keys ([data] tasks.rate = 0.05: data.tasks.*)."""
+    lines = []
+    for k, v in keys.items():
+        if isinstance(v, dict):
+            lines += _toml_keys(v, prefix + k + ".")
+        else:
+            lines.append("%s%s = %s" % (prefix, k, _toml_value(v)))
+    return lines
+
+
 def config_to_toml(config):
     """A run config {table: {key: value}} as TOML text (the subset brt-dist configs use)."""
     lines = []
@@ -67,7 +78,7 @@ def config_to_toml(config):
             lines.append("%s = %s" % (table, _toml_value(keys)))
             continue
         lines.append("\n[%s]" % table)
-        lines += ["%s = %s" % (k, _toml_value(v)) for k, v in keys.items()]
+        lines += _toml_keys(keys)
     return "\n".join(lines).lstrip("\n") + "\n"
 
 
@@ -133,7 +144,7 @@ def save_weights(model_or_params, path, config, step=0, tokens_seen=0, tokenizer
 
 
 def export_safetensors(model_or_params, path, metadata=None):
-    """Writes the parameters (MODEL §9 names) as a .safetensors file; dtypes are kept
+    """Writes the parameters (model.md §9 names) as a .safetensors file; dtypes are kept
     (F32, F64, BF16, ...). metadata: optional {str: str} stored under "__metadata__"."""
     params = _to_numpy(model_or_params)
     header, blobs, offset = {}, [], 0

@@ -1,5 +1,5 @@
 // Shared helpers of the BST tests: a tiny BST configuration, a layer with its own parameter
-// store and backward scratch, and copying parameters between stores by name (MODEL §9).
+// store and backward scratch, and copying parameters between stores by name (model.md §9).
 #pragma once
 
 #include <memory>

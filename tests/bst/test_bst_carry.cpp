@@ -1,4 +1,4 @@
-// The SSM carry of MODEL §7.3 and the BST layer's carried state (§8): streaming a document in
+// The SSM carry of model.md §7.3 and the BST layer's carried state (§8): streaming a document in
 // segments equals one long segment — for the SSM sublayer's context Ctx and for the whole
 // layer (whose window cache and MF context carry are exact continuations too, because block
 // edges coincide with segment edges); `ssm_carry = false` restarts every segment from zero.

@@ -1,4 +1,4 @@
-// Causality of the BST layer (MODEL §7.2): perturbing input position t′ leaves every output
+// Causality of the BST layer (model.md §7.2): perturbing input position t′ leaves every output
 // before t′ unchanged, at and around block edges, for SH, MH and MF (both kernels); and the
 // perturbation does reach later outputs (the test is not vacuous).
 #include <gtest/gtest.h>

@@ -8,8 +8,8 @@
 #include <filesystem>
 
 #include "core/param_count.h"
-#include "launch/config.h"
-#include "launch/planner.h"
+#include "launch/config/config.h"
+#include "launch/plan/planner.h"
 
 namespace brt::testing {
 namespace {

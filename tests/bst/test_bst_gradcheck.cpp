@@ -1,4 +1,4 @@
-// float64 finite-difference checks of the BST layer (MODEL §7): the layer input and every
+// float64 finite-difference checks of the BST layer (model.md §7): the layer input and every
 // parameter (SSM sublayer, context projection, attention, MLP), over a segment of three blocks
 // in which stream 0 starts a document and stream 1 continues one (so the carried cache, the
 // §7.3 SSM carry and MF's carried context all take part).

@@ -1,4 +1,4 @@
-// A BST model as a whole (MODEL §7, §9): its parameter count equals the §9 shapes
+// A BST model as a whole (model.md §7, §9): its parameter count equals the §9 shapes
 // (core/param_count.cpp) for every variant, the BST-specific names have §9's shapes, and a tiny
 // model's training loss falls.
 #include <gtest/gtest.h>
@@ -70,7 +70,7 @@ TEST_P(BstModel, ParameterCountAndShapesFollowSection9) {
     }
   }
   EXPECT_LT(model.params().find("layers.1.ssm.w_dn"), 0) << "layer 1 is a standard layer";
-  // S4D-Lin initial values (MODEL §7.1).
+  // S4D-Lin initial values (model.md §7.1).
   if (cfg.ssm_kernel == core::SsmKernel::kS4D) {
     const auto& a_im = model.params()[model.params().find("layers.0.ssm.a_im")];
     const auto& a_re = model.params()[model.params().find("layers.0.ssm.a_re")];

@@ -1,6 +1,6 @@
 // Crash and failure safety: a writer SIGKILLed mid-save, a save that cannot create or rename
 // its file, and a save that runs out of space (RLIMIT_FSIZE) must all leave the previous
-// checkpoint and `latest` intact, and report the failing file. Issue 4 "Crash safety".
+// checkpoint and `latest` intact, and report the failing file.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -147,7 +147,7 @@ TEST(Failure, RunningOutOfSpaceMidWriteIsReportedAndPreviousSurvives) {
   expect_previous_intact(dir.path(), 100, previous);
 }
 
-// No cleanup touches a file it did not create (issue 25 item 1): a save removes only its own
+// No cleanup touches a file it did not create: a save removes only its own
 // temporary file, identified by device and inode, and never another run's *.tmp.
 void replace_with_foreign_file(const fs::path& path, const std::string& text) {
   fs::remove(path);  // another process (ignoring the directory lock) puts its own file there

@@ -1,6 +1,6 @@
 // Damaged and unsuitable checkpoints: truncation, flipped bytes inside a dataset's data, a
 // newer format version, a file that is not a checkpoint, a different model config or tokenizer;
-// find_latest_good skipping all of them; inspect/verify output. Issue 4.
+// find_latest_good skipping all of them; inspect/verify output.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -33,7 +33,7 @@ TEST(Damage, TruncatedFileIsDetectedWithTheFileName) {
 }
 
 TEST(Damage, NonFiniteTrainingStateIsReportedAsDamageThoughItsChecksumsMatch) {
-  // Diverged weights saved with valid checksums (issue 25): verify reports every float tensor
+  // Diverged weights saved with valid checksums: verify reports every float tensor
   // under /model, /optim and /state holding NaN or inf, with the count; elsewhere they are data.
   ScratchDir dir;
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
@@ -159,7 +159,7 @@ TEST(Refusal, NewerFormatVersionIsRefused) {
 }
 
 TEST(Damage, ChangedRootAttributesAreDamageNamingTheAttribute) {
-  // One changed value in the attributes that decide the run (issue 14 item 3): the step, the
+  // One changed value in the attributes that decide the run: the step, the
   // format version (not "a newer brt-dist") and a byte of the stored config text.
   ScratchDir dir;
   write_simple(dir.path(), 1);
@@ -201,7 +201,7 @@ TEST(Damage, ChangedRootAttributesAreDamageNamingTheAttribute) {
 }
 
 TEST(Damage, DamagedRootObjectHeaderIsReportedAsDamage) {
-  // A flipped byte in the root group's object header (issue 14 item 6): reported as damage
+  // A flipped byte in the root group's object header: reported as damage
   // naming the file and what could not be read, not as "not a brt-dist checkpoint".
   ScratchDir dir;
   write_simple(dir.path(), 1);

@@ -1,7 +1,7 @@
 // Parallel writing and resharded reading under mpiexec (-np 1, 2, 4): every rank writes only its
 // slices into one file with collective MPI-IO; the file read back on one process equals the
 // whole tensors, its checksums equal the naive reference, and a different slicing read by all
-// ranks in parallel matches too. Issue 4 "Writing in parallel" / "Resume and reshard".
+// ranks in parallel matches too.
 #include <gtest/gtest.h>
 #include <mpi.h>
 

@@ -1,4 +1,4 @@
-// Retention that keeps good runs (issue 14 item 1): a good ckpt-10 beside damaged ckpt-20 and
+// Retention that keeps good runs: a good ckpt-10 beside damaged ckpt-20 and
 // ckpt-30. Resume sets the damaged ones aside and repoints `latest`; later saves with keep = 2
 // or keep = 1 never delete themselves or the newest good checkpoint; a prune that meets an
 // unverified damaged file sets it aside instead of counting it.
@@ -76,7 +76,7 @@ TEST(Retention, PruneSetsAsideUnverifiedDamagedCheckpointsInsteadOfCountingThem)
 }
 
 TEST(Retention, ProvisionalCheckpointsAreNeitherCountedNorDeleted) {
-  // Saves made while a run may be diverging are provisional (launch/checkpoint_trust.h): however
+  // Saves made while a run may be diverging are provisional (launch/train/checkpoint_trust.h): however
   // many follow, keep = 2 keeps the two newest confirmed checkpoints from before them.
   ScratchDir dir;
   GoodCheckpoints good;

@@ -1,6 +1,6 @@
 // Single-process round trips: bit-exact tensors of every dtype, attributes and metadata, reads
 // in a different slicing than was written, checksums against a naive reference, and the
-// directory protocol (latest pointer, keep-last-K). Issue 4, docs/checkpoint-format.md.
+// directory protocol (latest pointer, keep-last-K). docs/checkpoint-format.md.
 #include <gtest/gtest.h>
 
 #include <limits>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A throw-away multi-host cluster on one machine (issue 26; docs/parallelism.md "The test
+# A throw-away multi-host cluster on one machine (docs/parallelism.md "The test
 # cluster"): N hosts (2-4 in the tests), each a set of Linux namespaces — its own network
 # namespace with an address on a private bridge, its own host name (UTS) and its own mount table
 # (a node-local /tmp, /run and /dev/shm; an /etc/hosts naming every host; the site's Open MPI

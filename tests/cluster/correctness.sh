@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Correct across hosts (issue 26 item 2), on three hosts (h3 pinned to one core):
+# Correct across hosts, on three hosts (h3 pinned to one core):
 #  - DP x TP: --tp 2 with TP inside each host and DP across (h1:2,h2:2), TP across the hosts
 #    (--map-by node: rank r on host r % 2) and TP 2 over two hosts alone: each gives the losses of
 #    one process on the same global streams to fp32 rounding (1e-5), and the two placements of

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `brt-dist doctor` across hosts (issue 26 item 3), 3 hosts, one rank each:
+# `brt-dist doctor` across hosts, 3 hosts, one rank each:
 #  - healthy: passes; the rank -> host map, the same software on all hosts, the checkpoint dir
 #    as one writable directory of all hosts, the data dir's files everywhere, every host pair's
 #    latency and bandwidth; --cluster-file writes a cluster file `brt-dist plan` runs on;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Data parallelism across hosts (issue 26 item 2): `mpirun --host h1:2,h2:2 -np 4` (4 ranks, 1
+# Data parallelism across hosts: `mpirun --host h1:2,h2:2 -np 4` (4 ranks, 1
 # stream each, TCP between the hosts, shared memory within each) gives the losses of one
 # process holding the same 4 global streams to fp32 rounding, and exactly the losses of the
 # same 4 ranks on one host: the reduction order is fixed by rank, not by transport or host.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Network and host faults on a 2-host cluster (issue 26 item 4): each ends the job on its own
+# Network and host faults on a 2-host cluster: each ends the job on its own
 # within train.timeout_s (5 s) plus a bounded grace — every rank, mpirun and orted gone, on both
 # hosts, with no help from outside — with a report naming the rank and host that stopped
 # answering; no good checkpoint is lost or changed; what a broken save left is cleaned up at the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# slurm/train.sbatch on a real two-node Slurm (issue 26 items 1 and 5): one slurmctld on this
+# slurm/train.sbatch on a real two-node Slurm: one slurmctld on this
 # machine, a slurmd on each host (tests/cluster/cluster_slurm.sh). `srun -N 2` places one task
 # on each host; `sbatch -N 2 slurm/train.sbatch` trains 6 steps with srun --mpi=pmix (one rank
 # per host, TCP between them; the learning-rate schedule of a 12-step run); submitting it again with BRT_LAUNCHER=mpirun (Open MPI's mpirun

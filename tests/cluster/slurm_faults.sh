@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Faults under Slurm (issue 26 item 4): slurm/train.sbatch with srun --mpi=pmix on two hosts.
+# Faults under Slurm: slurm/train.sbatch with srun --mpi=pmix on two hosts.
 #   slurm_faults.sh BRT_DIST link_cut      h2's link cut while world rank 0 pauses at step 4: the
 #       ranks time out (train.timeout_s = 5) and exit 124; the job either ends FAILED (the
 #       allocation released) or, when slurmctld declared h2 dead first (NODE_FAIL), is requeued

@@ -1,4 +1,4 @@
-// The pieces of issue 26 that need no cluster: what the abort helper will end (by the parent's
+// The pieces of the multi-host harness that need no cluster: what the abort helper will end (by the parent's
 // name), the placement line, the doctor's slow-link verdict and cluster file, and the flight
 // records' "waiting on each other" diagnosis. The behaviour on real hosts is tests/cluster/*.sh.
 #include <gtest/gtest.h>
@@ -10,8 +10,8 @@
 #include <chrono>
 #include <thread>
 
-#include "launch/doctor_cluster.h"
-#include "launch/placement.h"
+#include "launch/preflight/doctor_cluster.h"
+#include "launch/run/placement.h"
 #include "parallel/abort_fallback.h"
 #include "parallel/flight_recorder.h"
 

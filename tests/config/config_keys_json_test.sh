@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The one schema (issue 27 item 3): python/brt_dist/config_keys.json, which the Python package
+# The one schema: python/brt_dist/config_keys.json, which the Python package
 # and bench/peer read instead of declaring keys, must be exactly what the key table prints
-# (`brt-dist config keys --json`). A key added, removed or changed in launch/config_keys.cpp
+# (`brt-dist config keys --json`). A key added, removed or changed in launch/config/config_keys.cpp
 # without refreshing the copy fails here, with the difference and the command that refreshes it.
 set -uo pipefail
 bin=$(realpath "$1")

@@ -1,4 +1,4 @@
-// One schema (issue 27 item 3): the size ladder composes a size with a form, and every config
+// One schema: the size ladder composes a size with a form, and every config
 // name resolves to exactly the config it resolved to when the 60 ladder files were hand-copied
 // (tests/config/resolved_configs.txt); `base =` takes a list; `config keys --json` publishes
 // the bounds and words that the key table enforces. Runs in the source tree (configs/ by name).
@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
-#include "launch/config.h"
-#include "launch/config_keys.h"
+#include "launch/config/config.h"
+#include "launch/config/config_keys.h"
 
 namespace brt::launch {
 namespace {

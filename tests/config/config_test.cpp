@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "launch/config.h"
-#include "launch/config_keys.h"
+#include "launch/config/config.h"
+#include "launch/config/config_keys.h"
 
 namespace brt::launch {
 namespace {
@@ -135,6 +135,19 @@ TEST(Config, CrossKeyErrorsNameTheKeyAndWhereItWasSet) {
   EXPECT_TRUE(contains(msg, "model.recurrent_layers: [4] names layer 4, outside [0, model.layers = 4)")) << msg;
   msg = error_of([&] { load_run_config((kConfigs / "tiny.toml").string(), {"data.source=shards", "data.path="}); });
   EXPECT_TRUE(contains(msg, "data.path")) << msg;
+}
+
+TEST(Config, XlWindowFollowsACommandLineSeqLen) {
+  // resolve(): XL attends over its whole segment, so a model.seq_len given on the command line
+  // (eval at a longer context) takes model.window along unless model.window is given there too;
+  // what files set is kept as written (an unequal window is refused, as above).
+  const std::string tiny = (kConfigs / "tiny.toml").string();  // N 256, W 64
+  EXPECT_EQ(load_run_config(tiny, {"model.variant=xl", "model.seq_len=128"}).model.window, 128);
+  EXPECT_EQ(load_run_config(tiny, {"model.variant=xl", "model.window=128", "model.seq_len=128"}).model.window, 128);
+  const std::string msg =
+      error_of([&] { load_run_config(tiny, {"model.variant=xl", "model.seq_len=128", "model.window=64"}); });
+  EXPECT_TRUE(contains(msg, "command line: model.window: 64: xl attends over the whole segment")) << msg;
+  EXPECT_EQ(load_run_config(tiny, {"model.seq_len=128"}).model.window, 64);  // other variants keep theirs
 }
 
 TEST(Config, BaseInheritanceIsRelativeAndKeyByKey) {

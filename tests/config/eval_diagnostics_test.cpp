@@ -1,11 +1,11 @@
-// The long-range split of `brt-dist eval` (launch/eval_diagnostics.h): each target's distance
+// The long-range split of `brt-dist eval` (launch/eval/eval_diagnostics.h): each target's distance
 // to the previous occurrence of its token in the document, against a brute-force search on
 // fresh random documents, and the classes first / ≤ W / ≤ W·L / beyond.
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "launch/eval_diagnostics.h"
+#include "launch/eval/eval_diagnostics.h"
 #include "tests/common/test_seed.h"
 
 namespace brt::launch {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Help on every command (issue 15 item 1): `COMMAND --help`, `-h` and `brt-dist help COMMAND`
+# Help on every command: `COMMAND --help`, `-h` and `brt-dist help COMMAND`
 # exit 0 with usage, flags and examples and no MPI noise; train, eval and generate list every
 # config key of the key table with its type and default; `config show` prints the resolved
 # TOML, which reads back to the same config; train writes it beside its metrics.

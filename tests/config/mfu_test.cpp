@@ -1,8 +1,8 @@
-// An honest MFU (launch/mfu.h): never above 100% without saying why; a measured peak is
+// An honest MFU (launch/train/mfu.h): never above 100% without saying why; a measured peak is
 // measured again before an MFU above 100% is printed.
 #include <gtest/gtest.h>
 
-#include "launch/mfu.h"
+#include "launch/train/mfu.h"
 
 namespace brt::launch {
 namespace {

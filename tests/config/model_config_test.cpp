@@ -1,5 +1,5 @@
-// ModelConfig::resolve (variants, defaults, checks) and the MODEL §9 parameter counts against
-// the figures of MODEL §12, plus the lstm/dual additions worked out by hand.
+// ModelConfig::resolve (variants, defaults, checks) and the model.md §9 parameter counts against
+// the figures of model.md §12, plus the lstm/dual additions worked out by hand.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "core/model_config.h"
 #include "core/param_count.h"
-#include "launch/config.h"
+#include "launch/config/config.h"
 
 namespace brt::core {
 namespace {
@@ -58,7 +58,7 @@ TEST(ModelConfig, ParsesEveryVariant) {
   EXPECT_FALSE(resolved(with_variant("rec:lstm:dual")).feedback);
   for (const char* bad : {"feedback", "feedback:fixed", "feedback:gru:skip"})
     EXPECT_NE(error_of(with_variant(bad)).find("model.variant"), std::string::npos) << bad;
-  // MODEL §5.4 is defined for one recurrent layer (24 layers default to two).
+  // model.md §5.4 is defined for one recurrent layer (24 layers default to two).
   EXPECT_NE(error_of(with_variant("feedback:fixed:skip", 24)).find("model.recurrent_layers: the feedback "
                                                                       "variant is defined for one recurrent layer"),
             std::string::npos);
@@ -97,7 +97,7 @@ TEST(ModelConfig, ChecksSizesWithKeyNames) {
   EXPECT_NE(error_of(c).find("model.ssm_state"), std::string::npos);
 }
 
-// MODEL §12, "non-embedding params, 12L standard layers only", to the printed two decimals (M).
+// model.md §12, "non-embedding params, 12L standard layers only", to the printed two decimals (M).
 TEST(ParamCount, LadderStandardLayersMatchModelTable) {
   struct Row {
     const char* name;
@@ -117,7 +117,7 @@ TEST(ParamCount, LadderStandardLayersMatchModelTable) {
   }
 }
 
-// MODEL §12: 150m rec:fixed:skip has 160.46M non-embedding parameters and 193.36M in all.
+// model.md §12: 150m rec:fixed:skip has 160.46M non-embedding parameters and 193.36M in all.
 TEST(ParamCount, Example150mRecFixedSkip) {
   const auto run = launch::load_run_config((kConfigs / "150m.toml").string());
   const int64_t non_embedding = count_non_embedding_parameters(run.model);

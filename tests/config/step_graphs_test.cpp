@@ -1,4 +1,4 @@
-// train.cuda_graph (launch/step_graphs.h, docs/gpu.md "CUDA graphs"): the key, when a step can
+// train.cuda_graph (launch/train/step_graphs.h, docs/gpu.md "CUDA graphs"): the key, when a step can
 // be captured and why not, and that only the CUDA backend captures. The captures themselves
 // run in the emulator (tools/cuda_emulation/run.sh <build> graph) and on a GPU
 // (tests/cuda/cuda_graph_test.cpp).
@@ -8,9 +8,9 @@
 
 #include "core/model.h"
 #include "kernels/backend.h"
-#include "launch/config.h"
-#include "launch/device_backend.h"
-#include "launch/step_graphs.h"
+#include "launch/config/config.h"
+#include "launch/run/device_backend.h"
+#include "launch/train/step_graphs.h"
 
 namespace brt::launch {
 namespace {

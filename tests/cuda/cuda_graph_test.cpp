@@ -1,5 +1,5 @@
 // CUDA graphs on the GPU (label gpu; skip without a GPU; docs/gpu.md "CUDA graphs"): training
-// steps whose forward and backward replay from graphs (launch/step_graphs.h) are bit-identical
+// steps whose forward and backward replay from graphs (launch/train/step_graphs.h) are bit-identical
 // to eager steps — losses and every weight — for the recurrent, sliding and BST variants, in
 // fp32 and bf16, through document starts; and brt-dist's trainer uses them by default.
 #include <gtest/gtest.h>
@@ -13,10 +13,10 @@
 #include "core/optimizer.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_optimizer_kernels.h"
-#include "launch/batch_source.h"
-#include "launch/config.h"
-#include "launch/step_graphs.h"
-#include "launch/trainer.h"
+#include "launch/config/config.h"
+#include "launch/run/batch_source.h"
+#include "launch/train/step_graphs.h"
+#include "launch/train/trainer.h"
 #include "tests/cuda/gpu_required.h"
 
 namespace {

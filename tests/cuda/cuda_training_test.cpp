@@ -1,12 +1,12 @@
-// GPU training checks of issue 6 (label gpu; skip without a GPU; docs/gpu.md):
+// GPU training checks (label gpu; skip without a GPU; docs/gpu.md):
 //  - fp32 on the GPU tracks the CPU backend's loss curve for 50 steps (the tiny config with
 //    Adafactor, and AdamW), and every variant (BST's SH/MH/MF with both SSM kernels included)
 //    for 10 steps: the per-step difference is printed as a measurement; step 1 is held to 1e-5
 //    and every step to a divergence bound (expect_tracks);
 //  - two GPU runs are bit-identical (losses and final weights);
 //  - bf16 matrix products: the tiny config's loss after 200 steps within 1% of fp32.
-// Each run is the trainer's step loop (launch/trainer.cpp) without MPI: zero_grads, forward
-// with the 1/count loss scale (MODEL §10b), backward, one optimizer step.
+// Each run is the trainer's step loop (launch/train/trainer.cpp) without MPI: zero_grads, forward
+// with the 1/count loss scale (model.md §10b), backward, one optimizer step.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,8 +19,8 @@
 #include "core/optimizer.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_optimizer_kernels.h"
-#include "launch/batch_source.h"
-#include "launch/config.h"
+#include "launch/config/config.h"
+#include "launch/run/batch_source.h"
 #include "tests/cuda/gpu_required.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// GPU window self-attention (MODEL §3.2/§3.3) and cross-attention (MODEL §3.4) against the CPU
+// GPU window self-attention (model.md §3.2/§3.3) and cross-attention (model.md §3.4) against the CPU
 // backend, forward and backward, plus bit-identical reruns. The reference is the CPU backend
 // in float64 (Backend<double>): the scale and bias gradients are cancelling sums over every
 // score, where the float CPU backend itself is off by ~1e-5 relative at these sizes, so only a
@@ -41,7 +41,7 @@ double dot(const double* a, const double* b, int n) {
   return s;
 }
 
-// Σ |dl·raw| per head of the window attention (MODEL §3.2: logits = (q·k + bias)·scale).
+// Σ |dl·raw| per head of the window attention (model.md §3.2: logits = (q·k + bias)·scale).
 std::vector<double> uncancelled_window_dscale(const WindowAttnDims& d, const std::vector<double>& q,
                                               const std::vector<double>& k, const std::vector<double>& v,
                                               const std::vector<double>& kc, const std::vector<double>& vc,
@@ -75,7 +75,7 @@ std::vector<double> uncancelled_window_dscale(const WindowAttnDims& d, const std
   return total;
 }
 
-// Σ |dl·raw| per head of the cross attention (MODEL §3.4: logits = q·k·scale).
+// Σ |dl·raw| per head of the cross attention (model.md §3.4: logits = q·k·scale).
 std::vector<double> uncancelled_cross_dscale(const CrossAttnDims& d, const std::vector<double>& q,
                                              const std::vector<double>& k, const std::vector<double>& v,
                                              const std::vector<double>& scale,

@@ -1,10 +1,10 @@
-// The BST SSM's backend calls besides the convolution (kernels/cuda/ssm.cu, MODEL §7.1, §7.3)
+// The BST SSM's backend calls besides the convolution (kernels/cuda/ssm.cu, model.md §7.1, §7.3)
 // against the CPU backend on fresh random inputs: strided row copies (bit-identical), the S4D
 // carry's update (double state), response (accumulated into random y) and parameter gradient
 // (accumulated into random gradients, one stream inactive), and a bit-identical rerun; S4D
 // kernel generation and its backward (L past the CPU's 1024-tap re-anchoring); plus the
 // backend's convolver (make_fft_conv) against the CPU one; the implicit filter network
-// (MODEL §7.1 unstructured) run wholly on the device against the CPU backend's.
+// (model.md §7.1 unstructured) run wholly on the device against the CPU backend's.
 #include <cmath>
 #include <vector>
 

@@ -1,4 +1,4 @@
-// Document streams (MODEL §8): every token of every document served exactly once per epoch,
+// Document streams (model.md §8): every token of every document served exactly once per epoch,
 // in order, document starts marked; identical global streams whatever the number of ranks;
 // cursors that resume exactly; single-pass evaluation mode.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Verified reading (issue 25, docs/data-format.md "Verification"): a damaged, truncated or
+// Verified reading (docs/data-format.md "Verification"): a damaged, truncated or
 // foreign shard is reported naming the shard file and the document, by opening (sizes, .meta
 // against manifest, index and tokenizer.model) or by reading (checksums, token ids); and
 // prepare's reruns: a changed tokenizer setting or corpus refused, --retrain, stale shards

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "launch/config.h"
+#include "launch/config/config.h"
 #include "parallel/process_groups.h"
 
 namespace brt::testing {

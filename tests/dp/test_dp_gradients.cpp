@@ -1,6 +1,6 @@
 // (a) Whole model, variants slide, rec:fixed:skip, rec:lstm:dual: the loss and every gradient
 // of DP ranks that hold kGlobalStreams / world streams each, reduced in buckets during
-// backward, match one process holding all kGlobalStreams streams (MODEL §10b: the mean over
+// backward, match one process holding all kGlobalStreams streams (model.md §10b: the mean over
 // the global batch) — over two consecutive segments, so the carried state takes part.
 // Also: the reduced gradient is bit-identical whatever the bucket size and with or without
 // overlap (the MPI all-reduce folds in rank order), and identical on every rank.
@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "core/data_parallel.h"
 #include "core/model.h"
 #include "data/batch.h"
 #include "kernels/backend.h"
-#include "launch/batch_source.h"
-#include "launch/data_parallel.h"
+#include "launch/run/batch_source.h"
 #include "tests/dp/dp_test_util.h"
 
 namespace brt::testing {
@@ -57,13 +57,13 @@ std::vector<StepOutput> single_process(const launch::RunConfig& cfg) {
 
 // This rank's streams [rank*B, (rank+1)*B) with the DP step protocol.
 std::vector<StepOutput> data_parallel(const launch::RunConfig& cfg, parallel::Communicator& dp,
-                                      const launch::DpSettings& settings) {
+                                      const core::DpSettings& settings) {
   const int B = kGlobalStreams / dp.size();
   auto backend = kernels::make_cpu_backend<float>();
   Model<float> model(cfg.model, B, *backend);
   model.params().initialize(uint64_t(cfg.train.seed));
   launch::SyntheticMarkovSource source(cfg.model.vocab, B, cfg.model.seq_len, kDataSeed, dp.rank() * B);
-  launch::DataParallel<float> dpx(dp, model, settings);
+  core::DataParallel<float> dpx(dp, model, settings);
   std::vector<StepOutput> out;
   data::Batch batch;
   for (int s = 0; s < kSegments; ++s) {

@@ -1,4 +1,4 @@
-// Training with data parallelism through the trainer (launch/trainer.h), against one process
+// Training with data parallelism through the trainer (launch/train/trainer.h), against one process
 // on the same global batch of kGlobalStreams streams:
 //  (b) 20 steps track the single-process loss curve (<= 1e-4 relative);
 //  (c) ZeRO-1 gives bit-identical weights and optimizer state to plain DP after 10 steps;
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
-#include "launch/trainer.h"
+#include "launch/train/trainer.h"
 #include "tests/dp/dp_test_util.h"
 
 namespace brt::testing {

@@ -1,12 +1,12 @@
 // Plain functions of data parallelism, no MPI: the bucket plan (contiguous, in hook order,
 // covering the arena once, within the size cap), the ZeRO-1 partition (contiguous, whole
-// parameters, balanced), and the optimizer-state count of MODEL §10c.
+// parameters, balanced), and the optimizer-state count of model.md §10c.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <vector>
 
-#include "launch/data_parallel.h"
+#include "core/data_parallel.h"
 #include "parallel/grad_buckets.h"
 
 namespace brt::testing {
@@ -54,15 +54,15 @@ TEST(GradBucketPlan, CoversTheArenaOnceInHookOrderWithinTheCap) {
 
 TEST(ZeroPartition, ContiguousWholeParametersBalanced) {
   const std::vector<int64_t> numels = {100, 10, 10, 30, 30, 10, 10, 100};
-  const auto p = launch::partition_parameters(numels, 2);
+  const auto p = core::partition_parameters(numels, 2);
   EXPECT_EQ(p.owner, (std::vector<int>{0, 0, 0, 0, 1, 1, 1, 1}));
   ASSERT_EQ(p.rank_ranges.size(), 2u);
   EXPECT_EQ(p.rank_ranges[0], (std::pair<int64_t, int64_t>{0, 150}));
   EXPECT_EQ(p.rank_ranges[1], (std::pair<int64_t, int64_t>{150, 300}));
-  const auto four = launch::partition_parameters(numels, 4);
+  const auto four = core::partition_parameters(numels, 4);
   for (size_t i = 1; i < numels.size(); ++i) EXPECT_GE(four.owner[i], four.owner[i - 1]);
   EXPECT_EQ(four.rank_ranges.back().second, 300);
-  const auto many = launch::partition_parameters({5}, 3);  // more ranks than parameters
+  const auto many = core::partition_parameters({5}, 3);  // more ranks than parameters
   ASSERT_EQ(many.rank_ranges.size(), 3u);
   int64_t covered = 0;
   for (int r = 0; r < 3; ++r) {
@@ -80,14 +80,14 @@ TEST(OptimizerStateCount, FollowsModel10c) {
   core::OptimConfig adamw;
   adamw.kind = core::OptimKind::kAdamW;
   adamw.total_steps = 10;
-  EXPECT_EQ(launch::expected_optimizer_state_elems(adamw, specs, {}), 2 * (256 * 512 + 512 + 4 * 300 * 200));
-  EXPECT_EQ(launch::expected_optimizer_state_elems(adamw, specs, {false, true, false}), 2 * 512);
+  EXPECT_EQ(core::expected_optimizer_state_elems(adamw, specs, {}), 2 * (256 * 512 + 512 + 4 * 300 * 200));
+  EXPECT_EQ(core::expected_optimizer_state_elems(adamw, specs, {false, true, false}), 2 * 512);
   core::OptimConfig ada;
   ada.kind = core::OptimKind::kAdafactor;
   ada.total_steps = 10;
   ada.min_dim_to_factor = 128;
   // a factored: m + R (256) + C (512); b: m + v; c factored over (300, 200): m + 4*200 + 4*300.
-  EXPECT_EQ(launch::expected_optimizer_state_elems(ada, specs, {}),
+  EXPECT_EQ(core::expected_optimizer_state_elems(ada, specs, {}),
             (256 * 512 + 256 + 512) + 2 * 512 + (4 * 300 * 200 + 4 * 200 + 4 * 300));
 }
 

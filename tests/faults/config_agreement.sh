@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ranks started with different configs (issue 25 item 5): an mpirun app context that gives one
+# Ranks started with different configs: an mpirun app context that gives one
 # rank another model.d_model (a crash inside Open MPI before), another optim.lr or model.window
 # (silently diverging replicas, exit 0 before), another train.steps (the collective timeout
 # before). Every case: refused before any collective that depends on the config, exit 2, one

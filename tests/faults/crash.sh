@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A crash says who crashed and where (issue 25, launch/crash_report.h): a segfault, an abort, an
+# A crash says who crashed and where (launch/cli/crash_report.h): a segfault, an abort, an
 # uncaught exception and a raw MPI error, injected at step 4 of a run saving every step (synchronously). Each
 # prints "brt-dist train: crash on world rank R (host H, pid P): <what>", the stack with our
 # functions named, and dies by its signal (139 for SIGSEGV, 134 for SIGABRT); the checkpoint of

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Data and tokenizer verified (issue 25, deliverable 4; docs/data-format.md "Verification"):
+# Data and tokenizer verified (deliverable 4; docs/data-format.md "Verification"):
 #   data.sh shards     flipped low bits, a truncated shard, an out-of-range token, a bad index.tsv
 #                      row, a .meta or tokenizer.model of another run: train and eval refuse with
 #                      exit 1, naming the shard file and the document; the checkpoint is untouched;

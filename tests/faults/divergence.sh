@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Divergence-safe checkpoints (issue 25 items 2 and 3). Steps 1-4 train at the normal learning
+# Divergence-safe checkpoints. Steps 1-4 train at the normal learning
 # rate with a save per step (keep = 3); then the run goes on at a learning rate that blows the
 # weights up in one step whose own loss is still finite (its forward ran on the good weights),
 # so every later step is non-finite:

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Every command says what went wrong (issue 14 item 4): the cause — file, key or rank — on
+# Every command says what went wrong: the cause — file, key or rank — on
 # stderr once, a non-zero exit, and none of MPI's abort banner, "leaving MPI with an exception"
 # or HDF5's diagnostics; under `mpirun -np 2` too. Every flag of every command is validated and
-# named in its error, with the range the help states (issue 25): a usage error exits 2, any
+# named in its error, with the range the help states: a usage error exits 2, any
 # other error 1, as `brt-dist help` documents.
 source "$(dirname "$0")/lib.sh"
 run good.log 60 "${TRAIN[@]}" train.steps=2 checkpoint.dir=c

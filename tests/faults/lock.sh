@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One run per checkpoint directory (issue 25 item 1, docs/reliability.md): world rank 0 holds
+# One run per checkpoint directory (docs/reliability.md): world rank 0 holds
 # <checkpoint.dir>/.brt-dist.lock (an OFD lock the kernel drops when the holder dies) for the
 # whole run.
 #   lock.sh BIN live      a second start while a run holds the directory — alone, under

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Outputs that never fail silently (issue 25, data/output_file.h), on a small tmpfs:
+# Outputs that never fail silently (data/output_file.h), on a small tmpfs:
 #   - the metrics JSONL fills mid-run: one warning naming the file and "No space left on
 #     device", training goes on to its last step and final checkpoint, the file holds only whole
 #     JSON records, and the lost ones are counted at the end;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Preflight before any model is built (issue 25 item 2, docs/reliability.md "Preflight"): every
+# Preflight before any model is built (docs/reliability.md "Preflight"): every
 # refusal is printed once with the cause, exits 2 within seconds — before a step is trained or a
 # byte allocated for the model — and leaves what was there untouched.
 #   preflight.sh BIN locations  checkpoint.dir a regular file, a dangling symbolic link, a 300-

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Deadlines outside training (issue 14 item 2), under `mpirun -np 2`:
+# Deadlines outside training, under `mpirun -np 2`:
 #   - prepare: world rank 0 trains the tokenizer while rank 1 waits; its heartbeat keeps a
 #     tokenizer training longer than --timeout-s alive, and a SIGSTOPped rank 0 ends the job
 #     (exit 124) with a report naming rank 1's wait;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The non-finite and spike guard (issue 14 item 8), with injected faults:
+# The non-finite and spike guard, with injected faults:
 #   step_guard.sh BIN skip       step 5's loss and a gradient are NaN: skipped, logged, counted;
 #                                resume from a later checkpoint is bit-exact with the skip in
 #                                its history
@@ -18,7 +18,7 @@ case $case_name in
     expect_rc 0 "a run with one non-finite step"
     expect_text fault.log "skip  step 5: non-finite loss or gradient norm"
     grep -q '"event":"skip","step":5,' a.jsonl || fail "no skip event in the metrics"
-    # The progress line of the skipped step shows its loss, not a made-up 0 (issue 25); the
+    # The progress line of the skipped step shows its loss, not a made-up 0; the
     # JSONL has no train record for it (the skip event is its record).
     expect_text fault.log "step      5/10 | loss nan (skipped) | bits/tok nan"
     ! grep -q '"event":"train","step":5,' a.jsonl || fail "a train record for the skipped step 5"

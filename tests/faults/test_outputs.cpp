@@ -1,6 +1,6 @@
-// The pieces behind faults_outputs and faults_errors (issue 25): the checked output writers
+// The pieces behind faults_outputs and faults_errors: the checked output writers
 // (data/output_file.h) under a write that fails part-way, and the typed flag parsers
-// (launch/cli.h). A failing write without a full disk: RLIMIT_FSIZE with SIGXFSZ ignored makes
+// (launch/cli/cli.h). A failing write without a full disk: RLIMIT_FSIZE with SIGXFSZ ignored makes
 // write(2) fail with EFBIG past the limit, after writing what fits, as a filling disk does.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "data/output_file.h"
-#include "launch/cli.h"
+#include "launch/cli/cli.h"
 
 namespace fs = std::filesystem;
 using brt::data::AtomicOutputFile;

@@ -1,5 +1,5 @@
-// The pieces of the preflight and the checkpoint directory's lock (issue 25 items 1 and 2;
-// launch/preflight.h, launch/run_lock.h, launch/host_memory.h, launch/config_agreement.h):
+// The pieces of the preflight and the checkpoint directory's lock
+// (launch/preflight/preflight.h, run_lock.h, host_memory.h, config_agreement.h):
 // memory and cgroup files read from a fake /proc and /sys/fs/cgroup, the config diff, the
 // memory and thread decisions, the location messages, and the lock's life (a killed holder
 // frees it at once). The commands themselves: preflight.sh, lock.sh, config_agreement.sh.
@@ -11,10 +11,10 @@
 #include <chrono>
 #include <fstream>
 
-#include "launch/config_agreement.h"
-#include "launch/config_keys.h"
-#include "launch/planner.h"
-#include "launch/preflight.h"
+#include "launch/config/config_keys.h"
+#include "launch/plan/planner.h"
+#include "launch/preflight/config_agreement.h"
+#include "launch/preflight/preflight.h"
 #include "parallel/launch_refused.h"
 
 namespace brt::launch {
@@ -104,7 +104,7 @@ TEST(MemoryCheck, IsPredictedFromTheConfigWithoutAllocating) {
 }
 
 TEST(Threads, RefusedAboveFourTimesTheCoresWarnedAboveThem) {
-  parallel::CoreShare share;
+  parallel::CpuShare share;
   share.cores_in_mask = 2;
   EXPECT_EQ(thread_problem({8, "train.threads"}, share), "");
   const std::string p = thread_problem({100000, "OMP_NUM_THREADS"}, share);

@@ -1,11 +1,11 @@
-// The step guard (launch/step_guard.h) and the fault injection spec (launch/fault_injection.h).
+// The step guard (launch/train/step_guard.h) and the fault injection spec (launch/run/fault_injection.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
-#include "launch/fault_injection.h"
-#include "launch/step_guard.h"
+#include "launch/run/fault_injection.h"
+#include "launch/train/step_guard.h"
 
 namespace brt::launch {
 namespace {

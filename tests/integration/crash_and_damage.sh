@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Crash safety and damage detection (issue 4): SIGKILL while a checkpoint is being written
+# Crash safety and damage detection: SIGKILL while a checkpoint is being written
 # leaves the previous one loadable and --resume uses it; a truncated file and a flipped byte
 # inside a dataset are detected (ckpt verify exits non-zero naming the dataset) and resume
 # falls back to the newest good checkpoint; a checkpoint of another model shape is refused;
-# h5py reads every parameter with its MODEL §9 shape.
+# h5py reads every parameter with its model.md §9 shape.
 source "$(dirname "$0")/common.sh"
 bin=$1
 work=$(mktemp -d); trap 'kill -9 $pid 2>/dev/null || true; rm -rf "$work"' EXIT

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The data path end to end (issue 3): prepare the default corpus (KJV) under mpirun -np 2,
+# The data path end to end: prepare the default corpus (KJV) under mpirun -np 2,
 # train a few steps on its shards with validation, then evaluate the held-out split on 1 and
 # 2 ranks: identical totals, and byte/word counts equal to the source files'.
 source "$(dirname "$0")/common.sh"

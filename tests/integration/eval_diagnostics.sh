@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long-range diagnostics of `brt-dist eval --ablate` (issue 18 item 1, docs/evaluation.md):
+# Long-range diagnostics of `brt-dist eval --ablate` (docs/evaluation.md):
 # the loss split by the distance to a token's previous occurrence adds up to the total; the
 # state ablations change nothing for slide (to the bit) and change the loss of the recurrent
 # and BST models; gate and state-share statistics are reported; two ranks report what one does.

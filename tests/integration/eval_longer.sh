@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Evaluation at longer contexts (issue 15 item 7): a model trained at N = 32 evaluated with
+# Evaluation at longer contexts: a model trained at N = 32 evaluated with
 # model.seq_len=64 (2N), for every variant; the report's segment-position buckets reach past
 # the training length ([32, 64) holds tokens) and every loss is finite. docs/evaluation.md.
 source "$(dirname "$0")/common.sh"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Exact resume (issue 4): train 2k steps straight, saving at k; a new process resumes from the
+# Exact resume: train 2k steps straight, saving at k; a new process resumes from the
 # step-k checkpoint and trains k more. Losses and every tensor of the final checkpoints
 # (weights, optimizer state, carried caches/states, data cursor) must be bit-identical.
 # Synthetic documents are 2N..6N tokens, so step k falls in the middle of documents.

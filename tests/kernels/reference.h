@@ -1,4 +1,4 @@
-// Naive float64 references written straight from MODEL.md (loops only, no BLAS), used by the
+// Naive float64 references written straight from docs/model.md (loops only, no BLAS), used by the
 // kernel tests as the independent ground truth.
 #pragma once
 
@@ -17,7 +17,7 @@ struct AttentionResult {
   std::vector<double> probs;
 };
 
-// MODEL §3.2/§3.3 window attention; probs laid out [B, T, H, W, 2W] with exact zeros.
+// model.md §3.2/§3.3 window attention; probs laid out [B, T, H, W, 2W] with exact zeros.
 AttentionResult reference_window_attention(const WindowAttnDims& d, const std::vector<double>& q,
                                            const std::vector<double>& k,
                                            const std::vector<double>& v,
@@ -26,7 +26,7 @@ AttentionResult reference_window_attention(const WindowAttnDims& d, const std::v
                                            const std::vector<double>& rel_bias,
                                            const std::vector<double>& scale);
 
-// MODEL §3.4 cross-attention with strides; probs [batch, H, nq, nk]. `out_size` is the size
+// model.md §3.4 cross-attention with strides; probs [batch, H, nq, nk]. `out_size` is the size
 // of the output buffer (positions not covered by the batch entries stay 0).
 AttentionResult reference_cross_attention(const CrossAttnDims& d, const std::vector<double>& q,
                                           const std::vector<double>& k,

@@ -1,4 +1,4 @@
-// Cross-attention (MODEL §3.4; causal variant of §7.2) against the float64 reference and
+// Cross-attention (model.md §3.4; causal variant of §7.2) against the float64 reference and
 // finite differences, with strided batch entries.
 #include <omp.h>
 

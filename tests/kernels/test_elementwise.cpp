@@ -1,4 +1,4 @@
-// gemm, the element-wise helpers, embedding (MODEL §1) and ReLU (MODEL §4).
+// gemm, the element-wise helpers, embedding (model.md §1) and ReLU (model.md §4).
 #include <cblas.h>
 #include <omp.h>
 

@@ -1,4 +1,4 @@
-// Recurrent gates (MODEL §5.3) and the softmax cross-entropy (MODEL §1).
+// Recurrent gates (model.md §5.3) and the softmax cross-entropy (model.md §1).
 #include <omp.h>
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// RMSNorm (MODEL §2) and per-head L2 normalisation (MODEL §3.1).
+// RMSNorm (model.md §2) and per-head L2 normalisation (model.md §3.1).
 #include <cmath>
 
 #include "kernel_test_util.h"

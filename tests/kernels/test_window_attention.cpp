@@ -1,4 +1,4 @@
-// Window attention (MODEL §3.2/§3.3) against the float64 reference and finite differences.
+// Window attention (model.md §3.2/§3.3) against the float64 reference and finite differences.
 #include <omp.h>
 
 #include "window_attention_fixture.h"

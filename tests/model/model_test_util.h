@@ -1,5 +1,5 @@
 // Helpers shared by the model tests: small configurations, random batches, and a central
-// finite-difference gradient check in float64 (MODEL.md §1–§8).
+// finite-difference gradient check in float64 (model.md §1–§8).
 #pragma once
 
 #include <cmath>
@@ -30,7 +30,7 @@ inline core::ModelConfig tiny_config(const std::string& variant) {
   c.state_size = 3;
   c.recurrent_layers = {1};
   if (variant == "xl") c.window = c.seq_len;
-  // Feedback (MODEL §5.4): a layer below and one above the recurrent layer read its state.
+  // Feedback (model.md §5.4): a layer below and one above the recurrent layer read its state.
   if (variant.rfind("feedback:", 0) == 0) c.layers = 3;
   return c;
 }

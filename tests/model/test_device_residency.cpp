@@ -1,4 +1,4 @@
-// Device residency of the model (docs/gpu.md, "Device residency"; issue 6): every buffer of
+// Device residency of the model (docs/gpu.md, "Device residency"): every buffer of
 // Model lives in the backend's memory and the host only touches it through the Memory's
 // copies. Run on the GuardedBackend (CPU kernels over memory the host cannot access outside a
 // kernel call: a stray host dereference is a SIGSEGV), a few training steps — with a carried
@@ -39,17 +39,17 @@ struct RunResult {
 };
 
 // `allocated` (optional) reports the backend memory's bytes handed out so far: the run checks
-// that nothing is allocated after the first step (memory planned up front, issue 6).
+// that nothing is allocated after the first step (memory planned up front).
 // `transferred` (optional) reports the bytes copied between host and backend memory so far:
 // a steady-state step (forward + backward) may copy in its tokens, targets, mask and document
-// starts and a few scalars per layer, nothing parameter- or activation-sized (issue 16: no
+// starts and a few scalars per layer, nothing parameter- or activation-sized (no
 // per-step host round trip in any variant).
 RunResult run(kernels::Backend<float>& backend, const std::string& variant,
               const std::function<std::size_t()>& allocated = {},
               const std::function<std::size_t()>& transferred = {}) {
   constexpr int B = 2;
   core::ModelConfig cfg = tiny_config(variant);
-  if (variant.rfind("bst:", 0) == 0) {  // BST layer 0 (MODEL §7), small SSM state and MF context
+  if (variant.rfind("bst:", 0) == 0) {  // BST layer 0 (model.md §7), small SSM state and MF context
     cfg.ssm_state = 8;
     cfg.ctx_states = 4;
   }
@@ -130,7 +130,7 @@ TEST_P(DeviceResidency, GuardedMemoryRunIsBitIdenticalToTheCpuBackend) {
 }
 
 // The step as device work alone (Model::stage_step / stage_loss_scale / device_work / step_nats,
-// what a CUDA graph captures: launch/step_graphs.h): bit-identical to forward + backward, and
+// what a CUDA graph captures: launch/train/step_graphs.h): bit-identical to forward + backward, and
 // the device work copies nothing between host and backend memory — every host decision was
 // staged before it.
 TEST_P(DeviceResidency, DeviceStepCopiesNothingAndMatchesForwardBackward) {

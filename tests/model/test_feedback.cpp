@@ -1,4 +1,4 @@
-// The feedback variant (MODEL.md §5.4) against rec:*: with the state half of every
+// The feedback variant (model.md §5.4) against rec:*: with the state half of every
 // non-recurrent layer's Wo (rows [A, 2A)) zero it computes exactly what the recurrent model
 // computes — losses, carried state and every shared parameter's gradient, over segments that
 // carry state and start documents — although it runs block-major; with that half non-zero the

@@ -1,4 +1,4 @@
-// `brt-dist generate` (issue 8): generation one block at a time with carried caches and
+// `brt-dist generate`: generation one block at a time with carried caches and
 // recurrent state continues exactly what one long segment computes (so a prompt longer than
 // the window works, at constant memory), and sampling is deterministic for a seed.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 
 #include "core/model.h"
 #include "kernels/backend.h"
-#include "launch/generator.h"
+#include "launch/eval/generator.h"
 #include "model_test_util.h"
 #include "tests/common/guarded_backend.h"
 

@@ -1,4 +1,4 @@
-// Whole-model gradient checks in float64 (MODEL.md §1–§8) for every variant: every parameter
+// Whole-model gradient checks in float64 (model.md §1–§8) for every variant: every parameter
 // element, with one stream starting a document and one continuing from a carried state, and
 // several blocks per segment so gradients cross blocks through caches and recurrent state.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Memory is planned up front (issue 2): after the first step (which may grow kernel
+// Memory is planned up front: after the first step (which may grow kernel
 // workspaces once), a training step — forward, backward, optimizer — allocates nothing.
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-// The model declares exactly MODEL.md §9's parameters: the count equals the spec's shapes
+// The model declares exactly model.md §9's parameters: the count equals the spec's shapes
 // (counted independently in core/param_count.cpp) for every variant, and the 150m example of
-// MODEL §12 (160.46M non-embedding, 193.36M in all) is what the real model allocates.
+// model.md §12 (160.46M non-embedding, 193.36M in all) is what the real model allocates.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +10,7 @@
 #include "core/model.h"
 #include "core/param_count.h"
 #include "kernels/backend.h"
-#include "launch/config.h"
+#include "launch/config/config.h"
 #include "model_test_util.h"
 
 namespace brt::testing {
@@ -54,7 +54,7 @@ TEST(DeclaredParameters, The150mExampleOfModelSection12) {
 
 // model.state_init_std, model.state_id_std and model.gate_bias_mean (the study options of
 // docs/fidelity.md) set Σ0 ~ N(0, s), P ~ N(0, s') and b ~ N(m, 0.1) in every layer that has a
-// state; their defaults are MODEL §5's, so the default draw is unchanged.
+// state; their defaults are model.md §5's, so the default draw is unchanged.
 TEST(DeclaredParameters, StateInitialisationScalesFollowTheConfig) {
   auto moments = [](const core::Param<float>& p) {
     double sum = 0, sq = 0;

@@ -1,6 +1,6 @@
 // The paper's central claim on our code: a recurrent model carries information across blocks
 // through its state, so it can recall a key seen far beyond the sliding-window model's
-// receptive field W·L, while the slide model of the same size cannot (MODEL.md §5, §6).
+// receptive field W·L, while the slide model of the same size cannot (model.md §5, §6).
 //
 // Task: each document is one segment: [KEY_MARK, key, filler..., QUERY_MARK] and the target
 // after QUERY_MARK is the key. The distance from key to query (>= 40 tokens) exceeds the

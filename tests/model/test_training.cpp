@@ -1,11 +1,11 @@
 // Training the tiny config on a fixed (synthetic) stream lowers the loss well below its
-// start, and two runs with the same seed give bit-identical losses (issue 2).
+// start, and two runs with the same seed give bit-identical losses.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "launch/config.h"
-#include "launch/trainer.h"
+#include "launch/config/config.h"
+#include "launch/train/trainer.h"
 
 namespace brt::testing {
 namespace {

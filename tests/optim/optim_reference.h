@@ -1,4 +1,4 @@
-// Straightforward float64 references for the optimizers, written from the text of MODEL §10c
+// Straightforward float64 references for the optimizers, written from the text of model.md §10c
 // (not from core/): one loop per formula, no chunking, no factor tricks.
 #pragma once
 
@@ -16,7 +16,7 @@ struct RefTensor {
   bool is_matrix() const { return shape.size() >= 2; }
 };
 
-// lr(t) per MODEL §10c, written independently of core/lr_schedule.
+// lr(t) per model.md §10c, written independently of core/lr_schedule.
 inline double ref_lr(double lr, double warmup, const char* schedule, double min_lr, double total, int64_t t) {
   const double s = static_cast<double>(t + 1);
   double f = warmup > 0 && s < warmup ? s / warmup : 1.0;
@@ -44,7 +44,7 @@ inline void ref_clip(std::vector<RefTensor>& ts, double clip) {
     for (double& g : t.grad) g *= clip / norm;
 }
 
-// Adafactor of MODEL §10c. A tensor is factored when its two largest dims are both >= 128; a
+// Adafactor of model.md §10c. A tensor is factored when its two largest dims are both >= 128; a
 // rank-3 tensor [k, r, c] (factored axes r, c) has one (R, C) pair per leading index k.
 class RefAdafactor {
  public:
@@ -140,7 +140,7 @@ class RefAdafactor {
   std::vector<State> states_;
 };
 
-// AdamW of MODEL §10c, decoupled weight decay lr*wd*param on matrices only.
+// AdamW of model.md §10c, decoupled weight decay lr*wd*param on matrices only.
 class RefAdamW {
  public:
   RefAdamW(const std::vector<RefTensor>& ts, double wd) : wd_(wd) {

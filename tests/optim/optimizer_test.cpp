@@ -1,5 +1,5 @@
 // Adafactor and AdamW (core/) against the float64 references of optim_reference.h over several
-// steps on random parameters and gradients (MODEL §10c).
+// steps on random parameters and gradients (model.md §10c).
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -188,7 +188,7 @@ TEST(Adafactor, ExposesNamedStateThatMatchesTheReference) {
       if (s.name == name) return s;
     throw std::runtime_error("no state " + name);
   };
-  // [200, 260]: R over rows (normalised), C over columns, as MODEL writes it.
+  // [200, 260]: R over rows (normalised), C over columns, as docs/model.md §10c writes it.
   const auto& r0 = find("p0.adafactor.r");
   EXPECT_EQ(r0.shape, (std::vector<int64_t>{200}));
   EXPECT_EQ(find("p0.adafactor.c").shape, (std::vector<int64_t>{260}));

@@ -1,5 +1,5 @@
 // Learning-rate schedules at their key steps, global-norm clipping, and OptimConfig checks
-// (MODEL §10c).
+// (model.md §10c).
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The default thread count per rank (issue 15 item 2): cores in the rank's affinity mask / the
+# The default thread count per rank: cores in the rank's affinity mask / the
 # node's ranks sharing them, at least one; train.threads and OMP_NUM_THREADS override; idle
 # threads wait passively. Checked under mpirun -np 1, 2 and 4 with and without core binding.
 set -uo pipefail

@@ -3,7 +3,7 @@
 PyTorch peer"): for each variant, a tiny model (D 32, 3 layers, N 64, W 16) trained a few steps
 by brt-dist, its checkpoint loaded into the peer (CPU, plain attention, float64 and float32),
 and the validation split streamed segment by segment with carried state and document resets
-(MODEL §8) by the peer and by `brt-dist eval --json`: total nats within RTOL, the same tokens;
+(model.md §8) by the peer and by `brt-dist eval --json`: total nats within RTOL, the same tokens;
 and, as a control, the peer with its carried state dropped at every segment must miss by > 10 RTOL.
 The GPU formulations (`sdpa`, `flex`) must equal `plain` in float64 (check_formulations).
 Exit 77 (skipped) without PyTorch or h5py.  usage: test_peer_agreement.py BRT_DIST  (~30 s)"""
@@ -62,7 +62,7 @@ def write_corpus(root, train_docs=2, validation_docs=2, lines=200, seed=3):
 
 
 def peer_eval(model, docs, dtype, reset_every_segment=False):
-    """Total nats and tokens of the documents, each streamed from a fresh state (MODEL §8);
+    """Total nats and tokens of the documents, each streamed from a fresh state (model.md §8);
     reset_every_segment: drop the carried state at every segment (the control)."""
     nats, tokens = 0.0, 0
     N = model.cfg.seq_len

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""The PyTorch peer reads configs as brt-dist does and declares no key (issue 27 item 3;
-bench/peer/peer_config.py, no PyTorch needed): PeerConfig's fields and defaults are the key
+"""The PyTorch peer reads configs as brt-dist does and declares no key
+(bench/peer/peer_config.py, no PyTorch needed): PeerConfig's fields and defaults are the key
 schema's [model] keys; every shipped config (configs/*.toml, the ladder's `base = [size, form]`
 files included) loads to brt-dist's values (`brt-dist config show`) for every key, the keys
 brt-dist's resolve() derives compared resolved; overrides are typed by their key, and unknown
@@ -56,7 +56,7 @@ def test_shipped_configs_load_as_brt_dist(brt):
     for path in paths:
         mine, theirs = peer_config.load_config(path, []), brt_show(brt, path)
         for section, keys in theirs.items():
-            for name, value in keys.items():
+            for name, value in peer_config.flat_keys(keys).items():
                 got = mine[section][name]
                 if section == "optim" and name == "total_steps" and got == 0:
                     got = mine["train"]["steps"]          # resolve(): 0 = train.steps

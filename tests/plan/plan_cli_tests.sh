@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# brt-dist plan / doctor on the command line (issue 8 Tests, "Bad input"): each bad input is a
+# brt-dist plan / doctor on the command line: each bad input is a
 # clear error (status and message checked), a good plan exits 0 with TP > 1 marked not
 # runnable, doctor passes under mpirun -np 2 and fails on an unwritable checkpoint dir.
 # Usage: plan_cli_tests.sh CASE BRT_DIST MPIEXEC   (run from the repository root)
@@ -63,7 +63,7 @@ case $case_name in
     sed -n 5p "$tmp/out" | grep -q " ok$" || fail "first layout is not the best runnable one"
     ;;
   measure_rates)
-    # Issue 16 item 5: the device's kernel-class rates into a cluster file, a short run, and
+    # The device's kernel-class rates into a cluster file, a short run, and
     # the plan's predicted step time next to the run's measured one.
     run "$brt" plan tiny --measure-rates "$tmp/rates.toml" --seconds 1
     expect_status 0

@@ -1,4 +1,4 @@
-// train.device / train.precision checks and the CUDA scratch sizing (launch/device_backend.h,
+// train.device / train.precision checks and the CUDA scratch sizing (launch/run/device_backend.h,
 // docs/gpu.md): every bad combination is refused before any work with a message naming the
 // key and the rank; the CPU backend is what `cpu` builds.
 #include <gtest/gtest.h>
@@ -7,8 +7,8 @@
 #include <string>
 
 #include "kernels/ssm/fft_conv_dims.h"
-#include "launch/config.h"
-#include "launch/device_backend.h"
+#include "launch/config/config.h"
+#include "launch/run/device_backend.h"
 
 namespace brt::launch {
 namespace {

@@ -1,8 +1,8 @@
-// Rank -> GPU binding by local rank (issue 8 item 1; launch/gpu_binding.h). The arithmetic is
+// Rank -> GPU binding by local rank (launch/run/gpu_binding.h). The arithmetic is
 // checked here; on a machine without GPUs binding must bind nothing and say why.
 #include <gtest/gtest.h>
 
-#include "launch/gpu_binding.h"
+#include "launch/run/gpu_binding.h"
 
 namespace brt::launch {
 namespace {

@@ -1,6 +1,6 @@
 // The planner's communication prediction against a measured collective on this machine
-// (issue 8 item 4), under mpirun -np 2: α and the bandwidth are fitted on small all-reduces
-// (4 KiB .. 256 KiB), then the planner's ring model (launch/planner.h) predicts the all-reduce
+//, under mpirun -np 2: α and the bandwidth are fitted on small all-reduces
+// (4 KiB .. 256 KiB), then the planner's ring model (launch/plan/planner.h) predicts the all-reduce
 // of the tiny config's whole gradient arena in train.bucket_mb buckets — sizes well outside
 // the fit — and the measured time must agree within a factor of 3 in one of up to three rounds
 // (this machine is shared and noisy; the bench prints the exact ratio).
@@ -10,8 +10,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "launch/config.h"
-#include "launch/planner.h"
+#include "launch/config/config.h"
+#include "launch/plan/planner.h"
 #include "parallel/alpha_beta.h"
 #include "parallel/comm_benchmark.h"
 #include "parallel/process_groups.h"

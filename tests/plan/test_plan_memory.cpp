@@ -1,9 +1,9 @@
-// The planner's memory prediction (launch/planner.h, issue 8 item 4) against what a real run
+// The planner's memory prediction (launch/plan/planner.h) against what a real run
 // allocates, for 4 configs × 4 layouts ((TP, DP) = (1, 1), (1, 2) and (2, 1), (2, 2); DP = 2 with
 // ZeRO-1, each rank's optimizer built in-process with that rank's ownership mask, as
-// launch/data_parallel.cpp does; TP = 2: TP rank 0's sharded model built in-process over a
+// core/data_parallel.cpp does; TP = 2: TP rank 0's sharded model built in-process over a
 // group that must not communicate):
-//  - the shapes the planner derives from MODEL §9 equal the ParamStore's, in order;
+//  - the shapes the planner derives from model.md §9 equal the ParamStore's, in order;
 //  - each category equals Model::memory_report() / the optimizer's allocated state exactly
 //    (TP = 2 included), and the total is within 5% (the issue's bound);
 //  - Model::memory_report() plus the optimizer state is checked against the bytes actually
@@ -19,13 +19,13 @@
 #include <cstring>
 #include <new>
 
+#include "core/data_parallel.h"
 #include "core/model.h"
-#include "core/tensor_parallel.h"
 #include "core/optimizer.h"
+#include "core/tensor_parallel.h"
 #include "kernels/backend.h"
-#include "launch/config.h"
-#include "launch/data_parallel.h"
-#include "launch/planner.h"
+#include "launch/config/config.h"
+#include "launch/plan/planner.h"
 #include "parallel/communicator.h"
 #include "tests/common/guarded_backend.h"
 
@@ -128,14 +128,14 @@ TEST_P(PlanMemory, PredictionMatchesAllocationForDpTpAndZero1) {
       if (dp > 1) {
         std::vector<int64_t> numels;
         for (const auto& p : model.params().params()) numels.push_back(p.numel());
-        const ParamPartition part = partition_parameters(numels, dp);
+        const core::ParamPartition part = core::partition_parameters(numels, dp);
         owned.assign(numels.size(), false);
         for (size_t p = 0; p < numels.size(); ++p) owned[p] = part.owner[p] == rank;
       }
       auto optimizer = core::make_optimizer(rc.optim, model.params(), owned);
       const double heap = double(g_live_bytes.load() + backend_memory.live_bytes() - before);
 
-      // Shapes: the planner's MODEL §9 list is the store's, in declaration order, and so are
+      // Shapes: the planner's model.md §9 list is the store's, in declaration order, and so are
       // the TP split axes.
       const auto shapes = model_param_shapes(cfg);
       const auto split = model_param_split_dims(cfg);
@@ -149,7 +149,7 @@ TEST_P(PlanMemory, PredictionMatchesAllocationForDpTpAndZero1) {
       }
 
       const MemoryPrediction pred = predict_rank_memory(cfg, rc.optim, B, dp, dp > 1, rank, 4, tp);
-      const DpMemoryReport measured = rank_memory_report(model, *optimizer, owned);
+      const core::DpMemoryReport measured = core::rank_memory_report(model, *optimizer, owned);
       EXPECT_EQ(pred.parameters, measured.parameters);
       EXPECT_EQ(pred.gradients, measured.gradients);
       EXPECT_EQ(pred.optimizer, measured.optimizer);

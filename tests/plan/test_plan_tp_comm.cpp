@@ -1,4 +1,4 @@
-// The planner's tensor-parallel communication (launch/planner.h, tp_collectives_per_step)
+// The planner's tensor-parallel communication (launch/plan/planner.h, tp_collectives_per_step)
 // against the collectives a TP = 2 model actually issues, under mpirun -np 2: the tp group is
 // wrapped in a recorder, one training step's forward and backward runs, and the recorded
 // (kind, bytes) multiset must equal the planner's list exactly, for slide, rec:fixed:skip and
@@ -16,9 +16,9 @@
 #include "core/tensor_parallel.h"
 #include "data/batch.h"
 #include "kernels/backend.h"
-#include "launch/batch_source.h"
-#include "launch/config.h"
-#include "launch/planner.h"
+#include "launch/config/config.h"
+#include "launch/plan/planner.h"
+#include "launch/run/batch_source.h"
 #include "parallel/process_groups.h"
 
 namespace brt::launch {

@@ -1,12 +1,12 @@
-// Planner units (launch/planner.h): cluster file errors, the ring all-reduce formula, the
-// MODEL §10c state count on hand-computed shapes, the parameter count against the independent
-// MODEL §9/§12 count (core/param_count.h), and the layout enumeration and ordering.
+// Planner units (launch/plan/planner.h): cluster file errors, the ring all-reduce formula, the
+// model.md §10c state count on hand-computed shapes, the parameter count against the independent
+// model.md §9/§12 count (core/param_count.h), and the layout enumeration and ordering.
 #include <gtest/gtest.h>
 
 #include "core/flops.h"
 #include "core/param_count.h"
-#include "launch/config.h"
-#include "launch/planner.h"
+#include "launch/config/config.h"
+#include "launch/plan/planner.h"
 
 namespace brt::launch {
 namespace {

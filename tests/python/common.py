@@ -1,5 +1,5 @@
 """Shared by the Python package's tests: the package from the source tree, a tiny corpus, and
-brt-dist runs small enough for 2 shared cores (MODEL-sized nothing: D 32, 3 layers, N 64, W 16)."""
+brt-dist runs small enough for 2 shared cores (nothing near docs/model.md sizes: D 32, 3 layers, N 64, W 16)."""
 import os
 import random
 import subprocess
@@ -18,7 +18,7 @@ TINY = ["model.layers=3", "model.recurrent_layers=[1]", "model.bst_layers=[0,2]"
         "train.eval_every=0", "train.peak_gflops=1", "log.every=10", "log.metrics_path=",
         "data.source=shards", "checkpoint.async=false", "optim.warmup=2"]
 VARIANTS = ["slide", "xl", "rec:fixed:skip", "rec:lstm:skip", "rec:fixed:dual", "rec:lstm:dual",
-            "feedback:fixed:skip", "feedback:lstm:dual",   # MODEL §5.4 (layer 1 of 3: one below, one above)
+            "feedback:fixed:skip", "feedback:lstm:dual",   # model.md §5.4 (layer 1 of 3: one below, one above)
             "bst:sh:s4d", "bst:mh:s4d", "bst:mf:s4d", "bst:sh:unstructured", "bst:mh:unstructured",
             "bst:mf:unstructured"]
 

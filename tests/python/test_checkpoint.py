@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """brt_dist (numpy + h5py only) against brt-dist itself:
- - load_checkpoint reads config, step, MODEL §9 parameters, optimizer and carried state;
+ - load_checkpoint reads config, step, model.md §9 parameters, optimizer and carried state;
  - verify_checkpoint prints exactly the lines of `brt-dist ckpt verify` for a good file and for
    each kind of damage tests/faults/damage.py makes (plus changed, extra and deleted entries);
    where the C++ quotes HDF5's own error stack, the text up to that quote is compared;
@@ -80,7 +80,7 @@ def check_checkpoints(bin_path, work, data):
     cfg = ckpt.model_config
     check(ckpt.step == 2 and cfg.variant == "bst:sh:s4d" and ckpt.config["model"]["d_model"] == 32, "metadata")
     check(ckpt.parameters["embed"].shape == (320, 32) and ckpt.parameters["layers.0.ssm.a_re"].shape == (1, 8, 8),
-          "parameter shapes (MODEL §9)")
+          "parameter shapes (model.md §9)")
     check("layers.0.ssm.carry" in ckpt.state and ckpt.state["layers.0.cache.k"].shape == (4, 16, 32), "carried state")
     check(any(k.endswith(".adafactor.m") for k in ckpt.optimizer) and ckpt.data_cursor is not None, "optimizer, cursor")
     for path in (slide, bst):

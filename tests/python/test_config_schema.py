@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The Python package declares no config key (issue 27 item 3): brt_dist.config_schema is
+"""The Python package declares no config key: brt_dist.config_schema is
 `brt-dist config keys --json` (its checked-in copy, config_keys.json), ModelConfig's fields,
 types and defaults are the schema's [model] keys, and ModelConfig resolves every shipped
 config (configs/*.toml, read through `brt-dist config show`) and the default layer lists as

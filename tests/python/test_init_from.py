@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Weights written by brt_dist.save_weights train on in brt-dist (`checkpoint.init_from=FILE`:
 a fresh start with FILE's /model weights, a fresh optimizer and data cursor; docs/python.md,
-tests/integration/init_from.sh), for a rec:* and a feedback:* model (MODEL §5, §5.4):
+tests/integration/init_from.sh), for a rec:* and a feedback:* model (model.md §5, §5.4):
  - unchanged: save_weights(load_checkpoint(src)) gives exactly the first-step loss brt-dist
    has training from src itself (init_from=src), and a step-0 checkpoint (train.steps=0) holds
    src's weights bit for bit with step 0;
@@ -9,7 +9,7 @@ tests/integration/init_from.sh), for a rec:* and a feedback:* model (MODEL §5, 
    first-step loss (fp32, the default precision) equals the torch model's loss on that same
    first batch to RTOL, and the step moved it well beyond RTOL.
 The train split is one document and train.batch=1, so the first batch is its first segment
-(BOS first, MODEL §8). Without PyTorch the fine-tuning part is skipped.
+(BOS first, model.md §8). Without PyTorch the fine-tuning part is skipped.
 usage: test_init_from.py BRT_DIST   (~15 s on 2 cores)"""
 import sys
 import tempfile

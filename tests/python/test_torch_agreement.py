@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""brt_dist.torch against brt-dist, for every variant (MODEL.md; exit 77 = skipped without
+"""brt_dist.torch against brt-dist, for every variant (docs/model.md; exit 77 = skipped without
 PyTorch):
  - losses: each variant trained 20 steps (D 32, 3 layers, N 64, W 16), then `brt-dist eval
    --json` (fp32, the only precision eval computes in) and the torch model in float64 over the
    same validation documents, streamed segment by segment with carried state and document
-   resets (MODEL §8): total nats, tokens and every position/segment bucket agree to RTOL;
+   resets (model.md §8): total nats, tokens and every position/segment bucket agree to RTOL;
  - gradients: one fp64 training step (train.precision=fp64, AdamW with beta1 = 0, so the saved
    first moment /optim/<p>.adamw.m is the gradient) on a corpus whose train split is one
    document, against torch autograd of the same first segment: the whole gradient to GRAD_RTOL;

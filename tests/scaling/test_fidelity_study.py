@@ -263,9 +263,9 @@ def end_to_end(work, brt_dist):
     steps = {}
     for name in ("slide", "rec:fixed:skip"):
         r, mdir = rows[name], study / "runs" / fs.model_dir_name(name)
-        # FLOPs/token as brt-dist printed it at the start of training (MODEL §10) x tokens/step.
+        # FLOPs/token as brt-dist printed it at the start of training (model.md §10) x tokens/step.
         log = (mdir / "seed-1" / "train.log").read_text()
-        fpt = float(re.search(r"FLOPs/token \(MODEL §10, training = 3x forward\): ([0-9.e+-]+);", log).group(1))
+        fpt = float(re.search(r"FLOPs/token \(model.md §10, training = 3x forward\): ([0-9.e+-]+);", log).group(1))
         check(close(r["flops_per_token"], fpt), f"{name}: FLOPs/token {r['flops_per_token']} vs train.log {fpt}")
         check(r["tokens_per_step"] == "128", f"{name}: 2 streams x 64 tokens per step, got {r['tokens_per_step']}")
         want = max(1, round(budget / (fpt * 128)))

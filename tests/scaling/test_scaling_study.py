@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""tools/scaling_study.py (issue 8 item 5), two parts:
+"""tools/scaling_study.py, two parts:
  1. collect on a hand-written sweep with known numbers (a run.txt-only folder as older scripts
     wrote, a resumed run that logged steps twice, an eval record): every derived column equals
     the value computed here by hand;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Resume after preemption under plain mpirun, no Slurm (issue 8): start a 2-rank data-parallel
+# Resume after preemption under plain mpirun, no Slurm: start a 2-rank data-parallel
 # run in the background, send SIGUSR1 to mpirun mid-run (Open MPI 4.1's mpirun forwards
 # SIGUSR1/SIGUSR2 to every rank and prints "Forwarding signal 10 to job"), and check that
 #  - the ranks saved a checkpoint at the step they stopped at, well before the end, and it

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# slurm/train.sbatch on a real Slurm (issue 8): a one-node cluster on localhost (munged,
+# slurm/train.sbatch on a real Slurm: a one-node cluster on localhost (munged,
 # slurmctld, slurmd from Debian's slurm-wlm; tests/slurm/local_cluster.sh), then
 #  1. sbatch -n 2 a short run: it trains from step 0 and checkpoints;
 #  2. sbatch the same run again (more steps): it must resume from the first run's last

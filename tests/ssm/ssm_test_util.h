@@ -12,7 +12,7 @@
 
 namespace brt::kernels::test {
 
-// y[b, c, t, f] = Σ_{τ≤t} k[c, f, τ]·u[b, t−τ, f] + dskip[c, f]·u[b, t, f]  (MODEL §7.1).
+// y[b, c, t, f] = Σ_{τ≤t} k[c, f, τ]·u[b, t−τ, f] + dskip[c, f]·u[b, t, f]  (model.md §7.1).
 inline std::vector<double> direct_causal_conv(int B, int C, int L, int F,
                                               const std::vector<double>& k,
                                               const std::vector<double>& u,

@@ -1,4 +1,4 @@
-// FftConv (MODEL §7.1): FFT causal convolution equals the direct sum in float64, its backward
+// FftConv (model.md §7.1): FFT causal convolution equals the direct sum in float64, its backward
 // equals the direct correlations and central finite differences, and the float path agrees
 // with the double path to fp32 rounding.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The unstructured (Hyena-style implicit) filter of MODEL §7.1: forward against a naive
+// The unstructured (Hyena-style implicit) filter of model.md §7.1: forward against a naive
 // per-tap float64 evaluation, gradients of every parameter against central differences, and
 // the float path against the double path. The network runs as Backend calls (here the CPU
 // backend's, on host vectors); on the GPU the same calls are device kernels and cuBLAS
@@ -55,7 +55,7 @@ struct FilterSet {
   }
 };
 
-// Naive evaluation of MODEL §7.1, tap by tap.
+// Naive evaluation of model.md §7.1, tap by tap.
 std::vector<double> reference_kernel(const FilterSet& s, int L) {
   const int O = s.O, R = s.R;
   std::vector<double> k(static_cast<std::size_t>(R) * L);

@@ -1,4 +1,4 @@
-// S4D kernels (MODEL §7.1) and the carried state (MODEL §7.3): the generated kernel equals the
+// S4D kernels (model.md §7.1) and the carried state (model.md §7.3): the generated kernel equals the
 // closed form and, convolved with u, the unrolled ZOH recurrence; its gradients match finite
 // differences; streaming a document in segments with the carry equals one long convolution.
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Layout-independent checkpoints (issue 4, docs/parallelism.md "Tensor parallelism"): a run
+# Layout-independent checkpoints (docs/parallelism.md "Tensor parallelism"): a run
 # saved at (ranks 4, TP 2) = DP 2 x TP 2 resumes at (ranks 1, TP 1), (2, 2) and (2, 1) — 4 global
 # streams each — and continues the uninterrupted run's loss curve (relative <= 1e-5); re-saved at
 # the end, every tensor equals the uninterrupted run's final checkpoint within fp32

@@ -1,4 +1,4 @@
-// Adafactor under tensor parallelism (MODEL §10c; docs/parallelism.md, "Tensor parallelism"):
+// Adafactor under tensor parallelism (model.md §10c; docs/parallelism.md, "Tensor parallelism"):
 // every rank's update must be its slice of the single-process update. With
 // optim.min_dim_to_factor = 8 every matrix of the small model is factored, so shards split along
 // R's axis, C's axis and a pieces-split axis (the recurrent Wo) are all exercised, together with
@@ -18,13 +18,13 @@
 #include <string>
 #include <vector>
 
+#include "core/data_parallel.h"
 #include "core/model.h"
 #include "core/optimizer.h"
 #include "data/batch.h"
 #include "kernels/backend.h"
-#include "launch/batch_source.h"
-#include "launch/data_parallel.h"
-#include "launch/trainer.h"
+#include "launch/run/batch_source.h"
+#include "launch/train/trainer.h"
 #include "parallel/process_groups.h"
 #include "tests/tp/tp_test_util.h"
 
@@ -56,10 +56,10 @@ Snapshots run_adafactor(const std::string& variant, const parallel::ProcessGroup
   Model<float> model(cfg.model, B, *backend, tp);
   model.params().initialize(uint64_t(cfg.train.seed));
   launch::SyntheticMarkovSource source(cfg.model.vocab, B, cfg.model.seq_len, kDataSeed, dp_rank * B);
-  std::unique_ptr<launch::DataParallel<float>> dpx;
+  std::unique_ptr<core::DataParallel<float>> dpx;
   if (groups)
-    dpx = std::make_unique<launch::DataParallel<float>>(groups->dp(), model,
-                                                        launch::DpSettings{false, 4.0, zero});
+    dpx = std::make_unique<core::DataParallel<float>>(groups->dp(), model,
+                                                        core::DpSettings{false, 4.0, zero});
   auto optimizer = core::make_optimizer(cfg.optim, model.params(),
                                         dpx ? dpx->owned_mask() : std::vector<bool>{});
   core::TensorParallelStatReducer<float> reducer(model.params(), tp);

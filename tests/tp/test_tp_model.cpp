@@ -20,12 +20,12 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "core/data_parallel.h"
 #include "core/model.h"
 #include "data/batch.h"
 #include "kernels/backend.h"
-#include "launch/batch_source.h"
-#include "launch/data_parallel.h"
-#include "launch/trainer.h"
+#include "launch/run/batch_source.h"
+#include "launch/train/trainer.h"
 #include "parallel/process_groups.h"
 #include "tests/tp/tp_test_util.h"
 
@@ -56,8 +56,8 @@ std::vector<StepOutput> run(const launch::RunConfig& cfg, const parallel::Proces
   Model<float> model(cfg.model, B, *backend, tp);
   model.params().initialize(uint64_t(cfg.train.seed));
   launch::SyntheticMarkovSource source(cfg.model.vocab, B, cfg.model.seq_len, kDataSeed, dp_rank * B);
-  std::unique_ptr<launch::DataParallel<float>> dpx;
-  if (groups) dpx = std::make_unique<launch::DataParallel<float>>(groups->dp(), model, launch::DpSettings{});
+  std::unique_ptr<core::DataParallel<float>> dpx;
+  if (groups) dpx = std::make_unique<core::DataParallel<float>>(groups->dp(), model, core::DpSettings{});
   std::vector<StepOutput> out;
   data::Batch batch;
   for (int s = 0; s < kSegments; ++s) {

@@ -28,7 +28,7 @@ void window_tc(WindowAttnDims d) {
   cublasHandle_t handle; cublasCreate(&handle);
   size_t act = size_t(d.batch) * d.seq * d.width(), cache = size_t(d.batch) * d.window * d.width();
   size_t probs = size_t(d.batch) * d.blocks() * d.heads * d.window * 2 * d.window;
-  // Unit-norm-like q, k rows (the model L2-normalises them, MODEL §3.1) and scales near 1.5.
+  // Unit-norm-like q, k rows (the model L2-normalises them, model.md §3.1) and scales near 1.5.
   const float qs = 1.0f / std::sqrt(float(d.head_dim));
   auto q = normal(act, qs), k = normal(act, qs), v = normal(act), kc = normal(cache, qs), vc = normal(cache);
   auto bias = normal(d.heads * 32, .5f), scale = normal(d.heads, .3f); for (auto& s : scale) s += 4.0f;

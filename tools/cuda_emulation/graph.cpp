@@ -1,5 +1,5 @@
 // Host emulation check of CUDA graph capture (tools/cuda_emulation, docs/gpu.md "CUDA graphs"):
-// the training step captured by launch/step_graphs.cpp and replayed must give bit-identical
+// the training step captured by launch/train/step_graphs.cpp and replayed must give bit-identical
 // losses, gradients and weights to the same steps run eagerly, across reset patterns, masks
 // that differ in every step (so the loss scale 1/count differs: it is staged outside the graph
 // and must not split the graphs), a full warm-up and replays after other patterns; a capture
@@ -22,7 +22,11 @@
 #include "kernels/cuda/cuda_optimizer_kernels.h"
 #include "kernels/cuda/stream_graph.h"
 #include <cuda_runtime.h>  // the emulator's runtime header: its launch counts
-#include "launch/step_graphs.h"
+#if __has_include("launch/train/step_graphs.h")
+#include "launch/train/step_graphs.h"
+#else
+#include "launch/step_graphs.h"  // EMU_REPO: a checkout from before launch/'s rooms
+#endif
 #include "compare.h"
 #include "training_common.h"
 

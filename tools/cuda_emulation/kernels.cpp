@@ -70,7 +70,7 @@ void cross(int batch, int nq, int nk, int H, int dh, bool causal, int qpad, int 
 void others() {
   auto cpu = make_cpu_backend<float>();
   DeviceArena scratch(64 << 20, "scratch");
-  { // The implicit filter network's ops (MODEL §7.1 unstructured): sine fwd/bwd and the decay.
+  { // The implicit filter network's ops (model.md §7.1 unstructured): sine fwd/bwd and the decay.
     int n = 700, O = 64, R = 6, L = 300; auto a = normal(size_t(n) * O, 2), f = normal(O, .3f), ds = normal(a.size());
     for (auto& w : f) w += 1.0f;
     std::vector<float> s(a.size()), gs(a.size(), NAN); auto da = normal(a.size()), df = normal(O); auto gda = da, gdf = df;

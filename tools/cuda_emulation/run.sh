@@ -12,7 +12,7 @@
 #   CI runs tc, strict + gputest, a micro graph case and xent_graph (tests/kernels/CMakeLists.txt).
 # Environment: EMU_SEED (every shuffled choice; printed), EMU_SEEDS ("1 2 3": each check once
 #   per seed), EMU_REPO (the source tree to emulate, default this one: kernels/cuda, tests/cuda,
-#   launch/step_graphs.cpp and parallel/nccl_communicator.cpp come from it, for before/after
+#   launch/train/step_graphs.cpp and parallel/nccl_communicator.cpp come from it, for before/after
 #   runs against an old checkout with its own build dir), EMU_TRAINING_CASE, EMU_TP_CASE,
 #   EMU_GRAPH_VARIANTS, EMU_GPU_TESTS ("file[:gtest filter] ..." of tests/cuda).
 set -euo pipefail
@@ -101,11 +101,14 @@ fi
 graph_binary() {
   [ -x "$work/graph" ] && return
   backend_objects
-  g++ "${flags[@]}" -DBRT_WITH_CUDA=1 "$here/graph.cpp" "$repo/launch/step_graphs.cpp" $(objects) \
+  # launch/train/step_graphs.cpp (launch/step_graphs.cpp in checkouts from before launch/'s rooms).
+  local step_graphs=$repo/launch/train/step_graphs.cpp
+  [ -f "$step_graphs" ] || step_graphs=$repo/launch/step_graphs.cpp
+  g++ "${flags[@]}" -DBRT_WITH_CUDA=1 "$here/graph.cpp" "$step_graphs" $(objects) \
     "${core[@]}" "${libs[@]}" "${mpi_libs[@]}" -o "$work/graph"
 }
 if wants graph; then
-  # CUDA graphs: launch/step_graphs.cpp's captured and replayed training steps against eager
+  # CUDA graphs: launch/train/step_graphs.cpp's captured and replayed training steps against eager
   # ones (bit-identical, masks varying), a failing capture, the launch profile (graph.cpp).
   graph_binary
   timed graph "$work/graph" ${EMU_GRAPH_VARIANTS:-}

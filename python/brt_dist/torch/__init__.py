@@ -1,10 +1,10 @@
-"""PyTorch models of every brt-dist variant (MODEL.md), built from checkpoints.
+"""PyTorch models of every brt-dist variant (docs/model.md), built from checkpoints.
 
     from brt_dist.torch import from_checkpoint, evaluate_documents
     model = from_checkpoint("runs/tiny/ckpt/ckpt-00000600.h5", dtype=torch.float64)
 
 Modules: layers (norms, attention, gates), blocks (standard and recurrent layers), feedback
-(the MODEL §5.4 stack, block-major), ssm (the BST layer and its SSM sublayer), model
+(the model.md §5.4 stack, block-major), ssm (the BST layer and its SSM sublayer), model
 (BrtModel), evaluate (eval as brt-dist does it).
 """
 try:

@@ -1,12 +1,12 @@
-"""The standard layer (MODEL §4: Slide, XL) and the recurrent layer (MODEL §5: BRT); the
-feedback stack (MODEL §5.4, feedback.py) is built of these recurrent layers' token sides.
+"""The standard layer (model.md §4: Slide, XL) and the recurrent layer (model.md §5: BRT); the
+feedback stack (model.md §5.4, feedback.py) is built of these recurrent layers' token sides.
 
 Every layer maps (x [B, N, D], carried, doc_start [B] bool) -> (out, new_carried), where
 `carried` holds this layer's carried state under the checkpoint's names without the
-"layers.{i}." prefix (MODEL §8, docs/checkpoint-format.md §2):
+"layers.{i}." prefix (model.md §8, docs/checkpoint-format.md §2):
     cache.k, cache.v  [B, W, A]  the last block's normalised keys and raw values
     state.sigma       [B, S, D]  recurrent layers: Σ_T
-New carried state is detached (no gradient crosses a segment boundary, MODEL §8) unless the
+New carried state is detached (no gradient crosses a segment boundary, model.md §8) unless the
 caller asks to keep the graph (detach=False).
 """
 import torch
@@ -21,7 +21,7 @@ def _carry(tensor, detach):
 
 
 class StandardLayer(nn.Module):
-    """MODEL §4: h = RMSNorm_attn(x); y = x + WindowAttention(h)·Wo; z = y + MLP(RMSNorm_mlp(y))."""
+    """model.md §4: h = RMSNorm_attn(x); y = x + WindowAttention(h)·Wo; z = y + MLP(RMSNorm_mlp(y))."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -32,7 +32,7 @@ class StandardLayer(nn.Module):
         self.mlp = Mlp(cfg.d_model, cfg.d_ff, cfg.d_model)
 
     def self_attention_inputs(self, x, carried, doc_start):
-        """Q̂, K̂, V of the segment (MODEL §3.1) and the caches it attends (MODEL §8)."""
+        """Q̂, K̂, V of the segment (model.md §3.1) and the caches it attends (model.md §8)."""
         cfg, attn = self.cfg, self.attn
         h = self.attn_norm(x)
         q = head_l2_norm(h @ attn.wq, cfg.heads)
@@ -44,7 +44,7 @@ class StandardLayer(nn.Module):
         return h, q, k, v, k_cache, v_cache
 
     def carried_cache(self, k, v, detach):
-        """The last block's keys and values for the next segment's block 0 (MODEL §8)."""
+        """The last block's keys and values for the next segment's block 0 (model.md §8)."""
         W = self.cfg.window
         return {"cache.k": _carry(k[:, -W:].flatten(-2), detach),
                 "cache.v": _carry(v[:, -W:].flatten(-2), detach)}
@@ -60,7 +60,7 @@ class StandardLayer(nn.Module):
 
 
 class RecurrentState(nn.Module):
-    """layers.{i}.state.*: the state side of MODEL §5.1 (norm, ids P, init Σ0, projections,
+    """layers.{i}.state.*: the state side of model.md §5.1 (norm, ids P, init Σ0, projections,
     scales, Wo_s, gates; dual adds norm2, w1, w2, gate2)."""
 
     def __init__(self, cfg):
@@ -83,13 +83,13 @@ class RecurrentState(nn.Module):
             self.gate2 = Gate(cfg.gate, cfg.d_ff, D)
 
     def keys_values_queries(self, sigma, heads):
-        """h_s = RMSNorm_s(Σ) + P; K̂_s, V_s, Q̂_s, Q̂2_s (MODEL §5.2)."""
+        """h_s = RMSNorm_s(Σ) + P; K̂_s, V_s, Q̂_s, Q̂2_s (model.md §5.2)."""
         h = self.norm(sigma) + self.ids
         return (head_l2_norm(h @ self.wk, heads), split_heads(h @ self.wv, heads),
                 head_l2_norm(h @ self.wq, heads), head_l2_norm(h @ self.wq2, heads))
 
     def update(self, sigma, c):
-        """Σ_{t+1} from Σ_t and c = concat(A_ss, A_se) (MODEL §5.3 skip / dual)."""
+        """Σ_{t+1} from Σ_t and c = concat(A_ss, A_se) (model.md §5.3 skip / dual)."""
         u = c @ self.wo
         gated = self.gate(sigma, u, c)
         if not self.dual:
@@ -99,9 +99,9 @@ class RecurrentState(nn.Module):
 
 
 class RecurrentLayer(StandardLayer):
-    """MODEL §5.2, block by block: block t's tokens read Σ_t (vertical), and Σ_{t+1} =
+    """model.md §5.2, block by block: block t's tokens read Σ_t (vertical), and Σ_{t+1} =
     Gate(Σ_t, concat(A_ss, A_se)) (horizontal), gradients through all T blocks of a segment.
-    with_state=False: the token side only (a feedback model's other layers, MODEL §5.4)."""
+    with_state=False: the token side only (a feedback model's other layers, model.md §5.4)."""
 
     def __init__(self, cfg, with_state=True):
         nn.Module.__init__(self)
@@ -114,7 +114,7 @@ class RecurrentLayer(StandardLayer):
             self.state = RecurrentState(cfg)
 
     def initial_sigma(self, carried, doc_start, like):
-        """Σ_0: the learned state.init at a document start, else the carried Σ (MODEL §8)."""
+        """Σ_0: the learned state.init at a document start, else the carried Σ (model.md §8)."""
         B = like.shape[0]
         init = self.state.init.expand(B, -1, -1)
         sigma = carried.get("state.sigma")

@@ -1,4 +1,4 @@
-"""Evaluation as `brt-dist eval` does it (launch/evaluator.cpp, MODEL §8): every document of a
+"""Evaluation as `brt-dist eval` does it (launch/eval/evaluator.cpp, model.md §8): every document of a
 split streamed segment by segment with the carried state, reset between documents; totals by
 document, by position in the document and by position in the segment."""
 import math

@@ -1,4 +1,4 @@
-"""The feedback variant (MODEL §5.4, `feedback:{fixed,lstm}:{skip,dual}`; the C++ is
+"""The feedback variant (model.md §5.4, `feedback:{fixed,lstm}:{skip,dual}`; the C++ is
 core/feedback_stack.cpp): every layer has the recurrent layer's token side (attn.wq2,
 attn.scale2, attn.wo [2A, D]) and its tokens cross-attend to K̂_s, V_s of the ONE recurrent
 layer's current state Σ_t, computed before block t enters the stack. So block t of the lowest
@@ -7,8 +7,8 @@ block-major: for t = 0..T−1, K̂_s, V_s of Σ_t; every layer's block t, bottom
 recurrent layer turns Σ_t into Σ_{t+1} from its own block-t window [K_{t−1}; K_t] (§5.2).
 
 The layers are blocks.RecurrentLayer modules (only the recurrent one has `state`), so the
-parameter names are MODEL §9's and the carried state is named as rec:*'s: every layer's
-cache.k / cache.v [B, W, A], and layers.{r}.state.sigma [B, S, D] (MODEL §8).
+parameter names are model.md §9's and the carried state is named as rec:*'s: every layer's
+cache.k / cache.v [B, W, A], and layers.{r}.state.sigma [B, S, D] (model.md §8).
 """
 import torch
 
@@ -23,7 +23,7 @@ def feedback_layers(cfg):
 
 
 def _token_block(layer, x, k_prev, v_prev, k_s, v_s):
-    """One layer's block (MODEL §5.2 vertical, §5.4): x [B, W, D] the block's input, k_prev,
+    """One layer's block (model.md §5.2 vertical, §5.4): x [B, W, D] the block's input, k_prev,
     v_prev [B, W, H, dh] block t − 1's keys and values (the cache at t = 0), K̂_s, V_s of Σ_t.
     Returns (Z, K̂ and V of this block)."""
     cfg, attn = layer.cfg, layer.attn

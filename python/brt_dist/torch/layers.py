@@ -1,12 +1,12 @@
-"""The building blocks of MODEL.md §2-§5 as PyTorch functions and modules.
+"""The building blocks of model.md §2-§5 as PyTorch functions and modules.
 
-Module and parameter names follow MODEL §9, so a model's state_dict() keys are exactly the
+Module and parameter names follow model.md §9, so a model's state_dict() keys are exactly the
 checkpoint's /model/ dataset names ("layers.1.state.gate.wf", ...). Matrices act on row
-vectors and are stored [in, out] (MODEL §0): y = x @ W.
+vectors and are stored [in, out] (model.md §0): y = x @ W.
 
 Precision: every function runs in the dtype of its inputs; for bfloat16/float16 inputs the
-reductions (norms, softmax) run in float32 (MODEL §0: "All reductions in fp32 at least").
-Where MODEL.md leaves a detail open, the C++ kernels decide (cited per function).
+reductions (norms, softmax) run in float32 (model.md §0: "All reductions in fp32 at least").
+Where docs/model.md leaves a detail open, the C++ kernels decide (cited per function).
 """
 import math
 
@@ -16,9 +16,9 @@ from torch import nn
 
 from ..config import ModelConfig
 
-RMS_EPS = 1e-6       # MODEL §2
-L2_EPS = 1e-6        # MODEL §3.1
-T5_BUCKETS = 32      # MODEL §3.3
+RMS_EPS = 1e-6       # model.md §2
+L2_EPS = 1e-6        # model.md §3.1
+T5_BUCKETS = 32      # model.md §3.3
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
 
 
@@ -36,14 +36,14 @@ def new_param(module, name, shape):
 
 
 def trunc_normal_(tensor, gain=1.0, fan_in=None):
-    """MODEL §4: truncated normal with σ = sqrt(gain/fan_in)/0.8796, cut at ±2σ."""
+    """model.md §4: truncated normal with σ = sqrt(gain/fan_in)/0.8796, cut at ±2σ."""
     fan_in = fan_in or tensor.shape[-2]
     std = math.sqrt(gain / fan_in) / 0.8796
     return nn.init.trunc_normal_(tensor, 0.0, std, -2 * std, 2 * std)
 
 
 class RMSNorm(nn.Module):
-    """MODEL §2: x · rsqrt(mean(x²) + 1e-6) ⊙ γ (parameter `scale`, init 1)."""
+    """model.md §2: x · rsqrt(mean(x²) + 1e-6) ⊙ γ (parameter `scale`, init 1)."""
 
     def __init__(self, d_model):
         super().__init__()
@@ -60,7 +60,7 @@ def rms_norm(x, scale):
 
 
 def head_l2_norm(x, heads):
-    """MODEL §3.1: per head and position, x · rsqrt(Σ_d x² + 1e-6); x [..., A] -> [..., H, dh]."""
+    """model.md §3.1: per head and position, x · rsqrt(Σ_d x² + 1e-6); x [..., A] -> [..., H, dh]."""
     x = x.unflatten(-1, (heads, -1))
     xr = x.to(reduction_dtype(x.dtype))
     return (xr * torch.rsqrt(xr.pow(2).sum(-1, keepdim=True) + L2_EPS)).to(x.dtype)
@@ -71,7 +71,7 @@ def split_heads(x, heads):
 
 
 def t5_bucket(distance):
-    """MODEL §3.3 (kernels/t5_bucket.cpp): n if n < 16 else min(31, 16 + floor(ln(n/16)/ln 8·16)),
+    """model.md §3.3 (kernels/t5_bucket.cpp): n if n < 16 else min(31, 16 + floor(ln(n/16)/ln 8·16)),
     computed in float32 as the C++ does."""
     n = np.asarray(distance)
     with np.errstate(divide="ignore"):
@@ -80,9 +80,9 @@ def t5_bucket(distance):
     return np.where(n < 16, n, far)
 
 
-# ------------------------------------------------------------------ attention (MODEL §3)
+# ------------------------------------------------------------------ attention (model.md §3)
 def window_attention(q, k, v, k_cache, v_cache, rel_bias, scale, window):
-    """MODEL §3.2 sliding-window self-attention over T = N/W blocks.
+    """model.md §3.2 sliding-window self-attention over T = N/W blocks.
     q, k (both normalised), v: [B, N, H, dh]; k_cache, v_cache: [B, W, H, dh], the previous
     segment's last block (zeros at a document start: attended, not masked). Query q of a block
     sees window keys [q, q+W-1] of [K_{t-1}; K_t], i.e. the W previous tokens and not itself;
@@ -109,8 +109,8 @@ def window_attention(q, k, v, k_cache, v_cache, rel_bias, scale, window):
 
 
 def cross_attention(q, k, v, scale, causal=False):
-    """MODEL §3.4: softmax_k(s · Q̂·K̂ᵀ)·V, no position bias; q [..., nq, H, dh], k and v
-    [..., nk, H, dh]; causal: query i sees keys j <= i (MODEL §7.2 SH/MH). -> [..., nq, H·dh]."""
+    """model.md §3.4: softmax_k(s · Q̂·K̂ᵀ)·V, no position bias; q [..., nq, H, dh], k and v
+    [..., nk, H, dh]; causal: query i sees keys j <= i (model.md §7.2 SH/MH). -> [..., nq, H·dh]."""
     rdt = reduction_dtype(q.dtype)
     logits = torch.einsum("...qhd,...khd->...hqk", q, k).to(rdt) * scale.to(rdt)[:, None, None]
     if causal:
@@ -123,7 +123,7 @@ def cross_attention(q, k, v, scale, causal=False):
 
 
 def take_cache(carried, doc_start, shape, like):
-    """The cache a segment attends (MODEL §8): zeros at a document start, else the carried one
+    """The cache a segment attends (model.md §8): zeros at a document start, else the carried one
     (None means nothing carried: every stream must start a document)."""
     zeros = torch.zeros(shape, dtype=like.dtype)
     if carried is None:
@@ -134,7 +134,7 @@ def take_cache(carried, doc_start, shape, like):
 
 # ------------------------------------------------------------------ containers named as §9
 class Mlp(nn.Module):
-    """MODEL §4: ReLU(h·W1)·W2, no biases (the norm is the owner's)."""
+    """model.md §4: ReLU(h·W1)·W2, no biases (the norm is the owner's)."""
 
     def __init__(self, d_in, d_hidden, d_out):
         super().__init__()
@@ -147,7 +147,7 @@ class Mlp(nn.Module):
 
 class Attention(nn.Module):
     """layers.{i}.attn.*: wq, wk, wv [D, A]; wo [A, D] or [2A, D] with a second attention
-    (wq2, scale2); scale [H]; rel_bias [H, 32]; BST adds wkc, wvc and ctx_norm (MODEL §9)."""
+    (wq2, scale2); scale [H]; rel_bias [H, 32]; BST adds wkc, wvc and ctx_norm (model.md §9)."""
 
     def __init__(self, cfg, second=False, context=False):
         super().__init__()
@@ -166,7 +166,7 @@ class Attention(nn.Module):
 
 
 class Gate(nn.Module):
-    """MODEL §5.3. fixed: g = σ(b); out = carry·g + u·(1 − g).
+    """model.md §5.3. fixed: g = σ(b); out = carry·g + u·(1 − g).
     lstm: f = σ(y·W_f + b_f + 1), i = σ(y·W_i + b_i − 1); out = carry·f + u·i."""
 
     def __init__(self, kind, d_in, d_model):
@@ -190,10 +190,10 @@ class Gate(nn.Module):
 
 
 def init_parameters(model, generator=None):
-    """A fresh initialisation by MODEL §1-§7's distributions (not bit-identical to brt-dist's
-    counter-based Philox draws, MODEL §10b, which only matter for reproducing a C++ run), with
+    """A fresh initialisation by model.md §1-§7's distributions (not bit-identical to brt-dist's
+    counter-based Philox draws, model.md §10b, which only matter for reproducing a C++ run), with
     the recurrent state's scales model.state_id_std, state_init_std and gate_bias_mean of
-    model.cfg (MODEL's values by default) as brt-dist declares them (core/recurrent_state.cpp)."""
+    model.cfg (docs/model.md's values by default) as brt-dist declares them (core/recurrent_state.cpp)."""
     g = generator
     cfg = getattr(model, "cfg", None) or ModelConfig()
     id_std, init_std, bias_mean = cfg.state_id_std, cfg.state_init_std, cfg.gate_bias_mean

@@ -1,4 +1,4 @@
-"""The whole model (MODEL §1, §8) for every variant, built from a checkpoint.
+"""The whole model (model.md §1, §8) for every variant, built from a checkpoint.
 
     model = BrtModel.from_checkpoint(ckpt, dtype=torch.float64)
     state = model.initial_state(batch=1)                       # nothing carried yet
@@ -24,8 +24,8 @@ from .ssm import BstLayer
 
 
 class BrtModel(nn.Module):
-    """Embedding, the layer stack of the variant, final norm and tied output (MODEL §1).
-    state_dict() keys are MODEL §9's names, the checkpoint's /model/ datasets."""
+    """Embedding, the layer stack of the variant, final norm and tied output (model.md §1).
+    state_dict() keys are model.md §9's names, the checkpoint's /model/ datasets."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -33,7 +33,7 @@ class BrtModel(nn.Module):
         cfg.resolve()
         self.cfg = cfg
         new_param(self, "embed", (cfg.vocab, cfg.d_model))
-        layers = feedback_layers(cfg) if cfg.feedback else []  # MODEL §5.4
+        layers = feedback_layers(cfg) if cfg.feedback else []  # model.md §5.4
         for i in range(len(layers), cfg.layers):
             if cfg.is_bst_layer(i):
                 layers.append(BstLayer(cfg))
@@ -58,14 +58,14 @@ class BrtModel(nn.Module):
 
     @classmethod
     def initialised(cls, cfg, dtype=torch.float32, seed=0):
-        """A fresh model drawn from MODEL's init distributions (docs/python.md)."""
+        """A fresh model drawn from docs/model.md's init distributions (docs/python.md)."""
         model = cls(cfg)
         torch.manual_seed(seed)
         init_parameters(model)
         return model.to(dtype)
 
     def load_parameters(self, parameters, strict=True):
-        """From {MODEL §9 name: array}; shapes must match."""
+        """From {model.md §9 name: array}; shapes must match."""
         tensors = {name: torch.as_tensor(np.asarray(value)) for name, value in parameters.items()}
         missing, unexpected = self.load_state_dict(tensors, strict=False)
         if strict and (missing or unexpected):
@@ -95,7 +95,7 @@ class BrtModel(nn.Module):
 
     # ---------------------------------------------------------------- forward
     def forward(self, tokens, state=None, doc_start=None, detach_state=True, return_hidden=False):
-        """logits [B, N, V] of one segment (MODEL §1: RMSNorm_final(x_L)·Eᵀ/√V) and the new
+        """logits [B, N, V] of one segment (model.md §1: RMSNorm_final(x_L)·Eᵀ/√V) and the new
         carried state. tokens [B, N] (N = model.seq_len); doc_start [B] bool (default: all
         true when state is empty, else all false). return_hidden: also a dict with the
         residual stream after each layer ("hidden") and each recurrent layer's states Σ_0..Σ_T
@@ -113,7 +113,7 @@ class BrtModel(nn.Module):
         if not state and not bool(doc_start.all()):
             raise ValueError("a stream continues a document but no carried state was given")
         x = self.embed[tokens]
-        if self.cfg.feedback:  # MODEL §5.4: the whole stack runs block-major (feedback.py)
+        if self.cfg.feedback:  # model.md §5.4: the whole stack runs block-major (feedback.py)
             x_in = x
             x, new_state, layer_outs, sigmas = feedback_forward(self.layers, x, state, doc_start, detach_state)
             hidden = [x_in] + layer_outs

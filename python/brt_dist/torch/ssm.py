@@ -1,7 +1,7 @@
-"""The Block-State Transformer layer (MODEL §7; C++: core/bst_ssm.cpp, core/bst_layer.cpp,
+"""The Block-State Transformer layer (model.md §7; C++: core/bst_ssm.cpp, core/bst_layer.cpp,
 kernels/ssm/*).
 
-Carried state of a BST layer (names below "layers.{i}.", MODEL §7.3):
+Carried state of a BST layer (names below "layers.{i}.", model.md §7.3):
     cache.k, cache.v  [B, W, A]        as every §3.2 layer
     ssm.carry         [B, C, Ds, M]    s4d with ssm_carry: the complex modes x_n (complex128;
                                        the C++ keeps them in double too, docs/bst.md)
@@ -22,7 +22,7 @@ FILTER_EMBED = 3     # z(t) = [t, cos 2πt, sin 2πt]
 
 
 def causal_conv(u, kernel, dskip):
-    """MODEL §7.1: y[b,c,t,f] = Σ_{τ<=t} K[c,f,τ]·u[b,t−τ,f] + Dskip[c,f]·u[b,t,f], by real FFTs
+    """model.md §7.1: y[b,c,t,f] = Σ_{τ<=t} K[c,f,τ]·u[b,t−τ,f] + Dskip[c,f]·u[b,t,f], by real FFTs
     of length 2L (length L would wrap the future into the past). u [B, L, F], kernel [C, F, L]
     -> [B, C, L, F]. bfloat16/float16 inputs are convolved in float32 (torch.fft needs it)."""
     L = u.shape[1]
@@ -35,7 +35,7 @@ def causal_conv(u, kernel, dskip):
 
 
 class ImplicitFilter(nn.Module):
-    """layers.{i}.ssm.filter.*: MODEL §7.1 `unstructured` (kernels/ssm/implicit_filter.cpp).
+    """layers.{i}.ssm.filter.*: model.md §7.1 `unstructured` (kernels/ssm/implicit_filter.cpp).
     h = Linear(3→64) → sin(ω⊙·) → Linear(64→64) → sin(ω⊙·) → Linear(64→64) → sin(ω⊙·) →
     Linear(64→R, no bias), one ω shared by the three sines; K[r, l] = h_r(t_l)·exp(−t_l·|δ_r|)
     with t_l = l / N_seg and δ_r linear in r over [ln(1e−2)/1.5, ln(1e−2)/0.3]."""
@@ -79,7 +79,7 @@ def s4d_powers(dta, first, count):
 
 
 class Ssm(nn.Module):
-    """layers.{i}.ssm.*: the SSM sublayer of MODEL §7.1 producing the context states."""
+    """layers.{i}.ssm.*: the SSM sublayer of model.md §7.1 producing the context states."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -102,7 +102,7 @@ class Ssm(nn.Module):
 
     def convolve(self, u, carried, doc_start, detach):
         """Y [B, C, N, Ds] of U [B, N, Ds], continuing the document across segments when
-        ssm_carry is on (MODEL §7.3); returns (Y, new carried entries)."""
+        ssm_carry is on (model.md §7.3); returns (Y, new carried entries)."""
         cfg, N = self.cfg, u.shape[1]
         B, continues = u.shape[0], (~doc_start).view(-1, 1, 1)
         if cfg.ssm_kernel == "unstructured":
@@ -134,7 +134,7 @@ class Ssm(nn.Module):
         return y, {"ssm.carry": _carry(x_next, detach)}
 
     def forward(self, x, carried, doc_start, detach=True):
-        """Context states (MODEL §7.1/7.2): SH [B, N, D], MH [B, H, N, D], MF block ends
+        """Context states (model.md §7.1/7.2): SH [B, N, D], MH [B, H, N, D], MF block ends
         [B, T, S_ctx, D]; and the new carried entries."""
         cfg = self.cfg
         u = self.norm(x) @ self.w_dn
@@ -149,7 +149,7 @@ class Ssm(nn.Module):
 
 
 class BstLayer(StandardLayer):
-    """MODEL §7.2: window self-attention (scale s1, T5 bias, carried cache) and cross-attention
+    """model.md §7.2: window self-attention (scale s1, T5 bias, carried cache) and cross-attention
     of Q̂2 to the context states (scale s2), Y = X + concat(A_self, A_cross)·Wo (2A→D), then
     the §4 MLP. All blocks in parallel."""
 
@@ -163,7 +163,7 @@ class BstLayer(StandardLayer):
         self.ssm = Ssm(cfg)
 
     def mf_context(self, ends, carried, doc_start, detach):
-        """MF (MODEL §7.2): block k >= 1 reads the end state of block k − 1; block 0 reads
+        """MF (model.md §7.2): block k >= 1 reads the end state of block k − 1; block 0 reads
         ctx_init at a document start or with ssm_carry off, else the previous segment's last
         context (detached)."""
         B = ends.shape[0]

@@ -1,0 +1,86 @@
+// The sliding-window self-attention of model.md §3.2 together with the per-stream cache it
+// carries between segments (§8) — the one piece every layer with a window cache uses:
+// StandardLayer (§4), RecurrentLayer (§5.2: A_ee), BstLayer (§7.2: A_self) and, for its
+// caches only, FeedbackStack (§5.4).
+//
+// One segment, per stream:
+//   prepare:  C_K, C_V = zeros at a document start, else the carried block          (§8)
+//   forward:  block t's queries Q̂_t attend to K̂w = [K̂_{t−1}; K̂_t], Vw = [V_{t−1}; V_t]
+//             with block −1 = (C_K, C_V), T5 bias R and per-head scale s            (§3.2)
+//   carry:    the carried block ← this segment's last block of K̂ and V, detached   (§8)
+//   backward: gradients to Q̂, K̂, V, R and s; none to the cache (detached)
+// Checkpoints hold the carried block as layers.{i}.cache.k and .cache.v, [B, W, A] (under
+// tensor parallelism this rank's head columns of A).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/layer.h"
+#include "core/param.h"
+#include "core/tensor_parallel.h"
+#include "kernels/backend.h"
+
+namespace brt::core {
+
+// How the layer lays out the keys and values it hands the piece.
+enum class WindowLayout {
+  // [B, N, A], stream-major (standard, recurrent and BST layers): the piece runs §3.2's
+  // attention over whole segments and carries each stream's last W rows.
+  kSegment,
+  // Block-major (the feedback stack, §5.4): the layer attends block by block itself, reading
+  // cache_keys()/cache_values() as block −1 of block 0, and hands carry() its last block
+  // [B, W, A]. The piece holds the cache only.
+  kBlockMajor,
+};
+
+template <typename T>
+class CachedWindowAttention {
+ public:
+  // dims: B streams of N tokens, window W, this rank's heads. Allocates the carried block and
+  // the block attended this segment (and, for kSegment, the saved probabilities) in `memory`.
+  CachedWindowAttention(const kernels::WindowAttnDims& dims, const TensorParallel& tp,
+                        kernels::Memory& memory, WindowLayout layout = WindowLayout::kSegment);
+
+  // §8: block 0's window starts with zeros for the streams that start a document (doc_start:
+  // [B], host memory), else with the block carried from the stream's previous segment.
+  void prepare(kernels::Backend<T>& be, const uint8_t* doc_start);
+  // §3.2 over the segment (kSegment): q, k, v [B·N, A] are Q̂, K̂, V; out [B·N, A] is
+  // overwritten. q, k, v must stay alive until backward (they are saved, not copied).
+  void forward(kernels::Backend<T>& be, const T* q, const T* k, const T* v,
+               const Param<T>& rel_bias, const Param<T>& scale, T* out);
+  // dout: gradient w.r.t. out. ACCUMULATES dq, dk, dv [B·N, A] and the gradients of the bias
+  // table and the scale; the cache gets none (§8: detached).
+  void backward(kernels::Backend<T>& be, const T* dout, Param<T>& rel_bias, Param<T>& scale,
+                T* dq, T* dk, T* dv);
+  // §8: keeps this segment's last block of keys and values for the next one. kSegment: k, v
+  // are the segment's [B·N, A]; kBlockMajor: its last block [B, W, A].
+  void carry(kernels::Backend<T>& be, const T* k, const T* v);
+
+  // [B, W, A]: block −1 of this segment's block 0, as prepare() left it.
+  const T* cache_keys() const { return k_attended_.data(); }
+  const T* cache_values() const { return v_attended_.data(); }
+
+  // prefix + "cache.k", prefix + "cache.v" (prefix: "layers.{i}."), for checkpoints and tests.
+  std::vector<TensorRef<T>> carried_state(const std::string& prefix);
+  // The cache attended this segment and the saved probabilities (the carried block is
+  // counted as carried state).
+  int64_t activation_bytes() const;
+
+ private:
+  void require_segment_layout(const char* what) const;
+
+  kernels::WindowAttnDims dims_;
+  WindowLayout layout_;
+  ShardSpec heads_;  // this rank's head columns of A in the carried tensors
+  // Saved by forward for backward (owned by the layer's projections).
+  const T* q_ = nullptr;
+  const T* k_ = nullptr;
+  const T* v_ = nullptr;
+  kernels::Buffer<T> k_attended_, v_attended_;  // [B, W, A] block −1 of this segment
+  kernels::Buffer<T> probs_;                    // kSegment: [B, T, H, W, 2W]
+  kernels::Buffer<T> k_carried_, v_carried_;    // [B, W, A] carried between segments (§8)
+};
+
+}  // namespace brt::core

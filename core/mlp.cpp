@@ -1,0 +1,92 @@
+#include "core/mlp.h"
+
+#include "core/linear.h"
+
+namespace brt::core {
+
+template <typename T>
+void MlpActs<T>::allocate(kernels::Memory& memory, const MlpParams& p, int rows) {
+  h.allocate(memory, static_cast<size_t>(rows) * p.d_model, "mlp input h");
+  rstd.allocate(memory, size_t(rows), "mlp rstd");
+  m.allocate(memory, static_cast<size_t>(rows) * p.d_ff, "mlp hidden m");
+  if (p.tp.active()) u.allocate(memory, static_cast<size_t>(rows) * p.d_model, "mlp partial u");
+}
+
+template <typename T>
+int64_t MlpActs<T>::bytes() const {
+  return static_cast<int64_t>(h.size() + rstd.size() + m.size() + u.size()) *
+         static_cast<int64_t>(sizeof(T));
+}
+
+template <typename T>
+MlpParams declare_mlp(ParamStore<T>& store, const std::string& norm_name,
+                      const std::string& prefix_w, int d_model, int d_ff,
+                      const TensorParallel& tp) {
+  MlpParams p;
+  p.d_model = d_model;
+  p.d_ff = tp.local(d_ff, "model.d_ff");
+  p.tp = tp;
+  p.norm = declare_norm(store, norm_name, d_model);
+  p.w1 = declare_matrix(store, prefix_w + "w1", d_model, d_ff, 1.0, tp.columns());
+  p.w2 = declare_matrix(store, prefix_w + "w2", d_ff, d_model, 1.0, tp.rows());
+  return p;
+}
+
+template <typename T>
+void mlp_forward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, const T* y, int rows,
+                 MlpActs<T>& acts, T* u, T beta) {
+  const int D = p.d_model, F = p.d_ff;
+  be.rmsnorm_forward(y, store[p.norm].value, rows, D, acts.h.data(), acts.rstd.data());
+  linear_forward(be, acts.h.data(), rows, D, store[p.w1].value, F, acts.m.data());
+  be.relu_forward(acts.m.data(), static_cast<int64_t>(rows) * F, acts.m.data());
+  if (!p.tp.active()) {
+    linear_forward(be, acts.m.data(), rows, F, store[p.w2].value, D, u, beta);
+    return;
+  }
+  // Row-parallel W2: sum the ranks' partial products, then add to u (not u itself, which may
+  // already hold the replicated residual).
+  const int64_t nd = static_cast<int64_t>(rows) * D;
+  linear_forward(be, acts.m.data(), rows, F, store[p.w2].value, D, acts.u.data());
+  p.tp.reduce_output(acts.u.data(), nd);
+  if (beta == T(0)) {
+    be.copy(acts.u.data(), nd, u);
+  } else {
+    if (beta != T(1)) be.scale_inplace(u, nd, beta);
+    be.add_inplace(u, acts.u.data(), nd);
+  }
+}
+
+template <typename T>
+void mlp_backward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, const T* y,
+                  int rows, const MlpActs<T>& acts, const T* du, T* dy, T* scratch_f,
+                  T* scratch_d, const T* dm_extra) {
+  const int D = p.d_model, F = p.d_ff;
+  const int64_t nf = static_cast<int64_t>(rows) * F;
+  T* dm = scratch_f;
+  T* dpre = scratch_f + nf;
+  auto& w2 = store[p.w2];
+  linear_backward(be, acts.m.data(), rows, F, w2.value, D, du, dm, w2.grad, T(0));  // dm = du·W2ᵀ
+  if (dm_extra != nullptr) be.add_inplace(dm, dm_extra, nf);
+  be.fill(dpre, nf, T(0));
+  be.relu_backward(acts.m.data(), dm, nf, dpre);
+  T* dh = scratch_d;
+  auto& w1 = store[p.w1];
+  linear_backward(be, acts.h.data(), rows, D, w1.value, F, dpre, dh, w1.grad, T(0));
+  p.tp.reduce_input_grad(dh, static_cast<int64_t>(rows) * D);  // column-parallel W1
+  auto& g = store[p.norm];
+  be.rmsnorm_backward(y, g.value, acts.rstd.data(), dh, rows, D, dy, g.grad);
+}
+
+#define BRT_INSTANTIATE_MLP(T)                                                                 \
+  template struct MlpActs<T>;                                                                  \
+  template MlpParams declare_mlp<T>(ParamStore<T>&, const std::string&, const std::string&,    \
+                                    int, int, const TensorParallel&);                          \
+  template void mlp_forward<T>(Backend<T>&, ParamStore<T>&, const MlpParams&, const T*, int,   \
+                               MlpActs<T>&, T*, T);                                            \
+  template void mlp_backward<T>(Backend<T>&, ParamStore<T>&, const MlpParams&, const T*, int,  \
+                                const MlpActs<T>&, const T*, T*, T*, T*, const T*);
+
+BRT_INSTANTIATE_MLP(float)
+BRT_INSTANTIATE_MLP(double)
+
+}  // namespace brt::core

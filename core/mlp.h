@@ -1,0 +1,52 @@
+// The ReLU MLP of model.md §4 without its residual: u = ReLU(RMSNorm(y)·W1)·W2, as a
+// forward/backward pair with separate parameter and activation structs (the dual state MLP of
+// §5.3 runs it once per block on one set of parameters).
+#pragma once
+
+#include <string>
+
+#include "core/param_store.h"
+#include "core/tensor_parallel.h"
+#include "kernels/backend.h"
+
+namespace brt::core {
+
+using kernels::Backend;
+
+// u = ReLU(RMSNorm(y)·W1)·W2 + beta·u (model.md §4 without the residual). Under TP with beta = 1
+// u must not be all-reduced by the caller: the row-parallel sum is formed here.
+// Under TP: W1 column-parallel, W2 row-parallel; d_ff is this rank's F / TP hidden units and
+// forward all-reduces m·W2 (model.md §4 unchanged, Megatron's MLP split).
+struct MlpParams {
+  int norm = -1, w1 = -1, w2 = -1;
+  int d_model = 0, d_ff = 0;
+  TensorParallel tp;
+};
+
+template <typename T>
+struct MlpActs {
+  kernels::Buffer<T> h;     // [rows, D]
+  kernels::Buffer<T> rstd;  // [rows]
+  kernels::Buffer<T> m;     // [rows, F] after ReLU (F / TP under TP)
+  kernels::Buffer<T> u;     // [rows, D] the row-parallel partial sum (TP > 1 only)
+  void allocate(kernels::Memory& memory, const MlpParams& p, int rows);
+  int64_t bytes() const;
+};
+
+template <typename T>
+MlpParams declare_mlp(ParamStore<T>& store, const std::string& prefix_norm,
+                      const std::string& prefix_w, int d_model, int d_ff,
+                      const TensorParallel& tp = {});
+
+template <typename T>
+void mlp_forward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, const T* y, int rows,
+                 MlpActs<T>& acts, T* u, T beta);
+// du: gradient w.r.t. u; dm_extra (may be null): an extra gradient w.r.t. the hidden m
+// (the dual state MLP's gate reads m, model.md §5.3). Accumulates dy and parameter grads.
+// scratch_f: [2, rows, F], scratch_d: [rows, D].
+template <typename T>
+void mlp_backward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, const T* y,
+                  int rows, const MlpActs<T>& acts, const T* du, T* dy, T* scratch_f,
+                  T* scratch_d, const T* dm_extra = nullptr);
+
+}  // namespace brt::core

@@ -1,0 +1,63 @@
+#include "launch/cli/checkpoint_model.h"
+
+#include <stdexcept>
+
+#include "launch/preflight/preflight.h"
+#include "launch/run/fault_injection.h"
+#include "launch/run/gpu_binding.h"
+#include "launch/run/threads.h"
+#include "launch/train/training_checkpoint.h"
+#include "parallel/cpu_share.h"
+#include "parallel/launch_env.h"
+#include "parallel/mpi_session.h"
+#include "parallel/process_groups.h"
+
+namespace brt::launch {
+
+RunConfig checkpoint_command_config(parallel::MpiSession& mpi, const CommandLine& cl, const std::string& checkpoint,
+                                    const char* command, ConfigSources* sources) {
+  if (checkpoint.empty())
+    throw UsageError(std::string("--checkpoint FILE is required (see brt-dist ") + command + " --help)");
+  RunConfig cfg;
+  {
+    auto watched = mpi.monitor().guard("checkpoint open");
+    cfg = config_of_checkpoint(checkpoint);
+  }
+  // The checkpoint's run may have trained elsewhere (a GPU, fp64, another layout): where this
+  // command computes is its own --tp, --device and --precision (default 1, cpu, fp32).
+  cfg.train.tp = 1;
+  cfg.train.device = "cpu";
+  cfg.train.precision = "fp32";
+  with_command_line_config(cl, [&] {
+    for (const auto& o : cl.overrides) apply_override(cfg, o, sources);
+  });
+  parallel::MonitorSettings watch;
+  watch.timeout_s = cfg.train.timeout_s;
+  mpi.monitor().configure(watch);
+  // Refused (exit 2) above 4 x the cores, before OpenMP starts a thread (launch/preflight/preflight.h).
+  apply_threads(preflight_threads(cfg.train.threads, parallel::query_cpu_share(MPI_COMM_WORLD)));
+  return cfg;
+}
+
+std::unique_ptr<RunModel<float>> load_checkpoint_model(parallel::MpiSession& mpi, const RunConfig& cfg,
+                                                       const parallel::ProcessGroups& groups, int streams,
+                                                       const std::string& checkpoint, const char* command) {
+  if (cfg.train.precision == "fp64")
+    throw std::invalid_argument(std::string(command) + ": train.precision = \"fp64\" is not "
+                                "supported here (it computes in fp32, or bf16 on the GPU)");
+  int gpu_device = -1;
+  if (cfg.train.device == "cuda") {
+    const parallel::LaunchInfo where = parallel::query_launch_info(MPI_COMM_WORLD, parallel::process_env());
+    gpu_device = bind_gpu_for_local_rank(where.local_rank).device;
+  }
+  auto run = std::make_unique<RunModel<float>>(cfg, RunPlace{&groups, gpu_device}, RunModelOptions::inference(streams));
+  const FaultInjection faults = FaultInjection::from_environment();
+  auto watched = mpi.monitor().guard("checkpoint load");
+  load_model_parameters(checkpoint, run->model(), [&](const std::string& phase) {
+    watched.phase(phase);
+    faults.at_phase("checkpoint load: " + phase, mpi.world_rank());
+  });
+  return run;
+}
+
+}  // namespace brt::launch

@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""The house rules of the source tree (docs/architecture.md), checked from the files alone:
+
+  rooms      every #include "dir/..." of a C++/CUDA file points one way: launch -> core,
+             parallel, checkpoint, data, runtime -> kernels (core also uses parallel's
+             Communicator), and inside launch/ a room includes only itself and the rooms below
+             it (cli -> train -> eval -> run -> plan -> config; cli -> preflight -> run);
+  functions  no function in launch/ is longer than MAX_LINES lines, counted from its signature
+             to its closing brace (declarative tables, listed in TABLES, aside).
+
+  tools/check_structure.py [--functions] [--list N] [ROOT]
+
+Exit status 1 with one line per violation. --list N prints every launch/ function longer than
+N lines, longest first (the issue's measure), and checks nothing.
+"""
+import os
+import re
+import sys
+
+MAX_LINES = 80
+
+# What each top-level folder may include (itself always).
+TOP = {
+    'kernels': set(),
+    'runtime': {'kernels'},
+    'parallel': set(),
+    'core': {'kernels', 'parallel'},
+    'data': set(),
+    'checkpoint': set(),
+    'launch': {'kernels', 'runtime', 'parallel', 'core', 'data', 'checkpoint'},
+}
+# launch/'s rooms and the rooms each may include (itself always), transitively closed below.
+ROOMS = {
+    'config': set(),
+    'plan': {'config'},
+    'run': {'plan'},
+    'preflight': {'run'},
+    'eval': {'run'},
+    'train': {'eval', 'run'},
+    'cli': {'train', 'preflight'},
+}
+# Functions that are tables: one entry per line, long by nature.
+TABLES = {
+    ('launch/config/config_keys.cpp', 'build_keys'),
+    ('launch/cli/help.cpp', 'commands'),
+}
+SOURCES = ('.h', '.cpp', '.cu', '.cuh')
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"', re.M)
+
+
+def closure(rooms):
+    out = {}
+    for room in rooms:
+        seen, todo = set(), list(rooms[room])
+        while todo:
+            r = todo.pop()
+            if r not in seen:
+                seen.add(r)
+                todo.extend(rooms[r])
+        out[room] = seen | {room}
+    return out
+
+
+def source_files(root, folder):
+    for base, _, files in os.walk(os.path.join(root, folder)):
+        for f in sorted(files):
+            if f.endswith(SOURCES):
+                yield os.path.relpath(os.path.join(base, f), root)
+
+
+def check_rooms(root):
+    problems = []
+    rooms = closure(ROOMS)
+    for top, allowed in TOP.items():
+        for path in source_files(root, top):
+            parts = path.split(os.sep)
+            room = parts[1] if top == 'launch' and len(parts) > 2 else None
+            if top == 'launch' and room not in ROOMS:
+                problems.append(f'{path}: launch/ keeps its files in rooms ({", ".join(ROOMS)})')
+                continue
+            text = open(os.path.join(root, path), encoding='utf-8', errors='replace').read()
+            for m in INCLUDE.finditer(text):
+                target, rest = m.group(1), m.group(2)
+                if target not in TOP or target == top and top != 'launch':
+                    continue
+                if target != top and target not in allowed:
+                    problems.append(f'{path}: includes {target}/{rest} ({top}/ may use {sorted(allowed) or "nothing"})')
+                elif target == 'launch':
+                    to_room = rest.split('/')[0]
+                    if to_room not in rooms[room]:
+                        problems.append(f'{path}: includes launch/{rest} (launch/{room}/ may use '
+                                        f'{", ".join(sorted(rooms[room] - {room})) or "no other room"})')
+    return problems
+
+
+def strip(src):
+    """The source with comments, string and character literals and preprocessor lines blanked
+    (newlines kept, so line numbers hold)."""
+    out, i, n = [], 0, len(src)
+    while i < n:
+        if src.startswith('//', i):
+            j = src.find('\n', i)
+            j = n if j < 0 else j
+        elif src.startswith('/*', i):
+            j = src.find('*/', i + 2)
+            j = n if j < 0 else j + 2
+        elif src.startswith('R"', i) and re.match(r'R"[^(\s]*\(', src[i:]):
+            m = re.match(r'R"([^(\s]*)\(', src[i:])
+            j = src.find(')' + m.group(1) + '"', i)
+            j = n if j < 0 else j + len(m.group(1)) + 2
+        elif src[i] in '"\'' and not (src[i] == "'" and i > 0 and src[i - 1].isalnum()):  # 1'000 digit separators
+            j, quote = i + 1, src[i]
+            while j < n and src[j] != quote and src[j] != '\n':
+                j += 2 if src[j] == '\\' else 1
+            j += 1
+        elif src[i] == '#' and (i == 0 or src[i - 1] == '\n' or src[:i].rsplit('\n', 1)[-1].strip() == ''):
+            j = i
+            while True:
+                k = src.find('\n', j)
+                if k < 0 or src[k - 1] != '\\':
+                    j = n if k < 0 else k
+                    break
+                j = k + 1
+        else:
+            out.append(src[i])
+            i += 1
+            continue
+        out.append(re.sub(r'[^\n]', ' ', src[i:j]))
+        i = j
+    return ''.join(out)
+
+
+def functions(path, text):
+    """(lines, name, first line) of every function body at namespace or class scope."""
+    src = strip(text)
+    stack, start, found = [], 0, []
+    for i, c in enumerate(src):
+        if c == '{':
+            head = src[start:i]
+            if any(kind == 'f' for kind, _, _ in stack):
+                kind = 'b'  # a block, lambda or initializer inside a function
+            elif re.search(r'\bnamespace\b|\bextern\s*$', head):
+                kind = 'n'
+            elif re.search(r'\b(class|struct|enum|union)\b', head.split('(')[0]):
+                kind = 'c'
+            elif ')' in head:
+                kind = 'f'
+            else:
+                kind = 'b'
+            names = re.findall(r'((?:[~\w]+(?:<[^<>()]*>)?::)*~?\w+)\s*\(', head)
+            first = start + len(head) - len(head.lstrip())
+            stack.append((kind, first, names[0] if names else '?'))
+            start = i + 1
+        elif c == '}':
+            if stack:
+                kind, first, name = stack.pop()
+                if kind == 'f':
+                    l0, l1 = src.count('\n', 0, first) + 1, src.count('\n', 0, i) + 1
+                    found.append((l1 - l0 + 1, name, l0))
+            start = i + 1
+        elif c == ';':
+            start = i + 1
+        elif c == ':' and stack and stack[-1][0] == 'c' and src[start:i].strip() in ('public', 'private', 'protected'):
+            start = i + 1
+    return found
+
+
+def launch_functions(root):
+    out = []
+    for path in source_files(root, 'launch'):
+        text = open(os.path.join(root, path), encoding='utf-8', errors='replace').read()
+        out += [(n, name, path, line) for n, name, line in functions(path, text)]
+    return sorted(out, key=lambda f: (-f[0], f[2], f[3]))
+
+
+def check_functions(root):
+    return [f'{path}:{line}: {name} is {n} lines (at most {MAX_LINES} in launch/; split it)'
+            for n, name, path, line in launch_functions(root)
+            if n > MAX_LINES and (path, name.split('::')[-1]) not in TABLES]
+
+
+def main(argv):
+    threshold = int(argv[argv.index('--list') + 1]) if '--list' in argv else None
+    args = [a for k, a in enumerate(argv) if not a.startswith('--') and (k == 0 or argv[k - 1] != '--list')]
+    root = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
+    if threshold is not None:
+        for n, name, path, line in launch_functions(root):
+            if n > threshold:
+                print(f'{n:5d}  {path}:{line}  {name}')
+        return 0
+    problems = check_rooms(root)
+    if '--functions' in argv:
+        problems += check_functions(root)
+    for p in problems:
+        print(p)
+    print(f'check_structure: {len(problems)} problem(s)', file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
