@@ -318,7 +318,7 @@ def run_study(args, extra):
         "config": config, "overrides": list(extra), "models": names, "seeds": seeds,
         "budget": {"kind": budget[0], "amount": budget[1]}, "data": str(data), "ranks": args.ranks,
         "eval_splits": eval_splits, "ablate": ablate, "brt_dist": args.brt_dist,
-        "task": sorted(task_evals)})
+        "task": sorted(task_evals), "task_window": window})
 
     # 1. Each model's FLOPs/token and tokens/step from brt-dist itself; the refused are skipped.
     planned, refused = [], []

@@ -113,20 +113,24 @@ def bucket(distance_windows):
     return 2 ** max(0, round(math.log2(max(distance_windows, 1e-9))))
 
 
-def run_cells(path):
-    """{(pass, bucket): [accuracy, answer_nats, n]} of one eval --task JSON, pooled over cells."""
+def run_cells(path, window=None):
+    """{(pass, bucket): (accuracy, answer_nats, n)} of one eval --task JSON, pooled over cells;
+    distances in `window`s (the study's W, so that xl's W = N does not move its buckets), else
+    in the report's own."""
     try:
         rep = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise StudyError(f"{path}: not JSON ({e})") from None
     if "cells" not in rep:
         raise StudyError(f"{path}: no cells (not a brt-dist eval --task --json report?)")
+    window = window or rep.get("window")
     out = {}
     passes = [("plain", rep["cells"])] + [(a["mode"], a["cells"]) for a in rep.get("ablations", [])
                                          if a.get("applies")]
     for name, cells in passes:
         for c in cells:
-            acc = out.setdefault((name, bucket(c["distance_windows"])), [0.0, 0.0, 0])
+            dist = c["distance_tokens"] / window if window else c["distance_windows"]
+            acc = out.setdefault((name, bucket(dist)), [0.0, 0.0, 0])
             acc[0] += c["accuracy"] * c["n"]
             acc[1] += c["answer_nats"] * c["n"]
             acc[2] += c["n"]
@@ -138,6 +142,8 @@ def collect_tasks(study_dir):
     rows [{model, seq_mult, bits: [per seed]}] of a study folder."""
     study = Path(study_dir)
     rows, lengths = {}, {}
+    meta = study / "study.json"
+    window = json.loads(meta.read_text()).get("task_window") if meta.is_file() else None
     for mdir in sorted((study / "runs").glob("*")):
         desc_path = mdir / "model.json"
         if not desc_path.is_file():
@@ -146,7 +152,7 @@ def collect_tasks(study_dir):
         for run in sorted(mdir.glob("seed-*")):
             for path in sorted(run.glob("task-*.json")):
                 kind = path.stem[5:]
-                for (p, b), (acc, nats, _) in run_cells(path).items():
+                for (p, b), (acc, nats, _) in run_cells(path, window).items():
                     r = rows.setdefault((name, kind, p, b), {"acc": [], "nats": []})
                     r["acc"].append(acc)
                     r["nats"].append(nats)

@@ -27,6 +27,7 @@
 #include "kernels/backend.h"
 #include "launch/config/config.h"
 #include "launch/run/batch_source.h"
+#include "launch/run/run_model.h"
 #include "parallel/alpha_beta.h"
 #include "parallel/comm_benchmark.h"
 #include "parallel/mpi_session.h"
@@ -50,12 +51,14 @@ double max_over_ranks(parallel::Communicator& group, double v) {
   return group.all_reduce_value<double>(v, parallel::ReduceOp::kMax);
 }
 
-ModeResult run_mode(const launch::RunConfig& cfg, parallel::Communicator& dp, bool overlap, int steps) {
-  auto backend = kernels::make_cpu_backend<float>();
-  core::Model<float> model(cfg.model, cfg.train.batch, *backend);
-  model.params().initialize(uint64_t(cfg.train.seed));
-  core::DataParallel<float> dpx(dp, model, {overlap, cfg.train.bucket_mb, cfg.train.zero == 1});
-  auto optimizer = core::make_optimizer(cfg.optim, model.params(), dpx.owned_mask());
+// One mode's steps on the run's spine (launch/run/run_model.h), as `brt-dist train` builds it.
+ModeResult run_mode(launch::RunConfig cfg, const parallel::ProcessGroups& groups, bool overlap, int steps) {
+  cfg.train.overlap = overlap;
+  launch::RunModel<float> run(cfg, launch::RunPlace{&groups, -1}, launch::RunModelOptions::train(cfg));
+  core::Model<float>& model = run.model();
+  core::DataParallel<float>& dpx = *run.dp();
+  core::Optimizer<float>& optimizer = run.optimizer();
+  parallel::Communicator& dp = groups.dp();
   launch::SyntheticMarkovSource source(cfg.model.vocab, cfg.train.batch, cfg.model.seq_len,
                                        uint64_t(cfg.train.seed), dp.rank() * cfg.train.batch);
   data::Batch batch;
@@ -83,7 +86,7 @@ ModeResult run_mode(const launch::RunConfig& cfg, parallel::Communicator& dp, bo
     model.backward();
     if (!overlap) skew += timed_barrier();
     dpx.end_backward();
-    optimizer->step();
+    optimizer.step();
     dpx.after_update();
     dpx.global_nats(sums.nats);
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -130,7 +133,7 @@ int main(int argc, char** argv) {
     int64_t grad_elems = 0;
     std::vector<double> bucket_bytes;
     for (const bool overlap : {true, false}) {
-      const ModeResult r = run_mode(cfg, dp, overlap, steps);
+      const ModeResult r = run_mode(cfg, groups, overlap, steps);
       if (print) {
         std::printf("  %-23s step %.4f s | waiting on communication %.4f s = %5.1f%% of the step "
                     "(gradients after backward %.4f s) | waiting for the slower rank %.4f s = %4.1f%% "

@@ -32,7 +32,7 @@ def cell(distance_windows, accuracy, n=8):
             "distance_windows": distance_windows, "accuracy": accuracy, "answer_nats": 1.0 - accuracy, "n": n}
 
 
-def write_run(study, model, seed, accs, ablated=None, bits=None):
+def write_run(study, model, seed, accs, ablated=None, bits=None, window=W):
     mdir = study / "runs" / model.replace(":", "_")
     mdir.mkdir(parents=True, exist_ok=True)
     (mdir / "model.json").write_text(json.dumps({"name": model}))
@@ -40,7 +40,9 @@ def write_run(study, model, seed, accs, ablated=None, bits=None):
     run.mkdir()
     # Two cells fall in the 4 W bucket (3.9 and 4.2 windows, n 8 and 4): pooled by n.
     cells = [cell(1.0, accs[0]), cell(3.9, accs[1]), cell(4.2, accs[2], n=4), cell(15.5, accs[3])]
-    doc = {"task": "passkey", "window": W, "cells": cells, "accuracy": 0.5, "answer_nats": 0.5,
+    for c in cells:  # a model with another W (xl: W = N) reports distances in its own windows
+        c["distance_windows"] = c["distance_tokens"] / window
+    doc = {"task": "passkey", "window": window, "cells": cells, "accuracy": 0.5, "answer_nats": 0.5,
            "ablations": [{"mode": "segment", "applies": False, "cells": cells}]}
     if ablated is not None:
         doc["ablations"].append({"mode": "block", "applies": True, "cells": [dict(c, accuracy=ablated) for c in cells]})
@@ -55,6 +57,8 @@ def test_collect(work):
     write_run(study, "rec:fixed:skip", 1, [1.0, 1.0, 0.25, 0.5], ablated=0.0, bits=[5.0, 5.5])
     write_run(study, "rec:fixed:skip", 2, [1.0, 0.5, 1.0, 0.75], ablated=0.125, bits=[5.2, 5.9])
     write_run(study, "slide", 1, [1.0, 0.0, 0.0, 0.0])
+    write_run(study, "xl", 1, [1.0, 0.5, 0.5, 0.0], window=4 * W)
+    (study / "study.json").write_text(json.dumps({"task_window": W}))  # the study's W buckets every model
     written = task_study.collect(study, work, "std", plots=True)
     check(written == ["task.csv", "task.md", "task-passkey.png"], written)
     rows = {(r["model"], r["pass"], r["distance_windows"]): r for r in csv.DictReader(open(work / "task.csv"))}
@@ -62,6 +66,7 @@ def test_collect(work):
     r = rows[("rec:fixed:skip", "plain", "4")]
     check(r["seeds"] == "2" and abs(float(r["accuracy_mean"]) - (0.75 + 8 / 12) / 2) < 1e-4, r)
     check(abs(float(r["accuracy_min"]) - 8 / 12) < 1e-4 and float(r["accuracy_max"]) == 0.75, r)
+    check(("xl", "plain", "16") in rows and rows[("xl", "plain", "4")]["accuracy_mean"] == "0.5000", sorted(rows))
     check(("rec:fixed:skip", "block", "16") in rows and ("slide", "block", "16") not in rows, sorted(rows))
     check(not any(p == "segment" for _, p, _ in rows), "an ablation that does not apply is reported")
     md = (work / "task.md").read_text()
