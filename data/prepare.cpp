@@ -415,7 +415,7 @@ PrepareResult prepare_corpus(const PrepareOptions& options, MPI_Comm comm) {
   result.manifest = read_manifest(options.output_dir);
   for (const auto& t : result.manifest.totals) result.documents += t.documents;
   result.skipped_documents = static_cast<int64_t>(files.size()) - result.documents;
-  if (rank == 0 && options.show_progress) {
+  if (rank == 0 && options.show_progress && !options.on_progress) {  // a caller with its own progress sums up itself
     std::fprintf(stderr, "prepare: %lld documents (%lld skipped), %d shards written, %d reused, %d files of "
                  "shards no longer planned removed, tokenizer %s\n",
                  static_cast<long long>(result.documents), static_cast<long long>(result.skipped_documents),

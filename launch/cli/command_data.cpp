@@ -103,11 +103,12 @@ int run_prepare(const CommandLine& cl, parallel::MpiSession& mpi) {
   };
   const data::PrepareResult r = data::prepare_corpus(opt, MPI_COMM_WORLD);
   if (mpi.world_rank() == 0)
-    std::printf("prepare: %lld documents in %d shards (%d written, %d reused, %d stale files removed), "
+    std::printf("prepare: %lld documents%s in %d shards (%d written, %d reused, %d stale files removed), "
                 "tokenizer %s%s, %.2f MB/s\n",
-                (long long)r.documents, r.shards_total, r.shards_written, r.shards_reused, r.stale_files_removed,
-                r.tokenizer_hash.c_str(), r.tokenizer_trained ? " (trained)" : "",
-                r.megabytes_per_second);
+                (long long)r.documents,
+                r.skipped_documents > 0 ? (" (" + std::to_string(r.skipped_documents) + " skipped)").c_str() : "",
+                r.shards_total, r.shards_written, r.shards_reused, r.stale_files_removed,
+                r.tokenizer_hash.c_str(), r.tokenizer_trained ? " (trained)" : "", r.megabytes_per_second);
   return 0;
 }
 
