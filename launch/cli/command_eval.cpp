@@ -57,15 +57,30 @@ void write_eval_outputs(const CommandLine& cl, const EvalReport& r) {
   if (auto path = flag_or(cl, "json", ""); !path.empty()) data::write_file_atomically(path, r.json() + "\n");
 }
 
-int run_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
-  const std::string ckpt = flag_or(cl, "checkpoint", cl.positional.empty() ? "" : cl.positional[0]);
+// The checkpoint's config with this command's keys, resolved. Eval reads shards; model.seq_len=N2
+// evaluates longer segments (docs/evaluation.md, "Longer contexts"; an xl model's window follows
+// it unless given: resolve()).
+struct EvalConfig {
+  std::string checkpoint;
+  RunConfig cfg;
+  int64_t trained_seq_len = 0;
+};
+EvalConfig eval_config(parallel::MpiSession& mpi, const CommandLine& cl) {
+  EvalConfig e;
+  e.checkpoint = flag_or(cl, "checkpoint", cl.positional.empty() ? "" : cl.positional[0]);
   ConfigSources sources;
-  RunConfig cfg = checkpoint_command_config(mpi, cl, ckpt, "eval", &sources);
-  const int64_t trained_seq_len = config_of_checkpoint(ckpt).model.seq_len;
-  // Longer contexts (docs/evaluation.md): model.seq_len=N2 evaluates on longer segments (an xl
-  // model's window follows it unless given: resolve()).
-  cfg.data.source = "shards";
-  resolve(cfg, &sources);
+  e.cfg = checkpoint_command_config(mpi, cl, e.checkpoint, "eval", &sources);
+  e.trained_seq_len = config_of_checkpoint(e.checkpoint).model.seq_len;
+  e.cfg.data.source = "shards";
+  resolve(e.cfg, &sources);
+  return e;
+}
+
+int run_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
+  const EvalConfig e = eval_config(mpi, cl);
+  const std::string& ckpt = e.checkpoint;
+  const RunConfig& cfg = e.cfg;
+  const int64_t trained_seq_len = e.trained_seq_len;
   const std::string split = flag_or(cl, "split", cfg.data.eval_split);
   // --tp T: T consecutive ranks share each model (vocabulary-parallel cross-entropy: every
   // rank of a TP group gets the whole rows' losses); DP = ranks / T.
@@ -145,12 +160,10 @@ void check_task_grid(const CommandLine& cl, const data::TaskGenerator& generator
 }
 
 int run_task_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
-  const std::string ckpt = flag_or(cl, "checkpoint", cl.positional.empty() ? "" : cl.positional[0]);
-  ConfigSources sources;
-  RunConfig cfg = checkpoint_command_config(mpi, cl, ckpt, "eval", &sources);
-  const int64_t trained_seq_len = config_of_checkpoint(ckpt).model.seq_len;
-  cfg.data.source = "shards";
-  resolve(cfg, &sources);
+  const EvalConfig e = eval_config(mpi, cl);
+  const std::string& ckpt = e.checkpoint;
+  const RunConfig& cfg = e.cfg;
+  const int64_t trained_seq_len = e.trained_seq_len;
   TaskEvalOptions options;
   options.grid = task_grid(cl, cfg);  // usage errors before any model
   options.split = flag_or(cl, "split", cfg.data.eval_split);
