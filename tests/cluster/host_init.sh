@@ -10,7 +10,13 @@ set -u
 name=$1 addr=$2 dir=$3
 hd=$dir/hosts/$name
 hostname "$name" || exit 1
-mount --bind "$hd/tmp" /tmp || exit 1
+# A checkout under /tmp (a CI clone may be one) stays visible at its path on every host, as a
+# site's software tree is: bound into the node-local /tmp before that covers the machine's.
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+case $repo in
+  /tmp/*) mkdir -p "$hd/tmp${repo#/tmp}" && mount --bind "$repo" "$hd/tmp${repo#/tmp}" || exit 1 ;;
+esac
+mount --rbind "$hd/tmp" /tmp || exit 1
 mount -t tmpfs -o size=64m,mode=755 "run-$name" /run || exit 1
 mount -t tmpfs -o size=256m,mode=1777 "shm-$name" /dev/shm || exit 1
 mount --bind "$dir/etc/hosts" /etc/hosts || exit 1

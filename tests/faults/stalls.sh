@@ -41,7 +41,9 @@ case $case_name in
     expect_text fault.log "no flight record from world rank 1"
     ;;
   save_external)
-    "${faulty[@]}" train.steps=100000 > fault.log 2>&1 &
+    # Long enough to be caught inside a save; the learning-rate schedule stays the reference's
+    # (over 8 steps), so a checkpoint this run confirms before the stall resumes bit-exactly.
+    "${faulty[@]}" train.steps=100000 optim.total_steps=8 > fault.log 2>&1 &
     launcher=$!
     stopped=""
     for _ in $(seq 3000); do
