@@ -76,6 +76,21 @@ EvalConfig eval_config(parallel::MpiSession& mpi, const CommandLine& cl) {
   return e;
 }
 
+// What plain and task evaluation share: this rank's share of the documents with the totals
+// summed over the dp group (every layout reports the same numbers), progress on the printing
+// rank, the trained length, and --ablate.
+template <typename Options>
+void set_shared_eval_options(Options& o, const parallel::ProcessGroups& groups, const CommandLine& cl, bool root,
+                             int64_t trained_seq_len) {
+  parallel::Communicator* dp = &groups.dp();  // outlives the evaluation (the command's groups)
+  o.dp_rank = groups.dp_rank();
+  o.dp_size = dp->size();
+  o.reduce = [dp](std::vector<double>& v) { dp->all_reduce(v); };
+  o.progress = root && !cl.flags.count("quiet");
+  o.trained_seq_len = trained_seq_len;
+  o.ablate = cl.flags.count("ablate") > 0;
+}
+
 int run_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
   const EvalConfig e = eval_config(mpi, cl);
   const std::string& ckpt = e.checkpoint;
@@ -93,20 +108,14 @@ int run_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
   const auto run = load_checkpoint_model(mpi, cfg, groups, streams, ckpt, "eval");
   check_data_tokenizer(ckpt, cfg.data.path, cl.flags.count("allow-tokenizer-mismatch") > 0, mpi.world_rank() == 0);
   // Documents are dealt to the streams of all DP ranks; totals are summed over the dp group.
-  parallel::Communicator& dp = groups.dp();
   const bool root = mpi.world_rank() == 0;
   EvalOptions options;
-  options.dp_rank = groups.dp_rank();
-  options.dp_size = dp.size();
-  options.reduce = [&dp](std::vector<double>& v) { dp.all_reduce(v); };
-  options.progress = root && !cl.flags.count("quiet");
-  options.trained_seq_len = trained_seq_len;
-  options.ablate = cl.flags.count("ablate") > 0;
+  set_shared_eval_options(options, groups, cl, root, trained_seq_len);
   options.layer_stats = true;  // none under TP (core/layer.h)
   options.token_losses = !flag_or(cl, "token-losses", "").empty();
-  if (options.token_losses && dp.size() > 1)
+  if (options.token_losses && options.dp_size > 1)
     throw UsageError("eval --token-losses writes one process's losses: run it with one data-parallel "
-                     "rank (no mpirun, or --tp equal to the ranks), not " + std::to_string(dp.size()));
+                     "rank (no mpirun, or --tp equal to the ranks), not " + std::to_string(options.dp_size));
   const EvalReport r = evaluate_split(run->model(), cfg, split, options);
   if (!root) return 0;
   std::printf("%s", r.text().c_str());  // first: a failed file below still leaves the report
@@ -180,12 +189,7 @@ int run_task_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
   const auto generator = data::TaskGenerator::open(cfg.data.path, data::parse_split(options.split));
   check_task_grid(cl, *generator, options.grid);
   const bool root = mpi.world_rank() == 0;
-  options.dp_rank = groups.dp_rank();
-  options.dp_size = dp.size();
-  options.reduce = [&dp](std::vector<double>& v) { dp.all_reduce(v); };
-  options.progress = root && !cl.flags.count("quiet");
-  options.trained_seq_len = trained_seq_len;
-  options.ablate = cl.flags.count("ablate") > 0;
+  set_shared_eval_options(options, groups, cl, root, trained_seq_len);
   const TaskReport r = evaluate_task(run->model(), generator, options);
   if (!root) return 0;
   std::printf("%s", r.text().c_str());  // first: a failed file below still leaves the report
