@@ -11,7 +11,8 @@ namespace brt::core {
 
 template <typename T>
 BstLayer<T>::BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, int streams,
-                      kernels::Backend<T>& backend, const TensorParallel& tp)
+                      kernels::Backend<T>& backend, const TensorParallel& tp,
+                      const ContextParallel& cp)
     : store_(store),
       cfg_(cfg),
       tp_(tp),
@@ -22,9 +23,9 @@ BstLayer<T>::BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, i
       mf_(cfg.bst_variant == BstVariant::kMF),
       ctx_keys_(mf_ ? cfg.ctx_states : cfg.window),
       kv_rows_(mf_ ? int64_t{streams} * cfg.blocks() * cfg.ctx_states : int64_t{streams} * cfg.seq_len),
-      ssm_(store, cfg, prefix_, streams, backend, tp),
+      ssm_(store, cfg, prefix_, streams, backend, tp, cp),
       window_({streams, cfg.seq_len, cfg.window, shape_.heads, cfg.head_dim}, tp,
-              backend.memory()) {
+              backend.memory(), WindowLayout::kSegment, cp) {
   kernels::Memory& memory = backend.memory();
   // Full logical sizes for the declarations; A and H below are this rank's.
   const int D = cfg.d_model, A_full = cfg.attn_width(), H_full = cfg.heads;

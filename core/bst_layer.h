@@ -34,7 +34,8 @@ class BstLayer : public Layer<T> {
   // Every buffer lives in backend.memory() (device memory under CUDA, docs/gpu.md); the host
   // only stages the implicit filter network's parameter-sized kernel generation (BstSsm).
   BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, int streams,
-           kernels::Backend<T>& backend, const TensorParallel& tp = {});
+           kernels::Backend<T>& backend, const TensorParallel& tp = {},
+           const ContextParallel& cp = {});
 
   void stage(const uint8_t* doc_start) override { ssm_.stage(carry_reset(doc_start)); }
   void forward(const StepContext<T>& ctx, const T* x, T* out) override;

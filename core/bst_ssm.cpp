@@ -44,7 +44,8 @@ InitSpec linear_default_init(int64_t fan_in) {
 
 template <typename T>
 BstSsm<T>::BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::string& prefix,
-                  int streams, kernels::Backend<T>& backend, const TensorParallel& tp)
+                  int streams, kernels::Backend<T>& backend, const TensorParallel& tp,
+                  const ContextParallel& cp)
     : store_(store),
       cfg_(cfg),
       tp_(tp),
@@ -56,7 +57,10 @@ BstSsm<T>::BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::strin
       d_small_(tp.local(cfg.d_model / 4, "model.d_model / 4 (the BST SSM features Ds)")),
       modes_(cfg.ssm_state / 2),
       s4d_(cfg.ssm_kernel == SsmKernel::kS4D),
-      carry_(cfg.ssm_carry) {
+      carry_(cfg.ssm_carry),
+      cp_(cp.bound_to(backend.memory())) {
+  if (cp_.active() && !s4d_)
+    throw std::invalid_argument(context_parallel_problem(cfg, 2));
   // Declared with the full Ds (model.md §9); Ds below is this rank's features.
   const int D = cfg.d_model, Ds_full = d_full_, Ds = d_small_, C = channels_, N = cfg.seq_len;
   const int M = modes_;
@@ -145,10 +149,20 @@ BstSsm<T>::BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::strin
   buffer(ctx_, static_cast<size_t>(context_rows()) * D, "BST SSM context");
   active_.assign(B, 0);
   active_device_.allocate(memory, B, "BST SSM active streams");
-  if (s4d_ && carry_) {
-    const size_t n = B * R * M * 2;
-    state_.allocate(memory, n, "BST SSM s4d carried state");
-    state_used_.allocate(memory, n, "BST SSM s4d state read");
+  const size_t state_elems = B * R * M * 2;
+  if (s4d_ && carry_) state_.allocate(memory, state_elems, "BST SSM s4d carried state");
+  if (s4d_ && (carry_ || cp_.active()))
+    state_used_.allocate(memory, state_elems, "BST SSM s4d state read");
+  if (s4d_ && cp_.active()) {
+    const size_t all = state_elems * size_t(cp_.size());
+    summary_.allocate(memory, state_elems, "BST SSM chunk state summary");
+    summaries_.allocate(memory, all, "BST SSM chunk state summaries");
+    state_prev_.allocate(memory, state_elems, "BST SSM previous chunk's state");
+    state_grad_.allocate(memory, state_elems, "BST SSM chunk state gradient");
+    state_grads_.allocate(memory, all, "BST SSM chunk state gradients");
+    scan_grad_.allocate(memory, state_elems, "BST SSM scan gradient");
+    all_active_.allocate(memory, B, "BST SSM chunk streams");
+    all_active_.from_host(std::vector<uint8_t>(B, 1));
   }
   // Plans and spectra (cuFFT work areas on the GPU) here, not in the first step.
   conv_ = backend.make_fft_conv(conv_len_, C, streams, Ds);
@@ -246,18 +260,82 @@ void BstSsm<T>::forward(kernels::Backend<T>& be, const uint8_t* doc_start, const
   } else {
     conv_->forward({B, C, N, Ds}, kernel_.data(), u_.data(), dskip, y_.data());
   }
-  if (s4d_ && carry_) {
-    // model.md §7.3: add the carried state's response, then advance the state by this segment.
-    const ssm::S4dCarryDims cd{B, C, Ds, modes_, N};
+  if (s4d_ && (carry_ || cp_.active())) state_forward(be, any);
+  up_forward(be);
+}
+
+template <typename T>
+void BstSsm<T>::state_forward(kernels::Backend<T>& be, bool any_continues) {
+  const int Ds = d_small_, C = channels_, N = cfg_.seq_len, B = streams_, R = C * Ds;
+  const ssm::S4dCarryDims cd{B, C, Ds, modes_, N};
+  // model.md §7.3: the state entering the segment, zero where a document starts (or carry off).
+  if (carry_) {
     const size_t per_stream = size_t(R) * modes_ * 2;
     for (int b = 0; b < B; ++b)
       if (!active_[size_t(b)])
         memory_.fill_zero(state_.data() + b * per_stream, per_stream * sizeof(double));
     memory_.copy(state_used_.data(), state_.data(), size_t(state_.bytes()));
-    if (any) be.s4d_carry_apply(cd, s4d_params(), state_used_.data(), y_.data());
+  } else {
+    memory_.fill_zero(state_used_.data(), size_t(state_used_.bytes()));
+  }
+  if (cp_.active()) {
+    pass_state_forward(be, cd);  // state_used_ = x_in(r); state_ = the state after the segment
+  } else {
     be.s4d_carry_update(cd, s4d_params(), u_.data(), state_.data());
   }
-  up_forward(be);
+  // Its response on this segment's (chunk's) positions (none when every stream starts from zero).
+  if (any_continues || !cp_.first()) be.s4d_carry_apply(cd, s4d_params(), state_used_.data(), y_.data());
+}
+
+// x_in(j+1) = w^L·x_in(j) + h_j over the chunks before this one (kernels/ssm/s4d_state_passing.h);
+// the carry continues over the rest, so every rank ends with the segment's final state.
+template <typename T>
+void BstSsm<T>::pass_state_forward(kernels::Backend<T>& be, const ssm::S4dCarryDims& cd) {
+  const int64_t n = int64_t(summary_.size());
+  memory_.fill_zero(summary_.data(), size_t(summary_.bytes()));
+  be.s4d_carry_update(cd, s4d_params(), u_.data(), summary_.data());
+  cp_.all_gather(summary_.data(), summaries_.data(), n);
+  for (int j = 0; j < cp_.rank(); ++j) {
+    if (j == cp_.rank() - 1) memory_.copy(state_prev_.data(), state_used_.data(), size_t(state_used_.bytes()));
+    be.s4d_state_advance(cd, s4d_params(), summaries_.data() + j * n, state_used_.data(), false);
+  }
+  if (!carry_) return;
+  memory_.copy(state_.data(), state_used_.data(), size_t(state_.bytes()));
+  for (int j = cp_.rank(); j < cp_.size(); ++j)
+    be.s4d_state_advance(cd, s4d_params(), summaries_.data() + j * n, state_.data(), false);
+}
+
+template <typename T>
+void BstSsm<T>::state_backward(kernels::Backend<T>& be) {
+  const ssm::S4dCarryDims cd{streams_, channels_, d_small_, modes_, cfg_.seq_len};
+  const bool any = std::any_of(active_.begin(), active_.end(), [](uint8_t a) { return a != 0; });
+  // The response's parameter gradient (the state itself is detached on chunk 0, §8).
+  if (any || !cp_.first())
+    be.s4d_carry_apply_backward(cd, s4d_params(), state_used_.data(),
+                                cp_.first() ? active_device_.data() : all_active_.data(), dy_.data(),
+                                s4d_grads());
+  if (cp_.active()) pass_state_backward(be, cd);
+}
+
+// The reverse scan: g_k = ∂ℓ/∂x_in(k) from every chunk, ∂ℓ/∂h_r = Gt_{r+1} with
+// Gt_k = g_k + conj(w^L)·Gt_{k+1}; h_r's gradient reaches U and the parameters, and Gt_r the
+// parameters through the w^L of x_in(r) = w^L·x_in(r−1) + h_{r−1}.
+template <typename T>
+void BstSsm<T>::pass_state_backward(kernels::Backend<T>& be, const ssm::S4dCarryDims& cd) {
+  const int64_t n = int64_t(state_grad_.size());
+  const int r = cp_.rank();
+  if (cp_.first())  // chunk 0's entering state is the detached carry
+    memory_.fill_zero(state_grad_.data(), size_t(state_grad_.bytes()));
+  else
+    be.s4d_state_apply_grad(cd, s4d_params(), dy_.data(), state_grad_.data());
+  cp_.all_gather(state_grad_.data(), state_grads_.data(), n);
+  memory_.fill_zero(scan_grad_.data(), size_t(scan_grad_.bytes()));
+  for (int k = cp_.size() - 1; k > r; --k)
+    be.s4d_state_advance(cd, s4d_params(), state_grads_.data() + k * n, scan_grad_.data(), true);
+  if (!cp_.last()) be.s4d_summary_backward(cd, s4d_params(), u_.data(), scan_grad_.data(), du_.data(), s4d_grads());
+  if (cp_.first()) return;
+  be.s4d_state_advance(cd, s4d_params(), state_grads_.data() + r * n, scan_grad_.data(), true);
+  be.s4d_state_advance_backward(cd, s4d_params(), state_prev_.data(), scan_grad_.data(), s4d_grads());
 }
 
 template <typename T>
@@ -385,9 +463,7 @@ void BstSsm<T>::backward(kernels::Backend<T>& be, const T* dctx, T* dx) {
                     dkernel_.data(), ddskip);
   }
   kernel_backward(be);
-  if (s4d_ && carry_ && std::any_of(active_.begin(), active_.end(), [](uint8_t a) { return a != 0; }))
-    be.s4d_carry_apply_backward(ssm::S4dCarryDims{B, C, Ds, modes_, N}, s4d_params(),
-                                state_used_.data(), active_device_.data(), dy_.data(), s4d_grads());
+  if (s4d_ && (carry_ || cp_.active())) state_backward(be);
   be.fill(dz_.data(), int64_t(dz_.size()), T(0));
   auto& w_dn = store_[w_dn_];
   linear_backward(be, z_.data(), rows, D, w_dn.value, Ds, du_.data(), dz_.data(), w_dn.grad);
@@ -415,7 +491,10 @@ int64_t BstSsm<T>::activation_bytes() const {
   for (const auto* v : {&z_, &rstd_, &u_, &conv_u_, &kernel_, &kernel_ext_, &y_, &y_end_, &ctx_})
     n += v->bytes();
   if (filter_net_) n += filter_net_->activation_bytes();
-  return n + state_used_.bytes() + active_device_.bytes();
+  for (const auto* v : {&state_used_, &summary_, &summaries_, &state_prev_, &state_grad_,
+                        &state_grads_, &scan_grad_})
+    n += v->bytes();
+  return n + active_device_.bytes() + all_active_.bytes();
 }
 
 template <typename T>

@@ -24,6 +24,11 @@
 // (kernels/ssm/implicit_filter.h: gemm and the filter ops), from [C, Ds, M]-sized parameters
 // to a [C, Ds, N] kernel, once per step. Nothing is staged through the host.
 //
+// Context parallelism (core/context_parallel.h, s4d only): this rank's rows are chunk r of the
+// segment; the state entering the chunk is the exclusive scan of the chunks' state summaries,
+// started from the carry (kernels/ssm/s4d_state_passing.h), and its gradient is passed back by
+// the reverse scan. Every rank advances the carry over the whole segment alike.
+//
 // Tensor parallelism (docs/parallelism.md, "BST under TP"): the Ds features are split, rank r
 // holding features [r·Ds/TP, (r+1)·Ds/TP) of every channel. W_dn is column-parallel (its input
 // gradient all-reduced), the per-feature S4D parameters and Dskip are split along Ds, the
@@ -37,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "core/context_parallel.h"
 #include "core/layer.h"
 #include "core/model_config.h"
 #include "core/param_store.h"
@@ -53,7 +59,8 @@ class BstSsm {
   // prefix: "layers.{i}." (parameters go under prefix + "ssm."). Buffers live in `memory`.
   // Buffers in backend.memory(); the convolver is planned here (no allocation in a step).
   BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::string& prefix, int streams,
-         kernels::Backend<T>& backend, const TensorParallel& tp = {});
+         kernels::Backend<T>& backend, const TensorParallel& tp = {},
+         const ContextParallel& cp = {});
   ~BstSsm();
 
   int channels() const { return channels_; }
@@ -86,6 +93,12 @@ class BstSsm {
   void up_forward(kernels::Backend<T>& be);
   void up_backward(kernels::Backend<T>& be, const T* dctx);
   void kernel_backward(kernels::Backend<T>& be);
+  // s4d: the state entering this segment (or chunk) into state_used_, its response added to y_,
+  // and the carry advanced; backward: the response's and (under CP) the scan's gradients.
+  void state_forward(kernels::Backend<T>& be, bool any_continues);
+  void state_backward(kernels::Backend<T>& be);
+  void pass_state_forward(kernels::Backend<T>& be, const kernels::ssm::S4dCarryDims& cd);
+  void pass_state_backward(kernels::Backend<T>& be, const kernels::ssm::S4dCarryDims& cd);
 
   ParamStore<T>& store_;
   const ModelConfig& cfg_;
@@ -126,6 +139,13 @@ class BstSsm {
   // Carried (detached).
   kernels::Buffer<double> state_;  // s4d: [B, C, Ds, M, 2] (exposed as T bits)
   kernels::Buffer<T> u_prev_;      // unstructured: previous segment's U [B, N, Ds]
+  // Context parallelism (s4d): [B, C, Ds, M, 2] doubles each, the gathered ones C_cp times that.
+  ContextParallel cp_;
+  kernels::Buffer<double> summary_, summaries_;        // h of this chunk, of every chunk
+  kernels::Buffer<double> state_prev_;                 // x_in(r − 1)
+  kernels::Buffer<double> state_grad_, state_grads_;   // g of this chunk, of every chunk
+  kernels::Buffer<double> scan_grad_;                  // the reverse scan's running gradient
+  kernels::Buffer<uint8_t> all_active_;                // [B] ones: chunks r > 0 always read a state
 };
 
 }  // namespace brt::core

@@ -41,8 +41,9 @@ void carry_last_block(kernels::Backend<T>& be, int streams, int seq, int window,
 template <typename T>
 CachedWindowAttention<T>::CachedWindowAttention(const kernels::WindowAttnDims& dims,
                                                 const TensorParallel& tp, kernels::Memory& memory,
-                                                WindowLayout layout)
-    : dims_(dims), layout_(layout), heads_{2, tp.rank(), tp.size(), 1} {
+                                                WindowLayout layout,
+                                                const ContextParallel& cp)
+    : dims_(dims), layout_(layout), heads_{2, tp.rank(), tp.size(), 1}, cp_(cp.bound_to(memory)) {
   const size_t block = size_t(dims.batch) * dims.window * dims.width();
   k_attended_.allocate(memory, block, "window cache attended");
   v_attended_.allocate(memory, block, "window cache attended");
@@ -51,6 +52,19 @@ CachedWindowAttention<T>::CachedWindowAttention(const kernels::WindowAttnDims& d
                     "window attention probabilities");
   k_carried_.allocate(memory, block, "carried window cache");
   v_carried_.allocate(memory, block, "carried window cache");
+  if (!cp_.active()) return;
+  if (layout != WindowLayout::kSegment)
+    throw std::invalid_argument("CachedWindowAttention: context parallelism needs the segment layout");
+  halo_send_.allocate(memory, 2 * block, "context-parallel halo");
+  halo_all_.allocate(memory, size_t(cp_.size()) * 2 * block, "context-parallel halos");
+  for (auto* b : {&pair_q_, &pair_k_, &pair_v_, &pair_out_, &pair_dq_, &pair_dk_, &pair_dv_})
+    b->allocate(memory, 2 * block, "context-parallel halo gradient");
+  pair_zero_.allocate(memory, block, "context-parallel halo gradient");
+  memory.fill_zero(pair_zero_.data(), size_t(pair_zero_.bytes()));
+  pair_probs_.allocate(memory, size_t(dims.batch) * 2 * dims.heads * dims.window * 2 * dims.window,
+                       "context-parallel halo probabilities");
+  pair_dbias_.allocate(memory, size_t(dims.heads) * kernels::kT5Buckets, "discarded bias gradient");
+  pair_dscale_.allocate(memory, size_t(dims.heads), "discarded scale gradient");
 }
 
 template <typename T>
@@ -75,6 +89,7 @@ void CachedWindowAttention<T>::forward(kernels::Backend<T>& be, const T* q, cons
   q_ = q;
   k_ = k;
   v_ = v;
+  if (cp_.active()) exchange_halo(be, k, v);
   be.window_attention_forward(dims_, q, k, v, k_attended_.data(), v_attended_.data(),
                               rel_bias.value, scale.value, out, probs_.data());
 }
@@ -87,6 +102,76 @@ void CachedWindowAttention<T>::backward(kernels::Backend<T>& be, const T* dout,
   be.window_attention_backward(dims_, q_, k_, v_, k_attended_.data(), v_attended_.data(),
                                rel_bias.value, scale.value, probs_.data(), dout, dq, dk, dv,
                                rel_bias.grad, scale.grad);
+  if (cp_.active()) return_halo_gradient(be, rel_bias, scale, dout, dk, dv);
+}
+
+// Every chunk's last block of K̂ and V to every rank: chunk r's block 0 attends to chunk r − 1's
+// (model.md §3.2: block t attends to blocks t − 1 and t); chunk 0 keeps what prepare() set.
+template <typename T>
+void CachedWindowAttention<T>::exchange_halo(kernels::Backend<T>& be, const T* k, const T* v) {
+  const int B = dims_.batch, A = dims_.width(), L = dims_.seq;
+  const int64_t block = int64_t(dims_.window) * A, last = int64_t(L - dims_.window) * A;
+  be.copy_rows(k + last, int64_t(L) * A, B, block, halo_send_.data(), block);
+  be.copy_rows(v + last, int64_t(L) * A, B, block, halo_send_.data() + B * block, block);
+  cp_.all_gather(halo_send_.data(), halo_all_.data(), 2 * B * block);
+  if (cp_.first()) return;
+  const T* left = halo_all_.data() + int64_t(cp_.rank() - 1) * 2 * B * block;
+  be.copy(left, B * block, k_attended_.data());
+  be.copy(left + B * block, B * block, v_attended_.data());
+}
+
+// The halo's gradient goes back to the chunk it came from, which adds it to its last block's.
+template <typename T>
+void CachedWindowAttention<T>::return_halo_gradient(kernels::Backend<T>& be,
+                                                    const Param<T>& rel_bias, const Param<T>& scale,
+                                                    const T* dout, T* dk, T* dv) {
+  const int B = dims_.batch, A = dims_.width(), L = dims_.seq;
+  const int64_t block = int64_t(dims_.window) * A;
+  if (cp_.first())
+    be.fill(halo_send_.data(), 2 * B * block, T(0));  // chunk 0's window starts detached (§8)
+  else
+    halo_gradient(be, rel_bias, scale, dout);
+  cp_.all_gather(halo_send_.data(), halo_all_.data(), 2 * B * block);
+  if (cp_.last()) return;
+  const T* right = halo_all_.data() + int64_t(cp_.rank() + 1) * 2 * B * block;
+  for (int b = 0; b < B; ++b) {
+    const int64_t rows = (int64_t(b) * L + L - dims_.window) * A;
+    be.add_inplace(dk + rows, right + b * block, block);
+    be.add_inplace(dv + rows, right + B * block + b * block, block);
+  }
+}
+
+// The gradient of block 0's attention with respect to the halo it attended to: the same kernel
+// on the two-block problem [halo; block 0] (halo queries and output gradient zero, so the halo
+// block contributes nothing), whose dK̂, dV of the first block are the halo's. The bias and
+// scale gradients of this problem were already counted by the segment's backward: discarded.
+template <typename T>
+void CachedWindowAttention<T>::halo_gradient(kernels::Backend<T>& be, const Param<T>& rel_bias,
+                                             const Param<T>& scale, const T* dout) {
+  const int B = dims_.batch, A = dims_.width(), L = dims_.seq, W = dims_.window;
+  const int64_t block = int64_t(W) * A, seg = int64_t(L) * A;
+  const kernels::WindowAttnDims pair{B, 2 * W, W, dims_.heads, dims_.head_dim};
+  be.fill(pair_q_.data(), 2 * B * block, T(0));
+  be.copy_rows(q_, seg, B, block, pair_q_.data() + block, 2 * block);
+  be.copy_rows(k_attended_.data(), block, B, block, pair_k_.data(), 2 * block);
+  be.copy_rows(k_, seg, B, block, pair_k_.data() + block, 2 * block);
+  be.copy_rows(v_attended_.data(), block, B, block, pair_v_.data(), 2 * block);
+  be.copy_rows(v_, seg, B, block, pair_v_.data() + block, 2 * block);
+  be.window_attention_forward(pair, pair_q_.data(), pair_k_.data(), pair_v_.data(), pair_zero_.data(),
+                              pair_zero_.data(), rel_bias.value, scale.value, pair_out_.data(),
+                              pair_probs_.data());
+  T* pair_dout = pair_out_.data();  // the output is not needed
+  be.fill(pair_dout, 2 * B * block, T(0));
+  be.copy_rows(dout, seg, B, block, pair_dout + block, 2 * block);
+  for (auto* g : {&pair_dq_, &pair_dk_, &pair_dv_}) be.fill(g->data(), 2 * B * block, T(0));
+  be.fill(pair_dbias_.data(), int64_t(pair_dbias_.size()), T(0));
+  be.fill(pair_dscale_.data(), int64_t(pair_dscale_.size()), T(0));
+  be.window_attention_backward(pair, pair_q_.data(), pair_k_.data(), pair_v_.data(),
+                               pair_zero_.data(), pair_zero_.data(), rel_bias.value, scale.value,
+                               pair_probs_.data(), pair_dout, pair_dq_.data(), pair_dk_.data(),
+                               pair_dv_.data(), pair_dbias_.data(), pair_dscale_.data());
+  be.copy_rows(pair_dk_.data(), 2 * block, B, block, halo_send_.data(), block);
+  be.copy_rows(pair_dv_.data(), 2 * block, B, block, halo_send_.data() + B * block, block);
 }
 
 template <typename T>
@@ -95,6 +180,13 @@ void CachedWindowAttention<T>::carry(kernels::Backend<T>& be, const T* k, const 
   if (layout_ == WindowLayout::kBlockMajor) {  // already the [B, W, A] block
     be.copy(k, int64_t(B) * dims_.window * A, k_carried_.data());
     be.copy(v, int64_t(B) * dims_.window * A, v_carried_.data());
+    return;
+  }
+  if (cp_.active()) {  // the segment's last block is the last chunk's, on every rank
+    const int64_t block = int64_t(B) * dims_.window * A;
+    const T* last = halo_all_.data() + int64_t(cp_.size() - 1) * 2 * block;
+    be.copy(last, block, k_carried_.data());
+    be.copy(last + block, block, v_carried_.data());
     return;
   }
   carry_last_block(be, B, dims_.seq, dims_.window, A, k, k_carried_.data());
@@ -110,7 +202,11 @@ std::vector<TensorRef<T>> CachedWindowAttention<T>::carried_state(const std::str
 
 template <typename T>
 int64_t CachedWindowAttention<T>::activation_bytes() const {
-  return k_attended_.bytes() + v_attended_.bytes() + probs_.bytes();
+  int64_t n = k_attended_.bytes() + v_attended_.bytes() + probs_.bytes();
+  for (const auto* b : {&halo_send_, &halo_all_, &pair_q_, &pair_k_, &pair_v_, &pair_out_, &pair_dq_,
+                        &pair_dk_, &pair_dv_, &pair_zero_, &pair_probs_, &pair_dbias_, &pair_dscale_})
+    n += b->bytes();
+  return n;
 }
 
 template class CachedWindowAttention<float>;

@@ -11,12 +11,18 @@
 //   backward: gradients to Q̂, K̂, V, R and s; none to the cache (detached)
 // Checkpoints hold the carried block as layers.{i}.cache.k and .cache.v, [B, W, A] (under
 // tensor parallelism this rank's head columns of A).
+// Under context parallelism (core/context_parallel.h, kSegment only) this rank's segment is
+// chunk r of the whole one: block 0 attends to chunk r − 1's last block (the halo, received in
+// forward; its gradient is sent back in backward) and only chunk 0 attends to the carried
+// block. Every rank carries the last chunk's last block, so the carried state is the same on
+// every rank of the group.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/context_parallel.h"
 #include "core/layer.h"
 #include "core/param.h"
 #include "core/tensor_parallel.h"
@@ -40,8 +46,10 @@ class CachedWindowAttention {
  public:
   // dims: B streams of N tokens, window W, this rank's heads. Allocates the carried block and
   // the block attended this segment (and, for kSegment, the saved probabilities) in `memory`.
+  // cp: the chunks of the segment (dims.seq is this rank's chunk), kSegment only.
   CachedWindowAttention(const kernels::WindowAttnDims& dims, const TensorParallel& tp,
-                        kernels::Memory& memory, WindowLayout layout = WindowLayout::kSegment);
+                        kernels::Memory& memory, WindowLayout layout = WindowLayout::kSegment,
+                        const ContextParallel& cp = {});
 
   // §8: block 0's window starts with zeros for the streams that start a document (doc_start:
   // [B], host memory), else with the block carried from the stream's previous segment.
@@ -70,6 +78,13 @@ class CachedWindowAttention {
 
  private:
   void require_segment_layout(const char* what) const;
+  // Context parallelism: block 0's window from chunk r − 1 (forward), and the gradient that
+  // chunk r + 1's block 0 sends back to this chunk's last block (backward).
+  void exchange_halo(kernels::Backend<T>& be, const T* k, const T* v);
+  void return_halo_gradient(kernels::Backend<T>& be, const Param<T>& rel_bias,
+                            const Param<T>& scale, const T* dout, T* dk, T* dv);
+  void halo_gradient(kernels::Backend<T>& be, const Param<T>& rel_bias, const Param<T>& scale,
+                     const T* dout);
 
   kernels::WindowAttnDims dims_;
   WindowLayout layout_;
@@ -81,6 +96,14 @@ class CachedWindowAttention {
   kernels::Buffer<T> k_attended_, v_attended_;  // [B, W, A] block −1 of this segment
   kernels::Buffer<T> probs_;                    // kSegment: [B, T, H, W, 2W]
   kernels::Buffer<T> k_carried_, v_carried_;    // [B, W, A] carried between segments (§8)
+  // Context parallelism (empty otherwise).
+  ContextParallel cp_;
+  kernels::Buffer<T> halo_send_;  // [2, B, W, A]: this chunk's last block of K̂, V (or dK̂, dV)
+  kernels::Buffer<T> halo_all_;   // [C, 2, B, W, A]: every chunk's
+  // The two-block problem [halo; block 0] whose backward gives the halo's gradient:
+  // [B, 2W, A] each, the zero cache [B, W, A], probabilities, and discarded bias/scale grads.
+  kernels::Buffer<T> pair_q_, pair_k_, pair_v_, pair_out_, pair_dq_, pair_dk_, pair_dv_;
+  kernels::Buffer<T> pair_zero_, pair_probs_, pair_dbias_, pair_dscale_;
 };
 
 }  // namespace brt::core

@@ -14,29 +14,33 @@ namespace brt::core {
 
 template <typename T>
 Model<T>::Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backend,
-                const TensorParallel& tp)
-    : cfg_(cfg), streams_(streams), be_(backend), tp_(tp.bound_to(backend.memory())) {
+                const TensorParallel& tp, const ContextParallel& cp)
+    : cfg_(cfg), streams_(streams), be_(backend), tp_(tp.bound_to(backend.memory())),
+      cp_(cp.bound_to(backend.memory())) {
   cfg_.resolve();
+  // The layers see this rank's chunk of the segment (the whole segment without CP).
+  layer_cfg_ = chunk_config(cfg_, cp_.size());
+  seq_ = layer_cfg_.seq_len;
   kernels::Memory& memory = be_.memory();
   vocab_ = core::vocab_range(tp_, cfg_.vocab);
-  const int D = cfg_.d_model, V = cfg_.vocab, N = cfg_.seq_len, A = cfg_.attn_width();
+  const int D = cfg_.d_model, V = cfg_.vocab, N = seq_, A = cfg_.attn_width();
   // model.md §1: E ~ N(0, 1); §2: final RMSNorm gain.
   // Under TP, E is split by rows (vocabulary ranges).
   embed_ = declare_normal(params_, "embed", {V, D}, 1.0, tp_.rows());
   for (int i = 0; i < cfg_.layers && !cfg_.feedback; ++i) {
     const int64_t begin = params_.total_numel();
     if (cfg_.is_bst_layer(i))  // model.md §7: the other layers of a BST model are standard
-      layers_.push_back(std::make_unique<BstLayer<T>>(params_, cfg_, i, streams, be_, tp_));
+      layers_.push_back(std::make_unique<BstLayer<T>>(params_, layer_cfg_, i, streams, be_, tp_, cp_));
     else if (cfg_.is_recurrent_layer(i))
       layers_.push_back(
-          std::make_unique<RecurrentLayer<T>>(params_, cfg_, i, streams, memory, tp_));
+          std::make_unique<RecurrentLayer<T>>(params_, layer_cfg_, i, streams, memory, tp_));
     else
-      layers_.push_back(std::make_unique<StandardLayer<T>>(params_, cfg_, i, streams, memory, tp_));
+      layers_.push_back(std::make_unique<StandardLayer<T>>(params_, layer_cfg_, i, streams, memory, tp_, cp_));
     layer_ranges_.emplace_back(begin, params_.total_numel());
   }
   if (cfg_.feedback) {  // model.md §5.4: the layers run block-major, as one stack
     const int64_t begin = params_.total_numel();
-    layers_.push_back(std::make_unique<FeedbackStack<T>>(params_, cfg_, streams, memory, tp_));
+    layers_.push_back(std::make_unique<FeedbackStack<T>>(params_, layer_cfg_, streams, memory, tp_));
     layer_ranges_.emplace_back(begin, params_.total_numel());
   }
   final_norm_ = declare_norm(params_, "final_norm.scale", D);
@@ -67,7 +71,7 @@ Model<T>::Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backen
 
 template <typename T>
 void Model<T>::stage_input(const ModelInput& in) {
-  const int V = cfg_.vocab, rows = streams_ * cfg_.seq_len;
+  const int V = cfg_.vocab, rows = streams_ * seq_;
   for (int i = 0; i < rows; ++i)
     if (in.inputs[i] < 0 || in.inputs[i] >= V ||
         (in.mask != nullptr && in.mask[i] && (in.targets[i] < 0 || in.targets[i] >= V)))
@@ -85,7 +89,7 @@ void Model<T>::stage_input(const ModelInput& in) {
 
 template <typename T>
 int64_t Model<T>::stage_targets(const ModelInput& in) {
-  const int rows = streams_ * cfg_.seq_len;  // targets and mask: checked by the callers
+  const int rows = streams_ * seq_;  // targets and mask: checked by the callers
   if (tp_.active()) {  // this rank's columns of the targets (others: -1)
     int32_t* local_targets = local_ids_.data() + rows;
     local_token_ids(vocab_, in.targets, rows, local_targets);
@@ -107,9 +111,9 @@ const T* Model<T>::forward_logits(const ModelInput& in) {
 
 template <typename T>
 const T* Model<T>::run_forward() {
-  const int D = cfg_.d_model, V = cfg_.vocab, rows = streams_ * cfg_.seq_len;
+  const int D = cfg_.d_model, V = cfg_.vocab, rows = streams_ * seq_;
   have_forward_ = true;
-  const StepContext<T> ctx{be_, streams_, cfg_.seq_len, doc_start_.data()};
+  const StepContext<T> ctx{be_, streams_, seq_, doc_start_.data()};
   if (tp_.active())  // inputs_ holds this rank's local ids
     vocab_parallel_embedding_forward(be_, tp_, inputs_.data(), rows, params_[embed_].value, D,
                                      resid_[0].data());
@@ -136,7 +140,7 @@ LossSums Model<T>::forward(const ModelInput& in, T grad_scale) {
   sums.count = stage_targets(in);
   run_forward();
   if (tp_.active()) {
-    const int rows = streams_ * cfg_.seq_len;
+    const int rows = streams_ * seq_;
     sums.nats = xent_.forward_backward(be_, tp_, logits_.data(), targets_.data(), mask_.data(),
                                        rows, vocab_.size(), grad_scale, logits_.data(),
                                        row_loss_.data());
@@ -150,7 +154,7 @@ LossSums Model<T>::forward(const ModelInput& in, T grad_scale) {
 
 template <typename T>
 void Model<T>::run_loss() {
-  const int V = cfg_.vocab, rows = streams_ * cfg_.seq_len;
+  const int V = cfg_.vocab, rows = streams_ * seq_;
   be_.softmax_xent_forward_backward_deferred(logits_.data(), targets_.data(), mask_.data(), rows,
                                              V, loss_scale_.data(), logits_.data(),
                                              row_loss_.data(), loss_result_.data());
@@ -204,9 +208,9 @@ void Model<T>::backward() {
   if (!have_forward_) throw std::logic_error("Model::backward without forward");
   if (ablation_ != CarryAblation::kNone)
     throw std::logic_error("Model::backward with a carry ablation set (evaluation only)");
-  const int D = cfg_.d_model, V = cfg_.vocab, rows = streams_ * cfg_.seq_len;
+  const int D = cfg_.d_model, V = cfg_.vocab, rows = streams_ * seq_;
   const int64_t nd = int64_t(rows) * D;
-  const StepContext<T> ctx{be_, streams_, cfg_.seq_len, doc_start_.data()};
+  const StepContext<T> ctx{be_, streams_, seq_, doc_start_.data()};
   const T inv_sqrt_v = T(1) / std::sqrt(T(V));
   auto& embed = params_[embed_];
   T* dh = scratch_.d_norm.data();

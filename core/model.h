@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/context_parallel.h"
 #include "core/layer.h"
 #include "core/model_config.h"
 #include "core/param_store.h"
@@ -21,8 +22,8 @@
 
 namespace brt::core {
 
-// One step's input for the B streams (all [B, N] row-major except doc_start [B]), in HOST
-// memory: the model copies inputs, targets and mask into its own backend buffers each step.
+// One step's input for the B streams (all [B, N] row-major except doc_start [B]; under context
+// parallelism [B, N/CP], this rank's chunk, with the segment's doc_start), in HOST memory: the model copies inputs, targets and mask into its own backend buffers each step.
 struct ModelInput {
   const int32_t* inputs;
   const int32_t* targets;
@@ -48,14 +49,21 @@ class Model {
   // vocabulary (docs/parallelism.md, "Tensor parallelism").
   // The TP collectives run on the backend's memory (tp bound to it: a device communicator
   // when tp carries one, else staged through the host; core/tensor_parallel.h).
+  // cp: the context-parallel group (core/context_parallel.h; default CP = 1). Under CP this
+  // rank holds chunk cp.rank() of every segment: ModelInput, logits and row losses are
+  // [B, N/CP], the loss sums this chunk's targets, and parameter gradients are this chunk's
+  // part (summed over the group by the caller, as over data parallelism).
   Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backend,
-        const TensorParallel& tp = {});
+        const TensorParallel& tp = {}, const ContextParallel& cp = {});
 
   ParamStore<T>& params() { return params_; }
   // The memory every model buffer lives in (the backend's).
   kernels::Memory& memory() { return be_.memory(); }
   const ModelConfig& config() const { return cfg_; }
   const TensorParallel& tensor_parallel() const { return tp_; }
+  const ContextParallel& context_parallel() const { return cp_; }
+  // Tokens per stream this rank runs each step: model.seq_len, or its chunk N/CP.
+  int chunk_len() const { return seq_; }
   const VocabRange& vocab_range() const { return vocab_; }
   int streams() const { return streams_; }
 
@@ -130,6 +138,9 @@ class Model {
   int streams_;
   kernels::Backend<T>& be_;
   TensorParallel tp_;
+  ContextParallel cp_;
+  ModelConfig layer_cfg_;  // cfg_ with this rank's chunk as model.seq_len (the layers keep a reference)
+  int seq_ = 0;            // layer_cfg_.seq_len
   VocabRange vocab_;  // the embedding rows (tokens) this rank holds
   ParamStore<T> params_;
   int embed_ = -1, final_norm_ = -1;

@@ -10,12 +10,14 @@ namespace brt::core {
 
 template <typename T>
 StandardLayer<T>::StandardLayer(ParamStore<T>& store, const ModelConfig& cfg, int index,
-                                int streams, kernels::Memory& memory, const TensorParallel& tp)
+                                int streams, kernels::Memory& memory, const TensorParallel& tp,
+                                const ContextParallel& cp)
     : store_(store),
       tp_(tp),
       shape_{cfg.d_model, tp.local(cfg.heads, "model.heads"), cfg.head_dim},
       prefix_("layers." + std::to_string(index) + "."),
-      window_({streams, cfg.seq_len, cfg.window, shape_.heads, cfg.head_dim}, tp, memory) {
+      window_({streams, cfg.seq_len, cfg.window, shape_.heads, cfg.head_dim}, tp, memory,
+              WindowLayout::kSegment, cp) {
   // Full logical sizes for the declarations; A and H below are this rank's.
   const int D = cfg.d_model, A_full = cfg.attn_width(), H_full = cfg.heads;
   const int A = shape_.width();

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/cached_window_attention.h"
+#include "core/context_parallel.h"
 #include "core/layer.h"
 #include "core/mlp.h"
 #include "core/model_config.h"
@@ -22,7 +23,8 @@ class StandardLayer : public Layer<T> {
   // Under tensor parallelism (tp) this rank holds heads [r·H/TP, (r+1)·H/TP) and hidden
   // units [r·F/TP, (r+1)·F/TP) (docs/parallelism.md).
   StandardLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, int streams,
-                kernels::Memory& memory, const TensorParallel& tp = {});
+                kernels::Memory& memory, const TensorParallel& tp = {},
+                const ContextParallel& cp = {});
 
   void forward(const StepContext<T>& ctx, const T* x, T* out) override;
   void backward(const StepContext<T>& ctx, const T* dout, T* dx,

@@ -21,6 +21,7 @@
 #include "kernels/memory.h"
 #include "kernels/ssm/fft_conv_dims.h"
 #include "kernels/ssm/s4d_kernel.h"
+#include "kernels/ssm/s4d_state_passing.h"
 
 namespace brt::kernels {
 
@@ -249,6 +250,19 @@ class Backend {
   virtual void s4d_carry_apply_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p,
                                         const double* state, const uint8_t* active, const T* dy,
                                         const ssm::S4dGrads<T>& g) = 0;
+  // Context parallelism's S4D state passing (kernels/ssm/s4d_state_passing.h: formulas). States
+  // and their gradients [B, C, Ds, M, 2] doubles, u/dy/du activations, parameters and gradients
+  // the ParamStore's, all in this backend's memory.
+  virtual void s4d_state_advance(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p,
+                                 const double* h, double* x, bool adjoint) = 0;
+  virtual void s4d_state_apply_grad(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p,
+                                    const T* dy, double* g) = 0;
+  virtual void s4d_state_advance_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p,
+                                          const double* x_prev, const double* gnext,
+                                          const ssm::S4dGrads<T>& g) = 0;
+  virtual void s4d_summary_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p,
+                                    const T* u, const double* dh, T* du,
+                                    const ssm::S4dGrads<T>& g) = 0;
   // The implicit filter network of model.md §7.1 `unstructured` (kernels/ssm/implicit_filter.h
   // composes it from these, gemm and the column sums), so it runs where its parameters live.
   // Its activation over a, s [n, O]: s[i, o] = sin(freq[o]·a[i, o]) (overwrites s).

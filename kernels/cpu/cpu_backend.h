@@ -170,6 +170,23 @@ class CpuBackend final : public Backend<T> {
                                 const ssm::S4dGrads<T>& g) override {
     ssm::s4d_carry_apply_backward(d, p, state, active, dy, g);
   }
+  void s4d_state_advance(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p, const double* h,
+                         double* x, bool adjoint) override {
+    ssm::s4d_state_advance(d, p, h, x, adjoint);
+  }
+  void s4d_state_apply_grad(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p, const T* dy,
+                            double* g) override {
+    ssm::s4d_state_apply_grad(d, p, dy, g);
+  }
+  void s4d_state_advance_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p,
+                                  const double* x_prev, const double* gnext,
+                                  const ssm::S4dGrads<T>& g) override {
+    ssm::s4d_state_advance_backward(d, p, x_prev, gnext, g);
+  }
+  void s4d_summary_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p, const T* u,
+                            const double* dh, T* du, const ssm::S4dGrads<T>& g) override {
+    ssm::s4d_summary_backward(d, p, u, dh, du, g);
+  }
   // The implicit filter network's ops (kernels/ssm/implicit_filter.cpp).
   void sine_forward(const T* a, const T* freq, int n, int O, T* s) override {
     ssm::sine_forward(a, freq, n, O, s);

@@ -363,6 +363,30 @@ class ForwardingBackend : public kernels::Backend<T> {
             g.log_neg_a_re, g.a_im, g.c_re, g.c_im});
     inner_.s4d_carry_apply_backward(d, p, state, active, dy, g);
   }
+  void s4d_state_advance(const kernels::ssm::S4dCarryDims& d, const kernels::ssm::S4dParams<T>& p,
+                         const double* h, double* x, bool adjoint) override {
+    Call c(*this, "s4d_state_advance", {p.log_dt, p.log_neg_a_re, p.a_im, h, x});
+    inner_.s4d_state_advance(d, p, h, x, adjoint);
+  }
+  void s4d_state_apply_grad(const kernels::ssm::S4dCarryDims& d,
+                            const kernels::ssm::S4dParams<T>& p, const T* dy, double* g) override {
+    Call c(*this, "s4d_state_apply_grad", {p.log_dt, p.log_neg_a_re, p.a_im, p.c_re, p.c_im, dy, g});
+    inner_.s4d_state_apply_grad(d, p, dy, g);
+  }
+  void s4d_state_advance_backward(const kernels::ssm::S4dCarryDims& d,
+                                  const kernels::ssm::S4dParams<T>& p, const double* x_prev,
+                                  const double* gnext, const kernels::ssm::S4dGrads<T>& g) override {
+    Call c(*this, "s4d_state_advance_backward",
+           {p.log_dt, p.log_neg_a_re, p.a_im, x_prev, gnext, g.log_dt, g.log_neg_a_re, g.a_im});
+    inner_.s4d_state_advance_backward(d, p, x_prev, gnext, g);
+  }
+  void s4d_summary_backward(const kernels::ssm::S4dCarryDims& d,
+                            const kernels::ssm::S4dParams<T>& p, const T* u, const double* dh,
+                            T* du, const kernels::ssm::S4dGrads<T>& g) override {
+    Call c(*this, "s4d_summary_backward",
+           {p.log_dt, p.log_neg_a_re, p.a_im, u, dh, du, g.log_dt, g.log_neg_a_re, g.a_im});
+    inner_.s4d_summary_backward(d, p, u, dh, du, g);
+  }
   void sine_forward(const T* a, const T* freq, int n, int O, T* s) override {
     Call c(*this, "sine_forward", {a, freq, s});
     inner_.sine_forward(a, freq, n, O, s);

@@ -1,0 +1,65 @@
+// Context parallelism (docs/parallelism.md, "Context parallelism"): one segment of N tokens is
+// cut into C chunks of L = N/C consecutive tokens (whole blocks of W), rank r of the cp group
+// holding tokens [r·L, (r+1)·L) of every stream it reads. A layer whose tokens depend on earlier
+// chunks receives exactly what it needs from the ranks before it:
+//  - window attention (model.md §3.2): block 0 of chunk r attends to the last block of chunk r−1
+//    (its keys and values, the "halo"); the halo's gradient goes back in backward;
+//  - BST's S4D sublayer (§7.1, §7.3): the diagonal state everything before the chunk leaves,
+//    an exclusive scan of per-chunk state summaries, and its reverse in backward
+//    (kernels/ssm/s4d_state_passing.h).
+// What a segment carries to the next (the last block's keys and values, the S4D state) is
+// computed on every rank of the group alike, so carried state and checkpoints do not depend on
+// C. Parameters are replicated over the group; their gradients are partial sums that the
+// gradient reduction adds up over DP × CP (launch/run: the dp group spans both).
+//
+// The exchanges are all-gathers over the group (every rank receives every chunk's piece, C − 1
+// pieces of B·W·A for a halo): a collective that the MPI and NCCL communicators both have, on
+// the backend's memory like TensorParallel's. A default-constructed context is CP = 1.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/model_config.h"
+#include "core/tensor_parallel.h"
+
+namespace brt::core {
+
+class ContextParallel {
+ public:
+  ContextParallel() = default;  // CP = 1
+  // `group`: the cp group (consecutive chunks in rank order). Host-accessible buffers until
+  // bound_to(); the device communicator and stream as for TensorParallel.
+  explicit ContextParallel(parallel::Communicator& group) : link_(group) {}
+  ContextParallel(parallel::Communicator& group, kernels::Memory& memory,
+                  parallel::Communicator* device_group, parallel::Stream stream)
+      : link_(group, memory, device_group, stream) {}
+  ContextParallel bound_to(kernels::Memory& memory) const;
+
+  bool active() const { return link_.active(); }
+  int rank() const { return link_.rank(); }
+  int size() const { return link_.size(); }
+  bool first() const { return rank() == 0; }
+  bool last() const { return rank() == size() - 1; }
+  parallel::Communicator* group() const { return link_.group(); }
+
+  // recv [size() · n] = every rank's send [n] in chunk order (bound memory).
+  template <typename T>
+  void all_gather(const T* send, T* recv, int64_t n) const {
+    link_.all_gather(send, recv, n);
+  }
+
+ private:
+  explicit ContextParallel(TensorParallel link) : link_(std::move(link)) {}
+  TensorParallel link_;  // the collectives on bound memory (the same machinery as TP's)
+};
+
+// Empty when `cfg` (resolved) can run with `cp` chunks per segment; otherwise why not, naming
+// the key: the variants whose state is sequential block to block, N not a multiple of cp·W,
+// kernels without a finite state. Used by the model and, before any work, by `brt-dist train`.
+std::string context_parallel_problem(const ModelConfig& cfg, int cp);
+
+// The config the layers of one chunk see: model.seq_len = N / cp (everything else unchanged).
+ModelConfig chunk_config(const ModelConfig& cfg, int cp);
+
+}  // namespace brt::core
