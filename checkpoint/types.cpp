@@ -32,11 +32,16 @@ int64_t count_non_finite_as(const void* data, size_t n_bytes) {
 }
 }  // namespace
 
+bool holds_float64_bytes(const std::string& path) {
+  const std::string carry = ".ssm.carry";
+  return under(path, kStateGroup) && path.size() > carry.size() &&
+         path.compare(path.size() - carry.size(), carry.size(), carry) == 0;
+}
+
 int64_t count_non_finite(const std::string& path, DType dtype, const void* data, size_t n_bytes) {
   if (!under(path, kModelGroup) && !under(path, kOptimGroup) && !under(path, kStateGroup)) return 0;
-  const std::string carry = ".ssm.carry";
-  const bool float64_bytes = path.size() > carry.size() && path.compare(path.size() - carry.size(), carry.size(), carry) == 0;
-  if (dtype == DType::kF64 || (dtype == DType::kF32 && float64_bytes)) return count_non_finite_as<double>(data, n_bytes);
+  if (dtype == DType::kF64 || (dtype == DType::kF32 && holds_float64_bytes(path)))
+    return count_non_finite_as<double>(data, n_bytes);
   if (dtype == DType::kF32) return count_non_finite_as<float>(data, n_bytes);
   return 0;
 }

@@ -85,6 +85,9 @@ const char* dtype_name(DType dtype);  // "float32", "float64", "int64", "uint64"
 // /state; 0 for anything else. The S4D carry (/state/*.ssm.carry, docs/bst.md) keeps the bytes
 // of float64 values in float32 elements: those are counted as the float64 values they are.
 int64_t count_non_finite(const std::string& path, DType dtype, const void* data, size_t n_bytes);
+// True for the S4D carry (/state/*.ssm.carry): its float32 elements hold float64 values' bytes,
+// so comparisons and checks read them as float64.
+bool holds_float64_bytes(const std::string& path);
 
 using Shape = std::vector<int64_t>;  // full logical shape, row-major, rank >= 1
 int64_t shape_numel(const Shape& shape);

@@ -1,6 +1,7 @@
 // One training or evaluation step's input for the B streams of a rank (model.md §8).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

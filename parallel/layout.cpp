@@ -16,6 +16,16 @@ std::vector<int> GridLayout::dp_group_members(int world_rank) const {
   return members;
 }
 
+std::vector<int> GridLayout::cp_group_members(int world_rank) const {
+  std::vector<int> members;
+  for (int c = 0; c < cp; ++c) members.push_back((data_rank(world_rank) * cp + c) * tp + tp_rank(world_rank));
+  return members;
+}
+
+std::string GridLayout::cp_group_name(int world_rank) const {
+  return "cp[" + std::to_string(data_rank(world_rank)) + "," + std::to_string(tp_rank(world_rank)) + "]";
+}
+
 std::string GridLayout::tp_group_name(int world_rank) const {
   return "tp[" + std::to_string(dp_rank(world_rank)) + "]";
 }
@@ -77,6 +87,18 @@ std::string layout_problem(int world, int tp, std::span<const SplitByTp> split) 
 void validate_layout(int world, int tp, std::span<const SplitByTp> split) {
   std::string problem = layout_problem(world, tp, split);
   if (!problem.empty()) throw LayoutError(problem);
+}
+
+std::string cp_layout_problem(int world, int tp, int cp) {
+  if (cp < 1) return "--cp " + std::to_string(cp) + " must be at least 1 (1 = no context parallelism)";
+  if (tp >= 1 && world % tp == 0 && (world / tp) % cp == 0) return {};
+  std::string good;
+  for (int c = 1; tp >= 1 && c <= world / tp; ++c)
+    if ((world / tp) % c == 0) good += (good.empty() ? "" : ", ") + std::to_string(c);
+  return "--cp " + std::to_string(cp) + " does not fit: " + std::to_string(world) + " ranks / --tp " +
+         std::to_string(tp) + " = " + std::to_string(tp >= 1 ? world / tp : 0) +
+         " ranks per tensor-parallel position are not divisible by " + std::to_string(cp) +
+         " (world = DP x CP x TP). Values of --cp that fit: " + good + ".";
 }
 
 }  // namespace brt::parallel

@@ -1,11 +1,18 @@
-// The DP x TP grid as plain arithmetic (no MPI), and the checks that refuse an inconsistent
-// layout before any work starts. TP groups are consecutive world ranks (so a TP group sits
-// on one node when TP <= ranks per node, where its frequent collectives are cheapest); DP
-// groups are strided by TP.
+// The DP x CP x TP grid as plain arithmetic (no MPI), and the checks that refuse an
+// inconsistent layout before any work starts. TP groups are consecutive world ranks (so a TP
+// group sits on one node when TP <= ranks per node, where its frequent collectives are
+// cheapest), CP groups next (context parallelism's halo and state exchanges), DP outermost.
 //
-//   world rank r:  tp_rank = r % tp,  dp_rank = r / tp
+//   world rank r:  tp_rank = r % tp,  dp_rank = r / tp  (its place in the dp group),
+//                  cp_rank = dp_rank % cp,  data_rank = dp_rank / cp
 //   TP group of r: { dp_rank*tp + t : t in [0, tp) }       named "tp[dp_rank]"
 //   DP group of r: { d*tp + tp_rank : d in [0, world/tp) }  named "dp[tp_rank]"
+//   CP group of r: { (data_rank*cp + c)*tp + tp_rank : c in [0, cp) }  named "cp[data_rank,tp_rank]"
+// The dp group is every replica of this rank's parameter shard: the data-parallel replicas and
+// the chunks of a context-parallel segment alike (Megatron's data-parallel group with context
+// parallelism). Gradients are summed and ZeRO-1 shards owned over it; the data (streams) is
+// split over its world / (tp·cp) data ranks, the cp ranks of one data rank reading the same
+// streams.
 #pragma once
 
 #include <cstdint>
@@ -26,8 +33,14 @@ class LayoutError : public LaunchRefused {
 struct GridLayout {
   int world = 1;
   int tp = 1;
+  int cp = 1;
 
-  int dp() const { return world / tp; }
+  int dp() const { return world / tp; }         // the dp group's size: DP x CP
+  int data_parallel() const { return dp() / cp; }  // DP: replicas reading different streams
+  int cp_rank(int world_rank) const { return dp_rank(world_rank) % cp; }
+  int data_rank(int world_rank) const { return dp_rank(world_rank) / cp; }
+  std::vector<int> cp_group_members(int world_rank) const;  // ascending world ranks
+  std::string cp_group_name(int world_rank) const;          // "cp[<data_rank>,<tp_rank>]"
   int tp_rank(int world_rank) const { return world_rank % tp; }
   int dp_rank(int world_rank) const { return world_rank / tp; }
   std::vector<int> tp_group_members(int world_rank) const;  // ascending world ranks
@@ -51,5 +64,9 @@ std::string layout_problem(int world, int tp, std::span<const SplitByTp> split =
 
 // Throws LayoutError with layout_problem()'s message when it is not empty.
 void validate_layout(int world, int tp, std::span<const SplitByTp> split = {});
+
+// Empty when `cp` (train.cp) divides the ranks left after TP; otherwise why not, with the values
+// that would fit.
+std::string cp_layout_problem(int world, int tp, int cp);
 
 }  // namespace brt::parallel

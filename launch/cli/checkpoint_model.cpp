@@ -26,6 +26,7 @@ RunConfig checkpoint_command_config(parallel::MpiSession& mpi, const CommandLine
   // The checkpoint's run may have trained elsewhere (a GPU, fp64, another layout): where this
   // command computes is its own --tp, --device and --precision (default 1, cpu, fp32).
   cfg.train.tp = 1;
+  cfg.train.cp = 1;
   cfg.train.device = "cpu";
   cfg.train.precision = "fp32";
   with_command_line_config(cl, [&] {

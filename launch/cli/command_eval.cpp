@@ -83,8 +83,8 @@ template <typename Options>
 void set_shared_eval_options(Options& o, const parallel::ProcessGroups& groups, const CommandLine& cl, bool root,
                              int64_t trained_seq_len) {
   parallel::Communicator* dp = &groups.dp();  // outlives the evaluation (the command's groups)
-  o.dp_rank = groups.dp_rank();
-  o.dp_size = dp->size();
+  o.dp_rank = groups.data_rank();  // under CP the cp ranks of a data rank share its documents
+  o.dp_size = groups.data_size();
   o.reduce = [dp](std::vector<double>& v) { dp->all_reduce(v); };
   o.progress = root && !cl.flags.count("quiet");
   o.trained_seq_len = trained_seq_len;
@@ -100,7 +100,7 @@ int run_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
   // --tp T: T consecutive ranks share each model (vocabulary-parallel cross-entropy: every
   // rank of a TP group gets the whole rows' losses); DP = ranks / T.
   const parallel::ProcessGroups groups = make_run_groups(mpi, cfg);
-  const int streams = eval_streams(cfg, split, groups.dp().size());
+  const int streams = eval_streams(cfg, split, groups.data_size());
   // Where it writes and what it allocates, checked before the model (launch/preflight/preflight.h; exit 2).
   preflight_outputs(groups.world(),
                     {{"--json", flag_or(cl, "json", "")}, {"--token-losses", flag_or(cl, "token-losses", "")}});
@@ -111,6 +111,7 @@ int run_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
   const bool root = mpi.world_rank() == 0;
   EvalOptions options;
   set_shared_eval_options(options, groups, cl, root, trained_seq_len);
+  options.cp = &run->cp();  // --cp: each rank runs its chunk of every segment
   options.layer_stats = true;  // none under TP (core/layer.h)
   options.token_losses = !flag_or(cl, "token-losses", "").empty();
   if (options.token_losses && options.dp_size > 1)
@@ -173,6 +174,9 @@ int run_task_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
   const std::string& ckpt = e.checkpoint;
   const RunConfig& cfg = e.cfg;
   const int64_t trained_seq_len = e.trained_seq_len;
+  if (cfg.train.cp > 1)
+    throw UsageError("eval --task scores one answer per document, each a stream of its own: run it without "
+                     "--cp (train.cp = " + std::to_string(cfg.train.cp) + "); plain eval runs under context parallelism");
   TaskEvalOptions options;
   options.grid = task_grid(cl, cfg);  // usage errors before any model
   options.split = flag_or(cl, "split", cfg.data.eval_split);
@@ -217,7 +221,7 @@ int command_eval(int argc, char** argv) {
       argc, argv,
       [&](parallel::MpiSession& mpi) {
         const CommandLine cl = parse_command_line(
-            argc, argv, {{"data", "data.path"}, {"batch", "train.batch"}, {"tp", "train.tp"},
+            argc, argv, {{"data", "data.path"}, {"batch", "train.batch"}, {"tp", "train.tp"}, {"cp", "train.cp"},
                          {"device", "train.device"}, {"precision", "train.precision"}},
             {"quiet", "ablate", "allow-tokenizer-mismatch"});
         reject_unknown_flags(cl, {"checkpoint", "split", "json", "quiet", "ablate", "token-losses",

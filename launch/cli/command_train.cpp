@@ -31,7 +31,7 @@ TrainOptions train_options(int argc, char** argv) {
       argc, argv, {{"steps", "train.steps"}, {"peak-gflops", "train.peak_gflops"},
                    {"seed", "train.seed"}, {"threads", "train.threads"},
                    {"precision", "train.precision"}, {"checkpoint-dir", "checkpoint.dir"},
-                   {"tp", "train.tp"}, {"device", "train.device"}},
+                   {"tp", "train.tp"}, {"cp", "train.cp"}, {"device", "train.device"}},
       {"no-overlap", "deterministic"});
   std::string config_path = "configs/tiny.toml";
   if (auto it = cl.flags.find("config"); it != cl.flags.end()) config_path = it->second;

@@ -41,6 +41,7 @@ struct TrainConfig {
   int64_t eval_batches = 0;         // batches per evaluation; 0 = the whole eval split
   // Parallel layout (core/data_parallel.h). DP = ranks / tp.
   int tp = 1;                       // tensor-parallel size (--tp); docs/parallelism.md
+  int cp = 1;                       // context-parallel size (--cp): chunks of each segment
   bool overlap = true;              // DP: reduce gradient buckets during backward (--no-overlap)
   double bucket_mb = 4.0;           // DP: gradient bucket size in MiB
   int zero = 0;                     // 1: ZeRO-1, optimizer state sharded over DP ranks

@@ -1,5 +1,7 @@
 #include "launch/eval/evaluator.h"
 
+#include "launch/run/context_chunk.h"
+
 #include "launch/run/progress.h"
 
 #include <algorithm>
@@ -117,6 +119,20 @@ void add_to(double* doc, size_t slot, double nats) {
   doc[slot + 1] += 1;
 }
 
+// Context parallelism: the segment's [B, N] losses from every chunk's [B, N/C].
+template <typename T>
+std::vector<T> segment_losses(const core::ContextParallel& cp, const std::vector<T>& chunk, int streams,
+                              int seq) {
+  std::vector<T> all(chunk.size() * size_t(cp.size())), out(all.size());
+  cp.group()->all_gather(std::span<const T>(chunk), std::span<T>(all));
+  const size_t len = size_t(seq / cp.size());
+  for (int c = 0; c < cp.size(); ++c)
+    for (int b = 0; b < streams; ++b)
+      std::copy_n(all.begin() + ptrdiff_t((size_t(c) * streams + b) * len), len,
+                  out.begin() + ptrdiff_t(size_t(b) * seq + size_t(c) * len));
+  return out;
+}
+
 // Sums the per-document totals and the layer statistics over ranks in one reduction.
 void reduce_with(const SumReducer& reduce, std::vector<double>& acc,
                  std::vector<core::LayerDiagnostics>* stats) {
@@ -158,11 +174,21 @@ std::vector<double> evaluate_pass(core::Model<T>& model,
   int64_t steps = 0, local_tokens = 0;
   Progress shown(label, opt.progress);
   const double expected_tokens = double(dataset->totals().tokens) / std::max(1, opt.dp_size);  // about
+  const core::ContextParallel* cp = opt.cp != nullptr && opt.cp->active() ? opt.cp : nullptr;
+  data::Batch chunk;
   while (streams.next(batch)) {
-    model.forward({batch.inputs.data(), batch.targets.data(), batch.mask.data(),
-                   batch.doc_start.data()}, T(0));
-    if (stats != nullptr) model.accumulate_diagnostics(batch.mask.data(), *stats);
-    const std::vector<T> losses = model.row_losses();  // a host copy
+    if (cp) take_chunk(batch, cp->rank(), cp->size(), chunk);
+    const data::Batch& mine = cp ? chunk : batch;
+    model.forward({mine.inputs.data(), mine.targets.data(), mine.mask.data(), mine.doc_start.data()}, T(0));
+    if (stats != nullptr) model.accumulate_diagnostics(mine.mask.data(), *stats);
+    std::vector<T> losses = model.row_losses();  // a host copy
+    if (cp) {  // the segment's losses on every chunk; chunk 0 accounts for them
+      losses = segment_losses(*cp, losses, batch.streams, batch.seq);
+      if (!cp->first()) {
+        ++steps;
+        continue;
+      }
+    }
     for (int b = 0; b < batch.streams; ++b)
       if (batch.doc_start[size_t(b)] && batch.doc_id[size_t(b)] >= 0)
         repeats.start_document(b, batch.inputs[size_t(b) * batch.seq]);

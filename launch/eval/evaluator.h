@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/context_parallel.h"
 #include "core/model.h"
 #include "launch/config/config.h"
 #include "launch/eval/eval_diagnostics.h"
@@ -58,7 +59,10 @@ struct EvalReport {
 using SumReducer = std::function<void(std::vector<double>&)>;
 
 struct EvalOptions {
-  int dp_rank = 0, dp_size = 1;  // this rank's share of the documents
+  int dp_rank = 0, dp_size = 1;  // this rank's share of the documents (its data rank under CP)
+  // Context parallelism (null: none): the model runs this rank's chunk of each segment; the
+  // chunks' losses are gathered and chunk 0 accounts for the segment.
+  const core::ContextParallel* cp = nullptr;
   SumReducer reduce;             // sums the totals over the ranks that evaluate together
   bool progress = false;
   // The segment length the model was trained at (0: the model's): an edge of the

@@ -137,6 +137,21 @@ core::TensorParallel make_run_tensor_parallel(parallel::Communicator& tp_group,
   return core::TensorParallel(tp_group, backend.memory(), device_tp.get(), backend_stream(backend));
 }
 
+template <typename T>
+core::ContextParallel make_run_context_parallel(parallel::Communicator& cp_group,
+                                                kernels::Backend<T>& backend,
+                                                std::unique_ptr<parallel::Communicator>& device_cp) {
+  device_cp.reset();
+  if (cp_group.size() == 1) return {};
+  if (!backend.memory().host_accessible()) {
+    const auto* mpi_cp = dynamic_cast<const parallel::MpiCommunicator*>(&cp_group);
+    if (mpi_cp == nullptr)
+      throw std::logic_error("context parallelism on the GPU needs the MPI backend's cp group");
+    device_cp = make_device_group(mpi_cp->mpi_comm(), "cp", mpi_cp->options());
+  }
+  return core::ContextParallel(cp_group, backend.memory(), device_cp.get(), backend_stream(backend));
+}
+
 void DeviceWaitWatch::install(kernels::Backend<float>& backend,
                               std::vector<parallel::Communicator*> comms) {
 #ifdef BRT_WITH_NCCL
@@ -176,6 +191,10 @@ template core::TensorParallel make_run_tensor_parallel(parallel::Communicator&, 
                                                        std::unique_ptr<parallel::Communicator>&);
 template core::TensorParallel make_run_tensor_parallel(parallel::Communicator&, kernels::Backend<double>&,
                                                        std::unique_ptr<parallel::Communicator>&);
+template core::ContextParallel make_run_context_parallel(parallel::Communicator&, kernels::Backend<float>&,
+                                                         std::unique_ptr<parallel::Communicator>&);
+template core::ContextParallel make_run_context_parallel(parallel::Communicator&, kernels::Backend<double>&,
+                                                         std::unique_ptr<parallel::Communicator>&);
 template std::unique_ptr<kernels::OptimizerKernels<float>> make_run_optimizer_kernels(kernels::Backend<float>&);
 template std::unique_ptr<kernels::OptimizerKernels<double>> make_run_optimizer_kernels(kernels::Backend<double>&);
 

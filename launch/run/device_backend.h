@@ -12,6 +12,7 @@
 
 #include <mpi.h>
 
+#include "core/context_parallel.h"
 #include "core/tensor_parallel.h"
 #include "kernels/backend.h"
 #include "kernels/optimizer_kernels.h"
@@ -67,6 +68,12 @@ template <typename T>
 core::TensorParallel make_run_tensor_parallel(parallel::Communicator& tp_group,
                                               kernels::Backend<T>& backend,
                                               std::unique_ptr<parallel::Communicator>& device_tp);
+// The same for context parallelism's cp group (core/context_parallel.h): CP = 1 for a group of
+// one rank; on the GPU its exchanges run on NCCL over the same ranks (device_cp).
+template <typename T>
+core::ContextParallel make_run_context_parallel(parallel::Communicator& cp_group,
+                                                kernels::Backend<T>& backend,
+                                                std::unique_ptr<parallel::Communicator>& device_cp);
 
 // While alive, the CUDA backend's host waits (synchronize, copies to the host) poll its stream
 // and check the device communicators among `comms` between polls (NCCL's asynchronous errors and

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <vector>
 
+#include "core/context_parallel.h"
 #include "core/tp_split.h"
 #include "parallel/layout.h"
 #include "parallel/mpi_session.h"
@@ -12,6 +13,12 @@ namespace brt::launch {
 void validate_run_layout(int world_size, const RunConfig& cfg) {
   const std::vector<parallel::SplitByTp> split = core::tensor_parallel_splits(cfg.model);
   parallel::validate_layout(world_size, cfg.train.tp, split);
+  if (const std::string p = parallel::cp_layout_problem(world_size, cfg.train.tp, cfg.train.cp); !p.empty())
+    throw parallel::LayoutError(p);
+  core::ModelConfig model = cfg.model;
+  model.resolve();
+  if (const std::string p = core::context_parallel_problem(model, cfg.train.cp); !p.empty())
+    throw parallel::LayoutError(p);
 }
 
 parallel::ProcessGroups make_run_groups(parallel::MpiSession& session, const RunConfig& cfg) {
@@ -19,7 +26,7 @@ parallel::ProcessGroups make_run_groups(parallel::MpiSession& session, const Run
   parallel::CommOptions comm;
   comm.timeout = std::chrono::milliseconds(int64_t(cfg.train.timeout_s * 1000));
   comm.monitor = &session.monitor();
-  return parallel::make_mpi_process_groups(MPI_COMM_WORLD, cfg.train.tp, comm);
+  return parallel::make_mpi_process_groups(MPI_COMM_WORLD, cfg.train.tp, comm, cfg.train.cp);
 }
 
 }  // namespace brt::launch

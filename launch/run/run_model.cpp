@@ -29,13 +29,20 @@ RunModel<T>::RunModel(const RunConfig& cfg, const RunPlace& place, const RunMode
   // collectives run on an NCCL communicator over the same ranks, ordered on the backend's
   // stream (core/tensor_parallel.h).
   if (place.groups) tp_ = make_run_tensor_parallel(place.groups->tp(), *backend_, device_tp_);
-  model_ = std::make_unique<core::Model<T>>(cfg.model, options.streams, *backend_, tp_);
+  // Context parallelism (core/context_parallel.h): this rank runs chunk cp_rank of each segment
+  // of its data rank's streams; NCCL over the cp group on the GPU.
+  if (place.groups) {
+    cp_ = make_run_context_parallel(place.groups->cp(), *backend_, device_cp_);
+    data_rank_ = place.groups->data_rank();
+    data_size_ = place.groups->data_size();
+  }
+  model_ = std::make_unique<core::Model<T>>(cfg.model, options.streams, *backend_, tp_, cp_);
   if (options.initialize) model_->params().initialize(options.seed);
   check_parameters();
   if (options.training && place.groups) build_data_parallel(cfg, *place.groups);
   // Host waits on the GPU check the NCCL collectives' errors and deadline (no hang on a dead peer).
   device_waits_ = std::make_unique<DeviceWaitWatch>(*backend_, std::vector<parallel::Communicator*>{
-                                                                   device_tp_.get(), device_dp_.get()});
+                                                                   device_tp_.get(), device_dp_.get(), device_cp_.get()});
   if (options.training) {
     build_optimizer(cfg);
   } else {

@@ -70,6 +70,7 @@ class RunModel {
 
   kernels::Backend<T>& backend() { return *backend_; }
   const core::TensorParallel& tp() const { return tp_; }
+  const core::ContextParallel& cp() const { return cp_; }
   core::Model<T>& model() { return *model_; }
   const core::Model<T>& model() const { return *model_; }
   // Training only (std::logic_error otherwise).
@@ -79,6 +80,10 @@ class RunModel {
   const core::DataParallel<T>* dp() const { return dp_.get(); }
   int dp_rank() const { return dp_ ? dp_->rank() : 0; }
   int dp_size() const { return dp_ ? dp_->size() : 1; }
+  // The streams this rank reads (data_rank of data_size): the dp group's without context
+  // parallelism; under CP the cp ranks of a segment share them (parallel/layout.h).
+  int data_rank() const { return data_rank_; }
+  int data_size() const { return data_size_; }
   // The parameters this rank's optimizer updates (empty: all; ZeRO-1 shards them).
   const std::vector<bool>& owned_mask() const;
   bool on_gpu() const { return on_gpu_; }
@@ -98,8 +103,10 @@ class RunModel {
   bool on_gpu_ = false;
   std::unique_ptr<kernels::Backend<T>> backend_;
   // NCCL over the tp and dp groups (cuda, TP > 1 / DP > 1); they outlive what uses them.
-  std::unique_ptr<parallel::Communicator> device_tp_, device_dp_;
+  std::unique_ptr<parallel::Communicator> device_tp_, device_dp_, device_cp_;
   core::TensorParallel tp_;
+  core::ContextParallel cp_;
+  int data_rank_ = 0, data_size_ = 1;
   std::unique_ptr<core::Model<T>> model_;
   std::unique_ptr<core::DataParallel<T>> dp_;
   std::unique_ptr<DeviceWaitWatch> device_waits_;  // after the communicators it watches

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "launch/eval/evaluator.h"
+#include "launch/run/context_chunk.h"
 #include "launch/run/stop_signal.h"
 
 namespace brt::launch {
@@ -90,18 +91,22 @@ double EvalComponent<T>::held_out_loss() {
   core::LossSums total;
   if (cfg_.data.source == "shards" && cfg_.train.eval_batches == 0) {
     EvalOptions options;
-    options.dp_rank = run_.dp_rank();
-    options.dp_size = run_.dp_size();
+    options.dp_rank = run_.data_rank();
+    options.dp_size = run_.data_size();
+    options.cp = &run_.cp();
     if (dp != nullptr && dp->size() > 1) options.reduce = [dp](std::vector<double>& v) { dp->group().all_reduce(v); };
     const EvalReport r = evaluate_split(model, cfg_, cfg_.data.eval_split, options);
     total = {r.nats, r.tokens};
   } else {
-    data::Batch batch;
+    data::Batch batch, chunk;
     const int64_t batches = cfg_.train.eval_batches > 0 ? cfg_.train.eval_batches : 8;
+    const core::ContextParallel& cp = run_.cp();
     for (int64_t i = 0; i < batches; ++i) {
       source_->next(batch);
-      const core::LossSums s = model.forward({batch.inputs.data(), batch.targets.data(), batch.mask.data(),
-                                              batch.doc_start.data()}, T(0));
+      if (cp.active()) take_chunk(batch, cp.rank(), cp.size(), chunk);  // this rank's chunk
+      const data::Batch& mine = cp.active() ? chunk : batch;
+      const core::LossSums s = model.forward({mine.inputs.data(), mine.targets.data(), mine.mask.data(),
+                                              mine.doc_start.data()}, T(0));
       total.nats += s.nats;
       total.count += s.count;
     }

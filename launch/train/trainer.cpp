@@ -9,6 +9,7 @@
 
 #include "core/param_count.h"
 #include "data/output_file.h"
+#include "launch/run/context_chunk.h"
 #include "launch/run/stop_signal.h"
 #include "parallel/cpu_share.h"
 #include "parallel/mpi_communicator.h"
@@ -53,8 +54,32 @@ template <typename T>
 CheckpointRanks checkpoint_ranks(const RunModel<T>& run, const parallel::ProcessGroups* groups) {
   if (groups == nullptr || run.dp() == nullptr) return {};
   const auto& mpi_dp = dynamic_cast<const parallel::MpiCommunicator&>(groups->dp());  // RunModel checked it
-  return {mpi_dp.mpi_comm(), run.dp_rank(),        run.dp_size(),         groups->layout().world,
-          groups->layout().tp, run.dp()->partition().owner, run.tp()};
+  CheckpointRanks ranks{mpi_dp.mpi_comm(), run.dp_rank(),        run.dp_size(),         groups->layout().world,
+                        groups->layout().tp, run.dp()->partition().owner, run.tp()};
+  ranks.cp_rank = groups->cp_rank();
+  ranks.cp_size = groups->layout().cp;
+  return ranks;
+}
+
+// The tensor-, context- and data-parallel lines of the start-up report.
+template <typename T>
+void print_parallel_layout(const RunModel<T>& run, const RunConfig& cfg) {
+  const core::ModelConfig& mc = run.model().config();
+  const core::DataParallel<T>* dp = run.dp();
+  const int tp = run.tp().size(), cp = run.cp().size();
+  if (run.tp().active())
+    std::printf("tensor parallel: %d ranks per replica; each holds H/TP = %d heads, F/TP = %d hidden units, V/TP = %d "
+                "embedding rows\n", tp, mc.heads / tp, mc.d_ff / tp, mc.vocab / tp);
+  if (run.cp().active())
+    std::printf("context parallel: %d ranks per segment; each runs N/CP = %d tokens (%d blocks) of every stream, "
+                "the window halo and S4D state exchanged (docs/parallelism.md)\n",
+                cp, run.model().chunk_len(), run.model().chunk_len() / mc.window);
+  if (dp)
+    std::printf("data parallel: %d ranks x %d streams = %d global streams; gradients summed over %d ranks in %d buckets "
+                "of <= %.2f MiB, %s; ZeRO-1 %s\n", run.data_size(), cfg.train.batch, run.data_size() * cfg.train.batch,
+                dp->size(), dp->buckets(), cfg.train.bucket_mb,
+                cfg.train.overlap ? "overlapped with backward" : "reduced after backward",
+                dp->owned_mask().empty() ? "off" : "on");
 }
 
 std::string threads_line(const TrainOptions& options) {
@@ -109,14 +134,14 @@ Trainer<T>::Trainer(const TrainOptions& options)
       run_(cfg_, {options.groups, options.gpu_device}, RunModelOptions::train(cfg_)),
       ck_ranks_(checkpoint_ranks(run_, options.groups)), graph_line_(graphs_setting()),
       peak_(cfg_.train.peak_gflops, run_.on_gpu()), flops_(core::flops_per_token(run_.model().config())),
-      tokens_per_step_(double(cfg_.train.batch) * run_.dp_size() * run_.model().config().seq_len),
+      tokens_per_step_(double(cfg_.train.batch) * run_.data_size() * run_.model().config().seq_len),
       guard_({cfg_.train.max_skipped_steps, cfg_.train.skip_loss_z, cfg_.train.skip_grad_z}) {
   if (print_) print_start();
-  train_source_ = make_source(cfg_, cfg_.data.train_split, run_.dp_rank(), run_.dp_size(), true);
+  train_source_ = make_source(cfg_, cfg_.data.train_split, run_.data_rank(), run_.data_size(), true);
   // The task documents mixed into training, after the start-up lines (docs/data-format.md, "Task documents").
   if (print_ && cfg_.data.tasks_rate > 0) std::printf("data: %s\n", train_source_->describe().c_str());
   std::unique_ptr<BatchSource> eval_source;
-  if (cfg_.train.eval_every > 0) eval_source = make_source(cfg_, cfg_.data.eval_split, run_.dp_rank(), run_.dp_size(), false);
+  if (cfg_.train.eval_every > 0) eval_source = make_source(cfg_, cfg_.data.eval_split, run_.data_rank(), run_.data_size(), false);
   log_ = std::make_unique<MetricsLog>(print_ ? cfg_.log.metrics_path : std::string(), print_);
   if (print_ && !cfg_.log.metrics_path.empty()) write_resolved_config(cfg_);
   StopSignal::install();
@@ -196,10 +221,13 @@ StepEnd Trainer<T>::run_step(int64_t number) {
   options_.faults.at_step(number, world_rank_);
   const auto t0 = Clock::now();
   train_source_->next(batch_);
+  // Context parallelism: this rank's chunk of the segment (launch/run/context_chunk.h).
+  const core::ContextParallel& cp = run_.cp();
+  if (cp.active()) take_chunk(batch_, cp.rank(), cp.size(), chunk_);
   StepEnd end;
   end.number = number;
   end.last = number == cfg_.train.steps;
-  end.outcome = step(number, batch_);
+  end.outcome = step(number, cp.active() ? chunk_ : batch_);
   run_.backend().memory().synchronize();
   end.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   result_.steps_done = number;
@@ -326,15 +354,7 @@ void Trainer<T>::print_start() {
               gib(mem.parameters).c_str(), gib(mem.gradients).c_str(), gib(mem.optimizer).c_str(),
               dp && !dp->owned_mask().empty() ? " (ZeRO-1 shard)" : "", gib(mem.activations).c_str(),
               gib(mem.backward_scratch).c_str(), gib(mem.carried_state).c_str(), gib(mem.total()).c_str());
-  const int tp = run_.tp().size();
-  if (run_.tp().active())
-    std::printf("tensor parallel: %d ranks per replica; each holds H/TP = %d heads, F/TP = %d hidden units, V/TP = %d "
-                "embedding rows\n", tp, mc.heads / tp, mc.d_ff / tp, mc.vocab / tp);
-  if (dp)
-    std::printf("data parallel: %d ranks x %d streams = %d global streams; %d gradient buckets of <= %.2f MiB, %s; "
-                "ZeRO-1 %s\n", dp->size(), cfg_.train.batch, dp->size() * cfg_.train.batch, dp->buckets(),
-                cfg_.train.bucket_mb, cfg_.train.overlap ? "overlapped with backward" : "reduced after backward",
-                dp->owned_mask().empty() ? "off" : "on");
+  print_parallel_layout(run_, cfg_);
   std::printf("FLOPs/token (model.md §10, training = 3x forward): %.4g; peak %.1f GFLOP/s per rank (%s); MFU = achieved / "
               "(ranks x peak)\n", flops_.training(), peak_.gflops(), peak_.source().c_str());
   std::printf("data: %d streams x %d tokens per step, %s; %lld steps, %s, %s precision\n", cfg_.train.batch, mc.seq_len,

@@ -111,6 +111,7 @@ class Trainer {
   RunPosition pos_;
   std::vector<std::unique_ptr<TrainComponent>> components_;  // in schedule order
   data::Batch batch_;
+  data::Batch chunk_;  // context parallelism: this rank's chunk of batch_
   TrainResult result_;
 };
 

@@ -40,7 +40,7 @@ ck::Shape global_shape(ck::Shape local, int dp_size) {
 }
 
 ck::Slice stream_slice(const ck::Shape& local, const CheckpointRanks& ranks) {
-  return ck::Slice::along(global_shape(local, ranks.dp_size), 0, int64_t(ranks.dp_rank) * local[0], local[0]);
+  return ck::Slice::along(global_shape(local, ranks.data_size()), 0, int64_t(ranks.data_rank()) * local[0], local[0]);
 }
 
 // A tensor as this rank holds it, described against its full (layout-independent) shape.
@@ -70,6 +70,16 @@ core::ParamSpec optimizer_state_spec(const core::NamedState<T>& s, const core::P
 }
 
 // Every DP rank's data cursor, in rank order, on every rank (they may differ in length).
+// The data ranks' cursors from every dp-group rank's (in dp-group order d·CP + c): under context
+// parallelism the cp ranks of one data rank read the same streams, so chunk 0's stands for them.
+std::vector<std::vector<int64_t>> chunk_zero_cursors(std::vector<std::vector<int64_t>> all,
+                                                     const CheckpointRanks& ranks) {
+  if (ranks.cp_size == 1) return all;
+  std::vector<std::vector<int64_t>> out;
+  for (size_t g = 0; g < all.size(); g += size_t(ranks.cp_size)) out.push_back(std::move(all[g]));
+  return out;
+}
+
 std::vector<std::vector<int64_t>> gather_cursors(const std::vector<int64_t>& mine, MPI_Comm comm) {
   int ranks = 1;
   MPI_Comm_size(comm, &ranks);
@@ -226,8 +236,10 @@ void add_run_tensors(SnapshotTensors<T>& tensors, core::Model<T>& model, core::O
   }
   for (const auto& ref : model.carried_state()) {
     const core::ParamSpec spec = full_spec_of(ref.name, ref.shape, ref.shard);
-    tensors.add(ck::join_path(ck::kStateGroup, ref.name), global_shape(spec.shape, ranks.dp_size),
-                stream_slice(spec.shape, ranks), spec, ref.data);
+    // Under CP every chunk carries the same state: chunk 0 writes it.
+    tensors.add(ck::join_path(ck::kStateGroup, ref.name), global_shape(spec.shape, ranks.data_size()),
+                ranks.cp_rank == 0 ? std::optional<ck::Slice>(stream_slice(spec.shape, ranks)) : std::nullopt,
+                spec, ref.data);
   }
 }
 
@@ -253,7 +265,7 @@ void take_training_snapshot(TrainingSnapshot<T>& out, const RunConfig& config, c
   out.meta.tokens_seen = pos.tokens_seen;
   out.meta.config_toml = render_toml(config);
   out.meta.tokenizer_hash = tokenizer_hash;
-  out.meta.layout = {ranks.world, ranks.dp_size, ranks.tp};
+  out.meta.layout = {ranks.world, ranks.data_size(), ranks.tp};
   out.optimizer_step = optimizer.step_count();
   out.model_variant = model.config().variant;
   out.precision = config.train.precision;
@@ -263,7 +275,7 @@ void take_training_snapshot(TrainingSnapshot<T>& out, const RunConfig& config, c
   // The data cursor of every global stream, merged from all DP ranks (written by DP rank 0).
   out.ints.clear();
   out.ints.push_back({ck::join_path(ck::kDataGroup, "cursor"),
-                      data.merge_cursors(gather_cursors(data.cursor(), ranks.comm))});
+                      data.merge_cursors(chunk_zero_cursors(gather_cursors(data.cursor(), ranks.comm), ranks))});
   out.guard_windows.clear();
   out.has_guard = guard != nullptr;
   if (guard != nullptr) {  // the same on every rank (every decision is on global values)
@@ -392,7 +404,7 @@ void load_carried_state(TensorLoader<T>& loader, const std::filesystem::path& fi
   for (auto& ref : model.carried_state()) {
     const std::string path = ck::join_path(ck::kStateGroup, ref.name);
     core::ParamSpec spec = full_spec_of(ref.name, ref.shape, ref.shard);
-    const ck::Shape global = global_shape(spec.shape, ranks.dp_size);
+    const ck::Shape global = global_shape(spec.shape, ranks.data_size());
     if (!reader.has(path) || reader.info(path).shape != global) {
       // The same stream count: another dimension differs, from a model key (model.window...).
       const bool same_streams = reader.has(path) && !reader.info(path).shape.empty() && reader.info(path).shape[0] == global[0];
@@ -456,7 +468,7 @@ RunPosition load_training_checkpoint(const std::filesystem::path& file, const Ru
   optimizer.set_step_count(opt_step ? *opt_step : meta.step);
   if (data != nullptr)
     data->restore_global(reader.read_whole<int64_t>(ck::join_path(ck::kDataGroup, "cursor")),
-                         ranks.dp_rank, ranks.dp_size);
+                         ranks.data_rank(), ranks.data_size());
   if (io.guard != nullptr) restore_guard(reader, file, *io.guard);
   if (stats != nullptr) *stats = reader.load_stats();
   return {meta.step, meta.tokens_seen};

@@ -34,6 +34,11 @@ struct CheckpointRanks {
   // the DP group of TP rank 0, so a checkpoint does not depend on the layout; loading reads the
   // whole tensor and keeps this rank's slice.
   core::TensorParallel tensor_parallel;
+  // Context parallelism: the DP group spans DP x CP; the cp ranks of one data rank hold the same
+  // streams and the same carried state, which chunk 0 writes.
+  int cp_rank = 0, cp_size = 1;
+  int data_rank() const { return dp_rank / cp_size; }
+  int data_size() const { return dp_size / cp_size; }
 };
 
 struct RunPosition {
