@@ -1,5 +1,6 @@
 #include "core/bst_layer.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <stdexcept>
@@ -25,7 +26,8 @@ BstLayer<T>::BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, i
       kv_rows_(mf_ ? int64_t{streams} * cfg.blocks() * cfg.ctx_states : int64_t{streams} * cfg.seq_len),
       ssm_(store, cfg, prefix_, streams, backend, tp, cp),
       window_({streams, cfg.seq_len, cfg.window, shape_.heads, cfg.head_dim}, tp,
-              backend.memory(), WindowLayout::kSegment, cp) {
+              backend.memory(), WindowLayout::kSegment, cp),
+      cp_(cp.bound_to(backend.memory())) {
   kernels::Memory& memory = backend.memory();
   // Full logical sizes for the declarations; A and H below are this rank's.
   const int D = cfg.d_model, A_full = cfg.attn_width(), H_full = cfg.heads;
@@ -78,6 +80,10 @@ BstLayer<T>::BstLayer(ParamStore<T>& store, const ModelConfig& cfg, int index, i
     dctx_blocks_.allocate(memory, blocks, "BST MF context block gradient");
     ctx_last_.allocate(memory, size_t(streams) * cfg.ctx_states * D, "BST MF carried context");
     mf_continues_.assign(streams, 0);
+    if (cp_.active()) {
+      mf_end_.allocate(memory, size_t(streams) * cfg.ctx_states * D, "BST MF chunk end context");
+      mf_end_in_.allocate(memory, mf_end_.size(), "BST MF previous chunk's end context");
+    }
   }
 }
 
@@ -104,7 +110,10 @@ void BstLayer<T>::assemble_mf_context(kernels::Backend<T>& be, const uint8_t* do
   }
   // Strided copies over the batch (one launch each), per stream only where some restart.
   const int64_t stride = int64_t(Tb) * block;
-  if (all_continue) {
+  if (cp_.active() && !cp_.first()) {  // block 0 reads the previous chunk's last block end
+    std::fill(mf_continues_.begin(), mf_continues_.end(), uint8_t(1));
+    be.copy_rows(mf_end_in_.data(), block, streams_, block, ctx_blocks_.data(), stride);
+  } else if (all_continue) {
     be.copy_rows(ctx_last_.data(), block, streams_, block, ctx_blocks_.data(), stride);
   } else {
     for (int b = 0; b < streams_; ++b) {
@@ -134,6 +143,7 @@ void BstLayer<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
   const uint8_t* carry_reset = this->carry_reset(ctx.doc_start);
   ssm_.forward(be, carry_reset, x);
   const T* context = ssm_.context();
+  if (mf_ && cp_.active()) exchange_mf_ends(be);
   if (mf_) {
     assemble_mf_context(be, carry_reset);
     context = ctx_blocks_.data();
@@ -147,11 +157,39 @@ void BstLayer<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
                       rows, A, y_.data(), out);
   // Carry, detached (§8, §7.3).
   window_.carry(be, k, v);
-  if (mf_) {
+  if (mf_) {  // under CP the segment's last block end is the last chunk's: chunk 0 received it
     const int Tb = cfg_.blocks();
     const int64_t sd = int64_t(cfg_.ctx_states) * D;
-    be.copy_rows(ssm_.context() + int64_t(Tb - 1) * sd, int64_t(Tb) * sd, B, sd, ctx_last_.data(), sd);
+    if (cp_.active()) {
+      if (cp_.first()) be.copy(mf_end_in_.data(), B * sd, ctx_last_.data());
+    } else
+      be.copy_rows(ssm_.context() + int64_t(Tb - 1) * sd, int64_t(Tb) * sd, B, sd, ctx_last_.data(), sd);
   }
+}
+
+template <typename T>
+void BstLayer<T>::exchange_mf_ends(kernels::Backend<T>& be) {
+  const int Tb = cfg_.blocks();
+  const int64_t sd = int64_t(cfg_.ctx_states) * cfg_.d_model;
+  be.copy_rows(ssm_.context() + int64_t(Tb - 1) * sd, int64_t(Tb) * sd, streams_, sd, mf_end_.data(), sd);
+  cp_.from_left(mf_end_.data(), mf_end_in_.data(), streams_ * sd);
+}
+
+// Chunk r's block 0 read chunk r − 1's last block end: that gradient goes back and joins the
+// last block end's (which, without CP, fed only the detached carry).
+template <typename T>
+void BstLayer<T>::return_mf_end_gradient(kernels::Backend<T>& be) {
+  const int Tb = cfg_.blocks();
+  const int64_t sd = int64_t(cfg_.ctx_states) * cfg_.d_model;
+  if (cp_.first())
+    be.fill(mf_end_.data(), streams_ * sd, T(0));
+  else
+    be.copy_rows(dctx_blocks_.data(), int64_t(Tb) * sd, streams_, sd, mf_end_.data(), sd);
+  cp_.from_right(mf_end_.data(), mf_end_in_.data(), streams_ * sd);
+  if (cp_.last()) return;  // it received chunk 0's zeros
+  const T* right = mf_end_in_.data();
+  for (int b = 0; b < streams_; ++b)
+    be.add_inplace(dctx_.data() + (int64_t(b) * Tb + Tb - 1) * sd, right + b * sd, sd);
 }
 
 template <typename T>
@@ -202,6 +240,7 @@ void BstLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx,
     for (int b = 0; b < B; ++b)
       if (!mf_continues_[b])
         be.add_inplace(store_[ctx_init_].grad, dctx_blocks_.data() + int64_t(b) * Tb * sd, sd);
+    if (cp_.active()) return_mf_end_gradient(be);
   }
   ssm_.backward(be, dctx_.data(), dx);
 }
@@ -229,7 +268,7 @@ int64_t BstLayer<T>::activation_bytes() const {
   int64_t n = 0;
   for (const auto* v : {&a_self_, &a_cross_, &probs_cross_, &ctx_blocks_, &y_}) n += v->bytes();
   return proj_acts_.bytes() + cproj_acts_.bytes() + window_.activation_bytes() + mlp_acts_.bytes() +
-         ssm_.activation_bytes() + int64_t(mf_continues_.size()) + n;
+         ssm_.activation_bytes() + int64_t(mf_continues_.size()) + n + mf_end_.bytes() + mf_end_in_.bytes();
 }
 
 template <typename T>

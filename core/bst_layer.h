@@ -58,6 +58,10 @@ class BstLayer : public Layer<T> {
  private:
   kernels::CrossAttnDims cross_dims() const;
   void assemble_mf_context(kernels::Backend<T>& be, const uint8_t* doc_start);
+  // MF under context parallelism: the last block-end context to the next chunk (chunk r's block 0
+  // reads chunk r − 1's), and in backward its gradient back to the chunk that made it.
+  void exchange_mf_ends(kernels::Backend<T>& be);
+  void return_mf_end_gradient(kernels::Backend<T>& be);
   // The SSM carry restarts at a document start, or at every segment under the ablation.
   const uint8_t* carry_reset(const uint8_t* doc_start) const {
     return ablation_ == CarryAblation::kSegment ? every_stream_starts_.data() : doc_start;
@@ -98,6 +102,10 @@ class BstLayer : public Layer<T> {
   kernels::Buffer<T> dctx_blocks_;             // MF: [B, T, S_ctx, D]
   // Carried between segments (model.md §8), with window_'s cache and the SSM's carry.
   kernels::Buffer<T> ctx_last_;  // MF: [B, S_ctx, D]
+  // Context parallelism (core/context_parallel.h): MF's last block end sent [B, S_ctx, D] and the
+  // neighbour's received (the previous chunk's; chunk 0: the last chunk's, the carry).
+  ContextParallel cp_;
+  kernels::Buffer<T> mf_end_, mf_end_in_;
 };
 
 }  // namespace brt::core

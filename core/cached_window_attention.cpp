@@ -56,7 +56,7 @@ CachedWindowAttention<T>::CachedWindowAttention(const kernels::WindowAttnDims& d
   if (layout != WindowLayout::kSegment)
     throw std::invalid_argument("CachedWindowAttention: context parallelism needs the segment layout");
   halo_send_.allocate(memory, 2 * block, "context-parallel halo");
-  halo_all_.allocate(memory, size_t(cp_.size()) * 2 * block, "context-parallel halos");
+  halo_recv_.allocate(memory, 2 * block, "context-parallel halo received");
   for (auto* b : {&pair_q_, &pair_k_, &pair_v_, &pair_out_, &pair_dq_, &pair_dk_, &pair_dv_})
     b->allocate(memory, 2 * block, "context-parallel halo gradient");
   pair_zero_.allocate(memory, block, "context-parallel halo gradient");
@@ -105,19 +105,19 @@ void CachedWindowAttention<T>::backward(kernels::Backend<T>& be, const T* dout,
   if (cp_.active()) return_halo_gradient(be, rel_bias, scale, dout, dk, dv);
 }
 
-// Every chunk's last block of K̂ and V to every rank: chunk r's block 0 attends to chunk r − 1's
-// (model.md §3.2: block t attends to blocks t − 1 and t); chunk 0 keeps what prepare() set.
+// Each chunk's last block of K̂ and V to the next: chunk r's block 0 attends to chunk r − 1's
+// (model.md §3.2: block t attends to blocks t − 1 and t); chunk 0 keeps what prepare() set and
+// receives the last chunk's, the segment's carry (§8).
 template <typename T>
 void CachedWindowAttention<T>::exchange_halo(kernels::Backend<T>& be, const T* k, const T* v) {
   const int B = dims_.batch, A = dims_.width(), L = dims_.seq;
   const int64_t block = int64_t(dims_.window) * A, last = int64_t(L - dims_.window) * A;
   be.copy_rows(k + last, int64_t(L) * A, B, block, halo_send_.data(), block);
   be.copy_rows(v + last, int64_t(L) * A, B, block, halo_send_.data() + B * block, block);
-  cp_.all_gather(halo_send_.data(), halo_all_.data(), 2 * B * block);
+  cp_.from_left(halo_send_.data(), halo_recv_.data(), 2 * B * block);
   if (cp_.first()) return;
-  const T* left = halo_all_.data() + int64_t(cp_.rank() - 1) * 2 * B * block;
-  be.copy(left, B * block, k_attended_.data());
-  be.copy(left + B * block, B * block, v_attended_.data());
+  be.copy(halo_recv_.data(), B * block, k_attended_.data());
+  be.copy(halo_recv_.data() + B * block, B * block, v_attended_.data());
 }
 
 // The halo's gradient goes back to the chunk it came from, which adds it to its last block's.
@@ -131,9 +131,9 @@ void CachedWindowAttention<T>::return_halo_gradient(kernels::Backend<T>& be,
     be.fill(halo_send_.data(), 2 * B * block, T(0));  // chunk 0's window starts detached (§8)
   else
     halo_gradient(be, rel_bias, scale, dout);
-  cp_.all_gather(halo_send_.data(), halo_all_.data(), 2 * B * block);
-  if (cp_.last()) return;
-  const T* right = halo_all_.data() + int64_t(cp_.rank() + 1) * 2 * B * block;
+  cp_.from_right(halo_send_.data(), halo_recv_.data(), 2 * B * block);
+  if (cp_.last()) return;  // it received chunk 0's zeros
+  const T* right = halo_recv_.data();
   for (int b = 0; b < B; ++b) {
     const int64_t rows = (int64_t(b) * L + L - dims_.window) * A;
     be.add_inplace(dk + rows, right + b * block, block);
@@ -182,11 +182,11 @@ void CachedWindowAttention<T>::carry(kernels::Backend<T>& be, const T* k, const 
     be.copy(v, int64_t(B) * dims_.window * A, v_carried_.data());
     return;
   }
-  if (cp_.active()) {  // the segment's last block is the last chunk's, on every rank
+  if (cp_.active()) {  // the segment's last block is the last chunk's: chunk 0 received it
+    if (!cp_.first()) return;
     const int64_t block = int64_t(B) * dims_.window * A;
-    const T* last = halo_all_.data() + int64_t(cp_.size() - 1) * 2 * block;
-    be.copy(last, block, k_carried_.data());
-    be.copy(last + block, block, v_carried_.data());
+    be.copy(halo_recv_.data(), block, k_carried_.data());
+    be.copy(halo_recv_.data() + block, block, v_carried_.data());
     return;
   }
   carry_last_block(be, B, dims_.seq, dims_.window, A, k, k_carried_.data());
@@ -203,7 +203,7 @@ std::vector<TensorRef<T>> CachedWindowAttention<T>::carried_state(const std::str
 template <typename T>
 int64_t CachedWindowAttention<T>::activation_bytes() const {
   int64_t n = k_attended_.bytes() + v_attended_.bytes() + probs_.bytes();
-  for (const auto* b : {&halo_send_, &halo_all_, &pair_q_, &pair_k_, &pair_v_, &pair_out_, &pair_dq_,
+  for (const auto* b : {&halo_send_, &halo_recv_, &pair_q_, &pair_k_, &pair_v_, &pair_out_, &pair_dq_,
                         &pair_dk_, &pair_dv_, &pair_zero_, &pair_probs_, &pair_dbias_, &pair_dscale_})
     n += b->bytes();
   return n;

@@ -14,8 +14,8 @@
 // Under context parallelism (core/context_parallel.h, kSegment only) this rank's segment is
 // chunk r of the whole one: block 0 attends to chunk r − 1's last block (the halo, received in
 // forward; its gradient is sent back in backward) and only chunk 0 attends to the carried
-// block. Every rank carries the last chunk's last block, so the carried state is the same on
-// every rank of the group.
+// block, which it receives from the last chunk by the same shift. Only chunk 0's carried block
+// is the segment's (the others keep what they had, unused).
 #pragma once
 
 #include <cstdint>
@@ -99,7 +99,7 @@ class CachedWindowAttention {
   // Context parallelism (empty otherwise).
   ContextParallel cp_;
   kernels::Buffer<T> halo_send_;  // [2, B, W, A]: this chunk's last block of K̂, V (or dK̂, dV)
-  kernels::Buffer<T> halo_all_;   // [C, 2, B, W, A]: every chunk's
+  kernels::Buffer<T> halo_recv_;  // [2, B, W, A]: the neighbour's
   // The two-block problem [halo; block 0] whose backward gives the halo's gradient:
   // [B, 2W, A] each, the zero cache [B, W, A], probabilities, and discarded bias/scale grads.
   kernels::Buffer<T> pair_q_, pair_k_, pair_v_, pair_out_, pair_dq_, pair_dk_, pair_dv_;

@@ -24,9 +24,6 @@ std::string context_parallel_problem(const ModelConfig& cfg, int cp) {
     return head + "the unstructured (implicit) kernel has no finite state to pass: each chunk "
                   "would need every earlier chunk's input (an O(N) exchange), which is not "
                   "implemented; use an s4d variant";
-  if (cfg.family == ModelFamily::kBST && cfg.bst_variant == BstVariant::kMF)
-    return head + "MF's block 0 reads the previous chunk's last context states with their "
-                  "gradient, which is not implemented yet; bst:sh:s4d and bst:mh:s4d split";
   if (cfg.seq_len % (cp * cfg.window) != 0)
     return head + "model.seq_len = " + std::to_string(cfg.seq_len) + " is not a multiple of cp × "
            "model.window = " + std::to_string(cp * cfg.window) + " (each rank holds whole blocks)";

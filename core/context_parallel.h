@@ -7,14 +7,17 @@
 //  - BST's S4D sublayer (§7.1, §7.3): the diagonal state everything before the chunk leaves,
 //    an exclusive scan of per-chunk state summaries, and its reverse in backward
 //    (kernels/ssm/s4d_state_passing.h).
-// What a segment carries to the next (the last block's keys and values, the S4D state) is
-// computed on every rank of the group alike, so carried state and checkpoints do not depend on
-// C. Parameters are replicated over the group; their gradients are partial sums that the
-// gradient reduction adds up over DP × CP (launch/run: the dp group spans both).
+// What a segment carries to the next is chunk 0's to keep: the last block's keys and values (and
+// MF's last context states) reach it from the last chunk by the same cyclic shift that passes
+// every halo to the right; the S4D state, computed from every chunk's summary, is the same on
+// every rank. Checkpoints take chunk 0's carried state, so they do not depend on C. Parameters
+// are replicated over the group; their gradients are partial sums that the gradient reduction
+// adds up over DP × CP (launch/run: the dp group spans both).
 //
-// The exchanges are all-gathers over the group (every rank receives every chunk's piece, C − 1
-// pieces of B·W·A for a halo): a collective that the MPI and NCCL communicators both have, on
-// the backend's memory like TensorParallel's. A default-constructed context is CP = 1.
+// The halos move by a cyclic shift (each rank sends one block to its right neighbour, or its
+// gradient to the left: Communicator::shift_async, point-to-point on MPI and NCCL); the S4D
+// summaries, a few KB whatever N, by an all-gather. Both on the backend's memory like
+// TensorParallel's collectives. A default-constructed context is CP = 1.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +50,17 @@ class ContextParallel {
   template <typename T>
   void all_gather(const T* send, T* recv, int64_t n) const {
     link_.all_gather(send, recv, n);
+  }
+  // recv [n] = the previous chunk's send [n] (chunk 0 receives the last chunk's: what the
+  // segment carries to the next).
+  template <typename T>
+  void from_left(const T* send, T* recv, int64_t n) const {
+    link_.shift(send, recv, n, +1);
+  }
+  // recv [n] = the next chunk's send [n] (the last chunk receives chunk 0's).
+  template <typename T>
+  void from_right(const T* send, T* recv, int64_t n) const {
+    link_.shift(send, recv, n, -1);
   }
 
  private:

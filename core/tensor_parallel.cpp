@@ -150,6 +150,22 @@ void TensorParallel::reduce_scatter(const T* send, T* recv, int64_t n) const {
 }
 
 template <typename T>
+void TensorParallel::shift(const T* send, T* recv, int64_t n, int offset) const {
+  if (comm_ == nullptr) return copy_alone(send, recv, n);
+  if (n == 0) return;
+  if (host_path(link_.get())) {
+    comm_->shift(std::span<const T>(send, size_t(n)), std::span<T>(recv, size_t(n)), offset);
+    return;
+  }
+  if (link_->device != nullptr)
+    return link_->keep(link_->device->shift_async(send, recv, n, parallel::dtype_of<T>(), offset, link_->stream));
+  T* host = link_->host_buffer<T>(2 * n);
+  link_->memory->to_host(host, send, size_t(n) * sizeof(T));
+  comm_->shift(std::span<const T>(host, size_t(n)), std::span<T>(host + n, size_t(n)), offset);
+  link_->memory->from_host(recv, host + n, size_t(n) * sizeof(T));
+}
+
+template <typename T>
 void TensorParallel::host_all_reduce_sum(T* data, int64_t n) const {
   if (comm_ == nullptr || n == 0) return;
   comm_->all_reduce(std::span<T>(data, size_t(n)), parallel::ReduceOp::kSum);
@@ -158,6 +174,7 @@ void TensorParallel::host_all_reduce_sum(T* data, int64_t n) const {
 #define BRT_INSTANTIATE_TP_COLLECTIVES(T)                                          \
   template void TensorParallel::all_reduce<T>(T*, int64_t, parallel::ReduceOp) const; \
   template void TensorParallel::all_gather<T>(const T*, T*, int64_t) const;        \
+  template void TensorParallel::shift<T>(const T*, T*, int64_t, int) const;         \
   template void TensorParallel::reduce_scatter<T>(const T*, T*, int64_t) const;    \
   template void TensorParallel::host_all_reduce_sum<T>(T*, int64_t) const;
 

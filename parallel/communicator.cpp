@@ -132,6 +132,19 @@ Request Communicator::broadcast_async(void* buf, int64_t count, DataType type, i
 
 Request Communicator::barrier_async(Stream stream) { return start_barrier(stream); }
 
+Request Communicator::shift_async(const void* send, void* recv, int64_t count, DataType type, int offset,
+                                  Stream stream) {
+  check_args("shift", send, recv, count);
+  if (offset <= -size() || offset >= size())
+    throw std::invalid_argument("shift on group " + name() + ": offset " + std::to_string(offset) +
+                                " is not within ±(size " + std::to_string(size()) + " − 1)");
+  return start_shift(send, recv, count, type, offset, stream);
+}
+
+Request Communicator::start_shift(const void*, void*, int64_t, DataType, int, Stream) {
+  throw std::logic_error("shift on group " + name() + ": this communicator does not implement it");
+}
+
 void broadcast_string(Communicator& group, std::string& text, int root) {
   // The communicator carries numbers: the length, then the bytes packed into int64 words.
   int64_t length = static_cast<int64_t>(text.size());

@@ -138,6 +138,12 @@ class Communicator {
                            Stream stream = {});
   // buf on every rank receives root's buf.
   Request broadcast_async(void* buf, int64_t count, DataType type, int root, Stream stream = {});
+  // A cyclic shift: recv on rank r receives the send of rank (r − offset) mod size() (offset +1:
+  // every rank's block to its right neighbour, the last rank's to rank 0; −1: to the left).
+  // Each rank sends and receives one block: the halo exchange of context parallelism
+  // (core/context_parallel.h). send and recv must not overlap; |offset| < size().
+  Request shift_async(const void* send, void* recv, int64_t count, DataType type, int offset,
+                      Stream stream = {});
   Request barrier_async(Stream stream = {});
 
   // ---- Typed conveniences ----
@@ -159,6 +165,13 @@ class Communicator {
   template <typename T>
   Request broadcast_async(std::span<T> buf, int root, Stream s = {}) {
     return broadcast_async(buf.data(), ssize(buf), dtype_of<T>(), root, s);
+  }
+  template <typename T>
+  void shift(std::span<const T> send, std::span<T> recv, int offset) {
+    if (recv.size() != send.size())
+      throw std::invalid_argument("shift on group " + name() + ": send has " + std::to_string(send.size()) +
+                                  " elements, recv " + std::to_string(recv.size()));
+    shift_async(send.data(), recv.data(), ssize(send), dtype_of<T>(), offset).wait();
   }
 
   // ---- Blocking conveniences (issue, then wait) ----
@@ -201,6 +214,9 @@ class Communicator {
   virtual Request start_broadcast(void* buf, int64_t count, DataType type, int root,
                                   Stream stream) = 0;
   virtual Request start_barrier(Stream stream) = 0;
+  // Backends that carry context parallelism's halos implement it (MPI, NCCL).
+  virtual Request start_shift(const void* send, void* recv, int64_t count, DataType type, int offset,
+                              Stream stream);
 
  private:
   template <typename S>

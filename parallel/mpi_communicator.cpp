@@ -123,6 +123,12 @@ Request MpiCommunicator::start_broadcast(void* buf, int64_t count, DataType type
   return Request(detail::start_broadcast_op(group_, seq, buf, count, type, root));
 }
 
+Request MpiCommunicator::start_shift(const void* send, void* recv, int64_t count, DataType type,
+                                     int offset, Stream stream) {
+  const uint64_t seq = next_sequence(stream, "shift");
+  return Request(detail::start_shift_op(group_, seq, send, recv, count, type, offset));
+}
+
 Request MpiCommunicator::start_barrier(Stream stream) {
   const uint64_t seq = next_sequence(stream, "barrier");
   return Request(detail::start_barrier_op(group_, seq));

@@ -53,6 +53,8 @@ class MpiCommunicator final : public Communicator {
                                ReduceOp op, Stream stream) override;
   Request start_all_gather(const void* send, void* recv, int64_t send_count, DataType type,
                            Stream stream) override;
+  Request start_shift(const void* send, void* recv, int64_t count, DataType type, int offset,
+                      Stream stream) override;
   Request start_broadcast(void* buf, int64_t count, DataType type, int root,
                           Stream stream) override;
   Request start_barrier(Stream stream) override;

@@ -26,7 +26,7 @@ int64_t chunk_begin(int64_t n, int p, int r) { return n * r / p; }
 // Which collective a message belongs to is part of its tag, so different collectives never
 // match each other's messages (a rank in the wrong collective then shows up as a timeout
 // naming it, or — same collective, other size — as a size mismatch).
-enum class OpKind { kAllReduce = 0, kReduceScatter = 1, kAllGather = 2, kBroadcast = 3, kBarrier = 4 };
+enum class OpKind { kAllReduce = 0, kReduceScatter = 1, kAllGather = 2, kBroadcast = 3, kBarrier = 4, kShift = 5 };
 
 class P2pOp : public PendingOp {
  public:
@@ -360,6 +360,35 @@ class AllGatherOp final : public P2pOp {
   int64_t block_;
 };
 
+// One block to rank (r + offset) mod size, one from rank (r − offset) mod size.
+class ShiftOp final : public P2pOp {
+ public:
+  ShiftOp(std::shared_ptr<const MpiGroup> group, CollectiveInfo info, const void* send, void* recv,
+          int64_t bytes, int offset)
+      : P2pOp(std::move(group), std::move(info), OpKind::kShift), send_(send), recv_(recv), bytes_(bytes),
+        offset_(offset) {}
+
+ protected:
+  bool post_phase(int phase) override {
+    if (phase != 0) return false;
+    const int to = ((rank() + offset_) % size() + size()) % size();
+    const int from = ((rank() - offset_) % size() + size()) % size();
+    if (to == rank()) {  // a group of one (or a whole-turn offset): the block stays
+      std::memmove(recv_, send_, static_cast<size_t>(bytes_));
+      return true;
+    }
+    post_recv(recv_, bytes_, from);
+    post_send(send_, bytes_, to);
+    return true;
+  }
+
+ private:
+  const void* send_;
+  void* recv_;
+  int64_t bytes_;
+  int offset_;
+};
+
 class BroadcastOp final : public P2pOp {
  public:
   BroadcastOp(std::shared_ptr<const MpiGroup> group, CollectiveInfo info, void* buf,
@@ -450,6 +479,15 @@ std::unique_ptr<PendingOp> start_all_gather_op(std::shared_ptr<const MpiGroup> g
   auto info = make_info(*group, seq, "all_gather", type, block);
   check_message_size(info, block);
   return launch<AllGatherOp>(std::move(group), std::move(info), send, recv, block);
+}
+
+std::unique_ptr<PendingOp> start_shift_op(std::shared_ptr<const MpiGroup> group, uint64_t seq,
+                                          const void* send, void* recv, int64_t count, DataType type,
+                                          int offset) {
+  const int64_t bytes = count * static_cast<int64_t>(dtype_size(type));
+  auto info = make_info(*group, seq, "shift(" + std::to_string(offset) + ")", type, bytes);
+  check_message_size(info, bytes);
+  return launch<ShiftOp>(std::move(group), std::move(info), send, recv, bytes, offset);
 }
 
 std::unique_ptr<PendingOp> start_broadcast_op(std::shared_ptr<const MpiGroup> group,

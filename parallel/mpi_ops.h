@@ -50,6 +50,9 @@ std::unique_ptr<PendingOp> start_reduce_scatter_op(std::shared_ptr<const MpiGrou
 std::unique_ptr<PendingOp> start_all_gather_op(std::shared_ptr<const MpiGroup> group,
                                                uint64_t seq, const void* send, void* recv,
                                                int64_t send_count, DataType type);
+std::unique_ptr<PendingOp> start_shift_op(std::shared_ptr<const MpiGroup> group, uint64_t seq,
+                                          const void* send, void* recv, int64_t count, DataType type,
+                                          int offset);
 std::unique_ptr<PendingOp> start_broadcast_op(std::shared_ptr<const MpiGroup> group,
                                               uint64_t seq, void* buf, int64_t count,
                                               DataType type, int root);

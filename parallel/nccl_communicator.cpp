@@ -394,6 +394,23 @@ Request NcclCommunicator::start_broadcast(void* buf, int64_t count, DataType typ
   });
 }
 
+// One grouped send and receive (NCCL's point-to-point): a ring step of the cp group.
+Request NcclCommunicator::start_shift(const void* send, void* recv, int64_t count, DataType type, int offset,
+                                      Stream stream) {
+  auto* comm = group_->comm;
+  const int size = group_->size, rank = group_->rank;
+  const int to = ((rank + offset) % size + size) % size, from = ((rank - offset) % size + size) % size;
+  return issue(group_, sequence_, "shift", nullptr, count, type, stream, [&](cudaStream_t s) {
+    const ncclDataType_t t = to_nccl(type);
+    const size_t n = static_cast<size_t>(count);
+    ncclResult_t r = ncclGroupStart();
+    if (r == ncclSuccess) r = ncclSend(send, n, t, to, comm, s);
+    if (r == ncclSuccess) r = ncclRecv(recv, n, t, from, comm, s);
+    const ncclResult_t end = ncclGroupEnd();
+    return r != ncclSuccess ? r : end;
+  });
+}
+
 Request NcclCommunicator::start_barrier(Stream stream) {
   auto* comm = group_->comm;
   int* word = group_->barrier_word;

@@ -71,6 +71,8 @@ class NcclCommunicator final : public Communicator {
   Request start_broadcast(void* buf, int64_t count, DataType type, int root,
                           Stream stream) override;
   Request start_barrier(Stream stream) override;
+  Request start_shift(const void* send, void* recv, int64_t count, DataType type, int offset,
+                      Stream stream) override;
 
  private:
   std::shared_ptr<detail::NcclGroup> group_;

@@ -65,10 +65,12 @@ int measure_rates_command(const std::string& config_path, const RunConfig& confi
 // The flags of `brt-dist plan`.
 struct PlanFlags {
   std::string cluster_path, rates_path, measured_path;
-  int global_batch = 0, want_dp = 0, want_tp = 0;
+  int global_batch = 0, want_dp = 0, want_tp = 0, want_cp = 0;
   double seconds_each = 1.0;
-  // The layout --dp/--tp pick (0: any).
-  bool picks(const Layout& l) const { return (!want_dp || l.dp == want_dp) && (!want_tp || l.tp == want_tp); }
+  // The layout --dp/--tp/--cp pick (0: any).
+  bool picks(const Layout& l) const {
+    return (!want_dp || l.dp == want_dp) && (!want_tp || l.tp == want_tp) && (!want_cp || l.cp == want_cp);
+  }
 };
 
 PlanFlags plan_flags(const CommandLine& cl) {
@@ -82,6 +84,8 @@ PlanFlags plan_flags(const CommandLine& cl) {
       f.want_dp = parse_positive(value, flag);
     else if (flag == "tp")
       f.want_tp = parse_positive(value, flag);
+    else if (flag == "cp")
+      f.want_cp = parse_positive(value, flag);
     else if (flag == "measure-rates")
       f.rates_path = value;
     else if (flag == "measured")
@@ -102,7 +106,7 @@ void print_measured(const std::vector<LayoutPlan>& plans, const PlanFlags& flags
       chosen = &p;
       break;
     }
-  if (chosen == nullptr) throw std::invalid_argument("--measured: no layout with the --dp/--tp given to compare with");
+  if (chosen == nullptr) throw std::invalid_argument("--measured: no layout with the --dp/--tp/--cp given to compare with");
   const double tokens_per_s = median_tokens_per_s(flags.measured_path);
   const double measured_s = double(flags.global_batch) * seq_len / tokens_per_s;
   std::printf("\npredicted vs measured (DP %d, TP %d, B %d): predicted step %.4f s (%.0f tokens/s), "
@@ -114,7 +118,7 @@ void print_measured(const std::vector<LayoutPlan>& plans, const PlanFlags& flags
 
 // 0 when a runnable layout fits (the one --dp/--tp pick, when given); else kNoLayoutFits, saying why.
 int plan_status(const std::vector<LayoutPlan>& plans, const PlanFlags& flags, const ClusterSpec& cluster) {
-  if (flags.want_dp || flags.want_tp) {
+  if (flags.want_dp || flags.want_tp || flags.want_cp) {
     for (const auto& p : plans)
       if (flags.picks(p.layout) && p.fits) return 0;
     std::string why = "that layout does not exist for this cluster and global batch";
@@ -123,9 +127,10 @@ int plan_status(const std::vector<LayoutPlan>& plans, const PlanFlags& flags, co
         why = p.note;
         break;
       }
-    std::fprintf(stderr, "brt-dist plan: error: no layout with%s%s fits: %s\n",
+    std::fprintf(stderr, "brt-dist plan: error: no layout with%s%s%s fits: %s\n",
                  flags.want_dp ? (" DP " + std::to_string(flags.want_dp)).c_str() : "",
-                 flags.want_tp ? (" TP " + std::to_string(flags.want_tp)).c_str() : "", why.c_str());
+                 flags.want_tp ? (" TP " + std::to_string(flags.want_tp)).c_str() : "",
+                 flags.want_cp ? (" CP " + std::to_string(flags.want_cp)).c_str() : "", why.c_str());
     return kNoLayoutFits;
   }
   if (plans.front().fits && plans.front().runnable) return 0;
@@ -145,7 +150,7 @@ int command_plan(int argc, char** argv) {
       argc, argv, {{"device", "train.device"}, {"precision", "train.precision"}});
   if (cl.positional.size() != 1)
     throw UsageError(
-        "usage: brt-dist plan CONFIG --cluster CLUSTER.toml --global-batch G [--dp N] [--tp N] "
+        "usage: brt-dist plan CONFIG --cluster CLUSTER.toml --global-batch G [--dp N] [--tp N] [--cp N] "
         "[--measured METRICS.jsonl] [key=value ...]\n"
         "       brt-dist plan CONFIG --measure-rates OUT.toml [--device cpu|cuda] [--precision P] "
         "[--seconds S]");

@@ -31,7 +31,8 @@ const std::vector<CommandHelp>& commands() {
       {"train", "train a model from a config",
        "brt-dist train CONFIG [key=value ...] [flags]",
        {{"--resume FILE|DIR", "continue from exactly FILE, or DIR's newest good checkpoint (must exist)"},
-        {"--tp T", "tensor-parallel size (train.tp); DP = ranks / T"},
+        {"--tp T", "tensor-parallel size (train.tp); DP = ranks / (T x C)"},
+        {"--cp C", "context-parallel size (train.cp): each segment's N/C tokens per rank (slide, bst:*:s4d)"},
         {"--device cpu|cuda", "where the model lives and runs (train.device)"},
         {"--precision fp32|bf16|fp64", "train.precision"},
         {"--steps N", "train.steps"},
@@ -45,6 +46,7 @@ const std::vector<CommandHelp>& commands() {
        {"brt-dist train configs/tiny.toml train.steps=200 optim.lr=0.01",
         "brt-dist train configs/40m.toml checkpoint.dir=runs/40m/ckpt      # resumes when it can",
         "mpirun -np 4 brt-dist train configs/tiny.toml --tp 2",
+        "mpirun -np 4 brt-dist train configs/tiny.toml model.variant=bst:sh:s4d --cp 4  # one segment, 4 ranks",
         "brt-dist config show configs/tiny.toml train.steps=200            # the resolved config"},
        true,
        "Ctrl-C, SIGTERM, SIGUSR1: stop after this step, saving a checkpoint first (checkpoint.dir). A\n"
@@ -57,7 +59,8 @@ const std::vector<CommandHelp>& commands() {
         {"--json FILE", "also write the report as JSON (checked: a full disk is an error, no partial file)"},
         {"--data DIR", "data.path (shards moved since training)"},
         {"--batch B", "train.batch: streams per rank"},
-        {"--tp T", "tensor-parallel size; DP = ranks / T"},
+        {"--tp T", "tensor-parallel size; DP = ranks / (T x C)"},
+        {"--cp C", "context-parallel size: each segment's N/C tokens per rank (not with --task)"},
         {"--device cpu|cuda", "train.device (default cpu)"},
         {"--precision fp32|bf16", "train.precision (default fp32)"},
         {"--ablate", "two more passes with the carried state reset at every segment / block"},
@@ -133,12 +136,12 @@ const std::vector<CommandHelp>& commands() {
        {"brt-dist config show configs/40m.toml train.batch=8", "brt-dist config keys",
         "brt-dist config keys --json > python/brt_dist/config_keys.json"},
        false, nullptr},
-      {"plan", "feasible (DP, TP, ZeRO) layouts with predicted memory and step time",
-       "brt-dist plan CONFIG --cluster CLUSTER.toml --global-batch G [--dp N] [--tp N] [--measured M.jsonl] "
+      {"plan", "feasible (DP, TP, ZeRO, CP) layouts with predicted memory and step time",
+       "brt-dist plan CONFIG --cluster CLUSTER.toml --global-batch G [--dp N] [--tp N] [--cp N] [--measured M.jsonl] "
        "[key=value ...] | brt-dist plan CONFIG --measure-rates OUT.toml [--device D] [--precision P]",
        {{"--cluster FILE", "the cluster description (configs/clusters/)"},
         {"--global-batch G", "streams in the global batch, >= 1"},
-        {"--dp N, --tp N", ">= 1: exit 3 unless a layout with these degrees fits"},
+        {"--dp N, --tp N, --cp N", ">= 1: exit 3 unless a layout with these degrees fits"},
         {"--measured M.jsonl", "print the layout's predicted step time next to this run's measured one"},
         {"--measure-rates OUT", "time this device's GEMM, attention and memory rates at CONFIG's shapes "
                                 "and write a one-device cluster file with them"},

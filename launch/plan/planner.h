@@ -74,15 +74,18 @@ int64_t optimizer_state_elems(const core::OptimConfig& optim,
 
 // One rank's memory for `streams` streams (B) with elements of `elem_bytes` bytes. With
 // `zero` and dp > 1 the optimizer state is that of `dp_rank`'s ZeRO-1 run (over this TP rank's
-// slices). `cfg` is the whole model's config; `tp` ranks share each layer.
+// slices). `cfg` is the whole model's config; `tp` ranks share each layer; `cp` ranks share each
+// segment (core/context_parallel.h: the layers hold N/cp tokens plus the exchange buffers; dp
+// and dp_rank are then the dp group's, DP x CP).
 MemoryPrediction predict_rank_memory(const core::ModelConfig& cfg, const core::OptimConfig& optim,
                                      int streams, int dp, bool zero, int dp_rank,
-                                     int elem_bytes = 4, int tp = 1);
+                                     int elem_bytes = 4, int tp = 1, int cp = 1);
 
 struct Layout {
   int dp = 1, tp = 1;
   bool zero = false;
   int micro_batch = 1;  // B: streams per DP rank (= global batch / DP)
+  int cp = 1;           // ranks per segment (context parallelism); world = DP x CP x TP
 };
 
 // One kind of collective the TP group issues in a training step's forward and backward
@@ -104,6 +107,27 @@ std::vector<TpCollective> tp_collectives_per_step(const core::ModelConfig& cfg, 
 double tp_step_seconds(const core::ModelConfig& cfg, int streams, int tp, double bytes_per_s,
                        double alpha_s);
 
+// Context parallelism (core/context_parallel.h): one kind of exchange over the cp group per
+// step, as the layers issue it (tests/cp checks the list against a recorded step).
+struct CpExchange {
+  char kind = 'x';          // 'x' cyclic shift (one piece to a neighbour), 'g' all-gather
+  int64_t piece_bytes = 0;  // what each rank sends per call ('g': to each of the others)
+  int64_t count = 0;        // calls per step
+  std::string where;
+};
+// Empty at cp = 1. The window halo (every layer) is a shift of 2·B·W·A/TP elements each way; the
+// S4D state summaries an all-gather of B·C·Ds/TP·M complex doubles per BST layer each way,
+// whatever N; MF's last context states a shift of B·S_ctx·D each way.
+std::vector<CpExchange> cp_exchanges_per_step(const core::ModelConfig& cfg, int streams, int tp, int cp,
+                                              int elem_bytes = 4);
+// Bytes one rank sends per step: a piece per shift, (cp − 1) pieces per all-gather (the MPI
+// communicator's all-gather sends its block to every other rank; a ring sends the same total).
+int64_t cp_bytes_sent_per_step(const core::ModelConfig& cfg, int streams, int tp, int cp,
+                               int elem_bytes = 4);
+// α-β time of that list: α + piece/bw per shift, α + (cp − 1)·piece/bw per all-gather.
+double cp_step_seconds(const core::ModelConfig& cfg, int streams, int tp, int cp, double bytes_per_s,
+                       double alpha_s);
+
 struct StepTimePrediction {
   double compute_s = 0;    // model.md §10 training FLOPs of one rank ÷ (peak × efficiency), or
                            // with measured rates gemm_s + attention_s + memory_s:
@@ -113,7 +137,8 @@ struct StepTimePrediction {
   double dp_grad_s = 0;    // bucketed ring all-reduce of the gradient arena
   double zero_bcast_s = 0; // ZeRO-1: every run broadcast from its owner
   double tp_s = 0;         // TP collectives of a step (tp_collectives_per_step)
-  double total() const { return compute_s + dp_grad_s + zero_bcast_s + tp_s; }
+  double cp_s = 0;         // CP exchanges of a step (cp_exchanges_per_step)
+  double total() const { return compute_s + dp_grad_s + zero_bcast_s + tp_s + cp_s; }
 };
 
 // Bytes a training step's memory-bound kernels move on one rank (element-wise ops, norms,
@@ -144,10 +169,11 @@ struct PlanOptions {
 // Ring all-reduce of `bytes` over p ranks in `buckets` messages: buckets·α + 2(p−1)/p·bytes/bw.
 double ring_all_reduce_seconds(double bytes, int p, double bytes_per_s, double alpha_s, int buckets);
 
-// Every layout with DP·TP = the cluster's world, TP dividing what it splits (core/tp_split.h),
-// DP dividing `global_batch`, ZeRO 0 and 1 (1 only when DP > 1). Sorted: runnable and fitting
-// first, then by predicted step time. Throws std::invalid_argument when no DP divides the
-// global batch.
+// Every layout with DP·CP·TP = the cluster's world, TP dividing what it splits (core/tp_split.h),
+// CP > 1 only where the variant and N split (core::context_parallel_problem), DP dividing
+// `global_batch`, ZeRO 0 and 1 (1 only when DP·CP > 1: ZeRO-1 shards over the dp group).
+// Sorted: runnable and fitting first, then by predicted step time. Throws std::invalid_argument
+// when no DP divides the global batch.
 std::vector<LayoutPlan> plan_layouts(const core::ModelConfig& cfg, const core::OptimConfig& optim,
                                      const ClusterSpec& cluster, int global_batch,
                                      const PlanOptions& options = {});

@@ -6,6 +6,7 @@
 #include <string>
 #include <toml++/toml.h>
 
+#include "core/context_parallel.h"
 #include "core/flops.h"
 #include "core/tp_split.h"
 #include "launch/plan/backend_workspace.h"
@@ -186,6 +187,52 @@ void plan_compute_time(LayoutPlan& plan, const core::FlopBreakdown& flops, doubl
 
 }  // namespace
 
+namespace {
+
+// One layout's memory (the largest over its ZeRO-1 runs) and step time.
+LayoutPlan plan_layout(const core::ModelConfig& cfg, const core::OptimConfig& optim, const ClusterSpec& cluster,
+                       const core::FlopBreakdown& flops, int global_batch, const PlanOptions& options,
+                       const Layout& layout) {
+  const int world = cluster.world(), dp = layout.dp, tp = layout.tp, cp = layout.cp, B = layout.micro_batch;
+  const int grad_ranks = dp * cp;  // the dp group: gradients summed and ZeRO-1 owned over DP x CP
+  const double alpha = cluster.alpha_us * 1e-6, capacity = cluster.gpu_memory_gb * 1e9;
+  const double intra = cluster.intra_node_gbps * 1e9, inter = cluster.inter_node_gbps * 1e9;
+  LayoutPlan plan;
+  plan.layout = layout;
+  for (int r = 0; r < (layout.zero ? grad_ranks : 1); ++r) {  // ZeRO-1 runs differ: take the largest
+    const MemoryPrediction m = predict_rank_memory(cfg, optim, B, grad_ranks, layout.zero, r, 4, tp, cp);
+    if (m.total() > plan.memory.total()) plan.memory = m;
+  }
+  plan_compute_time(plan, flops, double(B) * cfg.seq_len / cp, cluster);
+  // DP group is strided (docs/parallelism.md): it stays in a node only if the world does.
+  const double dp_bw = world <= cluster.gpus_per_node ? intra : inter;
+  const double grad_bytes = double(plan.memory.gradients);
+  const int buckets = std::max(1, int(std::ceil(grad_bytes / (options.bucket_mb * 1048576.0))));
+  plan.time.dp_grad_s = ring_all_reduce_seconds(grad_bytes, grad_ranks, dp_bw, alpha, buckets);
+  // ZeRO-1: each owner broadcasts its run (≈ 1/DP of the weights) linearly to the others.
+  if (layout.zero)
+    plan.time.zero_bcast_s = grad_ranks * (grad_ranks - 1) * alpha + (grad_ranks - 1.0) / grad_ranks * grad_bytes / dp_bw;
+  if (tp > 1) {  // the TP group is consecutive ranks: within a node if tp fits in one
+    const double tp_bw = tp <= cluster.gpus_per_node ? intra : inter;
+    plan.time.tp_s = tp_step_seconds(cfg, B, tp, tp_bw, alpha);
+  }
+  if (cp > 1) {  // the cp group spans tp·cp consecutive ranks
+    const double cp_bw = tp * cp <= cluster.gpus_per_node ? intra : inter;
+    plan.time.cp_s = cp_step_seconds(cfg, B, tp, cp, cp_bw, alpha);
+  }
+  plan.tokens_per_s = double(global_batch) * cfg.seq_len / plan.time.total();
+  core::ModelConfig chunk = core::chunk_config(cfg, cp);  // the backend's workspace follows the chunk
+  plan.workspace = cuda_backend_workspace(chunk, B, options.bf16, tp).total();
+  const double needed = double(plan.memory.total() + plan.workspace);
+  if (needed > capacity) {
+    plan.fits = false;
+    plan.note = "does not fit: needs " + human_bytes(needed) + " per device, has " + human_bytes(capacity);
+  }
+  return plan;
+}
+
+}  // namespace
+
 std::vector<LayoutPlan> plan_layouts(const core::ModelConfig& cfg_in, const core::OptimConfig& optim,
                                      const ClusterSpec& cluster, int global_batch,
                                      const PlanOptions& options) {
@@ -194,48 +241,22 @@ std::vector<LayoutPlan> plan_layouts(const core::ModelConfig& cfg_in, const core
   const int world = cluster.world();
   if (world < 1) throw std::invalid_argument("cluster has no devices");
   if (global_batch < 1) throw std::invalid_argument("--global-batch must be >= 1");
-  const double alpha = cluster.alpha_us * 1e-6, capacity = cluster.gpu_memory_gb * 1e9;
-  const double intra = cluster.intra_node_gbps * 1e9, inter = cluster.inter_node_gbps * 1e9;
   const core::FlopBreakdown flops = core::flops_per_token(cfg);
   std::vector<LayoutPlan> plans;
   std::string no_dp_reason;
   for (int tp = 1; tp <= world; ++tp) {
     if (world % tp != 0) continue;
     if (!core::tensor_parallel_split_problem(cfg, tp).empty()) continue;  // a size TP splits does not divide
-    const int dp = world / tp;
-    if (global_batch % dp != 0) {
-      no_dp_reason += " DP " + std::to_string(dp) + " (TP " + std::to_string(tp) + ")";
-      continue;
-    }
-    const int B = global_batch / dp;
-    for (int zero = 0; zero <= (dp > 1 ? 1 : 0); ++zero) {
-      LayoutPlan plan;
-      plan.layout = {dp, tp, zero == 1, B};
-      for (int r = 0; r < (zero ? dp : 1); ++r) {  // ZeRO-1 runs differ: take the largest
-        const MemoryPrediction m = predict_rank_memory(cfg, optim, B, dp, zero == 1, r, 4, tp);
-        if (m.total() > plan.memory.total()) plan.memory = m;
+    for (int cp = 1; cp <= world / tp; ++cp) {
+      if ((world / tp) % cp != 0 || !core::context_parallel_problem(cfg, cp).empty()) continue;
+      const int dp = world / (tp * cp);
+      if (global_batch % dp != 0) {
+        no_dp_reason += " DP " + std::to_string(dp) + " (TP " + std::to_string(tp) + ", CP " + std::to_string(cp) + ")";
+        continue;
       }
-      plan_compute_time(plan, flops, double(B) * cfg.seq_len, cluster);
-      // DP group is strided (docs/parallelism.md): it stays in a node only if the world does.
-      const double dp_bw = world <= cluster.gpus_per_node ? intra : inter;
-      const double grad_bytes = double(plan.memory.gradients);
-      const int buckets = std::max(1, int(std::ceil(grad_bytes / (options.bucket_mb * 1048576.0))));
-      plan.time.dp_grad_s = ring_all_reduce_seconds(grad_bytes, dp, dp_bw, alpha, buckets);
-      // ZeRO-1: each owner broadcasts its run (≈ 1/DP of the weights) linearly to the others.
-      if (zero) plan.time.zero_bcast_s = dp * (dp - 1) * alpha + (dp - 1.0) / dp * grad_bytes / dp_bw;
-      if (tp > 1) {  // the TP group is consecutive ranks: within a node if tp fits in one
-        const double tp_bw = tp <= cluster.gpus_per_node ? intra : inter;
-        plan.time.tp_s = tp_step_seconds(cfg, B, tp, tp_bw, alpha);
-      }
-      plan.tokens_per_s = double(global_batch) * cfg.seq_len / plan.time.total();
-      plan.workspace = cuda_backend_workspace(cfg, B, options.bf16, tp).total();
-      const double needed = double(plan.memory.total() + plan.workspace);
-      if (needed > capacity) {
-        plan.fits = false;
-        plan.note = "does not fit: needs " + human_bytes(needed) + " per device, has " +
-                    human_bytes(capacity) + (plan.note.empty() ? "" : "; " + plan.note);
-      }
-      plans.push_back(plan);
+      for (int zero = 0; zero <= (dp * cp > 1 ? 1 : 0); ++zero)
+        plans.push_back(plan_layout(cfg, optim, cluster, flops, global_batch, options,
+                                    Layout{dp, tp, zero == 1, global_batch / dp, cp}));
     }
   }
   if (plans.empty())
@@ -255,20 +276,20 @@ std::string format_plans(const std::vector<LayoutPlan>& plans, const ClusterSpec
   std::string out;
   char line[1024];
   std::snprintf(line, sizeof line,
-                "%-4s %-4s %-4s %-5s %10s %10s %10s %10s %10s %10s %10s | %9s %9s %9s %9s %9s %12s  %s\n", "DP",
-                "TP", "ZeRO", "B", "params", "grads", "optim", "activ", "carried", "gpu-ws", "total", "compute",
-                "dp-ar", "zero-bc", "tp-ar", "step", "tokens/s", "status");
+                "%-4s %-4s %-4s %-5s %-4s %10s %10s %10s %10s %10s %10s %10s | %9s %9s %9s %9s %9s %9s %12s  %s\n",
+                "DP", "TP", "ZeRO", "B", "CP", "params", "grads", "optim", "activ", "carried", "gpu-ws", "total",
+                "compute", "dp-ar", "zero-bc", "tp-ar", "cp-ag", "step", "tokens/s", "status");
   out += line;
   for (const auto& p : plans) {
     const auto& m = p.memory;
     const auto mb = [](int64_t b) { return double(b) / 1e6; };
     std::snprintf(line, sizeof line,
-                  "%-4d %-4d %-4d %-5d %8.1fMB %8.1fMB %8.1fMB %8.1fMB %8.1fMB %8.1fMB %8.1fMB | %8.4fs %8.4fs "
-                  "%8.4fs %8.4fs %8.4fs %12.0f  %s\n",
-                  p.layout.dp, p.layout.tp, p.layout.zero ? 1 : 0, p.layout.micro_batch, mb(m.parameters),
+                  "%-4d %-4d %-4d %-5d %-4d %8.1fMB %8.1fMB %8.1fMB %8.1fMB %8.1fMB %8.1fMB %8.1fMB | %8.4fs %8.4fs "
+                  "%8.4fs %8.4fs %8.4fs %8.4fs %12.0f  %s\n",
+                  p.layout.dp, p.layout.tp, p.layout.zero ? 1 : 0, p.layout.micro_batch, p.layout.cp, mb(m.parameters),
                   mb(m.gradients), mb(m.optimizer), mb(m.activations + m.backward_scratch), mb(m.carried_state),
                   mb(p.workspace), mb(m.total() + p.workspace), p.time.compute_s, p.time.dp_grad_s, p.time.zero_bcast_s, p.time.tp_s,
-                  p.time.total(), p.tokens_per_s, p.note.empty() ? "ok" : p.note.c_str());
+                  p.time.cp_s, p.time.total(), p.tokens_per_s, p.note.empty() ? "ok" : p.note.c_str());
     out += line;
   }
   std::string compute_rule;
@@ -293,7 +314,8 @@ std::string format_plans(const std::vector<LayoutPlan>& plans, const ClusterSpec
                 "and cuFFT workspaces. step = compute + "
                 "communication, no overlap assumed (an upper bound);\ncompute = %s; communication: α-β, α = %.1f µs, ring all-reduce "
                 "2(p−1)/p·bytes/bw + α per train.bucket_mb bucket;\ntp-ar = the TP group's collectives of a step "
-                "as the layers issue them (all-reduce as above, all-gather / reduce-scatter (p−1)/p·bytes/bw + α).\n",
+                "as the layers issue them (all-reduce as above, all-gather / reduce-scatter (p−1)/p·bytes/bw + α);\ncp-ag = the "
+                "context-parallel exchanges of a step (window halos: α + piece/bw; S4D state summaries: α + (p−1)·piece/bw).\n",
                 cluster.gpu_memory_gb, compute_rule.c_str(), cluster.alpha_us);
   out += line;
   return out;

@@ -4,9 +4,14 @@
 #include <string>
 
 #include "core/adafactor.h"
+#include "core/context_parallel.h"
 #include "core/data_parallel.h"
 #include "core/tp_split.h"
+#include "kernels/backend.h"
 #include "launch/plan/planner.h"
+
+#include "core/context_parallel.h"
+#include "kernels/backend.h"
 
 namespace brt::launch {
 
@@ -156,13 +161,23 @@ struct RankDims {
         tp(P > 1) {}
 };
 
+// Context parallelism's window buffers (core/cached_window_attention.cpp): the halo sent and
+// the one received, the two-block problem of the halo's gradient (q, k, v, out, dq, dk, dv [B, 2W, A],
+// the zero cache, probabilities [B, 2, H, W, 2W]) and its discarded bias and scale gradients.
+int64_t window_cp_elems(const RankDims& d, int64_t B, int cp) {
+  if (cp == 1) return 0;
+  const int64_t block = B * d.W * d.A;
+  return 2 * block + 2 * block + 7 * 2 * block + block + B * 2 * d.H * d.W * 2 * d.W +
+         d.H * kernels::kT5Buckets + d.H;
+}
+
 // core/standard_layer.cpp constructor.
-LayerElems standard_layer_elems(const RankDims& d, int64_t B) {
+LayerElems standard_layer_elems(const RankDims& d, int64_t B, int cp) {
   const int64_t rows = B * d.N, cache = B * d.W * d.A;
   LayerElems e;
   e.reported = projection_acts(rows, d.D, d.A, d.H, 3, 2) + 2 * cache /*k,v_cache_used*/ +
                rows * d.A /*attn_out*/ + rows * d.H * 2 * d.W /*probs*/ + rows * d.D /*y*/ +
-               mlp_acts(rows, d.D, d.F, d.tp);
+               mlp_acts(rows, d.D, d.F, d.tp) + window_cp_elems(d, B, cp);
   e.carried = 2 * cache;  // k_cache, v_cache
   return e;
 }
@@ -224,7 +239,7 @@ void add_state_side(LayerElems& e, const RankDims& d, const core::ModelConfig& c
 // Under TP: this rank's features Ds/P, heads and hidden units (tests/plan checks every
 // category against the allocation at TP 1 and 2).
 LayerElems bst_layer_elems(const RankDims& d, const core::ModelConfig& c, int64_t B, int tp,
-                           int elem_bytes) {
+                           int elem_bytes, int cp) {
   const int64_t D = d.D, A = d.A, H = d.H, F = d.F, N = d.N, W = d.W, Tb = d.Tb, rows = B * N,
                 cache = B * W * A, Ds = D / 4 / tp;
   const bool mf = c.bst_variant == core::BstVariant::kMF, mh = c.bst_variant == core::BstVariant::kMH;
@@ -243,6 +258,12 @@ LayerElems bst_layer_elems(const RankDims& d, const core::ModelConfig& c, int64_
                y + y_end + ctx_rows * D;
   const int64_t state = s4d && c.ssm_carry ? B * R * M * 2 : 0;  // doubles
   e.reported_bytes = state * 8 + B /*active_*/ + (mf ? B : 0) /*mf_continues_*/;
+  if (s4d && cp > 1) {  // state passing: the state read (also without the carry), the chunk's
+    // summary, the previous chunk's state, its gradient and the scan's, every chunk's summary
+    // and gradient (doubles), and the chunks' all-active flags
+    e.reported_bytes += (c.ssm_carry ? 0 : B * R * M * 2 * 8) + (4 + 2 * cp) * B * R * M * 2 * 8 + B;
+  }
+  if (mf && cp > 1) e.reported += 2 * B * c.ctx_states * D;  // the last block end sent and received
   // The implicit filter network on the backend (kernels/ssm/implicit_filter.h, order 64):
   // z [N, 3], a_i and s_i [N, 64] x 3 layers, the decay rates [R] (doubles); dact, dpre scratch.
   if (!s4d) {
@@ -256,7 +277,8 @@ LayerElems bst_layer_elems(const RankDims& d, const core::ModelConfig& c, int64_
   // BstLayer: projections (q k v q2), context projection, caches, attention, MLP.
   e.reported += projection_acts(rows, D, A, H, 4, 3) + G * kv_rows * D + G * kv_rows /*h, rstd*/ +
                 2 * kv_rows * A + kv_rows * H /*k, v, rnorm*/ + 2 * cache + 2 * rows * A +
-                rows * H * 2 * W + B * Tb * H * W * keys + blocks + rows * D + mlp_acts(rows, D, F, d.tp);
+                rows * H * 2 * W + B * Tb * H * W * keys + blocks + rows * D + mlp_acts(rows, D, F, d.tp) +
+                window_cp_elems(d, B, cp);
   e.scratch += 3 * kv_rows * A + G * kv_rows * D + ctx_rows * D + blocks;
   e.carried = 2 * cache + (state ? state * 8 / elem_bytes : 0) + (ext ? B * N * Ds : 0) +
               (mf ? B * c.ctx_states * D : 0);
@@ -294,9 +316,12 @@ int64_t optimizer_state_elems(const core::OptimConfig& optim, const Shapes& shap
 
 MemoryPrediction predict_rank_memory(const core::ModelConfig& cfg_in, const core::OptimConfig& optim,
                                      int streams, int dp, bool zero, int dp_rank, int elem_bytes,
-                                     int tp) {
-  core::ModelConfig full = cfg_in;
-  full.resolve();
+                                     int tp, int cp) {
+  core::ModelConfig whole = cfg_in;
+  whole.resolve();
+  // The layers hold this rank's chunk of the segment (core/context_parallel.h; throws naming why
+  // a variant or length does not split).
+  const core::ModelConfig full = core::chunk_config(whole, cp);
   if (tp > 1)  // a key that does not divide is named
     if (const std::string problem = core::tensor_parallel_split_problem(full, tp); !problem.empty())
       throw std::invalid_argument(problem);
@@ -330,9 +355,9 @@ MemoryPrediction predict_rank_memory(const core::ModelConfig& cfg_in, const core
   for (int i = 0; i < full.layers; ++i) {
     if (full.feedback && i > 0) break;
     const LayerElems e = full.feedback                ? feedback_stack_elems(d, full, B)
-                         : full.is_bst_layer(i)         ? bst_layer_elems(d, full, B, tp, elem_bytes)
+                         : full.is_bst_layer(i)         ? bst_layer_elems(d, full, B, tp, elem_bytes, cp)
                          : full.is_recurrent_layer(i) ? recurrent_layer_elems(d, full, B)
-                                                      : standard_layer_elems(d, B);
+                                                      : standard_layer_elems(d, B, cp);
     reported += e.reported;
     reported_bytes += e.reported_bytes;
     scratch += e.scratch;

@@ -1,5 +1,7 @@
 #include "launch/preflight/preflight.h"
 
+#include "core/context_parallel.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -191,15 +193,17 @@ void refuse_unusable_directory(const fs::path& dir, const std::string& what) {
 MemoryNeed train_memory_need(const RunConfig& cfg, int world_size, int world_rank) {
   const int tp = std::max(1, cfg.train.tp), dp = std::max(1, world_size / tp), dp_rank = world_rank / tp;
   const int elem_bytes = cfg.train.precision == "fp64" ? 8 : 4;
+  // dp, dp_rank: the dp group's (DP x CP); the layers hold N / train.cp tokens.
   const MemoryPrediction m = predict_rank_memory(cfg.model, cfg.optim, cfg.train.batch, dp, cfg.train.zero == 1,
-                                                 dp_rank, elem_bytes, tp);
+                                                 dp_rank, elem_bytes, tp, std::max(1, cfg.train.cp));
   // A save copies parameters, optimizer state and carried state to the host (checkpoint.async
   // keeps that copy for the whole run; a synchronous save holds it while it writes).
   const int64_t snapshot = cfg.checkpoint.dir.empty() ? 0 : m.parameters + m.optimizer + m.carried_state;
   MemoryNeed need;
   if (cfg.train.device == "cuda") {
     const int64_t workspace =
-        cuda_backend_workspace(cfg.model, cfg.train.batch, cfg.train.precision == "bf16", tp).total();
+        cuda_backend_workspace(core::chunk_config(cfg.model, std::max(1, cfg.train.cp)), cfg.train.batch,
+                               cfg.train.precision == "bf16", tp).total();
     need.device = m.total() + workspace;
     need.device_parts = memory_parts(m) + ", CUDA backend workspace " + gib_text(workspace);
     need.host = snapshot;

@@ -1,8 +1,9 @@
 // The planner's memory prediction (launch/plan/planner.h) against what a real run
-// allocates, for 4 configs × 4 layouts ((TP, DP) = (1, 1), (1, 2) and (2, 1), (2, 2); DP = 2 with
+// allocates, for 9 configs × 4 layouts ((TP, DP) = (1, 1), (1, 2) and (2, 1), (2, 2); DP = 2 with
 // ZeRO-1, each rank's optimizer built in-process with that rank's ownership mask, as
 // core/data_parallel.cpp does; TP = 2: TP rank 0's sharded model built in-process over a
-// group that must not communicate):
+// group that must not communicate), and for the variants context parallelism splits 3 more
+// ((TP, DP x CP, CP) = (1, 2, 2), (2, 2, 2), (1, 4, 4): chunk 0 of each segment):
 //  - the shapes the planner derives from model.md §9 equal the ParamStore's, in order;
 //  - each category equals Model::memory_report() / the optimizer's allocated state exactly
 //    (TP = 2 included), and the total is within 5% (the bound);
@@ -18,7 +19,9 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <tuple>
 
+#include "core/context_parallel.h"
 #include "core/data_parallel.h"
 #include "core/model.h"
 #include "core/optimizer.h"
@@ -115,15 +118,21 @@ TEST_P(PlanMemory, PredictionMatchesAllocationForDpTpAndZero1) {
   brt::testing::CountingMemory backend_memory;  // the model's buffers are allocated here
   brt::testing::ForwardingBackend<float> backend(*cpu, backend_memory);
 
-  // (TP, DP): TP = 2 layouts build TP rank 0's slices in-process (rank 1's are the same size).
-  const std::vector<std::pair<int, int>> layouts = {{1, 1}, {1, 2}, {2, 1}, {2, 2}};
-  for (const auto& [tp, dp] : layouts) {
-    SilentGroup group(0, tp);
+  // (TP, DP, CP): TP = 2 layouts build TP rank 0's slices in-process (rank 1's are the same
+  // size); CP layouts (the variants that split) chunk 0 of the segment, dp then being the dp
+  // group's DP x CP (rank 1's buffers are the same size).
+  std::vector<std::tuple<int, int, int>> layouts = {{1, 1, 1}, {1, 2, 1}, {2, 1, 1}, {2, 2, 1}};
+  if (core::context_parallel_problem(cfg, 4).empty())
+    layouts.insert(layouts.end(), {{1, 2, 2}, {2, 2, 2}, {1, 4, 4}});
+  for (const auto& [tp, dp, cp] : layouts) {
+    SilentGroup group(0, tp), cp_group(0, cp);
     const core::TensorParallel tpx = tp > 1 ? core::TensorParallel(group) : core::TensorParallel();
+    const core::ContextParallel cpx = cp > 1 ? core::ContextParallel(cp_group) : core::ContextParallel();
     for (int rank = 0; rank < dp; ++rank) {
-      SCOPED_TRACE("tp " + std::to_string(tp) + " dp " + std::to_string(dp) + " rank " + std::to_string(rank));
+      SCOPED_TRACE("tp " + std::to_string(tp) + " dp " + std::to_string(dp) + " cp " + std::to_string(cp) +
+                   " rank " + std::to_string(rank));
       const long long before = g_live_bytes.load() + backend_memory.live_bytes();
-      core::Model<float> model(cfg, B, backend, tpx);
+      core::Model<float> model(cfg, B, backend, tpx, cpx);
       std::vector<bool> owned;
       if (dp > 1) {
         std::vector<int64_t> numels;
@@ -148,7 +157,7 @@ TEST_P(PlanMemory, PredictionMatchesAllocationForDpTpAndZero1) {
         }
       }
 
-      const MemoryPrediction pred = predict_rank_memory(cfg, rc.optim, B, dp, dp > 1, rank, 4, tp);
+      const MemoryPrediction pred = predict_rank_memory(cfg, rc.optim, B, dp, dp > 1, rank, 4, tp, cp);
       const core::DpMemoryReport measured = core::rank_memory_report(model, *optimizer, owned);
       EXPECT_EQ(pred.parameters, measured.parameters);
       EXPECT_EQ(pred.gradients, measured.gradients);
@@ -161,9 +170,9 @@ TEST_P(PlanMemory, PredictionMatchesAllocationForDpTpAndZero1) {
       // The heap saw every buffer the constructors allocated: the report's buffers, the
       // recurrent backward scratch it does not list, the optimizer's step scratch and small
       // bookkeeping (names, vectors of pointers).
-      std::printf("%s tp %d dp %d rank %d: planner %lld B (act %lld scratch %lld), memory_report+optimizer "
+      std::printf("%s tp %d dp %d cp %d rank %d: planner %lld B (act %lld scratch %lld), memory_report+optimizer "
                   "%lld B (act %lld scratch %lld), heap %.0f B (%+.2f%%)\n",
-                  GetParam().name, tp, dp, rank, static_cast<long long>(pred.total()),
+                  GetParam().name, tp, dp, cp, rank, static_cast<long long>(pred.total()),
                   static_cast<long long>(pred.activations), static_cast<long long>(pred.backward_scratch),
                   static_cast<long long>(measured.total()), static_cast<long long>(measured.activations),
                   static_cast<long long>(measured.backward_scratch), heap,
@@ -171,7 +180,7 @@ TEST_P(PlanMemory, PredictionMatchesAllocationForDpTpAndZero1) {
       expect_within_5_percent(double(pred.total()), heap, "planner vs heap");
       expect_within_5_percent(double(measured.total()), heap, "memory_report vs heap");
       if (dp > 1) {
-        EXPECT_LT(pred.optimizer, predict_rank_memory(cfg, rc.optim, B, 1, false, 0, 4, tp).optimizer);
+        EXPECT_LT(pred.optimizer, predict_rank_memory(cfg, rc.optim, B, 1, false, 0, 4, tp, cp).optimizer);
       }
     }
   }
@@ -189,6 +198,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"slide", "configs/tiny.toml", {"model.variant=slide", "model.layers=2"}},
                       Case{"bst_sh_s4d", "configs/tiny.toml", {"model.variant=bst:sh:s4d", "model.layers=2"}},
                       Case{"bst_mf_s4d", "configs/tiny.toml", {"model.variant=bst:mf:s4d", "model.layers=2"}},
+                      Case{"bst_mh_s4d_carry_off", "configs/tiny.toml",
+                           {"model.variant=bst:mh:s4d", "model.layers=2", "model.ssm_carry=false"}},
                       Case{"bst_mh_unstructured", "configs/tiny.toml",
                            {"model.variant=bst:mh:unstructured", "model.layers=2"}}),
     [](const auto& info) { return std::string(info.param.name); });

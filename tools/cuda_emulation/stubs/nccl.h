@@ -272,6 +272,74 @@ inline ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, nc
   });
 }
 
+// Point-to-point (ncclSend / ncclRecv) between ncclGroupStart and ncclGroupEnd: recorded on the
+// calling thread and queued at ncclGroupEnd as one node per communicator that posts every
+// MPI_Isend / MPI_Irecv and waits for them all, so a group's sends and receives cannot deadlock
+// against each other (NCCL's semantics). Outside a group each call is a group of its own.
+namespace emu_nccl {
+struct PointToPoint {
+  bool send;
+  void* buf;
+  size_t count;
+  ncclDataType_t type;
+  int peer;
+  ncclComm_t comm;
+  cudaStream_t stream;
+};
+struct P2pGroup {
+  int depth = 0;
+  std::vector<PointToPoint> ops;
+};
+inline P2pGroup& p2p_group() {
+  thread_local P2pGroup group;
+  return group;
+}
+inline ncclResult_t flush_p2p() {
+  std::vector<PointToPoint> ops = std::move(p2p_group().ops);
+  p2p_group().ops.clear();
+  for (size_t first = 0; first < ops.size();) {  // one node per (communicator, stream) run
+    size_t last = first;
+    while (last < ops.size() && ops[last].comm == ops[first].comm && ops[last].stream == ops[first].stream) ++last;
+    std::vector<PointToPoint> mine(ops.begin() + long(first), ops.begin() + long(last));
+    const ncclResult_t r = enqueue(ops[first].comm, ops[first].stream, "ncclSend/ncclRecv", [mine] {
+      std::vector<MPI_Request> requests(mine.size(), MPI_REQUEST_NULL);
+      for (size_t i = 0; i < mine.size(); ++i) {
+        const auto& o = mine[i];
+        const int n = static_cast<int>(o.count);
+        const int rc = o.send ? MPI_Isend(o.buf, n, mpi_type(o.type), o.peer, 7001, o.comm->mpi, &requests[i])
+                              : MPI_Irecv(o.buf, n, mpi_type(o.type), o.peer, 7001, o.comm->mpi, &requests[i]);
+        if (rc != MPI_SUCCESS) return rc;
+      }
+      return MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+    });
+    if (r != ncclSuccess) return r;
+    first = last;
+  }
+  return ncclSuccess;
+}
+inline ncclResult_t add_p2p(const PointToPoint& op) {
+  p2p_group().ops.push_back(op);
+  return p2p_group().depth == 0 ? flush_p2p() : ncclSuccess;
+}
+}  // namespace emu_nccl
+
+inline ncclResult_t ncclGroupStart() {
+  ++emu_nccl::p2p_group().depth;
+  return ncclSuccess;
+}
+inline ncclResult_t ncclGroupEnd() {
+  if (emu_nccl::p2p_group().depth == 0) return ncclInvalidUsage;
+  return --emu_nccl::p2p_group().depth == 0 ? emu_nccl::flush_p2p() : ncclSuccess;
+}
+inline ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                             cudaStream_t stream) {
+  return emu_nccl::add_p2p({true, const_cast<void*>(send), count, type, peer, comm, stream});
+}
+inline ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                             cudaStream_t stream) {
+  return emu_nccl::add_p2p({false, recv, count, type, peer, comm, stream});
+}
+
 inline ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type,
                                   int root, ncclComm_t comm, cudaStream_t stream) {
   return emu_nccl::enqueue(comm, stream, "ncclBroadcast", [=] {
