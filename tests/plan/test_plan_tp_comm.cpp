@@ -1,6 +1,6 @@
 // The planner's tensor-parallel communication (launch/plan/planner.h, tp_collectives_per_step)
 // against the collectives a TP = 2 model actually issues, under mpirun -np 2: the tp group is
-// wrapped in a recorder, one training step's forward and backward runs, and the recorded
+// wrapped in a recorder (parallel/counting_communicator.h), one training step's forward and backward runs, and the recorded
 // (kind, bytes) multiset must equal the planner's list exactly, for slide, rec:fixed:skip and
 // rec:fixed:dual, rec:lstm:skip and rec:lstm:dual. The α-β time the planner gives the list is then checked against its parts.
 #include <gtest/gtest.h>
@@ -19,52 +19,13 @@
 #include "launch/config/config.h"
 #include "launch/plan/planner.h"
 #include "launch/run/batch_source.h"
+#include "parallel/counting_communicator.h"
 #include "parallel/process_groups.h"
 
 namespace brt::launch {
 namespace {
 
-using Key = std::tuple<char, int64_t>;  // kind ('r' all-reduce, 'g' all-gather, 's' reduce-scatter), bytes
-
-// Forwards every collective to `inner` and counts it by kind and full-buffer bytes (all-reduce:
-// the buffer; all-gather and reduce-scatter: the gathered / scattered whole).
-class RecordingGroup final : public parallel::Communicator {
- public:
-  explicit RecordingGroup(parallel::Communicator& inner) : inner_(inner) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  const std::string& name() const override { return inner_.name(); }
-  int world_rank_of(int r) const override { return inner_.world_rank_of(r); }
-  uint64_t sequence() const override { return inner_.sequence(); }
-  std::map<Key, int64_t> calls;
-
- protected:
-  parallel::Request start_all_reduce(const void* send, void* recv, int64_t count, parallel::DataType type,
-                                     parallel::ReduceOp op, parallel::Stream s) override {
-    ++calls[{'r', count * int64_t(parallel::dtype_size(type))}];
-    return inner_.all_reduce_async(send, recv, count, type, op, s);
-  }
-  parallel::Request start_reduce_scatter(const void* send, void* recv, int64_t recv_count,
-                                         parallel::DataType type, parallel::ReduceOp op,
-                                         parallel::Stream s) override {
-    ++calls[{'s', recv_count * size() * int64_t(parallel::dtype_size(type))}];
-    return inner_.reduce_scatter_async(send, recv, recv_count, type, op, s);
-  }
-  parallel::Request start_all_gather(const void* send, void* recv, int64_t send_count,
-                                     parallel::DataType type, parallel::Stream s) override {
-    ++calls[{'g', send_count * size() * int64_t(parallel::dtype_size(type))}];
-    return inner_.all_gather_async(send, recv, send_count, type, s);
-  }
-  parallel::Request start_broadcast(void* buf, int64_t count, parallel::DataType type, int root,
-                                    parallel::Stream s) override {
-    ++calls[{'b', count * int64_t(parallel::dtype_size(type))}];
-    return inner_.broadcast_async(buf, count, type, root, s);
-  }
-  parallel::Request start_barrier(parallel::Stream s) override { return inner_.barrier_async(s); }
-
- private:
-  parallel::Communicator& inner_;
-};
+using Key = parallel::CountingCommunicator::Key;  // kind, bytes
 
 class PlanTpComm : public ::testing::TestWithParam<std::string> {};
 
@@ -78,14 +39,14 @@ TEST_P(PlanTpComm, PredictedCollectivesAreTheOnesTheModelIssues) {
   cfg.resolve();
   const int B = rc.train.batch;
   const parallel::ProcessGroups groups = parallel::make_mpi_process_groups(MPI_COMM_WORLD, 2);
-  RecordingGroup recorder(groups.tp());
+  parallel::CountingCommunicator recorder(groups.tp());
   auto backend = kernels::make_cpu_backend<float>();
   core::Model<float> model(cfg, B, *backend, core::TensorParallel(recorder));
   model.params().initialize(1);
   SyntheticMarkovSource source(cfg.vocab, B, cfg.seq_len, 3);
   data::Batch batch;
   source.next(batch);
-  recorder.calls.clear();
+  recorder.reset();
   model.params().zero_grads();
   model.forward({batch.inputs.data(), batch.targets.data(), batch.mask.data(), batch.doc_start.data()},
                 1.0f / float(B * cfg.seq_len));
@@ -95,13 +56,14 @@ TEST_P(PlanTpComm, PredictedCollectivesAreTheOnesTheModelIssues) {
   for (const TpCollective& c : tp_collectives_per_step(cfg, B, 2))
     predicted[{c.kind, c.bytes}] += c.count;
   int64_t issued = 0;
-  for (const auto& [key, n] : recorder.calls) {
+  std::map<Key, int64_t> calls = recorder.calls();
+  for (const auto& [key, n] : calls) {
     issued += n;
     EXPECT_EQ(predicted[key], n) << GetParam() << ": kind " << std::get<0>(key) << ", " << std::get<1>(key)
                                  << " bytes";
   }
   for (const auto& [key, n] : predicted)
-    EXPECT_EQ(recorder.calls[key], n) << GetParam() << ": predicted kind " << std::get<0>(key) << ", "
+    EXPECT_EQ(calls[key], n) << GetParam() << ": predicted kind " << std::get<0>(key) << ", "
                                       << std::get<1>(key) << " bytes";
   // The α-β time is the sum of its collectives' ring times.
   const double alpha = 5e-6, bw = 10e9;
