@@ -42,8 +42,9 @@ template <typename T>
 CachedWindowAttention<T>::CachedWindowAttention(const kernels::WindowAttnDims& dims,
                                                 const TensorParallel& tp, kernels::Memory& memory,
                                                 WindowLayout layout,
-                                                const ContextParallel& cp)
-    : dims_(dims), layout_(layout), heads_{2, tp.rank(), tp.size(), 1}, cp_(cp.bound_to(memory)) {
+                                                const ContextParallel& cp, bool detached_blocks)
+    : dims_(dims), layout_(layout), heads_{2, tp.rank(), tp.size(), 1}, detached_(detached_blocks),
+      cp_(cp.bound_to(memory)) {
   const size_t block = size_t(dims.batch) * dims.window * dims.width();
   k_attended_.allocate(memory, block, "window cache attended");
   v_attended_.allocate(memory, block, "window cache attended");
@@ -52,11 +53,16 @@ CachedWindowAttention<T>::CachedWindowAttention(const kernels::WindowAttnDims& d
                     "window attention probabilities");
   k_carried_.allocate(memory, block, "carried window cache");
   v_carried_.allocate(memory, block, "carried window cache");
+  if ((cp_.active() || detached_) && layout != WindowLayout::kSegment)
+    throw std::invalid_argument("CachedWindowAttention: context parallelism and detached blocks need the segment layout");
+  if (detached_ && dims.blocks() > 1) {
+    k_blocks_.allocate(memory, block * size_t(dims.blocks()), "detached block caches");
+    v_blocks_.allocate(memory, block * size_t(dims.blocks()), "detached block caches");
+  }
   if (!cp_.active()) return;
-  if (layout != WindowLayout::kSegment)
-    throw std::invalid_argument("CachedWindowAttention: context parallelism needs the segment layout");
   halo_send_.allocate(memory, 2 * block, "context-parallel halo");
   halo_recv_.allocate(memory, 2 * block, "context-parallel halo received");
+  if (detached_) return;  // no gradient crosses a block edge: no halo gradient to compute
   for (auto* b : {&pair_q_, &pair_k_, &pair_v_, &pair_out_, &pair_dq_, &pair_dk_, &pair_dv_})
     b->allocate(memory, 2 * block, "context-parallel halo gradient");
   pair_zero_.allocate(memory, block, "context-parallel halo gradient");
@@ -90,8 +96,37 @@ void CachedWindowAttention<T>::forward(kernels::Backend<T>& be, const T* q, cons
   k_ = k;
   v_ = v;
   if (cp_.active()) exchange_halo(be, k, v);
-  be.window_attention_forward(dims_, q, k, v, k_attended_.data(), v_attended_.data(),
+  if (!k_blocks_.empty()) gather_previous_blocks(be, k, v);
+  be.window_attention_forward(attended_dims(), q, k, v, attended_keys(), attended_values(),
                               rel_bias.value, scale.value, out, probs_.data());
+}
+
+template <typename T>
+kernels::WindowAttnDims CachedWindowAttention<T>::attended_dims() const {
+  if (!detached_) return dims_;
+  return {dims_.batch * dims_.blocks(), dims_.window, dims_.window, dims_.heads, dims_.head_dim};
+}
+
+template <typename T>
+const T* CachedWindowAttention<T>::attended_keys() const {
+  return k_blocks_.empty() ? k_attended_.data() : k_blocks_.data();
+}
+
+template <typename T>
+const T* CachedWindowAttention<T>::attended_values() const {
+  return v_blocks_.empty() ? v_attended_.data() : v_blocks_.data();
+}
+
+// Block 0's cache (the carried or received block) and blocks 0..T−2 as the caches of blocks
+// 1..T−1: the layout [B, N, A] read as [B·T, W, A] (model.md §6, xl).
+template <typename T>
+void CachedWindowAttention<T>::gather_previous_blocks(kernels::Backend<T>& be, const T* k, const T* v) {
+  const int B = dims_.batch, Tb = dims_.blocks();
+  const int64_t block = int64_t(dims_.window) * dims_.width(), seg = int64_t(Tb) * block;
+  be.copy_rows(k_attended_.data(), block, B, block, k_blocks_.data(), seg);
+  be.copy_rows(v_attended_.data(), block, B, block, v_blocks_.data(), seg);
+  be.copy_rows(k, seg, B, seg - block, k_blocks_.data() + block, seg);
+  be.copy_rows(v, seg, B, seg - block, v_blocks_.data() + block, seg);
 }
 
 template <typename T>
@@ -99,10 +134,11 @@ void CachedWindowAttention<T>::backward(kernels::Backend<T>& be, const T* dout,
                                         Param<T>& rel_bias, Param<T>& scale, T* dq, T* dk,
                                         T* dv) {
   require_segment_layout("backward");
-  be.window_attention_backward(dims_, q_, k_, v_, k_attended_.data(), v_attended_.data(),
+  // The caches attended (the carried block, a halo, xl's previous blocks) receive no gradient.
+  be.window_attention_backward(attended_dims(), q_, k_, v_, attended_keys(), attended_values(),
                                rel_bias.value, scale.value, probs_.data(), dout, dq, dk, dv,
                                rel_bias.grad, scale.grad);
-  if (cp_.active()) return_halo_gradient(be, rel_bias, scale, dout, dk, dv);
+  if (cp_.active() && !detached_) return_halo_gradient(be, rel_bias, scale, dout, dk, dv);
 }
 
 // Each chunk's last block of K̂ and V to the next: chunk r's block 0 attends to chunk r − 1's
@@ -203,7 +239,7 @@ std::vector<TensorRef<T>> CachedWindowAttention<T>::carried_state(const std::str
 template <typename T>
 int64_t CachedWindowAttention<T>::activation_bytes() const {
   int64_t n = k_attended_.bytes() + v_attended_.bytes() + probs_.bytes();
-  for (const auto* b : {&halo_send_, &halo_recv_, &pair_q_, &pair_k_, &pair_v_, &pair_out_, &pair_dq_,
+  for (const auto* b : {&k_blocks_, &v_blocks_, &halo_send_, &halo_recv_, &pair_q_, &pair_k_, &pair_v_, &pair_out_, &pair_dq_,
                         &pair_dk_, &pair_dv_, &pair_zero_, &pair_probs_, &pair_dbias_, &pair_dscale_})
     n += b->bytes();
   return n;

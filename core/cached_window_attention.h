@@ -11,6 +11,9 @@
 //   backward: gradients to Q̂, K̂, V, R and s; none to the cache (detached)
 // Checkpoints hold the carried block as layers.{i}.cache.k and .cache.v, [B, W, A] (under
 // tensor parallelism this rank's head columns of A).
+// Detached blocks (xl, model.md §6): every block is a Transformer-XL segment of its own, so
+// block t attends to block t − 1's keys and values without passing them a gradient, exactly as
+// block 0 attends to the carried block; a segment of T blocks is T consecutive XL segments.
 // Under context parallelism (core/context_parallel.h, kSegment only) this rank's segment is
 // chunk r of the whole one: block 0 attends to chunk r − 1's last block (the halo, received in
 // forward; its gradient is sent back in backward) and only chunk 0 attends to the carried
@@ -47,9 +50,10 @@ class CachedWindowAttention {
   // dims: B streams of N tokens, window W, this rank's heads. Allocates the carried block and
   // the block attended this segment (and, for kSegment, the saved probabilities) in `memory`.
   // cp: the chunks of the segment (dims.seq is this rank's chunk), kSegment only.
+  // detached_blocks: the xl form above (kSegment only).
   CachedWindowAttention(const kernels::WindowAttnDims& dims, const TensorParallel& tp,
                         kernels::Memory& memory, WindowLayout layout = WindowLayout::kSegment,
-                        const ContextParallel& cp = {});
+                        const ContextParallel& cp = {}, bool detached_blocks = false);
 
   // §8: block 0's window starts with zeros for the streams that start a document (doc_start:
   // [B], host memory), else with the block carried from the stream's previous segment.
@@ -85,6 +89,12 @@ class CachedWindowAttention {
                             const Param<T>& scale, const T* dout, T* dk, T* dv);
   void halo_gradient(kernels::Backend<T>& be, const Param<T>& rel_bias, const Param<T>& scale,
                      const T* dout);
+  // Detached blocks: the kernel's problem is one block per (stream, block), [B·T, W, A], each
+  // attending to its own cache block (the previous block, detached; block 0 the carried one).
+  kernels::WindowAttnDims attended_dims() const;
+  const T* attended_keys() const;
+  const T* attended_values() const;
+  void gather_previous_blocks(kernels::Backend<T>& be, const T* k, const T* v);
 
   kernels::WindowAttnDims dims_;
   WindowLayout layout_;
@@ -96,6 +106,9 @@ class CachedWindowAttention {
   kernels::Buffer<T> k_attended_, v_attended_;  // [B, W, A] block −1 of this segment
   kernels::Buffer<T> probs_;                    // kSegment: [B, T, H, W, 2W]
   kernels::Buffer<T> k_carried_, v_carried_;    // [B, W, A] carried between segments (§8)
+  // Detached blocks with T > 1: [B·T, W, A], block t's cache (block t − 1, block 0's the carry).
+  bool detached_ = false;
+  kernels::Buffer<T> k_blocks_, v_blocks_;
   // Context parallelism (empty otherwise).
   ContextParallel cp_;
   kernels::Buffer<T> halo_send_;  // [2, B, W, A]: this chunk's last block of K̂, V (or dK̂, dV)

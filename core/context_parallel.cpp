@@ -16,10 +16,6 @@ std::string context_parallel_problem(const ModelConfig& cfg, int cp) {
     return head + "the recurrent state is updated block after block (model.md §5), so a chunk "
                   "cannot start before the previous chunk's last block has run; use data or "
                   "tensor parallelism (train.tp) for this variant";
-  if (cfg.family == ModelFamily::kXL)
-    return head + "xl has one block per segment (model.window = model.seq_len, model.md §6), so "
-                  "there are no whole blocks to split; slide runs the same window attention and "
-                  "splits along the sequence";
   if (cfg.family == ModelFamily::kBST && cfg.ssm_kernel == SsmKernel::kUnstructured)
     return head + "the unstructured (implicit) kernel has no finite state to pass: each chunk "
                   "would need every earlier chunk's input (an O(N) exchange), which is not "

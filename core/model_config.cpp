@@ -116,9 +116,6 @@ void ModelConfig::resolve() {
   require_positive(window, "model.window");
   if (seq_len % window != 0)
     fail("model.window", std::to_string(window) + " does not divide model.seq_len " + std::to_string(seq_len));
-  if (family == ModelFamily::kXL && window != seq_len)
-    fail("model.window", std::to_string(window) + ": xl attends over the whole segment, so it needs " +
-                             "model.window == model.seq_len (" + std::to_string(seq_len) + ")");
 
   // Layer lists: meaningful only for their family, so a base file's list does not leak into a
   // variant that has none (e.g. a slide form of a rec config).

@@ -26,7 +26,7 @@ struct ModelConfig {
   int d_ff = 2048;        // F
   int vocab = 32128;      // V
   int seq_len = 4096;     // N
-  int window = 512;       // W (== N for xl)
+  int window = 512;       // W (xl: one Transformer-XL segment per block, model.md §6)
   int state_size = 512;   // S
   // Empty means the model.md §5 default: [9, 19] for 24 layers, else [L - 3].
   std::vector<int> recurrent_layers;

@@ -17,7 +17,7 @@ StandardLayer<T>::StandardLayer(ParamStore<T>& store, const ModelConfig& cfg, in
       shape_{cfg.d_model, tp.local(cfg.heads, "model.heads"), cfg.head_dim},
       prefix_("layers." + std::to_string(index) + "."),
       window_({streams, cfg.seq_len, cfg.window, shape_.heads, cfg.head_dim}, tp, memory,
-              WindowLayout::kSegment, cp) {
+              WindowLayout::kSegment, cp, cfg.family == ModelFamily::kXL) {
   // Full logical sizes for the declarations; A and H below are this rank's.
   const int D = cfg.d_model, A_full = cfg.attn_width(), H_full = cfg.heads;
   const int A = shape_.width();

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/context_parallel.h"
@@ -45,7 +46,7 @@ using Clock = std::chrono::steady_clock;
 struct Options {
   bool quick = false;
   int64_t budget_mib = 256;
-  int steps = 3;
+  int steps = 5;
 };
 
 launch::RunConfig bench_config(const std::string& variant, int seq_len) {
@@ -54,6 +55,18 @@ launch::RunConfig bench_config(const std::string& variant, int seq_len) {
       {"model.variant=" + variant, "model.layers=2", "model.seq_len=" + std::to_string(seq_len),
        "model.window=64", "train.batch=1", "data.source=synthetic", "optim.kind=adamw", "optim.lr=0.001",
        "optim.min_lr=0.0001"});
+}
+
+// Every rank of the world reaches this point, waiting without spinning: the ranks a CP size
+// leaves idle must not take the cores of the ranks it runs on (Open MPI busy-polls blocking calls).
+void idle_barrier() {
+  MPI_Request request;
+  MPI_Ibarrier(MPI_COMM_WORLD, &request);
+  for (int done = 0;;) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 // The first `cp` world ranks as one run's world (the others get MPI_COMM_NULL).
@@ -87,6 +100,7 @@ int64_t allocated(const std::string& variant, int n, int cp) {
     bytes = run.memory().total();
     MPI_Comm_free(&comm);
   }
+  idle_barrier();
   MPI_Bcast(&bytes, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
   return bytes;
 }
@@ -141,6 +155,7 @@ double step_seconds(const std::string& variant, int n, int cp, int steps) {
     seconds /= steps;
     MPI_Comm_free(&comm);
   }
+  idle_barrier();
   MPI_Bcast(&seconds, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   return seconds;
 }
@@ -171,7 +186,10 @@ void print_bytes(const std::vector<std::string>& variants) {
     for (const int n : {4096, 16384})
       for (const int cp : {2, 4}) {
         MPI_Comm comm = first_ranks(cp);
-        if (comm == MPI_COMM_NULL) continue;
+        if (comm == MPI_COMM_NULL) {
+          idle_barrier();
+          continue;
+        }
         const launch::RunConfig c = bench_config(v, n);
         parallel::MpiCommunicator group(comm, "cp");
         parallel::CountingCommunicator counter(group);
@@ -189,6 +207,7 @@ void print_bytes(const std::vector<std::string>& variants) {
           std::printf("%-12s %7d %4d %14lld %14lld%s\n", v.c_str(), n, cp, static_cast<long long>(counter.sent_bytes()),
                       static_cast<long long>(predicted), counter.sent_bytes() == predicted ? "" : "  (differs)");
         MPI_Comm_free(&comm);
+        idle_barrier();
       }
 }
 

@@ -133,6 +133,22 @@ std::vector<T> segment_losses(const core::ContextParallel& cp, const std::vector
   return out;
 }
 
+// The forward of this rank's part of `batch` (its chunk under context parallelism) with the
+// layer statistics, and the segment's [B, N] row losses; false on chunks other than 0, which
+// leave the accounting to chunk 0.
+template <typename T>
+bool segment_forward(core::Model<T>& model, const data::Batch& batch, const core::ContextParallel* cp,
+                     data::Batch& chunk, std::vector<core::LayerDiagnostics>* stats, std::vector<T>& losses) {
+  if (cp) take_chunk(batch, cp->rank(), cp->size(), chunk);
+  const data::Batch& mine = cp ? chunk : batch;
+  model.forward({mine.inputs.data(), mine.targets.data(), mine.mask.data(), mine.doc_start.data()}, T(0));
+  if (stats != nullptr) model.accumulate_diagnostics(mine.mask.data(), *stats);
+  losses = model.row_losses();  // a host copy
+  if (!cp) return true;
+  losses = segment_losses(*cp, losses, batch.streams, batch.seq);
+  return cp->first();
+}
+
 // Sums the per-document totals and the layer statistics over ranks in one reduction.
 void reduce_with(const SumReducer& reduce, std::vector<double>& acc,
                  std::vector<core::LayerDiagnostics>* stats) {
@@ -176,18 +192,11 @@ std::vector<double> evaluate_pass(core::Model<T>& model,
   const double expected_tokens = double(dataset->totals().tokens) / std::max(1, opt.dp_size);  // about
   const core::ContextParallel* cp = opt.cp != nullptr && opt.cp->active() ? opt.cp : nullptr;
   data::Batch chunk;
+  std::vector<T> losses;
   while (streams.next(batch)) {
-    if (cp) take_chunk(batch, cp->rank(), cp->size(), chunk);
-    const data::Batch& mine = cp ? chunk : batch;
-    model.forward({mine.inputs.data(), mine.targets.data(), mine.mask.data(), mine.doc_start.data()}, T(0));
-    if (stats != nullptr) model.accumulate_diagnostics(mine.mask.data(), *stats);
-    std::vector<T> losses = model.row_losses();  // a host copy
-    if (cp) {  // the segment's losses on every chunk; chunk 0 accounts for them
-      losses = segment_losses(*cp, losses, batch.streams, batch.seq);
-      if (!cp->first()) {
-        ++steps;
-        continue;
-      }
+    if (!segment_forward(model, batch, cp, chunk, stats, losses)) {  // chunk 0 accounts for it
+      ++steps;
+      continue;
     }
     for (int b = 0; b < batch.streams; ++b)
       if (batch.doc_start[size_t(b)] && batch.doc_id[size_t(b)] >= 0)

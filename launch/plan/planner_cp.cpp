@@ -19,6 +19,7 @@ std::vector<CpExchange> cp_exchanges_per_step(const core::ModelConfig& cfg_in, i
   // Every layer of slide and of a BST model attends over a window with a halo.
   const int64_t halo = 2 * B * W * A * e;  // K̂ and V of the last block
   out.push_back({'x', halo, cfg.layers, "window halo forward: the last block's K̂, V"});
+  if (cfg.family == core::ModelFamily::kXL) return out;  // xl's blocks are detached: no gradient back
   out.push_back({'x', halo, cfg.layers, "window halo backward: their gradient back"});
   if (cfg.family != core::ModelFamily::kBST) return out;
   int64_t bst = 0;

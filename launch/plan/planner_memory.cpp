@@ -162,22 +162,26 @@ struct RankDims {
 };
 
 // Context parallelism's window buffers (core/cached_window_attention.cpp): the halo sent and
-// the one received, the two-block problem of the halo's gradient (q, k, v, out, dq, dk, dv [B, 2W, A],
-// the zero cache, probabilities [B, 2, H, W, 2W]) and its discarded bias and scale gradients.
-int64_t window_cp_elems(const RankDims& d, int64_t B, int cp) {
+// the one received, and (unless the blocks are detached, xl) the two-block problem of the halo's
+// gradient (q, k, v, out, dq, dk, dv [B, 2W, A], the zero cache, probabilities [B, 2, H, W, 2W])
+// and its discarded bias and scale gradients.
+int64_t window_cp_elems(const RankDims& d, int64_t B, int cp, bool detached) {
   if (cp == 1) return 0;
   const int64_t block = B * d.W * d.A;
+  if (detached) return 4 * block;
   return 2 * block + 2 * block + 7 * 2 * block + block + B * 2 * d.H * d.W * 2 * d.W +
          d.H * kernels::kT5Buckets + d.H;
 }
 
-// core/standard_layer.cpp constructor.
-LayerElems standard_layer_elems(const RankDims& d, int64_t B, int cp) {
+// core/standard_layer.cpp constructor. xl (detached blocks) with T > 1 also keeps every block's
+// cache, [B·T, W, A] for keys and values.
+LayerElems standard_layer_elems(const RankDims& d, int64_t B, int cp, bool detached) {
   const int64_t rows = B * d.N, cache = B * d.W * d.A;
   LayerElems e;
   e.reported = projection_acts(rows, d.D, d.A, d.H, 3, 2) + 2 * cache /*k,v_cache_used*/ +
                rows * d.A /*attn_out*/ + rows * d.H * 2 * d.W /*probs*/ + rows * d.D /*y*/ +
-               mlp_acts(rows, d.D, d.F, d.tp) + window_cp_elems(d, B, cp);
+               mlp_acts(rows, d.D, d.F, d.tp) + window_cp_elems(d, B, cp, detached) +
+               (detached && d.Tb > 1 ? 2 * rows * d.A : 0);
   e.carried = 2 * cache;  // k_cache, v_cache
   return e;
 }
@@ -278,7 +282,7 @@ LayerElems bst_layer_elems(const RankDims& d, const core::ModelConfig& c, int64_
   e.reported += projection_acts(rows, D, A, H, 4, 3) + G * kv_rows * D + G * kv_rows /*h, rstd*/ +
                 2 * kv_rows * A + kv_rows * H /*k, v, rnorm*/ + 2 * cache + 2 * rows * A +
                 rows * H * 2 * W + B * Tb * H * W * keys + blocks + rows * D + mlp_acts(rows, D, F, d.tp) +
-                window_cp_elems(d, B, cp);
+                window_cp_elems(d, B, cp, false);
   e.scratch += 3 * kv_rows * A + G * kv_rows * D + ctx_rows * D + blocks;
   e.carried = 2 * cache + (state ? state * 8 / elem_bytes : 0) + (ext ? B * N * Ds : 0) +
               (mf ? B * c.ctx_states * D : 0);
@@ -357,7 +361,7 @@ MemoryPrediction predict_rank_memory(const core::ModelConfig& cfg_in, const core
     const LayerElems e = full.feedback                ? feedback_stack_elems(d, full, B)
                          : full.is_bst_layer(i)         ? bst_layer_elems(d, full, B, tp, elem_bytes, cp)
                          : full.is_recurrent_layer(i) ? recurrent_layer_elems(d, full, B)
-                                                      : standard_layer_elems(d, B, cp);
+                                                      : standard_layer_elems(d, B, cp, full.family == core::ModelFamily::kXL);
     reported += e.reported;
     reported_bytes += e.reported_bytes;
     scratch += e.scratch;

@@ -84,7 +84,7 @@ TEST_P(CpComm, PredictedExchangesAreTheOnesTheModelIssues) {
                 static_cast<long long>(counter.sent_bytes()));
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, CpComm, ::testing::Values("slide", "bst:sh:s4d", "bst:mh:s4d", "bst:mf:s4d"),
+INSTANTIATE_TEST_SUITE_P(Variants, CpComm, ::testing::Values("slide", "xl", "bst:sh:s4d", "bst:mh:s4d", "bst:mf:s4d"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n) if (c == ':') c = '_';

@@ -197,6 +197,7 @@ INSTANTIATE_TEST_SUITE_P(
                            {"model.variant=feedback:lstm:dual", "model.layers=3", "model.recurrent_layers=[1]"}},
                       Case{"slide", "configs/tiny.toml", {"model.variant=slide", "model.layers=2"}},
                       Case{"bst_sh_s4d", "configs/tiny.toml", {"model.variant=bst:sh:s4d", "model.layers=2"}},
+                      Case{"xl_4_blocks", "configs/tiny.toml", {"model.variant=xl", "model.layers=2"}},
                       Case{"bst_mf_s4d", "configs/tiny.toml", {"model.variant=bst:mf:s4d", "model.layers=2"}},
                       Case{"bst_mh_s4d_carry_off", "configs/tiny.toml",
                            {"model.variant=bst:mh:s4d", "model.layers=2", "model.ssm_carry=false"}},
