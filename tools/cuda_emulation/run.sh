@@ -4,7 +4,7 @@
 # order and CUDA's rules before a GPU is available (docs/gpu.md "The host emulator").
 # Usage: tools/cuda_emulation/run.sh <build dir with libbrt_kernels.a, libbrt_core.a,
 #   libbrt_parallel.a> [check ...]   (default: all)
-# Checks: strict (the emulator's own rules), kernels, tc, fft, optimizer, training, tp, graph,
+# Checks: strict (the emulator's own rules), kernels, tc, fft, optimizer, training, tp, cp, graph,
 #   xent_graph, gputest (tests/cuda GPU test files, GTest, against the emulated backend) and
 #   nccltest (tests/cuda/nccl_communicator_main.cpp), nccl_stall (a host wait behind a
 #   collective that never completes, or an NCCL error: stall.cpp); tp, nccltest and nccl_stall
@@ -18,10 +18,10 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=${EMU_REPO:-$(cd "$here/../.." && pwd)}
-build=${1:?usage: run.sh <build dir> [strict] [kernels] [tc] [fft] [optimizer] [training] [tp] [graph] [xent_graph] [gputest] [nccltest] [nccl_stall]}
+build=${1:?usage: run.sh <build dir> [strict] [kernels] [tc] [fft] [optimizer] [training] [tp] [cp] [graph] [xent_graph] [gputest] [nccltest] [nccl_stall]}
 shift
 checks=("$@")
-[ ${#checks[@]} -eq 0 ] && checks=(strict kernels tc fft optimizer training tp graph xent_graph gputest nccltest nccl_stall)
+[ ${#checks[@]} -eq 0 ] && checks=(strict kernels tc fft optimizer training tp cp graph xent_graph gputest nccltest nccl_stall)
 wants() { local c; for c in "${checks[@]}"; do [ "$c" = "$1" ] && return 0; done; return 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -97,6 +97,15 @@ if wants tp; then
   g++ "${flags[@]}" "${mpi_flags[@]}" "$here/training_tp.cpp" "$repo/parallel/nccl_communicator.cpp" $(objects) \
     "${core[@]}" "${libs[@]}" "${mpi_libs[@]}" -o "$work/training_tp"
   timed tp mpirun --allow-run-as-root --oversubscribe -np 2 "$work/training_tp" ${EMU_TP_CASE:-}
+fi
+if wants cp; then
+  # Context parallelism (CP = 2, two MPI ranks) on the emulated CudaBackend: the halo shifts and
+  # the S4D summaries' all-gathers through parallel/nccl_communicator.cpp over the NCCL emulation
+  # (grouped ncclSend/ncclRecv as MPI point-to-point), against the CPU backend's CP run.
+  backend_objects
+  g++ "${flags[@]}" "${mpi_flags[@]}" "$here/training_cp.cpp" "$repo/parallel/nccl_communicator.cpp" $(objects) \
+    "${core[@]}" "${libs[@]}" "${mpi_libs[@]}" -o "$work/training_cp"
+  timed cp mpirun --allow-run-as-root --oversubscribe -np 2 "$work/training_cp" ${EMU_CP_CASE:-}
 fi
 graph_binary() {
   [ -x "$work/graph" ] && return
