@@ -18,6 +18,8 @@ std::string step_capture_obstacle(const TrainConfig& train, int dp_size, int tp_
 #else
   if (tp_size > 1)
     return "tensor parallelism sums the loss statistics on the host inside the step";
+  if (train.cp > 1)
+    return "context parallelism stages the S4D state passing through the host inside the step";
   if (dp_size > 1 && train.overlap)
     return "data parallelism with train.overlap=true reduces gradient buckets from hooks during "
            "backward; train.overlap=false reduces them after the graph";

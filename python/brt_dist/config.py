@@ -84,8 +84,6 @@ class _ModelConfigMethods:
                 raise ValueError("model.%s: %d must be > 0" % (key, getattr(self, key)))
         if self.seq_len % self.window:
             raise ValueError("model.window: %d does not divide model.seq_len %d" % (self.window, self.seq_len))
-        if self.family == "xl" and self.window != self.seq_len:
-            raise ValueError("model.window: xl needs model.window == model.seq_len")
         if self.family in ("rec", "feedback"):
             if not self.recurrent_layers:
                 self.recurrent_layers = [9, 19] if self.layers == 24 else [max(0, self.layers - 3)]

@@ -126,8 +126,8 @@ TEST(Config, CrossKeyErrorsNameTheKeyAndWhereItWasSet) {
   EXPECT_TRUE(contains(msg, path + ": model.window: 100 does not divide model.seq_len 256")) << msg;
   msg = error_of([&] { load_run_config(path, {"model.window=48"}); });
   EXPECT_TRUE(contains(msg, "command line: model.window: 48 does not divide")) << msg;
-  msg = error_of([&] { load_run_config((kConfigs / "tiny.toml").string(), {"model.variant=xl"}); });
-  EXPECT_TRUE(contains(msg, "model.window")) << msg;  // xl needs W == N
+  // xl keeps W: N = 4·W is four Transformer-XL segments per step (model.md §6).
+  EXPECT_EQ(load_run_config((kConfigs / "tiny.toml").string(), {"model.variant=xl"}).model.window, 64);
   msg = error_of([&] { load_run_config((kConfigs / "tiny.toml").string(), {"model.variant=feedback:fixed:tripple"}); });
   EXPECT_TRUE(contains(msg, "command line: model.variant:")) << msg;
   EXPECT_TRUE(contains(msg, "the configuration is skip | dual, not \"tripple\"")) << msg;
@@ -140,13 +140,15 @@ TEST(Config, CrossKeyErrorsNameTheKeyAndWhereItWasSet) {
 TEST(Config, XlWindowFollowsACommandLineSeqLen) {
   // resolve(): XL attends over its whole segment, so a model.seq_len given on the command line
   // (eval at a longer context) takes model.window along unless model.window is given there too;
-  // what files set is kept as written (an unequal window is refused, as above).
+  // what files set is kept as written; a window given with it is kept (N = k·W: k XL segments
+  // per step, model.md §6), and one that does not divide N is refused.
   const std::string tiny = (kConfigs / "tiny.toml").string();  // N 256, W 64
   EXPECT_EQ(load_run_config(tiny, {"model.variant=xl", "model.seq_len=128"}).model.window, 128);
   EXPECT_EQ(load_run_config(tiny, {"model.variant=xl", "model.window=128", "model.seq_len=128"}).model.window, 128);
+  EXPECT_EQ(load_run_config(tiny, {"model.variant=xl", "model.seq_len=128", "model.window=64"}).model.window, 64);
   const std::string msg =
-      error_of([&] { load_run_config(tiny, {"model.variant=xl", "model.seq_len=128", "model.window=64"}); });
-  EXPECT_TRUE(contains(msg, "command line: model.window: 64: xl attends over the whole segment")) << msg;
+      error_of([&] { load_run_config(tiny, {"model.variant=xl", "model.seq_len=128", "model.window=48"}); });
+  EXPECT_TRUE(contains(msg, "command line: model.window: 48 does not divide model.seq_len 128")) << msg;
   EXPECT_EQ(load_run_config(tiny, {"model.seq_len=128"}).model.window, 64);  // other variants keep theirs
 }
 

@@ -40,6 +40,8 @@ TEST(StepGraphs, CaptureObstaclesNameTheReason) {
   t.overlap = false;  // the hooks do nothing; the buckets are reduced after the graph
   EXPECT_EQ(step_capture_obstacle(t, 4, 1), "");
   EXPECT_NE(step_capture_obstacle(t, 4, 2).find("tensor parallelism"), std::string::npos);
+  t.cp = 2;
+  EXPECT_NE(step_capture_obstacle(t, 4, 1).find("context parallelism"), std::string::npos);
 }
 
 TEST(StepGraphs, OnlyTheCudaBackendCaptures) {

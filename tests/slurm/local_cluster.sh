@@ -18,11 +18,13 @@ local_slurm_tail() {
 }
 
 # A TCP port nobody listens on, from a range unlikely to be used, so two test runs (or a real
-# slurmctld on 6817) don't collide.
+# slurmctld on 6817) don't collide. Below Linux's ephemeral range (32768-60999 by default): a
+# port there may be the local end of a connection another test holds (an mpirun's TCP links),
+# which "nobody listens" does not see and bind() then refuses.
 local_slurm_free_port() {
   local port
   for _ in $(seq 50); do
-    port=$(( 20000 + RANDOM % 20000 ))
+    port=$(( 20000 + RANDOM % 12000 ))
     (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || { echo "$port"; return 0; }
   done
   return 1
@@ -91,9 +93,16 @@ EOF
     { local_slurm_skip "slurmctld would not start: $(local_slurm_tail "$dir/slurmctld.err" "$dir/ctld.log")"; return 77; }
   slurmd -f "$SLURM_CONF" 2>"$dir/slurmd.err" ||
     { local_slurm_skip "slurmd would not start: $(local_slurm_tail "$dir/slurmd.err" "$dir/d.log")"; return 77; }
-  local state=""
+  local state="" pid
   for _ in $(seq 60); do
-    state=$(sinfo -h -n "$host" -o %T 2>/dev/null || true)
+    # A controller that died (e.g. its port taken after all) makes every sinfo wait out its
+    # message timeout: say so at once instead.
+    pid=$(cat "$dir/slurmctld.pid" 2>/dev/null || true)
+    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+      local_slurm_skip "slurmctld exited: $(local_slurm_tail "$dir/slurmctld.err" "$dir/ctld.log")"
+      return 77
+    fi
+    state=$(timeout 5 sinfo -h -n "$host" -o %T 2>/dev/null || true)
     [ "$state" = idle ] && return 0
     sleep 0.5
   done
