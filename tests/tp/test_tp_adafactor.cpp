@@ -6,12 +6,12 @@
 //  - 1 and 10 optimizer steps at (DP, TP) = (1, world), and with 4 ranks (2, 2) with ZeRO-1, in
 //    float64: the gathered weights equal the one-process weights (relative <= 1e-12; observed
 //    1.3e-16) and so do the weight changes (relative <= 1e-10, observed 1.2e-14; a non-trivial
-//    update). In float32 a ReLU pre-activation
-//    within rounding of zero can fall on the other side in another layout, and Adafactor's
-//    normalised update turns that unit's tiny gradient into a full step: on an AMD EPYC the
-//    (1, 4) slide run flipped one hidden unit of layers.1.mlp.w1 at step 9 (weight change
-//    1.2e-6 -> 1.5e-4 relative). float64 checks the update's layout independence without such
-//    ties; the trainer test below keeps float32;
+//    update). In float32 the other layout's rounding can decide a near-tie discretely — most
+//    likely a ReLU pre-activation within rounding of zero, whose tiny gradient Adafactor's
+//    normalised update turns into a full step: on an AMD EPYC the (1, 4) slide run's weight
+//    change jumped at step 9 in layers.1.mlp.w1 (1.2e-6 -> 1.5e-4 relative; not traced to one
+//    unit). float64 checks the update's layout independence without such ties; the trainer test
+//    below keeps float32;
 //  - the trainer runs Adafactor at --tp > 1 (the refusal is gone) on the one-process loss curve,
 //    and an Adafactor checkpoint saved under TP (R / C split or whole per axis) resumes in one
 //    process on the same curve.
