@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Context parallelism through `brt-dist` (docs/parallelism.md, "Context parallelism"), 4 global
 # streams in every layout:
-#  1. `train --cp`: the loss curve of (ranks, CP) = (2, 2), (4, 4) and (4, 2) = DP 2 x CP 2
-#     follows one process's, step by step (relative <= 1e-5), for bst:sh:s4d and slide;
+#  1. `train --cp`: the loss curve of (ranks, CP) = (2, 2), (4, 4), (4, 2) = DP 2 x CP 2 and
+#     (4, 2) with --tp 2 = CP 2 x TP 2 follows one process's, step by step (relative <= 1e-5),
+#     for bst:sh:s4d and slide;
 #  2. checkpoints do not depend on CP: saved at CP 2 (step 4), resumed at CP 1 and CP 4, steps
 #     5-8 follow the uninterrupted CP 2 run (<= 1e-5) and the final checkpoints agree
 #     (ckpt diff --rtol 1e-5; the data cursor exactly);
@@ -40,7 +41,8 @@ for variant in bst:sh:s4d slide; do
     fail "no context-parallel start-up line: $(head -12 "$work/$v-cp2.log")"
   train "$v-cp4" 4 4 4 "$variant"
   train "$v-dp2cp2" 4 2 2 "$variant"
-  for layout in cp2 cp4 dp2cp2; do compare "$v-$layout" "$v-ref" 1 8 || fail "$v $layout leaves one process's curve"; done
+  train "$v-cp2tp2" 4 2 4 "$variant" --tp 2
+  for layout in cp2 cp4 dp2cp2 cp2tp2; do compare "$v-$layout" "$v-ref" 1 8 || fail "$v $layout leaves one process's curve"; done
 done
 
 # 2. A checkpoint saved at CP 2 resumes at CP 1 and CP 4 on the same curve.
