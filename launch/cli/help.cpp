@@ -32,7 +32,7 @@ const std::vector<CommandHelp>& commands() {
        "brt-dist train CONFIG [key=value ...] [flags]",
        {{"--resume FILE|DIR", "continue from exactly FILE, or DIR's newest good checkpoint (must exist)"},
         {"--tp T", "tensor-parallel size (train.tp); DP = ranks / (T x C)"},
-        {"--cp C", "context-parallel size (train.cp): each segment's N/C tokens per rank (slide, bst:*:s4d)"},
+        {"--cp C", "context-parallel size (train.cp): each segment's N/C tokens per rank (slide, xl, bst:*:s4d)"},
         {"--device cpu|cuda", "where the model lives and runs (train.device)"},
         {"--precision fp32|bf16|fp64", "train.precision"},
         {"--steps N", "train.steps"},

@@ -214,7 +214,7 @@ std::vector<KeySpec> build_keys() {
   k.push_back(int_key("train.eval_batches", train(&TrainConfig::eval_batches), 0, kI64Max, "0 = whole eval split"));
   k.push_back(int_key("train.tp", train(&TrainConfig::tp), 1, kIntMax, "tensor-parallel size (--tp); DP = ranks / (tp x cp)"));
   k.push_back(int_key("train.cp", train(&TrainConfig::cp), 1, kIntMax,
-                      "context-parallel size (--cp): each segment's N/cp tokens per rank (slide, bst:*:s4d)"));
+                      "context-parallel size (--cp): each segment's N/cp tokens per rank (slide, xl, bst:*:s4d)"));
   k.push_back(bool_key("train.overlap", train(&TrainConfig::overlap), "DP: all-reduce gradient buckets during backward"));
   k.push_back(float_key("train.bucket_mb", train(&TrainConfig::bucket_mb), 0.0, "DP: gradient bucket size, MiB"));
   k.push_back(int_key("train.zero", train(&TrainConfig::zero), 0, 1, "1: ZeRO-1, optimizer state sharded over DP ranks"));
