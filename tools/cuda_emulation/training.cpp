@@ -40,21 +40,7 @@ Trace run(const core::ModelConfig& cfg, int streams, kernels::Backend<float>& ba
 }
 
 void compare(const std::string& variant, const std::string& optimizer, bool bf16) {
-  core::ModelConfig cfg;
-  cfg.variant = variant;
-  cfg.layers = 2;
-  cfg.d_model = 32;
-  cfg.heads = 2;
-  cfg.head_dim = 16;
-  cfg.d_ff = 64;
-  cfg.vocab = 64;
-  cfg.seq_len = 32;
-  cfg.window = variant == "xl" ? 32 : 16;
-  cfg.state_size = 16;
-  cfg.recurrent_layers = {1};
-  cfg.ssm_state = 16;  // BST (layer 0): a small SSM state and MF context keep the emulation short
-  cfg.ctx_states = 4;
-  cfg.resolve();
+  const core::ModelConfig cfg = emu_check::micro_model(variant, variant == "xl" ? 32 : 16);
   core::OptimConfig optim;
   optim.kind = optimizer == "adamw" ? core::OptimKind::kAdamW : core::OptimKind::kAdafactor;
   optim.lr = optimizer == "adamw" ? 1e-2 : 0.05;

@@ -64,19 +64,7 @@ CpTrace run(const core::ModelConfig& cfg, kernels::Backend<float>& backend, cons
 }
 
 void compare(parallel::MpiCommunicator& group, const std::string& variant) {
-  core::ModelConfig cfg;
-  cfg.variant = variant;
-  cfg.layers = 2;
-  cfg.d_model = 32;
-  cfg.heads = 2;
-  cfg.head_dim = 16;
-  cfg.d_ff = 64;
-  cfg.vocab = 64;
-  cfg.seq_len = 32;
-  cfg.window = 8;  // chunks of 16 tokens: two blocks each
-  cfg.ssm_state = 16;
-  cfg.ctx_states = 4;
-  cfg.resolve();
+  const core::ModelConfig cfg = emu_check::micro_model(variant, 8);  // chunks of 16 tokens: two blocks each
   const int rank = group.rank();
   const std::string tag = "[cp rank " + std::to_string(rank) + "] ";
   if (rank == 0) std::printf("%s, CP %d\n", variant.c_str(), kCp);

@@ -53,21 +53,8 @@ Trace run(const core::ModelConfig& cfg, kernels::Backend<float>& backend,
 
 void compare(const parallel::ProcessGroups& groups, const std::string& variant,
              const std::string& optimizer) {
-  core::ModelConfig cfg;
-  cfg.variant = variant;
-  cfg.layers = 2;
-  cfg.d_model = 32;
-  cfg.heads = 2;  // every split quantity (H, F, V, S, the BST features) divides by TP = 2
-  cfg.head_dim = 16;
-  cfg.d_ff = 64;
-  cfg.vocab = 64;
-  cfg.seq_len = 32;
-  cfg.window = 16;
-  cfg.state_size = 16;
-  cfg.recurrent_layers = {1};
-  cfg.ssm_state = 16;
-  cfg.ctx_states = 4;
-  cfg.resolve();
+  // Every split quantity (H, F, V, S, the BST features) divides by TP = 2.
+  const core::ModelConfig cfg = emu_check::micro_model(variant, 16);
   core::OptimConfig optim;
   optim.kind = optimizer == "adamw" ? core::OptimKind::kAdamW : core::OptimKind::kAdafactor;
   optim.lr = optimizer == "adamw" ? 1e-2 : 0.05;
