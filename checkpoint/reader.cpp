@@ -296,6 +296,7 @@ Metadata CheckpointReader::metadata() const {
   m.layout.world_size = attr_int("world_size").value_or(1);
   m.layout.dp = attr_int("dp").value_or(1);
   m.layout.tp = attr_int("tp").value_or(1);
+  m.numerics = attr_string("numerics").value_or("");
   return m;
 }
 

@@ -22,12 +22,18 @@ VerifyReport verify(const fs::path& file, MPI_Comm comm) {
 }
 
 namespace {
-void print_root_attributes(const CheckpointReader& reader, std::ostream& out) {
+void print_root_attributes(const CheckpointReader& reader, std::ostream& out, const AttributeFormatter& show_attr) {
   static const char* const kShown[] = {"format", "format_version", "step", "tokens_seen", "world_size",
                                        "dp", "tp", "tokenizer_hash", "config_toml", "checksum_algorithm",
                                        "checksum_chunk_elems", kTensorManifestAttr, kAttributeChecksumsAttr};
   for (const auto& name : reader.attr_names()) {
     if (std::find(std::begin(kShown), std::end(kShown), name) != std::end(kShown)) continue;
+    if (auto s = reader.attr_string(name); s && show_attr) {
+      if (const std::string shown = show_attr(name, *s); !shown.empty()) {
+        out << shown;
+        continue;
+      }
+    }
     out << "  " << name << ": ";
     if (auto s = reader.attr_string(name)) out << *s;
     else if (auto i = reader.attr_int(name)) out << *i;
@@ -38,7 +44,7 @@ void print_root_attributes(const CheckpointReader& reader, std::ostream& out) {
 }
 }  // namespace
 
-bool inspect(const fs::path& file, std::ostream& out, bool verify_checksums) {
+bool inspect(const fs::path& file, std::ostream& out, bool verify_checksums, const AttributeFormatter& show_attr) {
   std::optional<CheckpointReader> reader;
   try {
     reader.emplace(file);
@@ -58,7 +64,7 @@ bool inspect(const fs::path& file, std::ostream& out, bool verify_checksums) {
       << (reader->attributes_verified() ? "every one matches its checksum"
                                         : "not covered by checksums (format version 1)")
       << "\n";
-  print_root_attributes(*reader, out);
+  print_root_attributes(*reader, out, show_attr);
 
   VerifyReport report;
   if (verify_checksums) report = reader->verify_all();

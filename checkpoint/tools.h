@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <ostream>
 #include <span>
@@ -25,7 +26,11 @@ VerifyReport verify(const std::filesystem::path& file, MPI_Comm comm = MPI_COMM_
 // Prints format, step, tokens seen, the layout that wrote it, tokenizer hash, the config text,
 // other root attributes, and every tensor with dtype, shape and checksum status (verified when
 // verify_checksums). Returns false if the file is damaged (also printed).
-bool inspect(const std::filesystem::path& file, std::ostream& out, bool verify_checksums = true);
+// `show_attr`, when given, prints a root attribute its own way: it returns the text for
+// (name, value), or "" to print it as a plain value.
+using AttributeFormatter = std::function<std::string(const std::string& name, const std::string& value)>;
+bool inspect(const std::filesystem::path& file, std::ostream& out, bool verify_checksums = true,
+             const AttributeFormatter& show_attr = {});
 
 class GoodCheckpoints;  // retention.h
 

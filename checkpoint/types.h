@@ -124,6 +124,9 @@ struct Metadata {
   std::string config_toml;     // the full run config, verbatim
   std::string tokenizer_hash;  // identifies the tokenizer model the token ids belong to
   Layout layout;
+  // The numerics of the ranks that trained it (JSON, runtime/numerics.h's record; "" = not
+  // recorded): a resume on other numerics is not bit-exact (docs/reliability.md "Numerics").
+  std::string numerics;
 };
 
 // Duration and volume of a save or load, for the caller to print.

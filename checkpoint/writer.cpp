@@ -173,6 +173,7 @@ void CheckpointWriter::set_metadata(const Metadata& metadata) {
   set_attr_int("world_size", metadata.layout.world_size);
   set_attr_int("dp", metadata.layout.dp);
   set_attr_int("tp", metadata.layout.tp);
+  if (!metadata.numerics.empty()) set_attr_string("numerics", metadata.numerics);
 }
 
 namespace {

@@ -24,6 +24,7 @@ echo "== Release: full test suite"
 echo "== Debug + AddressSanitizer/UBSan: kernel, model (feedback included), device-residency and optimizer tests"
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DBRT_SANITIZE=ON -DBRT_BUILD_BENCH=OFF >/dev/null
 ninja -C build/asan -j"$jobs" test_kernels test_ssm_kernels test_model_gradcheck test_layer_gradcheck \
-  test_device_residency test_feedback test_carried_state_gradient optim_tests test_s4d_state_passing test_xl_blocks
+  test_device_residency test_feedback test_carried_state_gradient optim_tests test_s4d_state_passing test_xl_blocks \
+  test_blas_core
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd build/asan && ctest --no-tests=error --output-on-failure -j"$jobs" --timeout 900 -L 'kernels|model|optim')

@@ -1,7 +1,9 @@
 #include "launch/cli/checkpoint_model.h"
 
+#include <cstdio>
 #include <stdexcept>
 
+#include "launch/preflight/numerics_agreement.h"
 #include "launch/preflight/preflight.h"
 #include "launch/run/fault_injection.h"
 #include "launch/run/gpu_binding.h"
@@ -36,7 +38,17 @@ RunConfig checkpoint_command_config(parallel::MpiSession& mpi, const CommandLine
   watch.timeout_s = cfg.train.timeout_s;
   mpi.monitor().configure(watch);
   // Refused (exit 2) above 4 x the cores, before OpenMP starts a thread (launch/preflight/preflight.h).
-  apply_threads(preflight_threads(cfg.train.threads, parallel::query_cpu_share(MPI_COMM_WORLD)));
+  const ThreadChoice threads = preflight_threads(cfg.train.threads, parallel::query_cpu_share(MPI_COMM_WORLD));
+  apply_threads(threads);
+  // Under mpirun the ranks' numerics are compared as train compares them
+  // (launch/preflight/numerics_agreement.h): a difference is a warning on stderr (the report on
+  // stdout stays as it is), or a refusal with train.deterministic=true.
+  if (mpi.world_size() > 1) {
+    const NumericsAgreement numerics =
+        agree_on_numerics(mpi, local_numerics(threads.threads, -1), cfg.train.deterministic, cfg.train.timeout_s);
+    if (const std::string warning = numerics_warning(numerics); !warning.empty() && mpi.world_rank() == 0)
+      std::fprintf(stderr, "brt-dist %s: %s\n", command, warning.c_str());
+  }
   return cfg;
 }
 

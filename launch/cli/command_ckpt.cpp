@@ -10,6 +10,7 @@
 #include "checkpoint/checkpoint.h"
 #include "launch/cli/cli.h"
 #include "launch/cli/commands.h"
+#include "runtime/numerics.h"
 
 namespace brt::launch {
 
@@ -36,6 +37,12 @@ double relative_difference(const std::vector<uint8_t>& x, const std::vector<uint
 // printed: "identical", "close (rel ...)" or "differs (rel ...)"; integer tensors stay exact.
 int diff_checkpoints(const std::string& a_path, const std::string& b_path, double rtol) {
   checkpoint::CheckpointReader a(a_path), b(b_path);
+  // Checkpoints trained on other numerics differ in the last bits for that reason alone.
+  if (const std::string change = runtime::numerics_record_change(a.metadata().numerics, b.metadata().numerics,
+                                                                 a_path, "in " + b_path);
+      !change.empty())
+    std::printf("numerics differ: %s (the runs' results differ in the last bits for this reason alone)\n",
+                change.c_str());
   int differences = 0, identical = 0, close = 0;
   for (const auto& info : a.tensors()) {
     if (!b.has(info.path)) {
@@ -100,7 +107,15 @@ int command_ckpt(int argc, char** argv) {
   const std::string verb = argv[2], file = argv[3];
   if ((verb == "inspect" || verb == "verify") && argc != 4)
     throw UsageError("command line: unexpected argument '" + std::string(argv[4]) + "' (" + usage + ")");
-  if (verb == "inspect") return checkpoint::inspect(file, std::cout) ? 0 : 1;
+  if (verb == "inspect") {
+    // The numerics record as one line per group of ranks (runtime/numerics.h), not raw JSON.
+    const auto show = [](const std::string& name, const std::string& value) -> std::string {
+      if (name != "numerics") return "";
+      const std::string lines = runtime::numerics_record_lines(value, "    ");
+      return lines.empty() ? "" : "  numerics (the ranks that trained it):\n" + lines;
+    };
+    return checkpoint::inspect(file, std::cout, true, show) ? 0 : 1;
+  }
   if (verb == "verify") {
     const checkpoint::VerifyReport r = checkpoint::verify(file);
     for (const auto& p : r.problems) std::printf("DAMAGED: %s\n", p.c_str());

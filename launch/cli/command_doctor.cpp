@@ -9,6 +9,7 @@
 // 1 when a problem is found; a rank that cannot communicate ends the job through the collective
 // timeout or the watchdog (status 124, parallel/communicator.h) or the launcher.
 #include <mpi.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -26,9 +27,11 @@
 #include "launch/cli/version.h"
 #include "launch/preflight/doctor_cluster.h"
 #include "launch/preflight/host_memory.h"
+#include "launch/preflight/numerics_agreement.h"
 #include "launch/run/gpu_binding.h"
 #include "parallel/comm_benchmark.h"
 #include "parallel/launch_env.h"
+#include "parallel/launch_refused.h"
 #include "parallel/mpi_session.h"
 #include "parallel/process_groups.h"
 #include "runtime/gemm_peak.h"
@@ -123,6 +126,22 @@ void print_rank_map(const parallel::LaunchInfo& info, int rank, int size) {
                 local_ranks[size_t(r)], &devices[size_t(r) * kHostChars]);
 }
 
+// The numerics fingerprint of every host (launch/preflight/numerics_agreement.h): one line per host
+// and fingerprint, the warning when ranks differ, a failed BLAS self-check as a problem.
+template <typename Say>
+void check_numerics(parallel::MpiSession& session, const parallel::LaunchInfo& info, double timeout_s,
+                    std::vector<std::string>& problems, const Say& say) {
+  const GpuBinding gpu = bind_gpu_for_local_rank(info.local_rank);
+  try {
+    const NumericsAgreement numerics =
+        agree_on_numerics(session, local_numerics(omp_get_max_threads(), gpu.device), false, timeout_s);
+    for (const auto& g : numerics.groups) say("numerics: " + runtime::ranks_on_host(g) + ": " + g.numerics.summary());
+    if (const std::string warning = numerics_warning(numerics); !warning.empty()) say(warning);
+  } catch (const parallel::LaunchRefused& e) {  // a failed BLAS self-check, the same on every rank
+    if (session.world_rank() == 0) problems.push_back(e.what());
+  }
+}
+
 // Communication: correctness first (a wrong sum is a problem), then bandwidth per group.
 template <typename Say>
 void check_communication(const parallel::ProcessGroups& groups, std::vector<std::string>& problems, const Say& say) {
@@ -160,6 +179,7 @@ int run_doctor(parallel::MpiSession& session, const DoctorOptions& opt) {
   say("MPI: " + mpi_line + " (MPI " + std::to_string(MPI_VERSION) + "." + std::to_string(MPI_SUBVERSION) + ")");
   say("NCCL: " + nccl_version_description());
   say("BLAS: " + kernels::cpu::blas_description());
+  check_numerics(session, info, opt.timeout_s, problems, say);
 
   check_communication(groups, problems, say);
 

@@ -9,6 +9,7 @@
 #include "launch/cli/commands.h"
 #include "launch/config/config.h"
 #include "launch/preflight/config_agreement.h"
+#include "launch/preflight/numerics_agreement.h"
 #include "launch/preflight/preflight.h"
 #include "launch/run/gpu_binding.h"
 #include "launch/run/placement.h"
@@ -105,6 +106,18 @@ int command_train(int argc, char** argv) {
       if (gpu.device >= 0)
         std::printf("rank %d (local rank %d): bound to GPU %d, %s\n", groups.world_rank(), where.local_rank,
                     gpu.device, gpu.description.c_str());
+      // Every rank's numerics (BLAS core, GEMM probe bits, CPU, compiler; GPU libraries), compared:
+      // a difference is a warning, or under train.deterministic a refusal (exit 2).
+      runtime::Numerics mine = local_numerics(options.threads.threads, gpu.device);
+      if (options.faults.wrong_blas_on(groups.world_rank())) inject_wrong_blas(mine);
+      const NumericsAgreement numerics = agree_on_numerics(session, mine, options.config.train.deterministic,
+                                                           options.config.train.timeout_s);
+      options.numerics_record = numerics.record;
+      if (groups.world_rank() == 0) {
+        std::printf("%s\n", numerics_start_lines(numerics).c_str());
+        if (const std::string warning = numerics_warning(numerics); !warning.empty())
+          std::fprintf(stderr, "%s\n", warning.c_str());
+      }
       const TrainResult result = run_training(options);
       // A run stopped by a signal before its last step exits with EX_TEMPFAIL (75), so batch
       // scripts requeue only unfinished runs; a finished run exits 0.

@@ -203,7 +203,7 @@ std::vector<KeySpec> build_keys() {
   k.push_back(string_key("train.device", train(&TrainConfig::device), {"cpu", "cuda"},
                          "cpu | cuda (--device); docs/gpu.md"));
   k.push_back(bool_key("train.deterministic", train(&TrainConfig::deterministic),
-                       "cuda: bit-identical reruns (pins NCCL_ALGO/NCCL_PROTO)"));
+                       "bit-identical reruns: every rank must have the same numerics (else exit 2); cuda pins NCCL_ALGO/NCCL_PROTO"));
   k.push_back(bool_key("train.cuda_graph", train(&TrainConfig::cuda_graph),
                        "cuda: replay each step's forward and backward from a CUDA graph when capturable"));
   k.push_back(int_key("train.threads", train(&TrainConfig::threads), 0, kIntMax,

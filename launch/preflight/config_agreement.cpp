@@ -10,6 +10,7 @@
 #include "parallel/launch_refused.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/mpi_session.h"
+#include "runtime/numerics.h"
 
 namespace brt::launch {
 
@@ -79,14 +80,7 @@ uint64_t config_hash(const std::string& canonical_text) {
 }
 
 std::string rank_list_text(const std::vector<int>& ranks) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    out += (out.empty() ? "" : ",") + std::to_string(ranks[i]) + (j > i ? "-" + std::to_string(ranks[j]) : "");
-    i = j + 1;
-  }
-  return out;
+  return runtime::rank_ranges(ranks);
 }
 
 std::string describe_config_differences(const std::vector<RankConfig>& configs) {
@@ -114,35 +108,44 @@ std::string describe_config_differences(const std::vector<RankConfig>& configs) 
   return message + "\nNothing was started: give every rank the same config and overrides.";
 }
 
+std::vector<RankConfig> distinct_texts(parallel::Communicator& world, const std::string& mine) {
+  const int64_t my_hash = int64_t(config_hash(mine));
+  std::vector<int64_t> hashes(size_t(world.size()));
+  world.all_gather(std::span<const int64_t>(&my_hash, 1), std::span<int64_t>(hashes));
+  std::vector<int64_t> distinct;
+  std::vector<RankConfig> texts;
+  for (int r = 0; r < world.size(); ++r) {
+    size_t k = 0;
+    while (k < distinct.size() && distinct[k] != hashes[size_t(r)]) ++k;
+    if (k == distinct.size()) {
+      distinct.push_back(hashes[size_t(r)]);
+      texts.emplace_back();
+    }
+    texts[k].world_ranks.push_back(r);
+  }
+  // One text: every rank's hash equals its own, so each has it already.
+  if (texts.size() == 1) {
+    texts[0].canonical_text = mine;
+    return texts;
+  }
+  for (auto& t : texts) {
+    std::string text = world.rank() == t.world_ranks.front() ? mine : std::string();
+    parallel::broadcast_string(world, text, t.world_ranks.front());
+    t.canonical_text = std::move(text);
+  }
+  return texts;
+}
+
 void agree_on_config(parallel::MpiSession& session, const RunConfig& config) {
   if (session.world_size() == 1) return;
   parallel::CommOptions options;
   options.timeout = std::chrono::milliseconds(int64_t(config.train.timeout_s * 1000));
   options.monitor = &session.monitor();
   parallel::MpiCommunicator world(MPI_COMM_WORLD, "world (config check)", options);
-  const std::string mine = canonical_config_text(config);
-  const int64_t my_hash = int64_t(config_hash(mine));
-  std::vector<int64_t> hashes(size_t(world.size()));
-  world.all_gather(std::span<const int64_t>(&my_hash, 1), std::span<int64_t>(hashes));
-  std::vector<int64_t> distinct;
-  std::vector<RankConfig> configs;
-  for (int r = 0; r < world.size(); ++r) {
-    size_t k = 0;
-    while (k < distinct.size() && distinct[k] != hashes[size_t(r)]) ++k;
-    if (k == distinct.size()) {
-      distinct.push_back(hashes[size_t(r)]);
-      configs.emplace_back();
-    }
-    configs[k].world_ranks.push_back(r);
-  }
+  const std::vector<RankConfig> configs = distinct_texts(world, canonical_config_text(config));
   if (configs.size() == 1) return;
-  // Each distinct config's text from the first rank that has it: every rank builds the same
-  // message, so run_mpi_main prints it once and every rank exits with the same status.
-  for (auto& c : configs) {
-    std::string text = world.rank() == c.world_ranks.front() ? mine : std::string();
-    parallel::broadcast_string(world, text, c.world_ranks.front());
-    c.canonical_text = std::move(text);
-  }
+  // Every rank builds the same message, so run_mpi_main prints it once and every rank exits with
+  // the same status.
   throw parallel::LaunchRefused(describe_config_differences(configs));
 }
 

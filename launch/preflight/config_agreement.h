@@ -16,6 +16,7 @@
 #include "launch/config/config.h"
 
 namespace brt::parallel {
+class Communicator;
 class MpiSession;
 }
 
@@ -36,6 +37,11 @@ struct RankConfig {
 std::string describe_config_differences(const std::vector<RankConfig>& configs);
 // "0", "0-3", "0,2,5-7".
 std::string rank_list_text(const std::vector<int>& ranks);
+
+// Collective over `world`: every rank's `mine`, as the distinct texts and the world ranks holding
+// each (in rank order of first appearance); every rank gets the same list. One hash per rank is
+// all-gathered, then each distinct text broadcast once from its first rank.
+std::vector<RankConfig> distinct_texts(parallel::Communicator& world, const std::string& mine);
 
 // Collective over MPI_COMM_WORLD (a communicator of its own, under train.timeout_s); nothing
 // with one process. Throws parallel::LaunchRefused on every rank when the configs differ.

@@ -40,14 +40,15 @@ FaultInjection FaultInjection::from_environment() {
 }
 
 FaultInjection::FaultInjection(const FaultInjection& other)
-    : faults_(other.faults_), nonfinite_steps_(other.nonfinite_steps_),
-      grad_spike_steps_(other.grad_spike_steps_), hits_(other.hits_) {}
+    : faults_(other.faults_), nonfinite_steps_(other.nonfinite_steps_), grad_spike_steps_(other.grad_spike_steps_),
+      wrong_blas_ranks_(other.wrong_blas_ranks_), hits_(other.hits_) {}
 
 FaultInjection& FaultInjection::operator=(const FaultInjection& other) {
   if (this == &other) return *this;
   std::lock_guard<std::mutex> lock(mutex_);
   faults_ = other.faults_;
   nonfinite_steps_ = other.nonfinite_steps_;
+  wrong_blas_ranks_ = other.wrong_blas_ranks_;
   grad_spike_steps_ = other.grad_spike_steps_;
   hits_ = other.hits_;
   return *this;
@@ -67,6 +68,10 @@ FaultInjection::FaultInjection(const std::string& spec) {
       else if (p.rfind("ms=", 0) == 0) fault.ms = number(p.substr(3), item);
       else fault.phase = p;
     }
+    if (fault.action == "wrongblas") {  // no phase or step: it happens at start
+      wrong_blas_ranks_.insert(fault.rank);
+      continue;
+    }
     if (fault.action == "nonfinite" || fault.action == "gradspike") {
       if (fault.step <= 0) throw std::invalid_argument("BRT_FAULT_INJECT: '" + item + "' needs @step=N");
       (fault.action == "nonfinite" ? nonfinite_steps_ : grad_spike_steps_).insert(fault.step);
@@ -76,7 +81,7 @@ FaultInjection::FaultInjection(const std::string& spec) {
                                                    "abort", "terminate", "mpierror", "pause"};
     if (!kActions.count(fault.action))
       throw std::invalid_argument("BRT_FAULT_INJECT: '" + item + "': actions are kill, stop, throw, segv, abort, "
-                                  "terminate, mpierror, pause, nonfinite, gradspike");
+                                  "terminate, mpierror, pause, nonfinite, gradspike, wrongblas");
     if (fault.action == "pause" && fault.ms <= 0)
       throw std::invalid_argument("BRT_FAULT_INJECT: '" + item + "' needs @ms=N");
     if (fault.phase.empty() == (fault.step <= 0))

@@ -17,6 +17,9 @@
 //   pause@step=5@rank=0@ms=2000             this rank sleeps 2 s there, after printing its line:
 //                                           the window in which tests/cluster cuts a link
 //                                           "during a step" or "during a save"
+//   wrongblas@rank=1                        world rank 1's BLAS self-check reports wrong results
+//                                           (launch/preflight/numerics_agreement.h); every rank
+//                                           without @rank
 // Steps count from 1 as the progress lines do. Every injection prints one line on stderr.
 #pragma once
 
@@ -43,6 +46,9 @@ class FaultInjection {
   void at_step(int64_t step, int world_rank) const;
   bool nonfinite_at(int64_t step) const { return nonfinite_steps_.count(step) != 0; }
   bool grad_spike_at(int64_t step) const { return grad_spike_steps_.count(step) != 0; }
+  bool wrong_blas_on(int world_rank) const {
+    return wrong_blas_ranks_.count(-1) != 0 || wrong_blas_ranks_.count(world_rank) != 0;
+  }
 
  private:
   struct Fault {
@@ -57,6 +63,7 @@ class FaultInjection {
   static void crash(const std::string& action);
   std::vector<Fault> faults_;
   std::set<int64_t> nonfinite_steps_, grad_spike_steps_;
+  std::set<int> wrong_blas_ranks_;
   mutable std::mutex mutex_;
   mutable std::vector<int> hits_;  // per fault: how often its place was reached
 };

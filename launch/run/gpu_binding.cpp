@@ -2,6 +2,7 @@
 
 #ifdef BRT_WITH_CUDA
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/device_versions.h"
 #endif
 #ifdef BRT_WITH_NCCL
 #include "parallel/nccl_communicator.h"
@@ -30,6 +31,22 @@ GpuBinding bind_gpu_for_local_rank(int local_rank) {
   b.description = "none (this build has no CUDA backend)";
 #endif
   return b;
+}
+
+void add_gpu_numerics(runtime::Numerics& numerics, int device) {
+  if (device < 0) return;
+#ifdef BRT_WITH_CUDA
+  const kernels::cuda::CudaVersions v = kernels::cuda::cuda_versions(device);
+  numerics.add("gpu", "GPU", v.device);
+  numerics.add("compute_capability", "compute capability", v.compute_capability);
+  numerics.add("gpu_driver", "CUDA driver", v.driver, false);
+  numerics.add("cuda_runtime", "CUDA runtime", v.runtime);
+  numerics.add("cublas", "cuBLAS", v.cublas);
+  numerics.add("cufft", "cuFFT", v.cufft);
+  numerics.add("nccl", "NCCL", nccl_version_description());
+#else
+  (void)numerics;
+#endif
 }
 
 std::string nccl_version_description() {

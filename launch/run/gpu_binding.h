@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "runtime/numerics.h"
+
 namespace brt::launch {
 
 struct GpuBinding {
@@ -20,6 +22,11 @@ int gpu_for_local_rank(int local_rank, int devices);
 // Selects gpu_for_local_rank(local_rank, visible devices) as the current CUDA device (in a
 // CUDA build with a GPU present) and describes it.
 GpuBinding bind_gpu_for_local_rank(int local_rank);
+
+// The GPU fields of the numerics fingerprint (runtime/numerics.h) for the bound `device`: name,
+// compute capability, driver (shown, not decisive), CUDA runtime, cuBLAS, cuFFT and NCCL
+// versions. Nothing for device -1 or a build without CUDA.
+void add_gpu_numerics(runtime::Numerics& numerics, int device);
 
 // NCCL's version ("2.27.7"), or why there is none in this build.
 std::string nccl_version_description();

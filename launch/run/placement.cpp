@@ -6,6 +6,8 @@
 #include <cstring>
 #include <map>
 
+#include "runtime/numerics.h"
+
 namespace brt::launch {
 
 namespace {
@@ -21,16 +23,7 @@ std::string short_why(const ThreadChoice& threads, const parallel::CpuShare& sha
 }  // namespace
 
 std::string rank_ranges(const std::vector<int>& ranks) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out.append(",");
-    out.append(std::to_string(ranks[i]));
-    if (j > i) out.append("-").append(std::to_string(ranks[j]));
-    i = j + 1;
-  }
-  return out;
+  return runtime::rank_ranges(ranks);
 }
 
 std::string format_placement(const std::vector<RankPlace>& ranks) {

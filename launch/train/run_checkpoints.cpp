@@ -9,6 +9,7 @@
 #include "launch/train/resume.h"
 #include "parallel/communicator.h"
 #include "parallel/job_monitor.h"
+#include "runtime/numerics.h"
 
 namespace brt::launch {
 
@@ -106,12 +107,20 @@ RunPosition RunCheckpoints<T>::load(const std::filesystem::path& file, core::Mod
   WatchedOperation watched = watch(monitor_, "checkpoint load", faults_, world_rank_, print_);
   const CheckpointIo io = watched.io(&good_, &guard);
   checkpoint::IoStats stats;
+  std::string stored_numerics;
   const RunPosition pos = load_training_checkpoint(file, cfg_, model, optimizer, &data, tokenizer_hash, &stats,
-                                                   ranks_, io);
+                                                   ranks_, io, &stored_numerics);
   StopSignal::note_last_good(file.string());
   if (print_)
     std::printf("%s %s at step %lld (%.3f GB in %.2f s, %.3f GB/s)\n", verb, file.c_str(), (long long)pos.step,
                 stats.bytes / 1e9, stats.seconds, stats.gb_per_s());
+  // Other numerics than the ones that wrote it (runtime/numerics.h): training goes on from it,
+  // but no longer bit for bit as the uninterrupted run would have.
+  if (print_)
+    if (const std::string change = runtime::numerics_record_change(stored_numerics, ranks_.numerics); !change.empty())
+      std::fprintf(stderr, "checkpoint warning: %s was written on other numerics (%s): training continues from it, "
+                           "but bit-exact agreement with an uninterrupted run is not promised\n",
+                   file.c_str(), change.c_str());
   return pos;
 }
 

@@ -51,13 +51,25 @@ void write_resolved_config(const RunConfig& cfg) {
 
 // The layout checkpoints are saved from and loaded into (launch/train/training_checkpoint.h).
 template <typename T>
-CheckpointRanks checkpoint_ranks(const RunModel<T>& run, const parallel::ProcessGroups* groups) {
-  if (groups == nullptr || run.dp() == nullptr) return {};
+CheckpointRanks checkpoint_ranks(const RunModel<T>& run, const TrainOptions& options) {
+  const parallel::ProcessGroups* groups = options.groups;
+  if (groups == nullptr || run.dp() == nullptr) {
+    CheckpointRanks one;
+    one.numerics = options.numerics_record;
+    return one;
+  }
   const auto& mpi_dp = dynamic_cast<const parallel::MpiCommunicator&>(groups->dp());  // RunModel checked it
-  CheckpointRanks ranks{mpi_dp.mpi_comm(), run.dp_rank(),        run.dp_size(),         groups->layout().world,
-                        groups->layout().tp, run.dp()->partition().owner, run.tp()};
+  CheckpointRanks ranks;
+  ranks.comm = mpi_dp.mpi_comm();
+  ranks.dp_rank = run.dp_rank();
+  ranks.dp_size = run.dp_size();
+  ranks.world = groups->layout().world;
+  ranks.tp = groups->layout().tp;
+  ranks.param_owner = run.dp()->partition().owner;
+  ranks.tensor_parallel = run.tp();
   ranks.cp_rank = groups->cp_rank();
   ranks.cp_size = groups->layout().cp;
+  ranks.numerics = options.numerics_record;
   return ranks;
 }
 
@@ -132,7 +144,7 @@ Trainer<T>::Trainer(const TrainOptions& options)
       print_(!options.quiet && (!options.groups || options.groups->world_rank() == 0)),
       world_rank_(options.groups ? options.groups->world_rank() : 0), threads_line_(threads_line(options)),
       run_(cfg_, {options.groups, options.gpu_device}, RunModelOptions::train(cfg_)),
-      ck_ranks_(checkpoint_ranks(run_, options.groups)), graph_line_(graphs_setting()),
+      ck_ranks_(checkpoint_ranks(run_, options)), graph_line_(graphs_setting()),
       peak_(cfg_.train.peak_gflops, run_.on_gpu()), flops_(core::flops_per_token(run_.model().config())),
       tokens_per_step_(double(cfg_.train.batch) * run_.data_size() * run_.model().config().seq_len),
       guard_({cfg_.train.max_skipped_steps, cfg_.train.skip_loss_z, cfg_.train.skip_grad_z}) {

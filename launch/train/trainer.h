@@ -49,6 +49,9 @@ struct TrainOptions {
   FaultInjection faults;  // the fault suite's injection points (tests/faults)
   // OpenMP threads per rank (launch/run/threads.h); threads = 0: chosen for this process alone.
   ThreadChoice threads{0, ""};
+  // The job's numerics record (launch/preflight/numerics_agreement.h), kept in every checkpoint
+  // and compared on resume; "" = not recorded.
+  std::string numerics_record;
 };
 
 struct TrainResult {

@@ -266,6 +266,7 @@ void take_training_snapshot(TrainingSnapshot<T>& out, const RunConfig& config, c
   out.meta.config_toml = render_toml(config);
   out.meta.tokenizer_hash = tokenizer_hash;
   out.meta.layout = {ranks.world, ranks.data_size(), ranks.tp};
+  out.meta.numerics = ranks.numerics;
   out.optimizer_step = optimizer.step_count();
   out.model_variant = model.config().variant;
   out.precision = config.train.precision;
@@ -447,7 +448,8 @@ template <typename T>
 RunPosition load_training_checkpoint(const std::filesystem::path& file, const RunConfig& config,
                                      core::Model<T>& model, core::Optimizer<T>& optimizer,
                                      BatchSource* data, const std::string& tokenizer_hash,
-                                     ck::IoStats* stats, const CheckpointRanks& ranks, const CheckpointIo& io) {
+                                     ck::IoStats* stats, const CheckpointRanks& ranks, const CheckpointIo& io,
+                                     std::string* stored_numerics) {
   ck::ReaderOptions reader_options;
   reader_options.on_phase = io.on_phase;
   ck::CheckpointReader reader(file, ranks.comm, reader_options);
@@ -471,6 +473,7 @@ RunPosition load_training_checkpoint(const std::filesystem::path& file, const Ru
                          ranks.data_rank(), ranks.data_size());
   if (io.guard != nullptr) restore_guard(reader, file, *io.guard);
   if (stats != nullptr) *stats = reader.load_stats();
+  if (stored_numerics != nullptr) *stored_numerics = meta.numerics;
   return {meta.step, meta.tokens_seen};
 }
 
@@ -521,7 +524,8 @@ RunConfig config_of_checkpoint(const std::filesystem::path& file) {
                                                    const RunConfig&, core::Model<T>&,          \
                                                    core::Optimizer<T>&, BatchSource*,          \
                                                    const std::string&, ck::IoStats*,           \
-                                                   const CheckpointRanks&, const CheckpointIo&); \
+                                                   const CheckpointRanks&, const CheckpointIo&, \
+                                                   std::string*);                               \
   template void load_model_parameters<T>(const std::filesystem::path&, core::Model<T>&,         \
                                          const ck::PhaseCallback&, const std::string&);
 

@@ -37,6 +37,8 @@ struct CheckpointRanks {
   // Context parallelism: the DP group spans DP x CP; the cp ranks of one data rank hold the same
   // streams and the same carried state, which chunk 0 writes.
   int cp_rank = 0, cp_size = 1;
+  // The job's numerics record (runtime/numerics.h), written as the `numerics` attribute.
+  std::string numerics;
   int data_rank() const { return dp_rank / cp_size; }
   int data_size() const { return dp_size / cp_size; }
 };
@@ -128,7 +130,7 @@ RunPosition load_training_checkpoint(const std::filesystem::path& file, const Ru
                                      BatchSource* data, const std::string& tokenizer_hash,
                                      checkpoint::IoStats* stats = nullptr,
                                      const CheckpointRanks& ranks = {},
-                                     const CheckpointIo& io = {});
+                                     const CheckpointIo& io = {}, std::string* stored_numerics = nullptr);
 
 // Loads only the model parameters (evaluation, generation, checkpoint.init_from): any layout,
 // each process reads what it holds. A non-empty tokenizer_hash must be the file's.

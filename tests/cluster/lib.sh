@@ -56,13 +56,30 @@ cluster_up() {
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# The launcher's environment for the ranks on the other hosts, as a real launch passes it: Slurm
+# exports the submitting shell's environment by default (--export=ALL), and with mpirun the
+# operator names what the ranks need (`-x VAR`, or a site's mca_base_env_list). Over ssh a rank
+# would otherwise get sshd's clean environment, and so, e.g., OpenBLAS's own core where the
+# launcher's shell sets OPENBLAS_CORETYPE (docs/reliability.md "Numerics"). The variables that
+# decide a rank's numerics and threads, each as `-x NAME` when set; none with
+# BRT_CLUSTER_EXPORT_ENV=0 (the test that checks the numerics warning starts ranks without it).
+launcher_env() {
+  [ "${BRT_CLUSTER_EXPORT_ENV:-1}" = 0 ] && return 0
+  local name
+  for name in OPENBLAS_CORETYPE OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS OMP_NUM_THREADS OMP_WAIT_POLICY; do
+    [ -n "${!name+x}" ] && printf -- '-x %s ' "$name"
+  done
+  return 0
+}
+
 # on HOST CMD...: CMD on HOST, in the current folder.
 on() { cluster_exec "$@"; }
 # mpi HOSTS NP CMD...: `mpirun --host HOSTS -np NP CMD` started on h1 (the operator's shell).
 mpi() {
   local hosts=$1 np=$2
   shift 2
-  cluster_exec h1 mpirun --host "$hosts" -np "$np" "$@"
+  # shellcheck disable=SC2046  # launcher_env's words are separate arguments
+  cluster_exec h1 mpirun $(launcher_env) --host "$hosts" -np "$np" "$@"
 }
 # The command line `on`/`mpi` run, for `timeout` (which runs programs, not functions).
 on_command() {
@@ -79,7 +96,9 @@ run() {
   local -a enter
   case $1 in
     on) read -r -a enter <<< "$(on_command "$2")"; set -- "${enter[@]}" "${@:3}" ;;
-    mpi) read -r -a enter <<< "$(on_command h1)"; set -- "${enter[@]}" mpirun --host "$2" -np "$3" "${@:4}" ;;
+    mpi) read -r -a enter <<< "$(on_command h1)"
+         # shellcheck disable=SC2046
+         set -- "${enter[@]}" mpirun $(launcher_env) --host "$2" -np "$3" "${@:4}" ;;
   esac
   local t0
   t0=$(date +%s%N)
@@ -141,7 +160,9 @@ start_job() {
   local -a enter
   case $1 in
     on) read -r -a enter <<< "$(on_command "$2")"; set -- "${enter[@]}" "${@:3}" ;;
-    mpi) read -r -a enter <<< "$(on_command h1)"; set -- "${enter[@]}" mpirun --host "$2" -np "$3" "${@:4}" ;;
+    mpi) read -r -a enter <<< "$(on_command h1)"
+         # shellcheck disable=SC2046
+         set -- "${enter[@]}" mpirun $(launcher_env) --host "$2" -np "$3" "${@:4}" ;;
   esac
   job_t0=$(date +%s%N)
   # The status goes outside the shared file system, which a test may fill. A subshell, so that

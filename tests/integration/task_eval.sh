@@ -67,10 +67,33 @@ assert cells[0]["distance_tokens"] > cells[1]["distance_tokens"] > cells[2]["dis
 assert abs(one["answer_nats"] - sum(c["answer_nats"] for c in cells) / len(cells)) < 1e-12
 assert [a["mode"] for a in one["ablations"]] == ["segment", "block"] and all(a["applies"] for a in one["ablations"])
 assert all(a["cells"] != cells for a in one["ablations"]), "an ablation changed nothing"
-for key in top:
-    assert one[key] == two[key], (key, one[key], two[key])  # to the bit
-print("eval --task: %d cells, accuracy %.3f, answer %.4f nats (block ablation %.4f); -np 2 identical" % (
-    len(cells), one["accuracy"], one["answer_nats"], one["ablations"][1]["answer_nats"]))
+# One process (eval's default batch) and two ranks (batch 1 each) run the same documents through
+# fp32 GEMMs of other shapes, so OpenBLAS may sum each logit in another order (docs/reliability.md
+# "Numerics"; which order depends on the core). Contract: every count, length, depth and distance
+# exact; nats within 1e-4 relative — each fp32 dot product of K <= 64 terms (D 32, F 64) moves by
+# <= K u sum|w x| (u = 2^-24: ~4e-6 of its magnitude) through two layers, and a log-softmax mean
+# inherits that;
+# accuracy exact unless an answer's argmax is within that margin of a tie (then at most 1/n).
+worst = [0.0]
+def same(a, b, path):
+    if isinstance(a, dict):
+        assert list(a) == list(b), (path, list(a), list(b))
+        for k in a: same(a[k], b[k], path + "." + k)
+    elif isinstance(a, list):
+        assert len(a) == len(b), (path, len(a), len(b))
+        for i, (x, y) in enumerate(zip(a, b)): same(x, y, "%s[%d]" % (path, i))
+    elif isinstance(a, float) and "nats" in path:
+        d = abs(a - b) / max(abs(b), 1e-12)
+        worst[0] = max(worst[0], d)
+        assert d <= 1e-4, (path, a, b, d)
+    elif isinstance(a, float) and "accuracy" in path:
+        assert abs(a - b) <= 1.0 / 3 + 1e-12, (path, a, b)
+    else:
+        assert a == b, (path, a, b)
+same(one, two, "")
+print("eval --task: %d cells, accuracy %.3f, answer %.4f nats (block ablation %.4f); -np 2 the same cells, "
+      "nats within %.2g relative (fp32 GEMMs of other shapes)" % (
+    len(cells), one["accuracy"], one["answer_nats"], one["ablations"][1]["answer_nats"], worst[0]))
 PY
 
 # Usage errors: exit 2, the flag named.

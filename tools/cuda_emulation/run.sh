@@ -45,12 +45,13 @@ timed() {
   return $rc
 }
 
-# The whole CudaBackend (every .cpp/.cu of kernels/cuda but the GEMM-peak timer), compiled once
-# into objects (two at a time) for the checks that use the backend class.
+# The whole CudaBackend (every .cpp/.cu of kernels/cuda but the GEMM-peak timer and the library
+# version queries of the numerics fingerprint, which the emulator has no versions for), compiled
+# once into objects (two at a time) for the checks that use the backend class.
 backend_objects() {
   [ -d "$work/obj" ] && return
   mkdir -p "$work/obj"
-  ls "$k"/*.cpp | grep -v '/gemm_peak\.cpp$' |
+  ls "$k"/*.cpp | grep -vE '/(gemm_peak|device_versions)\.cpp$' |
     xargs -P 2 -I{} sh -c 'g++ "$@" -c {} -o "'"$work"'/obj/$(basename {} .cpp).o"' _ "${flags[@]}" "${mpi_flags[@]}"
 }
 objects() { ls "$work"/obj/*.o; }
