@@ -9,6 +9,7 @@
 #include <fstream>
 #include <numeric>
 #include <random>
+#include <regex>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -130,8 +131,22 @@ Tokenizer Tokenizer::train(const std::vector<std::string>& documents,
   std::string serialized;
   const auto status = sentencepiece::SentencePieceTrainer::Train(args, &lines, &serialized);
   sentencepiece::logging::SetMinLogLevel(previous_log_level);
-  if (!status.ok()) throw std::runtime_error("SentencePiece training failed: " + status.ToString());
+  if (!status.ok()) throw std::runtime_error(training_failure_message(status.ToString(), options.vocab_size));
   return from_serialized(std::move(serialized));
+}
+
+std::string training_failure_message(const std::string& sentencepiece_status, int vocab_size) {
+  // SentencePiece's own advice names its flags (--character_coverage), which brt-dist does not
+  // have: every character is kept (character_coverage = 1, with byte fallback), so the one fix
+  // is a vocabulary at least as large as the pieces the corpus requires.
+  static const std::regex kTooSmall(R"(Vocabulary size is smaller than required_chars\. (\d+) vs (\d+))");
+  std::smatch m;
+  if (std::regex_search(sentencepiece_status, m, kTooSmall))
+    return "the tokenizer's vocabulary (--vocab / model.vocab = " + std::to_string(vocab_size) +
+           ") is smaller than this corpus needs: " + m[2].str() +
+           " pieces, its distinct characters (every one is kept) and the control pieces; use --vocab " + m[2].str() +
+           " or more";
+  return "SentencePiece training failed: " + sentencepiece_status;
 }
 
 Tokenizer Tokenizer::train_on_files(const std::vector<CorpusFile>& files,

@@ -32,6 +32,11 @@ struct TokenizerTrainOptions {
   bool verbose = false;  // SentencePiece's INFO log (hundreds of lines)
 };
 
+// The message for a failed SentencePiece training: a vocabulary below what the corpus needs is
+// said in brt-dist's terms (--vocab, with the smallest size that works), anything else as
+// SentencePiece reported it.
+std::string training_failure_message(const std::string& sentencepiece_status, int vocab_size);
+
 class Tokenizer {
  public:
   // Loads an existing SentencePiece .model file; throws naming the file.

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <stdexcept>
 #include <string>
@@ -99,10 +100,37 @@ int diff_checkpoints(const std::string& a_path, const std::string& b_path, doubl
   return differences == 0 ? 0 : 1;
 }
 
+// One file's verification: its problems and one summary line; true when it is intact.
+bool verify_file(const std::filesystem::path& file) {
+  const checkpoint::VerifyReport r = checkpoint::verify(file);
+  for (const auto& p : r.problems) std::printf("DAMAGED: %s\n", p.c_str());
+  std::printf("%s: %s (%lld datasets, %lld chunks, %lld bytes checked)\n", file.c_str(), r.ok ? "OK" : "DAMAGED",
+              (long long)r.datasets, (long long)r.chunks, (long long)r.bytes);
+  return r.ok;
+}
+
+// `ckpt verify DIR`: every committed checkpoint of a checkpoint.dir, newest first (a half-written
+// ckpt-*.h5.tmp is named, not verified: it is no checkpoint). Exit 1 if any is damaged or there is
+// none to verify.
+int verify_directory(const std::filesystem::path& dir) {
+  const std::vector<checkpoint::CheckpointEntry> entries = checkpoint::list_checkpoints(dir);
+  for (const auto& partial : checkpoint::list_partial_checkpoints(dir))
+    std::printf("not a checkpoint (a save that never finished): %s\n", partial.c_str());
+  if (entries.empty()) {
+    std::printf("%s: no checkpoint (ckpt-NNNNNNNN.h5) to verify\n", dir.c_str());
+    return 1;
+  }
+  int damaged = 0;
+  for (const auto& e : entries) damaged += verify_file(e.path) ? 0 : 1;
+  std::printf("%s: %zu checkpoint(s), %s\n", dir.c_str(), entries.size(),
+              damaged == 0 ? "all OK" : (std::to_string(damaged) + " DAMAGED").c_str());
+  return damaged == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int command_ckpt(int argc, char** argv) {
-  const std::string usage = "usage: brt-dist ckpt inspect FILE | verify FILE | diff FILE_A FILE_B [--rtol R]";
+  const std::string usage = "usage: brt-dist ckpt inspect FILE | verify FILE|DIR | diff FILE_A FILE_B [--rtol R]";
   if (argc < 4) throw UsageError(usage);
   const std::string verb = argv[2], file = argv[3];
   if ((verb == "inspect" || verb == "verify") && argc != 4)
@@ -117,12 +145,9 @@ int command_ckpt(int argc, char** argv) {
     return checkpoint::inspect(file, std::cout, true, show) ? 0 : 1;
   }
   if (verb == "verify") {
-    const checkpoint::VerifyReport r = checkpoint::verify(file);
-    for (const auto& p : r.problems) std::printf("DAMAGED: %s\n", p.c_str());
-    std::printf("%s: %s (%lld datasets, %lld chunks, %lld bytes checked)\n", file.c_str(),
-                r.ok ? "OK" : "DAMAGED", (long long)r.datasets, (long long)r.chunks,
-                (long long)r.bytes);
-    return r.ok ? 0 : 1;
+    std::error_code ec;
+    if (std::filesystem::is_directory(file, ec)) return verify_directory(file);
+    return verify_file(file) ? 0 : 1;
   }
   if (verb == "diff" && argc == 5) return diff_checkpoints(file, argv[4], -1.0);
   if (verb == "diff" && argc == 7 && std::string(argv[5]) == "--rtol")

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -16,11 +17,27 @@ namespace {
 namespace fs = std::filesystem;
 const char* const kCommandLine = "command line";
 
+// Control characters a value may hold (TOML's "\u0000" escapes) shown as \u0000, so a message
+// printed as a C string is never cut short at a NUL or garbled by an escape sequence.
+std::string printable(const std::string& text) {
+  std::string out;
+  for (const unsigned char c : text) {
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      char code[8];
+      std::snprintf(code, sizeof code, "\\u%04x", unsigned(c));
+      out += code;
+    } else {
+      out += char(c);
+    }
+  }
+  return out;
+}
+
 std::string join_message(const std::string& source, const std::string& key, const std::string& what) {
   std::string m;
   if (!source.empty()) m += source + ": ";
   if (!key.empty()) m += key + ": ";
-  return m + what;
+  return printable(m + what);
 }
 
 size_t edit_distance(const std::string& a, const std::string& b) {
@@ -107,6 +124,16 @@ void set_value(RunConfig& config, const KeySpec& spec, const toml::node& node, c
   const auto value = convert(node, spec.type);
   if (!value)
     throw ConfigError(where, spec.key, std::string("expected ") + type_name(spec.type) + ", got " + describe(node));
+  // A control character (TOML's \u0000 escapes) is never part of a name, path or choice; refused
+  // here, before a message built from the value as a C string is cut short at a NUL.
+  if (const std::string* text = std::get_if<std::string>(&*value))
+    for (const unsigned char c : *text)
+      if ((c < 0x20 && c != '\t') || c == 0x7f) {
+        char code[8];
+        std::snprintf(code, sizeof code, "U+%04X", unsigned(c));
+        throw ConfigError(where, spec.key, "the value \"" + *text + "\" holds a control character (" + code +
+                                               "); config strings hold printable text only");
+      }
   try {
     spec.set(config, *value);
   } catch (const std::invalid_argument& e) {

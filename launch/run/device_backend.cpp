@@ -7,6 +7,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include "parallel/launch_env.h"
 #include "parallel/mpi_communicator.h"
 
 #ifdef BRT_WITH_CUDA
@@ -46,26 +47,28 @@ std::string run_device_description(const TrainConfig& train, int gpu_device) {
   return "cpu (" + std::to_string(omp_get_max_threads()) + " threads, " + train.precision + ")";
 }
 
+// A setting this build or machine cannot run is a usage error (exit 2, never started), as every
+// other bad command-line value is.
 void validate_device_settings(const TrainConfig& train, int gpu_device, int world_rank) {
   const std::string where = " (rank " + std::to_string(world_rank) + ")";
   if (train.device == "cpu") {
     if (train.precision != "fp32" && train.precision != "fp64")
-      throw std::invalid_argument("train.precision = '" + train.precision +
+      throw parallel::UsageError("train.precision = '" + train.precision +
                                   "' needs train.device = \"cuda\"; the CPU backend computes in "
-                                  "fp32 or fp64" + where);
+                                  "fp32 or fp64");  // a config value, the same on every rank
     return;
   }
   if (train.device != "cuda")
-    throw std::invalid_argument("train.device: '" + train.device + "' is not cpu or cuda" + where);
+    throw parallel::UsageError("train.device: '" + train.device + "' is not cpu or cuda");
   if (!cuda_backend_built())
-    throw std::invalid_argument("train.device = \"cuda\": this brt-dist was built without the CUDA "
+    throw parallel::UsageError("train.device = \"cuda\": this brt-dist was built without the CUDA "
                                 "backend (configure with -DBRT_CUDA=ON on a machine with the CUDA "
                                 "toolkit)" + where);
   if (gpu_device < 0)
-    throw std::invalid_argument("train.device = \"cuda\": no CUDA device is visible to this process" +
+    throw parallel::UsageError("train.device = \"cuda\": no CUDA device is visible to this process" +
                                 where + "; run on a GPU node or use --device cpu");
   if (train.precision != "fp32" && train.precision != "bf16")
-    throw std::invalid_argument("train.precision = '" + train.precision +
+    throw parallel::UsageError("train.precision = '" + train.precision +
                                 "' is not available on the CUDA backend (use fp32 or bf16)" + where);
   if (train.deterministic) {
     // NCCL chooses its algorithm and protocol by message size and topology; pinning them

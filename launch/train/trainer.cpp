@@ -194,6 +194,10 @@ void Trainer<T>::start() {
   core::Model<T>& model = run_.model();
   if (!cfg_.checkpoint.dir.empty())
     pos_ = checkpoints_->start(model, run_.optimizer(), *train_source_, tokenizer_hash_, guard_);
+  // A resume at or past train.steps trains nothing; say so instead of ending in silence.
+  if (checkpoints_->resumed() && pos_.step >= cfg_.train.steps && print_)
+    std::printf("nothing to train: the run is at step %lld and train.steps = %lld (raise train.steps to train on)\n",
+                (long long)pos_.step, (long long)cfg_.train.steps);
   // checkpoint.init_from: a fresh start's weights (a resumed run has its own, and keeps them).
   if (!checkpoints_->resumed() && !cfg_.checkpoint.init_from.empty()) {
     checkpoints_->init_weights(model, cfg_.checkpoint.init_from, tokenizer_hash_);

@@ -94,6 +94,17 @@ TEST(Config, UnknownKeyNamesKeyAndFile) {
   EXPECT_TRUE(contains(cli, "command line: train.lr: unknown key (did you mean optim.lr?)")) << cli;
 }
 
+// A value holding a control character (TOML's \u0000 escape) is refused, naming the key and
+// showing the value escaped: the message is printed as a C string (what()), which a raw NUL
+// would cut short, so the whole value must be there.
+TEST(Config, ControlCharactersInAValueAreShownEscaped) {
+  TempDir dir;
+  const std::string msg = error_of([&] { load_run_config(dir.write("nul.toml", "[model]\nvariant = \"sl\\u0000ide\"\n")); });
+  EXPECT_TRUE(contains(msg, "model.variant")) << msg;
+  EXPECT_TRUE(contains(msg, "nul.toml:2: model.variant: the value \"sl\\u0000ide\" holds a control character (U+0000)"))
+      << msg;
+}
+
 TEST(Config, BadValuesNameKeyAndSource) {
   TempDir dir;
   std::string msg = error_of([&] { load_run_config(dir.write("t.toml", "[model]\nd_model = \"wide\"\n")); });

@@ -107,5 +107,30 @@ TEST_F(TokenizerTest, HashIdentifiesTheModel) {
   EXPECT_THROW(Tokenizer::load(dir.path() / "missing.model"), std::runtime_error);
 }
 
+// A vocabulary below what the corpus needs says so in brt-dist's terms, with the size that
+// works, and never passes on SentencePiece's advice about a flag brt-dist does not have.
+TEST(TokenizerTraining, AVocabularyTooSmallNamesTheSizeThatWorks) {
+  std::string text;
+  for (int c = 33; c < 127; ++c) text += char(c);
+  for (int c = 0xC0; c < 0x100; ++c) text += "\xC3" + std::string(1, char(0x80 + (c - 0xC0)));  // U+00C0-U+00FF
+  TokenizerTrainOptions options;
+  options.vocab_size = 100;
+  try {
+    Tokenizer::train({text + "\n", text + "\n"}, options);
+    FAIL() << "a vocabulary of 100 for 158 distinct characters trained";
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("(--vocab / model.vocab = 100) is smaller than this corpus needs"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(" or more"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("character_coverage"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(training_failure_message("Internal: trainer_interface.cc(580) Vocabulary size is smaller than "
+                                     "required_chars. 300 vs 323. Increase vocab_size or decrease "
+                                     "character_coverage with --character_coverage option.", 300),
+            "the tokenizer's vocabulary (--vocab / model.vocab = 300) is smaller than this corpus needs: 323 pieces, "
+            "its distinct characters (every one is kept) and the control pieces; use --vocab 323 or more");
+  EXPECT_EQ(training_failure_message("Internal: something else", 300), "SentencePiece training failed: Internal: something else");
+}
+
 }  // namespace
 }  // namespace brt::data

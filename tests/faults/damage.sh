@@ -7,6 +7,9 @@
 #                                  generate refuse it naming what is wrong; resume falls back
 #   damage.sh BIN all_damaged      every checkpoint damaged: an error naming them, nothing
 #                                  renamed; with checkpoint.allow_fresh_start=true step 0
+#   damage.sh BIN verify_dir       `ckpt verify DIR`: three good checkpoints OK (exit 0); one
+#                                  flipped byte named with its file (exit 1); a save that never
+#                                  finished named, not verified; an empty directory exit 1
 source "$(dirname "$0")/lib.sh"
 case_name=$2
 args=(checkpoint.keep=0 optim.total_steps=34)  # one LR schedule for every run
@@ -16,6 +19,30 @@ expect_rc 0 "reference"
 run base.log 60 "${TRAIN[@]}" "${args[@]}" train.steps=30 checkpoint.every=10 checkpoint.dir=c
 expect_rc 0 "three checkpoints"
 case $case_name in
+  verify_dir)
+    run good.log 60 "$bin" ckpt verify c
+    expect_rc 0 "ckpt verify of a directory of good checkpoints"
+    expect_text good.log "c/ckpt-00000030.h5: OK"
+    expect_text good.log "c/ckpt-00000010.h5: OK"
+    expect_text good.log "c: 3 checkpoint(s), all OK"
+    sha20=$(sha "$(ckpt c 20)")
+    damage "$(ckpt c 20)" data /model/embed
+    cp "$(ckpt c 10)" c/ckpt-00000040.h5.tmp
+    run bad.log 60 "$bin" ckpt verify c
+    expect_rc 1 "ckpt verify of a directory with a damaged checkpoint"
+    expect_text bad.log "c/ckpt-00000020.h5: DAMAGED"
+    expect_text bad.log "dataset /model/embed"
+    expect_text bad.log "c/ckpt-00000030.h5: OK"
+    expect_text bad.log "not a checkpoint (a save that never finished): c/ckpt-00000040.h5.tmp"
+    expect_text bad.log "c: 3 checkpoint(s), 1 DAMAGED"
+    [ "$(sha "$(ckpt c 20)")" != "$sha20" ] && [ -f "$(ckpt c 30)" ] || fail "verify changed the files"
+    mkdir empty
+    run empty.log 60 "$bin" ckpt verify empty
+    expect_rc 1 "ckpt verify of an empty directory"
+    expect_text empty.log "empty: no checkpoint (ckpt-NNNNNNNN.h5) to verify"
+    record "ckpt verify DIR" "a flipped byte in ckpt-20 of three" "$rc (1 damaged), 0 when all good" \
+      "$(grep -m1 'DAMAGED' bad.log | cut -c1-120)" "every file as it was"
+    ;;
   retention)
     keep=$3
     sha10=$(sha "$(ckpt c 10)")

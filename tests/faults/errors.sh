@@ -26,6 +26,10 @@ usage() { check "$@"; expect_rc 2 "$1 (a usage error)"; }
 failure() { check "$@"; expect_rc 1 "$1"; }
 NP2=("${MPIRUN[@]}" -np 2)
 usage eval_no_args "brt-dist eval: error: --checkpoint FILE is required" "$bin" eval
+# A setting this machine cannot run is a usage error too, on one process and under mpirun.
+usage train_bf16_cpu "train.precision = 'bf16' needs train.device = \"cuda\"" "${TRAIN[@]}" train.steps=1 --precision bf16
+usage train_bf16_cpu_np2 "train.precision = 'bf16' needs train.device = \"cuda\"" "${NP2[@]}" "${TRAIN[@]}" train.steps=1 \
+  --precision bf16
 failure eval_missing "brt-dist eval: error: checkpoint /nonexistent.h5 does not exist" "$bin" eval --checkpoint /nonexistent.h5
 failure eval_missing_np2 "brt-dist eval: error: checkpoint /nonexistent.h5 does not exist" "${NP2[@]}" "$bin" eval --checkpoint /nonexistent.h5
 failure eval_no_data "no-such-data" "$bin" eval --checkpoint "$good" data.path="$work/no-such-data"

@@ -14,6 +14,17 @@ expect_rc 0 "a run of 4 steps"
 sha2=$(sha "$(ckpt c 2)") sha4=$(sha "$(ckpt c 4)")
 unchanged() { [ "$(sha "$(ckpt c 2)")" = "$sha2" ] && [ "$(sha "$(ckpt c 4)")" = "$sha4" ] || fail "$1: a checkpoint changed"; }
 
+# train.steps at or below the checkpoint's step: nothing to train, said in one line (exit 0: a
+# requeued finished job is done), nothing written.
+run past.log 60 "${TRAIN[@]}" "${args[@]}" train.steps=3 checkpoint.dir=c
+expect_rc 0 "train.steps below the checkpoint's step"
+expect_text past.log "resumed from c/ckpt-00000004.h5 at step 4"
+expect_text past.log "nothing to train: the run is at step 4 and train.steps = 3 (raise train.steps to train on)"
+expect_no_text past.log "step      4/"
+unchanged "train.steps below the checkpoint's step"
+[ ! -f "$(ckpt c 3)" ] || fail "a checkpoint was written"
+record "resume(past train.steps)" "train.steps=3 over ckpt-4" "$rc" "$(first_line past.log 'nothing to train')" "ckpt-2 and ckpt-4 sha256 unchanged, nothing written"
+
 # --resume FILE with a newer checkpoint beside it: refused, then allowed with overwrite.
 run older.log 60 "${TRAIN[@]}" "${args[@]}" train.steps=6 --resume "$(ckpt c 2)"
 expect_rc 1 "--resume of an older file"

@@ -9,6 +9,7 @@
 #include "kernels/ssm/fft_conv_dims.h"
 #include "launch/config/config.h"
 #include "launch/run/device_backend.h"
+#include "parallel/launch_env.h"
 
 namespace brt::launch {
 namespace {
@@ -31,7 +32,10 @@ TEST(DeviceSettings, CpuTakesFp32AndFp64AndRefusesBf16) {
   const std::string m = refusal(t, -1);
   EXPECT_NE(m.find("train.precision"), std::string::npos) << m;
   EXPECT_NE(m.find("cuda"), std::string::npos) << m;
-  EXPECT_NE(m.find("rank 3"), std::string::npos) << m;
+  // The same config on every rank: no rank in it, so mpirun's ranks agree on one message.
+  EXPECT_EQ(m.find("rank 3"), std::string::npos) << m;
+  // A usage error (exit 2), as every bad command-line value.
+  EXPECT_THROW(validate_device_settings(t, -1, 0), parallel::UsageError);
 }
 
 TEST(DeviceSettings, CudaNeedsABuildAndAGpuAndTakesTensorParallelism) {
