@@ -227,22 +227,19 @@ void TokenDataset::copy_tokens(int64_t i, int64_t begin, int64_t count, int32_t*
   for (int64_t k = 0; k < count; ++k) {
     if (static_cast<uint32_t>(out[k]) >= vocab) bad_token(i, begin + k, out[k]);
   }
-  hash_through(i, begin, begin + count, *check);
+  verify_document(i, *check);
 }
 
-void TokenDataset::hash_through(int64_t i, int64_t begin, int64_t end, DocumentCheck& check) const {
+void TokenDataset::verify_document(int64_t i, DocumentCheck& check) const {
+  if (check.document == i) return;  // verified whole at its first read
+  // The whole document at its first read, whatever part of it is copied: a damaged document is
+  // refused before any of its segments trains (hashing is far cheaper than the steps that read it).
   const DocumentRecord& d = document(i);
-  if (check.document != i || begin == 0) check = {i, 0, chain_begin_[static_cast<size_t>(i)]};
-  if (end <= check.hashed) return;
   const int64_t width = manifest_.token_bytes;
   const uint8_t* tokens = shards_[static_cast<size_t>(d.shard)]->data() + d.token_offset * width;
-  // From where hashing stopped: normally the overlap with the previous segment; after a
-  // restored cursor, the document's prefix up to `begin` as well.
-  check.state = fnv1a64(tokens + check.hashed * width, static_cast<size_t>((end - check.hashed) * width), check.state);
-  check.hashed = end;
-  if (check.hashed < d.tokens) return;
-  check.document = -1;
+  check = {i, d.tokens, fnv1a64(tokens, static_cast<size_t>(d.tokens * width), chain_begin_[static_cast<size_t>(i)])};
   if (check.state == chain_end_[static_cast<size_t>(i)]) return;
+  check.document = -1;
   const fs::path bin = shard_tokens_path(dir_, split_, d.shard);
   throw std::runtime_error(bin.string() + " is damaged: " + describe(d) + ", tokens " +
                            std::to_string(d.token_offset) + "-" + std::to_string(d.token_offset + d.tokens) +

@@ -65,10 +65,10 @@ class TokenDataset {
   // The record of a global document id (Batch::doc_id), or nullptr if it is not in this split.
   const DocumentRecord* find_document(int64_t doc_id) const;
   // Copies tokens [begin, begin + count) of document i into out (the range must be valid).
-  // With `check`, every id must lie in the tokenizer's vocabulary and the document's checksum
-  // is verified once its last token has been copied (a std::runtime_error naming the shard,
-  // the document and the position otherwise); reading resumed mid-document (a restored
-  // cursor) hashes the skipped prefix first. Without `check` nothing is verified (benchmarks).
+  // With `check`, every id must lie in the tokenizer's vocabulary and the whole document's
+  // checksum is verified at its first read, whichever part is copied (a std::runtime_error
+  // naming the shard, the document and the position otherwise): no segment of a damaged
+  // document reaches the model. Without `check` nothing is verified (benchmarks).
   void copy_tokens(int64_t i, int64_t begin, int64_t count, int32_t* out,
                    DocumentCheck* check = nullptr) const;
   // The whole document, verified.
@@ -79,7 +79,7 @@ class TokenDataset {
  private:
   TokenDataset() = default;
   void open_shards(const std::filesystem::path& dir);
-  void hash_through(int64_t i, int64_t begin, int64_t end, DocumentCheck& check) const;
+  void verify_document(int64_t i, DocumentCheck& check) const;
   [[noreturn]] void bad_token(int64_t i, int64_t position, int32_t id) const;
 
   std::filesystem::path dir_;

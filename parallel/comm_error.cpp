@@ -57,6 +57,10 @@ void abort_job(const std::string& message, int exit_code) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     char host[256] = {};
     ::gethostname(host, sizeof host - 1);
+    const std::string marker = std::string(kJobAbortMarker) + "world rank " + std::to_string(rank) + " (host " + host +
+                               "), exit status " + std::to_string(exit_code) + "\n";
+    const ssize_t marked = ::write(2, marker.data(), marker.size());
+    (void)marked;
     arm_abort_fallback(plan_abort_fallback(rank, host, exit_code));
     MPI_Abort(MPI_COMM_WORLD, exit_code);
   }

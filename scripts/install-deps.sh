@@ -18,6 +18,7 @@ run_packages=(
   libfftw3-dev                      # FFT convolutions for the SSM layers
   libopenmpi-dev openmpi-bin        # MPI
   nlohmann-json3-dev                # JSON written and read by a kept library (metrics, eval --json, flight records)
+  libboost-dev                      # Boost.Stacktrace (header-only): the crash report's file:line
   bible-kjv                         # the bundled default corpus
   python3 python3-matplotlib        # tools/plot_run.py (the main job's last suggestion)
 )

@@ -1,7 +1,10 @@
 #include "launch/cli/checkpoint_model.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <stdexcept>
+
+#include "checkpoint/directory.h"
 
 #include "launch/preflight/numerics_agreement.h"
 #include "launch/preflight/preflight.h"
@@ -15,6 +18,50 @@
 #include "parallel/process_groups.h"
 
 namespace brt::launch {
+
+namespace {
+
+// "" or why `given` names no checkpoint to read; `file` gets the one it names.
+std::string checkpoint_argument_problem(const std::filesystem::path& given, std::string& file) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(given, ec)) {
+    const auto found = checkpoint::list_checkpoints(given);
+    if (found.empty()) return given.string() + " is a directory holding no committed checkpoint (ckpt-*.h5)";
+    file = found.front().path.string();
+    return "";
+  }
+  file = given.string();
+  if (std::filesystem::exists(given, ec)) return "";
+  const std::filesystem::path dir = given.has_parent_path() ? given.parent_path() : ".";
+  const auto found = checkpoint::list_checkpoints(dir);
+  if (!checkpoint::step_of_checkpoint_name(given.filename().string()) || found.empty()) return "";  // the open says
+  return given.string() + " does not exist: its directory holds " + std::to_string(found.size()) +
+         " other checkpoint(s), the newest " + found.front().path.string() +
+         " — a live run keeps only its newest checkpoint.keep checkpoints and has pruned this one. Give the "
+         "directory (" + dir.string() + ") to read its newest checkpoint, or copy a checkpoint before reading it";
+}
+
+}  // namespace
+
+std::string resolve_checkpoint_argument(parallel::MpiSession& mpi, const std::string& given, const char* command) {
+  if (given.empty())
+    throw UsageError(std::string("--checkpoint FILE is required (see brt-dist ") + command + " --help)");
+  std::string file, problem;
+  if (mpi.world_rank() == 0) problem = checkpoint_argument_problem(given, file);
+  std::string decided = problem.empty() ? "F" + file : "P" + problem;
+  if (mpi.world_size() > 1) {  // before any process group exists: MPI_COMM_WORLD
+    auto watched = mpi.monitor().guard("checkpoint open");
+    int64_t n = int64_t(decided.size());
+    MPI_Bcast(&n, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    decided.resize(size_t(n));
+    MPI_Bcast(decided.data(), int(n), MPI_CHAR, 0, MPI_COMM_WORLD);
+  }
+  if (decided[0] == 'P') throw std::runtime_error(decided.substr(1));
+  file = decided.substr(1);
+  if (file != given && mpi.world_rank() == 0)
+    std::fprintf(stderr, "brt-dist %s: %s: its newest checkpoint, %s\n", command, given.c_str(), file.c_str());
+  return file;
+}
 
 RunConfig checkpoint_command_config(parallel::MpiSession& mpi, const CommandLine& cl, const std::string& checkpoint,
                                     const char* command, ConfigSources* sources) {

@@ -25,6 +25,13 @@ namespace brt::launch {
 RunConfig checkpoint_command_config(parallel::MpiSession& mpi, const CommandLine& cl, const std::string& checkpoint,
                                     const char* command, ConfigSources* sources);
 
+// The checkpoint file `given` names, the same on every rank (world rank 0 decides): a file as
+// it is; a checkpoint directory, its newest committed checkpoint (a live run's newest is safe
+// from its pruning, which removes the oldest). A file that does not exist is an error saying
+// what happened when its directory still holds checkpoints: a live run keeps only its newest
+// checkpoint.keep, and pruned this one.
+std::string resolve_checkpoint_argument(parallel::MpiSession& mpi, const std::string& given, const char* command);
+
 // The checkpoint's model at `streams` streams over `groups`, its parameters loaded under the
 // deadline phase by phase (and the fault suite's injection points): the CPU, or (--device cuda)
 // the GPU of this rank's local rank in fp32 or bf16. Throws naming the key and rank on a bad

@@ -62,7 +62,12 @@ void check_across_hosts(parallel::MpiSession& session, const DoctorOptions& opt,
   add(check_same_software(MPI_COMM_WORLD, hosts, version()));
   add(check_shared_directory(MPI_COMM_WORLD, hosts, opt.checkpoint_dir, "checkpoint dir", session.monitor()));
   if (!opt.data_dir.empty()) add(check_same_contents(MPI_COMM_WORLD, hosts, opt.data_dir, "data dir"));
-  if (hosts.size() < 2) return;
+  if (hosts.size() < 2) {
+    if (!opt.cluster_file.empty() && session.world_rank() == 0)
+      problems.push_back("--cluster-file " + opt.cluster_file + " was not written: the job runs on one host, and the "
+                         "file records the links between hosts; run doctor under mpirun or srun across the job's hosts");
+    return;
+  }
   const std::vector<LinkMeasure> links = measure_host_links(MPI_COMM_WORLD, hosts, session.monitor());
   if (session.world_rank() != 0) return;
   if (const std::string slow = slow_links(links, opt.slow_link_ratio, opt.min_link_gbps); !slow.empty())
@@ -75,8 +80,13 @@ void check_across_hosts(parallel::MpiSession& session, const DoctorOptions& opt,
   const MemoryBudget memory = host_memory_budget();
   const double memory_gb = memory.bytes > 0 ? double(memory.bytes) / 1e9 / double(per_host) : 1;
   const double peak = existing.empty() ? runtime::measure_sgemm_peak(1024, 3).gflops : 0;
-  data::write_file_atomically(opt.cluster_file, cluster_file_with_links(existing, links, int(hosts.size()),
-                                                                        int(per_host), peak, memory_gb));
+  try {
+    data::write_file_atomically(opt.cluster_file, cluster_file_with_links(existing, links, int(hosts.size()),
+                                                                          int(per_host), peak, memory_gb));
+  } catch (const std::exception& e) {
+    problems.push_back("--cluster-file " + opt.cluster_file + " could not be written: " + e.what());
+    return;
+  }
   std::printf("cluster file: %s %s with the measured inter_node_gbps (for brt-dist plan --cluster)\n",
               existing.empty() ? "wrote" : "updated", opt.cluster_file.c_str());
 }
@@ -186,8 +196,11 @@ int run_doctor(parallel::MpiSession& session, const DoctorOptions& opt) {
   // Across hosts: software, the checkpoint dir (one writable directory of every host), the data
   // dir, the links. Then free space (rank 0's view).
   check_across_hosts(session, opt, problems);
+  // Free space where the checkpoint dir is (or, not yet created, would be made).
   std::error_code ec;
-  const auto space = std::filesystem::space(opt.checkpoint_dir, ec);
+  std::filesystem::path where = std::filesystem::absolute(opt.checkpoint_dir, ec);
+  while (!where.empty() && where != where.parent_path() && !std::filesystem::exists(where, ec)) where = where.parent_path();
+  const auto space = std::filesystem::space(where, ec);
   if (rank == 0) {
     if (ec) {
       problems.push_back("cannot read free space at " + opt.checkpoint_dir + ": " + ec.message());

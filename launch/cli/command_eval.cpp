@@ -4,6 +4,7 @@
 // docs/evaluation.md).
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <string>
 
 #include "data/dataset.h"
@@ -67,7 +68,7 @@ struct EvalConfig {
 };
 EvalConfig eval_config(parallel::MpiSession& mpi, const CommandLine& cl) {
   EvalConfig e;
-  e.checkpoint = flag_or(cl, "checkpoint", cl.positional.empty() ? "" : cl.positional[0]);
+  e.checkpoint = resolve_checkpoint_argument(mpi, flag_or(cl, "checkpoint", cl.positional.empty() ? "" : cl.positional[0]), "eval");
   ConfigSources sources;
   e.cfg = checkpoint_command_config(mpi, cl, e.checkpoint, "eval", &sources);
   e.trained_seq_len = config_of_checkpoint(e.checkpoint).model.seq_len;
@@ -158,6 +159,22 @@ data::TaskGrid task_grid(const CommandLine& cl, const RunConfig& cfg) {
   return grid;
 }
 
+// Each stream makes its document whole before feeding it (data::TaskDocument: its tokens and
+// the filler slices they came from), so the longest length decides what the streams hold at once:
+// 8 bytes a token bounds the token vector while it grows (4 bytes each, up to twice that
+// capacity) and the slices. A length beyond the host is refused with the memory check's message
+// before any model is built, not found by the allocator at the first document.
+MemoryNeed task_documents_memory(const data::TaskGrid& grid, int streams) {
+  constexpr int64_t kBytesPerToken = 8;
+  const int64_t longest = *std::max_element(grid.lengths.begin(), grid.lengths.end());
+  const int64_t limit = std::numeric_limits<int64_t>::max() / kBytesPerToken / std::max(1, streams) - 1;
+  MemoryNeed need;
+  need.host = longest > limit ? std::numeric_limits<int64_t>::max() / 2 : (longest + 1) * kBytesPerToken * streams;
+  need.host_parts = std::to_string(streams) + " task document" + (streams == 1 ? "" : "s") + " of up to " +
+                    std::to_string(longest) + " tokens (--lengths), each made whole: " + gib_text(need.host);
+  return need;
+}
+
 // Lengths too short for the kind's fact, question and answer are the command line's error.
 void check_task_grid(const CommandLine& cl, const data::TaskGenerator& generator, const data::TaskGrid& grid) {
   try {
@@ -187,7 +204,7 @@ int run_task_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
   const int64_t documents = int64_t(options.grid.lengths.size() * options.grid.depths.size()) * options.grid.samples;
   const int streams = int(std::clamp<int64_t>((documents + dp.size() - 1) / dp.size(), 1, cfg.train.batch));
   preflight_outputs(groups.world(), {{"--json", flag_or(cl, "json", "")}});
-  preflight_inference_memory(groups.world(), cfg, streams, "eval");
+  preflight_inference_memory(groups.world(), cfg, streams, "eval", task_documents_memory(options.grid, streams));
   const auto run = load_checkpoint_model(mpi, cfg, groups, streams, ckpt, "eval");
   check_data_tokenizer(ckpt, cfg.data.path, cl.flags.count("allow-tokenizer-mismatch") > 0, mpi.world_rank() == 0);
   const auto generator = data::TaskGenerator::open(cfg.data.path, data::parse_split(options.split));

@@ -35,7 +35,8 @@ SamplingOptions sampling_options(const CommandLine& cl) {
 
 int run_generate(parallel::MpiSession& mpi, const CommandLine& cl) {
   const SamplingOptions opt = sampling_options(cl);
-  const std::string ckpt = flag_or(cl, "checkpoint", cl.positional.empty() ? "" : cl.positional[0]);
+  const std::string ckpt =
+      resolve_checkpoint_argument(mpi, flag_or(cl, "checkpoint", cl.positional.empty() ? "" : cl.positional[0]), "generate");
   RunConfig cfg = checkpoint_command_config(mpi, cl, ckpt, "generate", nullptr);
   // One block per segment: the carried state is the whole context before the current block.
   cfg.model.seq_len = cfg.model.window;

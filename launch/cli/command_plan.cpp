@@ -15,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "core/context_parallel.h"
 #include "core/param_count.h"
+#include "core/tp_split.h"
 #include "data/output_file.h"
 #include "launch/cli/cli.h"
 #include "launch/cli/commands.h"
@@ -117,11 +119,23 @@ void print_measured(const std::vector<LayoutPlan>& plans, const PlanFlags& flags
 }
 
 // 0 when a runnable layout fits (the one --dp/--tp pick, when given); else kNoLayoutFits, saying why.
-int plan_status(const std::vector<LayoutPlan>& plans, const PlanFlags& flags, const ClusterSpec& cluster) {
+// Why no layout has the --tp / --cp asked for: the model cannot split so, or the degrees do not
+// divide the cluster's devices and the global batch.
+std::string missing_layout_reason(const core::ModelConfig& model, const PlanFlags& flags, const ClusterSpec& cluster) {
+  if (flags.want_cp)
+    if (auto p = core::context_parallel_problem(model, flags.want_cp); !p.empty()) return p;
+  if (flags.want_tp)
+    if (auto p = core::tensor_parallel_split_problem(model, flags.want_tp); !p.empty()) return p;
+  return "that layout does not exist for this cluster (" + std::to_string(cluster.world()) +
+         " devices = DP × TP × CP) and global batch (a whole number of streams per DP rank)";
+}
+
+int plan_status(const std::vector<LayoutPlan>& plans, const PlanFlags& flags, const ClusterSpec& cluster,
+                const core::ModelConfig& model) {
   if (flags.want_dp || flags.want_tp || flags.want_cp) {
     for (const auto& p : plans)
       if (flags.picks(p.layout) && p.fits) return 0;
-    std::string why = "that layout does not exist for this cluster and global batch";
+    std::string why = missing_layout_reason(model, flags, cluster);
     for (const auto& p : plans)
       if (flags.picks(p.layout)) {
         why = p.note;
@@ -180,7 +194,7 @@ int command_plan(int argc, char** argv) {
               cluster.peak_gflops, cluster.intra_node_gbps, cluster.inter_node_gbps);
   std::fputs(format_plans(plans, cluster).c_str(), stdout);
   if (!flags.measured_path.empty()) print_measured(plans, flags, m.seq_len);
-  return plan_status(plans, flags, cluster);
+  return plan_status(plans, flags, cluster, m);
 }
 
 }  // namespace brt::launch

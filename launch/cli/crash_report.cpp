@@ -3,6 +3,9 @@
 #include <cxxabi.h>
 #include <execinfo.h>
 #include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,7 +15,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <string>
 #include <typeinfo>
+
+#define BOOST_STACKTRACE_USE_BACKTRACE
+#include <boost/stacktrace/frame.hpp>
 
 #include "parallel/launch_env.h"
 
@@ -66,11 +73,50 @@ const char* signal_name(int sig) {
   }
 }
 
+// In the decoding child only (see put_source_lines): the function, file and line of each frame,
+// from the binary's line tables (Boost.Stacktrace's libbacktrace backend reads the DWARF).
+// A return address points past its call: the line of the call is that of address - 1.
+[[noreturn]] void decode_frames(void* const* frames, int n) {
+  put("source (function at file:line, innermost first):\n");
+  for (int i = 0; i < n; ++i) {
+    const auto address = reinterpret_cast<uintptr_t>(frames[i]);
+    const boost::stacktrace::frame frame(reinterpret_cast<void*>(i == 0 ? address : address - 1));
+    const std::string file = frame.source_file();
+    std::string line = "  #" + std::to_string(i) + " " + frame.name();
+    line += file.empty() ? " (no line table)" : " at " + file + ":" + std::to_string(frame.source_line());
+    line += "\n";
+    put(line.c_str(), line.size());
+  }
+  ::_exit(0);
+}
+
+// Decoding reads the debug information, which allocates: never in the crashed process, whose
+// heap may be corrupt, but in a child made by the raw clone system call (fork without glibc's
+// atfork handlers, as _Fork is on glibc >= 2.34 — not assumed: the GPU bundle runs on older). If
+// the child deadlocks (on an allocator lock a crashed thread held) it is killed after
+// kDecodeMilliseconds; the raw frames printed before stand either way.
+constexpr int kDecodeMilliseconds = 5000;
+void put_source_lines(void* const* frames, int n) {
+  const pid_t child = pid_t(::syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
+  if (child == 0) decode_frames(frames, n);
+  if (child < 0) return;
+  const timespec tick{0, 20 * 1000 * 1000};
+  for (int waited = 0; waited < kDecodeMilliseconds; waited += 20) {
+    int status = 0;
+    if (::waitpid(child, &status, WNOHANG) == child) return;
+    ::nanosleep(&tick, nullptr);
+  }
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  put("source: not decoded within 5 s (the raw frames above decode with addr2line -Cfe BINARY)\n");
+}
+
 void put_stack() {
-  put("stack (innermost first; decode a \"(+0x...)\" frame with addr2line -Cfe BINARY 0x...):\n");
+  put("stack (innermost first):\n");
   void* frames[kMaxFrames];
   const int n = ::backtrace(frames, kMaxFrames);
   ::backtrace_symbols_fd(frames, n, STDERR_FILENO);
+  put_source_lines(frames, n);
 }
 
 // The default action of `sig`, once this handler returns (the signal is blocked while it runs):

@@ -54,7 +54,7 @@ const std::vector<CommandHelp>& commands() {
       {"eval", "bits/token, bits/byte and word perplexity of a checkpoint on a split; long-range tasks",
        "brt-dist eval --checkpoint FILE [--split NAME] [--json FILE] [--ablate] [key=value ...] [flags]\n"
        "       brt-dist eval --checkpoint FILE --task passkey|needle|facts [--lengths L,...] [--depths D,...] [flags]",
-       {{"--checkpoint FILE", "the checkpoint (its stored config is the base; keys override it)"},
+       {{"--checkpoint FILE", "the checkpoint (its stored config is the base; keys override it); a run's checkpoint.dir: its newest checkpoint"},
         {"--split NAME", "train|validation|test (default: data.eval_split)"},
         {"--json FILE", "also write the report as JSON (checked: a full disk is an error, no partial file)"},
         {"--data DIR", "data.path (shards moved since training)"},
@@ -85,7 +85,7 @@ const std::vector<CommandHelp>& commands() {
        "again with the carried state reset; tools/task_heatmap.py draws the JSON."},
       {"generate", "sample text from a checkpoint, streaming, with unbounded context",
        "brt-dist generate --checkpoint FILE --prompt TEXT [flags] [key=value ...]",
-       {{"--checkpoint FILE", "the checkpoint"},
+       {{"--checkpoint FILE", "the checkpoint; a run's checkpoint.dir: its newest checkpoint"},
         {"--prompt TEXT", "the text to continue"},
         {"--tokenizer FILE.model", "SentencePiece model (default: data.path/tokenizer.model)"},
         {"--max-tokens N", "tokens to sample, >= 1 (200)"},
@@ -166,6 +166,18 @@ const std::vector<CommandHelp>& commands() {
        {"mpirun -np 4 brt-dist doctor --checkpoint-dir runs/x/ckpt",
         "mpirun --host h1,h2,h3 brt-dist doctor --checkpoint-dir /shared/runs/x/ckpt --cluster-file cluster.toml"},
        false, nullptr},
+      {"launch", "run the job's launcher (mpirun, srun) under a supervisor that ends it after an abort and "
+                 "turns Ctrl-C into a clean stop",
+       "brt-dist launch [--grace-s S] [--kill-after-s S] [--] mpirun|srun|brt-dist ARGS...",
+       {{"--grace-s S", "after a rank's abort report, how long the launcher may take to end the job before its "
+                        "process group is ended (default 20)"},
+        {"--kill-after-s S", "after SIGTERM to the launcher's group, the wait before SIGKILL (default 5)"}},
+       {"brt-dist launch mpirun --host a,b -np 16 brt-dist train configs/150m.toml   # from a login node",
+        "brt-dist launch srun brt-dist train configs/150m.toml                      # in an sbatch script"},
+       false,
+       "Ctrl-C, SIGTERM or SIGHUP: SIGUSR1 to the launcher, which forwards it to every rank (they save and exit "
+       "75); a second: SIGTERM to the launcher's process group; a third: SIGKILL. The exit status is the "
+       "launcher's, or the abort report's when the supervisor ended the launcher (docs/reliability.md)."},
       {"version", "print the version", "brt-dist version", {}, {}, false, nullptr},
       {"help", "this help, or one command's", "brt-dist help [COMMAND]", {}, {"brt-dist help train"}, false, nullptr},
   };
@@ -190,6 +202,9 @@ std::string exit_status_text(const std::string& command) {
     out += "  75     stopped by a signal after its checkpoint (a batch script requeues it)\n"
            "  130    a second Ctrl-C: the save in progress abandoned\n";
   if (command == "plan") out += "  3      no layout fits\n";
+  if (command == "launch")
+    out += "  N      the launcher's status (mpirun's: its ranks' first non-zero), or the aborting rank's when the\n"
+           "         supervisor ended the launcher; 75: the ranks stopped cleanly after a signal and saved\n";
   if (command == "train" || command == "eval" || command == "generate" || command == "prepare")
     out += std::string("  124    a stalled wait (") + (command == "prepare" ? "--timeout-s" : "train.timeout_s") + ")\n";
   out += "  2      a usage error: an unknown or missing flag, a value outside the range stated above,\n"
@@ -248,6 +263,9 @@ std::string config_keys_text() {
 }
 
 bool wants_help(int argc, char** argv) {
+  // launch: only its own first word; the rest is the launcher's command line (brt-dist train --help...).
+  if (argc >= 2 && std::strcmp(argv[1], "launch") == 0)
+    return argc > 2 && (std::strcmp(argv[2], "--help") == 0 || std::strcmp(argv[2], "-h") == 0);
   for (int i = 2; i < argc; ++i)
     if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) return true;
   return false;

@@ -36,10 +36,20 @@ double read_number(const toml::table& t, const std::string& source, const char* 
   throw std::invalid_argument(cluster_error(source, std::string("field '") + key + "' must be a number"));
 }
 
+// More devices than any cluster the planner is for; it also keeps nodes × gpus_per_node an int.
+constexpr int64_t kMaxClusterDevices = int64_t(1) << 20;
+
 int read_count(const toml::table& t, const std::string& source, const char* key) {
   const double v = read_number(t, source, key, true, 0);
   if (v != std::floor(v))
     throw std::invalid_argument(cluster_error(source, std::string("field '") + key + "' must be a whole number"));
+  if (v > double(kMaxClusterDevices)) {
+    char shown[40];
+    std::snprintf(shown, sizeof shown, "%.0f", v);
+    throw std::invalid_argument(cluster_error(source, std::string("field '") + key + "' = " + shown +
+                                                          " is more than " + std::to_string(kMaxClusterDevices) +
+                                                          " (the most devices brt-dist plans for)"));
+  }
   return int(v);
 }
 
@@ -74,6 +84,10 @@ ClusterSpec parse_cluster(std::string_view text, const std::string& source) {
   ClusterSpec c;
   c.gpus_per_node = read_count(t, source, "gpus_per_node");
   c.nodes = read_count(t, source, "nodes");
+  if (int64_t(c.nodes) * c.gpus_per_node > kMaxClusterDevices)
+    throw std::invalid_argument(cluster_error(
+        source, "nodes × gpus_per_node = " + std::to_string(int64_t(c.nodes) * c.gpus_per_node) + " devices, more than " +
+                    std::to_string(kMaxClusterDevices) + " (the most brt-dist plans for)"));
   c.gpu_memory_gb = read_number(t, source, "gpu_memory_gb", true, 0);
   if (t.contains("peak_tflops"))
     c.peak_gflops = 1e3 * read_number(t, source, "peak_tflops", true, 0);

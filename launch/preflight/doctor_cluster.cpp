@@ -188,12 +188,31 @@ std::vector<std::string> shared_directory_problems(const std::vector<HostGroup>&
   return problems;
 }
 
+// The folders create_directories(dir) would make, deepest first: doctor checks that a location
+// can be created, and removes what it made (it does not prepare the run's folders; train does).
+std::vector<fs::path> missing_directories(const std::string& dir) {
+  std::vector<fs::path> missing;
+  std::error_code ec;
+  for (fs::path p = fs::absolute(dir, ec); !ec && !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+    missing.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  return missing;
+}
+
+// Removes `created` deepest first, each only if empty (nothing another process put there).
+void remove_created(const std::vector<fs::path>& created) {
+  std::error_code ec;
+  for (const fs::path& p : created) fs::remove(p, ec);
+}
+
 }  // namespace
 
 std::vector<std::string> check_shared_directory(MPI_Comm world, const std::vector<HostGroup>& hosts,
                                                 const std::string& dir, const std::string& what,
                                                 parallel::JobMonitor& monitor) {
   const int rank = world_rank(world);
+  const std::vector<fs::path> created = missing_directories(dir);
   // World rank 0 makes a probe folder holding a random token; its name and the token go to all.
   char shared[kEntry] = {};
   if (rank == 0) std::snprintf(shared, sizeof shared, "%s", make_probe(dir).c_str());
@@ -204,6 +223,8 @@ std::vector<std::string> check_shared_directory(MPI_Comm world, const std::vecto
     std::vector<std::string> fails;
     guarded(monitor, what + ": comparing", [&] { fails = all_gather_text(world, writable_problem(dir)); });
     const auto bad = std::count_if(fails.begin(), fails.end(), [](const std::string& f) { return !f.empty(); });
+    guarded(monitor, what + ": cleaning up", [&] { MPI_Barrier(world); });
+    remove_created(created);
     if (rank != 0) return {};
     return {what + " " + dir + " is not writable on " + std::to_string(bad) + " rank(s) — world rank 0 (host " +
             hosts[0].host + "): " + token};
@@ -228,6 +249,10 @@ std::vector<std::string> check_shared_directory(MPI_Comm world, const std::vecto
   guarded(monitor, what + ": cleaning up", [&] { MPI_Barrier(world); });
   if (rank != 0) return {};
   fs::remove_all(folder, ec);
+  remove_created(created);
+  if (!created.empty())
+    std::printf("%s %s does not exist yet: doctor created it to probe it and removed the %zu folder(s) it made "
+                "(brt-dist train creates it)\n", what.c_str(), dir.c_str(), created.size());
   return shared_directory_problems(hosts, statuses, dir, what);
 }
 

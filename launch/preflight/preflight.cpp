@@ -17,6 +17,7 @@
 #include "launch/plan/backend_workspace.h"
 #include "launch/plan/planner.h"
 #include "launch/preflight/errno_text.h"
+#include "launch/run/checkpoint_space.h"
 #include "launch/run/device_backend.h"
 #include "launch/run/gpu_binding.h"
 #include "parallel/communicator.h"
@@ -130,8 +131,14 @@ std::unique_ptr<parallel::MpiCommunicator> world_communicator(parallel::MpiSessi
 
 // World rank 0's checks of where train writes: refusals, and the flight folder's warning.
 std::string train_location_problem(const RunConfig& cfg, bool uses_checkpoint_dir, std::vector<std::string>& warnings) {
-  if (uses_checkpoint_dir)
+  if (uses_checkpoint_dir) {
     if (auto p = directory_problem(cfg.checkpoint.dir, "checkpoint.dir"); !p.empty()) return p;
+    // Room for one checkpoint (launch/run/checkpoint_space.h), or the run is lost at its first save.
+    if (auto p = checkpoint_space_problem(cfg.checkpoint.dir, "checkpoint.dir " + cfg.checkpoint.dir,
+                                          predicted_checkpoint_bytes(cfg), free_bytes_at(cfg.checkpoint.dir));
+        !p.empty())
+      return p;
+  }
   if (!cfg.log.metrics_path.empty())
     if (auto p = output_file_problem(cfg.log.metrics_path, "log.metrics_path"); !p.empty()) return p;
   // Flight records go to <checkpoint.dir>/flight (just checked), else ./flight: written only for
@@ -329,15 +336,21 @@ TrainPreflight preflight_train(parallel::MpiSession& session, const RunConfig& c
 }
 
 void preflight_inference_memory(parallel::Communicator& world, const RunConfig& cfg, int streams,
-                                const std::string& command) {
+                                const std::string& command, const MemoryNeed& extra) {
   const std::string advice =
-      (command == "eval" ? "Lower model.seq_len or --batch, use " : std::string("Use ")) +
+      (extra.host > 0 ? "Give shorter --lengths, " : "") +
+      (command == "eval" ? std::string("Lower model.seq_len or --batch, use ") : std::string("Use ")) +
       "more ranks with --tp (it splits the model), or set train.memory_check=false to start anyway.";
   std::string problem;
   if (cfg.train.memory_check) {
     try {
       const int64_t device_bytes = device_memory_bytes(cfg);
-      problem = memory_problem(inference_memory_need(cfg, streams, cfg.train.tp), host_memory_budget(),
+      MemoryNeed need = inference_memory_need(cfg, streams, cfg.train.tp);
+      if (extra.host > 0) {
+        need.host += extra.host;
+        need.host_parts += (need.host_parts.empty() ? "" : ", ") + extra.host_parts;
+      }
+      problem = memory_problem(need, host_memory_budget(),
                                parallel::query_cpu_share(MPI_COMM_WORLD).local_size, device_bytes, advice);
     } catch (const std::exception& e) {
       problem = e.what();

@@ -93,9 +93,10 @@ struct TrainPreflight {
 // MPI_COMM_WORLD. `command` is the command line (for the lock).
 TrainPreflight preflight_train(parallel::MpiSession& session, const RunConfig& cfg, const ThreadChoice& threads,
                                const std::string& command);
-// eval / generate (`command`), before the backend: (b) for `streams` streams over `world`.
+// eval / generate (`command`), before the backend: (b) for `streams` streams over `world`, plus
+// `extra` host bytes (eval --task: its documents, made whole; `extra.host_parts` names them).
 void preflight_inference_memory(parallel::Communicator& world, const RunConfig& cfg, int streams,
-                                const std::string& command);
+                                const std::string& command, const MemoryNeed& extra = {});
 
 // argv joined with spaces (the lock file's command).
 std::string command_line_text(int argc, char** argv);

@@ -9,6 +9,7 @@
 #include "launch/train/resume.h"
 #include "parallel/communicator.h"
 #include "parallel/job_monitor.h"
+#include "parallel/launch_refused.h"
 #include "runtime/numerics.h"
 
 namespace brt::launch {
@@ -58,6 +59,26 @@ std::string skip_run_text(const StepGuard& guard) {
   if (run.size() == 1) return "1 skipped step (step " + std::to_string(run.front()) + ")";
   return std::to_string(run.size()) + " skipped steps in a row (steps " + std::to_string(run.front()) + ".." +
          std::to_string(run.back()) + ")";
+}
+
+// A resume continues the run that saved: its train.seed ordered the data (and, for synthetic
+// data, made it), so a start with another seed on the same checkpoint.dir is another run — one
+// that would otherwise take the first run's state silently (or, that run finished, train nothing).
+void refuse_another_seed(const std::filesystem::path& file, const RunConfig& cfg) {
+  int64_t stored = 0;
+  try {
+    stored = config_of_checkpoint(file).train.seed;
+  } catch (const std::exception&) {
+    return;  // a stored config this build cannot read: the load names what is wrong
+  }
+  if (stored == cfg.train.seed) return;
+  const std::string seed = std::to_string(stored);
+  throw parallel::LaunchRefused(
+      (cfg.checkpoint.resume_from.empty() ? "checkpoint.dir " + cfg.checkpoint.dir + " holds a run with"
+                                          : "checkpoint.resume_from is a run with") +
+      std::string(" train.seed = ") + seed + " (" + file.string() + "), and this run has train.seed = " +
+      std::to_string(cfg.train.seed) + ": a resume would continue that run (its data order and state), not start "
+      "this one. Give a new run its own checkpoint.dir, or train.seed=" + seed + " to continue that one");
 }
 
 std::string seconds_text(double s) {
@@ -137,6 +158,7 @@ RunPosition RunCheckpoints<T>::start(core::Model<T>& model, core::Optimizer<T>& 
   RunPosition pos;
   resumed_ = bool(plan.from);
   if (plan.from) {
+    refuse_another_seed(*plan.from, cfg_);
     pos = load(*plan.from, model, optimizer, data, tokenizer_hash, guard, "resumed from");
     trust_.start(*plan.from, pos.step, guard.total_skipped(), world_);  // provisional until a step is applied
   } else if (print_ && !cfg_.checkpoint.dir.empty()) {

@@ -27,6 +27,7 @@ void ProgressComponent::on_step(const StepEnd& end) {
     stats_ = o.stats;
   } else {
     skipped_loss_ = o.loss;  // NaN for a skipped batch: its loss was never computed
+    skipped_grad_norm_ = o.grad_norm;
   }
   window_seconds_ += end.seconds;
   total_seconds_ += end.seconds;
@@ -50,7 +51,7 @@ void ProgressComponent::on_step_end(StepEnd& end) {
   m.loss = window_sums_.count ? window_sums_.nats / double(window_sums_.count) : skipped_loss_;
   m.loss_of_skipped_step = window_sums_.count == 0;
   m.lr = stats_.lr;
-  m.grad_norm = stats_.grad_norm;
+  m.grad_norm = m.loss_of_skipped_step ? skipped_grad_norm_ : stats_.grad_norm;
   m.tokens_per_s = tokens_per_step_ * double(window_steps_) / window_seconds_;
   m.gflops = training_flops_per_token_ * m.tokens_per_s / 1e9;
   m.mfu = peak_.mfu(m.gflops, dp_size_, m.mfu_note);  // the whole job's rate over every rank's peak

@@ -82,6 +82,7 @@ class ProgressComponent : public TrainComponent {
   int64_t first_step_;
   core::LossSums window_sums_;
   double skipped_loss_ = 0;  // the last skipped step's loss: a window of only skipped steps shows it
+  double skipped_grad_norm_ = 0;  // and its gradient norm (not the last applied step's)
   double window_seconds_ = 0, total_seconds_ = 0;
   int64_t window_steps_ = 0;
   core::StepStats stats_;  // the last applied step's

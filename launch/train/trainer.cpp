@@ -313,7 +313,8 @@ template <typename T>
 void Trainer<T>::skip_step(int64_t number, StepOutcome& out) {
   if (out.skipped_batch) {
     guard_.note_skipped_batch();
-    out.loss = std::numeric_limits<double>::quiet_NaN();  // its loss was never computed
+    out.loss = std::numeric_limits<double>::quiet_NaN();  // its loss and gradient were never computed
+    out.grad_norm = std::numeric_limits<double>::quiet_NaN();
     guard_.request_reset();  // the next segment does not follow this one's state
     log_->event("skip", {{"step", double(number)}, {"skipped_steps", double(guard_.total_skipped())}},
                 "skip  step " + std::to_string(number) + ": its batch is skipped (rolled back past it)");

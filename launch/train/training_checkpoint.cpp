@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "launch/config/config_keys.h"
+#include "launch/run/checkpoint_space.h"
 
 namespace brt::launch {
 
@@ -289,11 +290,47 @@ void take_training_snapshot(TrainingSnapshot<T>& out, const RunConfig& config, c
   }
 }
 
+namespace {
+
+// The file a snapshot makes on disk: every tensor whole (each writing rank holds its part), the
+// integer arrays and HDF5's own structure.
+template <typename T>
+int64_t snapshot_file_bytes(const TrainingSnapshot<T>& snap) {
+  int64_t n = 0;
+  for (const auto& t : snap.tensors) {
+    int64_t elems = 1;
+    for (const int64_t d : t.shape) elems *= d;
+    n += elems * int64_t(sizeof(T));
+  }
+  for (const auto& i : snap.ints) n += int64_t(i.values.size() * sizeof(int64_t));
+  return checkpoint_bytes_on_disk(n + int64_t(snap.guard_windows.size() * sizeof(double)));
+}
+
+// A save that cannot fit fails before writing a byte, naming both sizes and the folder (the
+// failure path of a full disk: checkpoint.on_error decides), instead of filling the file system
+// and failing at ENOSPC. Rank 0 of `comm` measures: one answer for every writing rank.
+template <typename T>
+void refuse_without_space(const TrainingSnapshot<T>& snap, const std::string& dir, MPI_Comm comm) {
+  int rank = 0, size = 1;
+  if (comm != MPI_COMM_NULL) {
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+  }
+  int64_t free_bytes = rank == 0 ? free_bytes_at(dir) : -1;
+  if (size > 1) MPI_Bcast(&free_bytes, 1, MPI_INT64_T, 0, comm);
+  const std::string file = (std::filesystem::path(dir) / ck::checkpoint_file_name(snap.meta.step)).string();
+  if (auto p = checkpoint_space_problem(dir, file, snapshot_file_bytes(snap), free_bytes); !p.empty())
+    throw ck::SaveError(p);
+}
+
+}  // namespace
+
 template <typename T>
 ck::SaveResult write_training_snapshot(const TrainingSnapshot<T>& snap, const std::string& dir, int keep,
                                        MPI_Comm comm, const CheckpointIo& io) {
   if (!snap.writes) return {};
   refuse_non_finite(snap, comm);
+  refuse_without_space(snap, dir, comm);
   ck::WriterOptions options;
   options.keep_last = keep;
   options.good = io.good;

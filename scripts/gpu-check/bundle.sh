@@ -127,6 +127,9 @@ stage_bundle() {
       continue
     fi
     cp "$build/$rel" "$stage/bin/"
+    # The Release build's line tables (-g1, for the crash report's file:line) would triple the
+    # bundle; the GPU machine's crash reports name functions from the symbol table, as before.
+    strip --strip-debug "$stage/bin/$(basename "$rel")" || return 1
     copy_libs "$build/$rel" "$stage/lib" || return 1
     # The build's RUNPATH names this machine's folders: there only LD_LIBRARY_PATH decides.
     patchelf --remove-rpath "$stage/bin/$(basename "$rel")" || return 1

@@ -26,23 +26,11 @@ cluster_up --hosts 2 --shared-mb 256
 args=(train.steps=8 checkpoint.every=1 checkpoint.keep=0 train.timeout_s=$timeout_s)
 NP2=(mpi h1:1,h2:1 2 -x OMP_NUM_THREADS)
 
-run ref.log 120 "${NP2[@]}" "${TRAIN[@]}" "${args[@]}" checkpoint.dir="$work/ref" log.metrics_path="$work/ref.jsonl"
-expect_rc 0 "reference run"
-run first.log 120 "${NP2[@]}" "${TRAIN[@]}" "${args[@]}" train.steps=2 checkpoint.dir="$work/c"
-expect_rc 0 "first two steps"
-sha2=$(sha "$(ckpt c 2)")
+reference_and_first_steps "${NP2[@]}"
 # ssh passes no environment: the injection reaches h2's rank through mpirun's -x.
 faulty=("${NP2[@]}" -x BRT_FAULT_INJECT "${TRAIN[@]}" "${args[@]}" checkpoint.dir="$work/c" log.metrics_path="$work/faulty.jsonl")
 
-# The injection waits for the pause line of BRT_FAULT_INJECT's `pause`, then acts.
-pause_then() {  # SPEC ACTION...
-  export BRT_FAULT_INJECT=$1
-  shift
-  start_job fault.log "${faulty[@]}" "${extra[@]}"
-  wait_text fault.log "fault injection: pausing" 60
-  injected_at=$(now_ns)
-  "$@"
-}
+# The injection waits for the pause line of BRT_FAULT_INJECT's `pause`, then acts (lib.sh pause_then).
 extra=()
 heal_after=""
 resume_hosts=(mpi h1:1,h2:1 2)

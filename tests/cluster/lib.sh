@@ -194,3 +194,40 @@ wait_job() {
   rc=$(cat "$job_rc")
 }
 secs_between() { echo $(( ($2 - $1) / 1000000000 )); }
+
+# reference_and_first_steps LAUNCH...: the uninterrupted reference run (ref/, ref.jsonl) and the
+# first two steps into c/, each `LAUNCH ${TRAIN[@]} ${args[@]}` (LAUNCH as for `run`, or none);
+# sets $sha2, ckpt-2's sha256, which every fault case must leave unchanged.
+reference_and_first_steps() {
+  run ref.log 120 "$@" "${TRAIN[@]}" "${args[@]}" checkpoint.dir="$work/ref" log.metrics_path="$work/ref.jsonl"
+  expect_rc 0 "reference run"
+  run first.log 120 "$@" "${TRAIN[@]}" "${args[@]}" train.steps=2 checkpoint.dir="$work/c"
+  expect_rc 0 "first two steps"
+  sha2=$(sha "$(ckpt c 2)")
+}
+# pause_then SPEC ACTION...: starts "${faulty[@]}" "${extra[@]}" (set by the caller) under
+# BRT_FAULT_INJECT=SPEC, waits for its injection line (a pause, or a stop), notes the time in
+# $injected_at and runs ACTION (a function looks up what it acts on only then).
+pause_then() {
+  export BRT_FAULT_INJECT=$1
+  shift
+  start_job fault.log "${faulty[@]}" "${extra[@]}"
+  wait_text fault.log "fault injection: " 60
+  injected_at=$(now_ns)
+  "$@"
+}
+# resumes_bit_exactly LAUNCH...: after a fault, ckpt-2 still has $sha2 and the newest checkpoint
+# ($newest) verifies; the next start, `LAUNCH ${TRAIN[@]} ${args[@]}` into c/, resumes ($from: its
+# step) and every later loss and the final checkpoint equal the reference run's.
+resumes_bit_exactly() {
+  [ "$(sha "$(ckpt c 2)")" = "$sha2" ] || fail "ckpt-2 changed"
+  newest=$(ls c/ckpt-*.h5 | sort | tail -1)
+  verify_ok "$newest"
+  unset BRT_FAULT_INJECT
+  run resumed.log 120 "$@" "${TRAIN[@]}" "${args[@]}" checkpoint.dir="$work/c" log.metrics_path="$work/resumed.jsonl"
+  expect_rc 0 "the start after the fault"
+  from=$(sed -nE 's/^resumed from .*ckpt-0*([0-9]+)\.h5 at step.*/\1/p' resumed.log)
+  [ -n "$from" ] || fail "the next start did not resume: $(head -20 resumed.log)"
+  same_losses ref.jsonl resumed.jsonl "$from"
+  "$bin" ckpt diff "$(ckpt ref 8)" "$(ckpt c 8)" > /dev/null || fail "the final checkpoint differs from the uninterrupted run's"
+}

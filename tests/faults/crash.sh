@@ -2,7 +2,7 @@
 # A crash says who crashed and where (launch/cli/crash_report.h): a segfault, an abort, an
 # uncaught exception and a raw MPI error, injected at step 4 of a run saving every step (synchronously). Each
 # prints "brt-dist train: crash on world rank R (host H, pid P): <what>", the stack with our
-# functions named, and dies by its signal (139 for SIGSEGV, 134 for SIGABRT); the checkpoint of
+# functions named, then each frame's function, file and line, and dies by its signal (139 for SIGSEGV, 134 for SIGABRT); the checkpoint of
 # step 2 verifies and the next start resumes from it. Under mpirun -np 2 the report names
 # world rank 1.
 source "$(dirname "$0")/lib.sh"
@@ -20,10 +20,16 @@ crash() {  # crash NAME SPEC EXIT WHAT [LAUNCHER...]: injects SPEC, expects EXIT
   expect_text "$name.log" "stack (innermost first"
   # The stack names the function that crashed (the dynamic symbol table: -rdynamic).
   grep -q "FaultInjection" "$name.log" || fail "$name: the stack names no brt function"
+  # ... and, decoded from the line tables (Boost.Stacktrace), the function, file and line.
+  expect_text "$name.log" "source (function at file:line, innermost first):"
+  grep -qE "#[0-9]+ brt::launch::FaultInjection::crash\(.*\)( \[clone [.a-z]+\])? at .*launch/run/fault_injection\.cpp:[0-9]+" "$name.log" ||
+    fail "$name: no frame of FaultInjection::crash with its file and line"
+  grep -qE "#[0-9]+ brt::launch::Trainer<float>::run_step\(long\) at .*launch/train/trainer\.cpp:[0-9]+" "$name.log" ||
+    fail "$name: no frame of Trainer::run_step with its file and line"
   [ "$(grep -c "crash on world rank" "$name.log")" -eq 1 ] || fail "$name: not exactly one report"
   verify_ok "$(ckpt "c-$name" 2)"
   record "crash($name)" "BRT_FAULT_INJECT=$spec" "$rc" "$(first_line "$name.log" "crash on world rank")" \
-    "ckpt-2 verifies; the stack names $(grep -o -m1 '_Z[^+(]*FaultInjection[^+(]*' "$name.log" | c++filt)"
+    "ckpt-2 verifies; the stack names $(grep -oE -m1 'FaultInjection::crash\(.*\)( \[clone [.a-z]+\])? at .*fault_injection\.cpp:[0-9]+' "$name.log" | sed 's/(.*) at .*\//() at /')"
 }
 crash segv "segv@step=4" 139 "Segmentation fault (signal 11) at address 0x0"
 crash abort "abort@step=4" 134 "Aborted (signal 6)"

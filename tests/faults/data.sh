@@ -88,6 +88,20 @@ case_shards() {
   verify_ok "$(ckpt c-flip 2)"
   record "data(flipped bits)" "the lowest bit of one byte in a validation and a train document" "eval 1, train 1" \
     "$(first_error eval-flip.log)" "ckpt-2 sha256 unchanged and verifies; no checkpoint from the damaged run"
+  # In-range damage in the middle of every train document, and a run too short to read any
+  # document to its end (3 steps of 32 tokens): refused at the first read of a damaged document
+  # (the whole document is verified then), before a step trains on it.
+  fresh_copy data flipall
+  for k in 0 1 2 3 4 5; do "${DAMAGE[@]}" flipall flip train $k > /dev/null; done
+  run train-short.log 60 "${DATA_TRAIN[@]}" data.path="$work/flipall" train.steps=3 checkpoint.dir=c-short
+  expect_rc 1 "a 3-step run on damaged shards"
+  expect_text train-short.log "is damaged: document"
+  expect_text train-short.log "does not match its checksum in"
+  expect_no_text train-short.log "step      1/3"
+  expect_clean_error train-short.log
+  ! ls c-short/*.h5 > /dev/null 2>&1 || fail "the damaged run wrote a checkpoint: $(ls c-short)"
+  record "data(damage mid-document, 3 steps)" "the lowest bit in the middle of every train document; train.steps=3" "$rc" \
+    "$(first_error train-short.log)" "no step trained, no checkpoint written"
   # prepare with the same flags redoes exactly the two damaged shards; eval is clean again.
   run prepare-redo.log 120 "$bin" prepare --corpus corpus --out flip --vocab 300 --shard-mb 0.002
   expect_rc 0 "prepare over the damaged copy"
@@ -217,8 +231,56 @@ case_prepare() {
     "$(first_error corpus.log)" "the tokenizer ($hash) kept, the new document encoded"
 }
 
+# eval --task with a length no host holds: refused at once (exit 2) with the memory it needs,
+# before any model is built — not grown into until the machine swaps.
+case_task_lengths() {
+  make_corpus corpus
+  prepare_into data
+  expect_rc 0 "prepare"
+  run train.log 60 "${DATA_TRAIN[@]}" data.path="$work/data" train.steps=1 checkpoint.dir=c
+  expect_rc 0 "a checkpoint to evaluate"
+  run huge.log 30 "$bin" eval --checkpoint "$(ckpt c 1)" --task passkey --lengths 999999999999 --depths 0.5 --samples 1
+  expect_rc 2 "eval --task passkey --lengths 999999999999"
+  expect_text huge.log "not enough memory: this run needs"
+  expect_text huge.log "1 task document of up to 999999999999 tokens (--lengths), each made whole"
+  expect_text huge.log "Give shorter --lengths"
+  expect_clean_error huge.log
+  [ "$secs" -le 10 ] || fail "the refusal took $secs s"
+  record "eval(task length beyond memory)" "--task passkey --lengths 999999999999" "$rc after $secs s" \
+    "$(first_error huge.log)" "nothing allocated; the checkpoint untouched"
+  # A length that fits still runs (the check adds what the documents take, nothing more).
+  run fits.log 60 "$bin" eval --checkpoint "$(ckpt c 1)" --task passkey --lengths 200 --depths 0.5 --samples 1 --quiet
+  expect_rc 0 "eval --task passkey --lengths 200"
+}
+
+# eval of a checkpoint a live run has just pruned (checkpoint.keep): the message says so and
+# names the directory's newest; eval DIR evaluates that newest one.
+case_eval_pruned() {
+  make_corpus corpus
+  prepare_into data
+  expect_rc 0 "prepare"
+  run train.log 60 "${DATA_TRAIN[@]}" data.path="$work/data" train.steps=4 checkpoint.every=1 checkpoint.keep=1 \
+    checkpoint.dir=c
+  expect_rc 0 "a run that keeps one checkpoint"
+  run pruned.log 30 "$bin" eval --checkpoint "$(ckpt c 2)" --quiet
+  expect_rc 1 "eval of a pruned checkpoint"
+  # keep=1 keeps the newest and the newest confirmed one (docs/checkpoint-format.md): ckpt-3, ckpt-4.
+  expect_text pruned.log "c/ckpt-00000002.h5 does not exist: its directory holds 2 other checkpoint(s), the newest c/ckpt-00000004.h5"
+  expect_text pruned.log "a live run keeps only its newest checkpoint.keep checkpoints and has pruned this one"
+  expect_clean_error pruned.log
+  run newest.log 60 "$bin" eval c --json newest.json --quiet
+  expect_rc 0 "eval of the run's directory"
+  expect_text newest.log "brt-dist eval: c: its newest checkpoint, c/ckpt-00000004.h5"
+  run direct.log 60 "$bin" eval "$(ckpt c 4)" --json direct.json --quiet
+  [ "$(numbers newest.json)" = "$(numbers direct.json)" ] || fail "eval c differs from eval of its newest checkpoint"
+  record "eval(pruned checkpoint)" "eval of ckpt-2 after the run (checkpoint.keep=1) pruned it" "1; eval c: 0" \
+    "$(first_error pruned.log)" "eval c evaluated ckpt-4, the same report as eval c/ckpt-00000004.h5"
+}
+
 case "$what" in
   shards) case_shards ;;
+  eval_pruned) case_eval_pruned ;;
+  task_lengths) case_task_lengths ;;
   tokenizer) case_tokenizer ;;
   prepare) case_prepare ;;
   *) fail "unknown case $what" ;;

@@ -21,6 +21,8 @@ case $case_name in
     # The progress line of the skipped step shows its loss, not a made-up 0; the
     # JSONL has no train record for it (the skip event is its record).
     expect_text fault.log "step      5/10 | loss nan (skipped) | bits/tok nan"
+    # ... and its own gradient norm, not the previous (applied) step's.
+    grep -E '^step +5/10 ' fault.log | grep -qF '| gnorm nan |' || fail "step 5's line shows another step's gnorm: $(grep -E '^step +5/10 ' fault.log)"
     ! grep -q '"event":"train","step":5,' a.jsonl || fail "a train record for the skipped step 5"
     grep '"event":"train"' a.jsonl | tail -1 | grep -q '"skipped_steps":1}' || fail "skipped_steps not counted"
     for f in a/ckpt-*.h5; do verify_ok "$f"; done
@@ -72,6 +74,11 @@ case $case_name in
     expect_rc 0 "a run with a gradient spike"
     expect_text fault.log "skip  step 45: gradient-norm spike (train.skip_grad_z)"
     [ "$(grep -c '^skip  step' fault.log)" -eq 1 ] || fail "other steps were skipped too: $(grep '^skip' fault.log)"
+    # The skipped step's progress line shows its own (spiked) gradient norm, as the skip line does.
+    spiked=$(sed -nE 's/^skip  step 45: .*gradient norm ([^)]+)\).*/\1/p' fault.log)
+    shown=$(sed -nE 's/^step +45\/50 .*\| gnorm ([^ ]+) \|.*/\1/p' fault.log)
+    python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); sys.exit(0 if abs(a-b)<=1e-3*abs(a)+1e-3 else 1)" \
+      "$spiked" "$shown" || fail "step 45's progress line shows gnorm $shown, the skipped step's is $spiked"
     record "guard(gradient spike)" "gradients x1000 at step 45; skip_grad_z=5" "0" "$(first_line fault.log 'skip  step 45')" \
       "only that step skipped; the run finished"
     ;;

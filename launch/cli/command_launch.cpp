@@ -1,0 +1,52 @@
+// `brt-dist launch [--grace-s S] [--kill-after-s S] [--] LAUNCHER ARGS...`: the job's launcher
+// under the supervisor (launch/supervise/supervisor.h). Its own flags come first; everything
+// from the first word that is not one (or after `--`) is the launcher's command line, untouched.
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "launch/cli/cli.h"
+#include "launch/cli/commands.h"
+#include "launch/supervise/supervisor.h"
+#include "parallel/launch_env.h"
+
+namespace brt::launch {
+
+namespace {
+
+double seconds_value(const std::string& flag, const char* text) {
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(v > 0) || v > 86400)
+    throw parallel::UsageError(flag + " needs a number of seconds in (0, 86400], got '" + text + "'");
+  return v;
+}
+
+}  // namespace
+
+int command_launch(int argc, char** argv) {
+  SupervisorOptions options;
+  int i = 2;
+  for (; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg == "--grace-s" || arg == "--kill-after-s") {
+      if (i + 1 >= argc) throw parallel::UsageError(arg + " needs a value");
+      (arg == "--grace-s" ? options.grace_s : options.kill_after_s) = seconds_value(arg, argv[++i]);
+      continue;
+    }
+    if (arg.rfind("--", 0) == 0)
+      throw parallel::UsageError("unknown flag " + arg + " (launch's flags come before the launcher's command; see "
+                                 "brt-dist launch --help)");
+    break;
+  }
+  for (; i < argc; ++i) options.command.emplace_back(argv[i]);
+  if (options.command.empty())
+    throw parallel::UsageError("no launcher command: brt-dist launch [flags] mpirun|srun|brt-dist ...");
+  return supervise(options);
+}
+
+}  // namespace brt::launch

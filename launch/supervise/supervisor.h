@@ -1,0 +1,45 @@
+// `brt-dist launch`: a supervisor around the job's launcher (mpirun, srun, or brt-dist itself),
+// as torchrun is to PyTorch (docs/reliability.md "Launch topologies"). It exists for what the
+// launcher cannot do on its own:
+//  - end the job after an abort: a rank that gives up (a timeout, an error on one rank) prints
+//    parallel::kJobAbortMarker and calls MPI_Abort; mpirun should then kill every rank, but
+//    with a host unreachable it can wait forever ("abort is already in progress"), notably when
+//    it runs on a login node outside the job's hosts, where no rank's abort helper
+//    (parallel/abort_fallback.h) can end it. The supervisor reads the launcher's stderr, and
+//    `grace_s` after the first abort report ends the launcher's process group (SIGTERM, then
+//    SIGKILL) and exits with the reported status;
+//  - a clean stop: SIGINT, SIGTERM or SIGHUP to the supervisor becomes SIGUSR1 to the launcher,
+//    which mpirun and srun forward to every rank as the stop request (the ranks save and exit
+//    75, so the job exits 75 as one process does; mpirun given SIGINT itself kills the ranks
+//    and exits 1). A second signal sends SIGTERM to the launcher's group, a third SIGKILL;
+//  - no orphans: the launcher gets SIGTERM if the supervisor dies (PR_SET_PDEATHSIG).
+// It calls no MPI: it is the launcher's parent, not a rank.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace brt::launch {
+
+struct SupervisorOptions {
+  std::vector<std::string> command;  // the launcher and its arguments
+  double grace_s = 20;               // after an abort report, before ending the launcher
+  double kill_after_s = 5;           // after SIGTERM, before SIGKILL
+};
+
+// One abort report, parsed from a line of the launcher's stderr (parallel/comm_error.h).
+struct AbortReport {
+  int world_rank = -1;
+  std::string host;
+  int exit_code = 1;
+};
+std::optional<AbortReport> parse_abort_report(std::string_view line);
+
+// Runs the launcher under supervision; returns the exit status for the supervisor: the
+// launcher's (128 + N when a signal N ended it), or the abort report's when the supervisor
+// had to end the launcher after it.
+int supervise(const SupervisorOptions& options);
+
+}  // namespace brt::launch
