@@ -11,6 +11,8 @@
 #     link_cut_save_async  ... while rank 0's writer thread pauses inside a background save
 #     link_flap            h2's link down for 2 s (timeout 8 s), then up: the run finishes
 #     host_killed          every process of h2 killed while rank 1 pauses at step 4
+#     rank_stalled         world rank 1 (h2) SIGSTOPped as step 4 begins: rank 0 times out, aborts
+#     mpirun_killed        mpirun (on h1) SIGKILLed while rank 0 pauses at step 4
 #     shared_readonly      the shared file system read-only on h2 (only) before the step-4 save
 #     shared_full          the shared file system filled (from h2) to its last 32 KiB before the
 #                          step-4 save (a shared file system is full for every host at once)
@@ -71,6 +73,13 @@ case $case_name in
     pause_then "pause@step=4@rank=0@ms=1000" fill
     injected="the shared file system filled (from h2) to its last 32 KiB while world rank 0 pauses before the step-4 save"
     restore() { rm -f "$CLUSTER_DIR/shared/filler"; } ;;
+  rank_stalled)
+    pause_then "stop@step=4@rank=1" true
+    injected="SIGSTOP to world rank 1 (h2) as step 4 begins" ;;
+  mpirun_killed)
+    kill_mpirun() { pkill -KILL -x mpirun; }
+    pause_then "pause@step=4@rank=0@ms=2000" kill_mpirun
+    injected="SIGKILL to mpirun (on h1) while world rank 0 pauses as step 4 begins" ;;
   host_killed)
     pause_then "pause@step=4@rank=1@ms=1500" cluster_kill_host h2
     injected="every process of h2 killed (SIGKILL; its sshd, orted and rank 1) as step 4 begins"
@@ -100,6 +109,11 @@ case $case_name in
     expect_text fault.log "(host h2)"
     expect_text fault.log "the job has not ended 10 s after MPI_Abort(124); mpirun (pid"
     ;;
+  rank_stalled)
+    expect_rc 124 "$injected"
+    expect_text fault.log "timeout on world rank 0 (host h1)" ;;
+  mpirun_killed)
+    expect_rc 137 "$injected: the status of the killed mpirun" ;;
   host_killed)
     # mpirun sees h2's sshd connection close and ends the job at once (Open MPI's words).
     [ "$rc" -ne 0 ] || fail "the job exited 0 with h2 dead"
@@ -120,6 +134,7 @@ for pattern in 'collective timeout on world rank' 'timeout on world rank' 'error
                'cannot write|No space left|Read-only'; do
   [ -z "$printed" ] && printed=$(first_line fault.log "$pattern")
 done
+[ -n "$printed" ] || printed="nothing (the launcher was killed: the orted on h2 lost it and ended its rank)"
 # Nothing good was lost: the step-2 checkpoint unchanged, the newest one verifies.
 [ "$(sha "$(ckpt c 2)")" = "$sha2" ] || fail "ckpt-2 changed"
 newest=$(ls c/ckpt-*.h5 | sort | tail -1)
