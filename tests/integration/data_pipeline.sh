@@ -12,13 +12,13 @@ grep -q "66 documents" "$work/prepare.log" || fail "prepare: $(cat "$work/prepar
 "$bin" prepare --kjv --out "$work/data" --vocab 512 --quiet > "$work/prepare2.log"
 grep -q "(0 written" "$work/prepare2.log" || fail "rerun redid shards: $(cat "$work/prepare2.log")"
 "$bin" train configs/tiny.toml "${SMALL[@]}" model.vocab=512 data.source=shards data.path="$work/data" \
-  train.steps=6 train.eval_every=3 checkpoint.dir="$work/ckpt" > "$work/train.log"
+  train.steps=6 train.eval_every=3 checkpoint.dir="$work/ckpt" log.metrics_path="$work/metrics.jsonl" > "$work/train.log"
 grep -q "eval  step      6" "$work/train.log" || fail "no validation: $(cat "$work/train.log")"
 ckpt="$work/ckpt/ckpt-00000006.h5"
 # Shards made by another tokenizer cannot continue this checkpoint: refused, naming it.
 "$bin" prepare --kjv --out "$work/data2" --vocab 400 --quiet > /dev/null
 if "$bin" train configs/tiny.toml "${SMALL[@]}" model.vocab=512 data.source=shards data.path="$work/data2" \
-     train.steps=8 --resume "$work/ckpt" > "$work/mismatch.log" 2>&1; then
+     train.steps=8 --resume "$work/ckpt" log.metrics_path="$work/mismatch.jsonl" > "$work/mismatch.log" 2>&1; then
   fail "a checkpoint was resumed on shards of another tokenizer"
 fi
 grep -qi "tokenizer" "$work/mismatch.log" || fail "unclear tokenizer refusal: $(cat "$work/mismatch.log")"

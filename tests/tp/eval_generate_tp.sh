@@ -13,7 +13,7 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 mpi=("$mpiexec" --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS=1)
 "$bin" prepare --kjv --out "$work/data" --vocab 512 --quiet > "$work/prepare.log" || fail "prepare: $(cat "$work/prepare.log")"
 "${mpi[@]}" -np 2 "$bin" train configs/tiny.toml "${SMALL[@]}" model.variant=$variant model.vocab=512 data.source=shards \
-  data.path="$work/data" train.steps=4 checkpoint.every=4 checkpoint.dir="$work/ckpt" --tp 2 \
+  data.path="$work/data" train.steps=4 checkpoint.every=4 checkpoint.dir="$work/ckpt" log.metrics_path="$work/metrics.jsonl" --tp 2 \
   > "$work/train.log" 2>&1 || fail "train --tp 2: $(tail -20 "$work/train.log")"
 ckpt="$work/ckpt/ckpt-00000004.h5"
 [ -f "$ckpt" ] || fail "no checkpoint: $(tail -5 "$work/train.log")"
