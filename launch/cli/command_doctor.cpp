@@ -24,6 +24,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "launch/cli/cli.h"
 #include "launch/cli/commands.h"
+#include "launch/run/checkpoint_space.h"
 #include "launch/cli/version.h"
 #include "launch/preflight/doctor_cluster.h"
 #include "launch/preflight/host_memory.h"
@@ -196,16 +197,13 @@ int run_doctor(parallel::MpiSession& session, const DoctorOptions& opt) {
   // Across hosts: software, the checkpoint dir (one writable directory of every host), the data
   // dir, the links. Then free space (rank 0's view).
   check_across_hosts(session, opt, problems);
-  // Free space where the checkpoint dir is (or, not yet created, would be made).
-  std::error_code ec;
-  std::filesystem::path where = std::filesystem::absolute(opt.checkpoint_dir, ec);
-  while (!where.empty() && where != where.parent_path() && !std::filesystem::exists(where, ec)) where = where.parent_path();
-  const auto space = std::filesystem::space(where, ec);
+  // Free space where the checkpoint dir is (or, not yet created, would be made), as train checks it.
+  const int64_t free_bytes = free_bytes_at(opt.checkpoint_dir);
   if (rank == 0) {
-    if (ec) {
-      problems.push_back("cannot read free space at " + opt.checkpoint_dir + ": " + ec.message());
+    if (free_bytes < 0) {
+      problems.push_back("cannot read free space at " + opt.checkpoint_dir);
     } else {
-      const double free_gb = double(space.available) / 1e9;
+      const double free_gb = double(free_bytes) / 1e9;
       std::printf("disk: %.1f GB free at %s (threshold %.1f GB)\n", free_gb, opt.checkpoint_dir.c_str(),
                   opt.min_free_gb);
       if (free_gb < opt.min_free_gb)
