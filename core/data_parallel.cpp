@@ -94,7 +94,9 @@ DataParallel<T>::DataParallel(parallel::Communicator& dp, core::Model<T>& model,
     buckets_ = std::make_unique<parallel::GradBuckets<T>>(
         arena_comm_, store.grads(), parallel::plan_grad_buckets(store.total_numel(), ranges, bucket_elems),
         settings.overlap, stream_);
-    model.set_backward_hook([this](int layer) { buckets_->mark_ready(layer); });
+    model.set_backward_hook([this](int layer) {
+      if (!partial_) buckets_->mark_ready(layer);
+    });
   }
 }
 
@@ -120,6 +122,7 @@ int64_t DataParallel<T>::global_count(int64_t local_count) {
 
 template <typename T>
 void DataParallel<T>::begin_backward() {
+  partial_ = false;
   if (buckets_) buckets_->begin_step();
 }
 

@@ -95,6 +95,11 @@ class DataParallel {
   // backward -> end_backward -> optimizer.step -> after_update -> global_nats.
   int64_t global_count(int64_t local_count);
   void begin_backward();
+  // Gradient accumulation (train.grad_accum, launch/train/grad_accum.h): instead of
+  // begin_backward before a micro-step's backward that is not the step's last. Its hooks start
+  // no all-reduce, since the arena holds only part of the step's gradient; the last
+  // micro-step's begin_backward .. end_backward reduces the whole sum, once per optimizer step.
+  void begin_partial_backward() { partial_ = true; }
   void end_backward();
   void after_update();
   double global_nats(double local_nats);
@@ -115,6 +120,7 @@ class DataParallel {
   std::vector<bool> owned_;
   std::unique_ptr<parallel::GradBuckets<T>> buckets_;
   DpStepTimes times_;
+  bool partial_ = false;  // begin_partial_backward .. begin_backward: the hooks start nothing
 };
 
 }  // namespace brt::core

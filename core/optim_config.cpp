@@ -31,6 +31,8 @@ const char* to_string(ScheduleKind kind) {
     case ScheduleKind::kRsqrt: return "rsqrt";
     case ScheduleKind::kCosine: return "cosine";
     case ScheduleKind::kConstant: return "constant";
+    case ScheduleKind::kLinear: return "linear";
+    case ScheduleKind::kWsd: return "wsd";
   }
   return "?";
 }
@@ -45,7 +47,9 @@ ScheduleKind parse_schedule_kind(const std::string& text, const std::string& key
   if (text == "rsqrt") return ScheduleKind::kRsqrt;
   if (text == "cosine") return ScheduleKind::kCosine;
   if (text == "constant") return ScheduleKind::kConstant;
-  fail(key, "\"" + text + "\" is not a schedule (rsqrt | cosine | constant)");
+  if (text == "linear") return ScheduleKind::kLinear;
+  if (text == "wsd") return ScheduleKind::kWsd;
+  fail(key, "\"" + text + "\" is not a schedule (rsqrt | cosine | constant | linear | wsd)");
 }
 
 double OptimConfig::effective_clip_norm() const {
@@ -57,15 +61,19 @@ void OptimConfig::resolve() {
   clip_norm = effective_clip_norm();
   require_finite_positive(lr, "optim.lr");
   if (!(std::isfinite(min_lr) && min_lr >= 0)) fail("optim.min_lr", num(min_lr) + " must be >= 0");
-  if (schedule == ScheduleKind::kCosine && min_lr > lr)
-    fail("optim.min_lr", num(min_lr) + " exceeds optim.lr " + num(lr));
+  const bool decays = schedule == ScheduleKind::kCosine || schedule == ScheduleKind::kLinear ||
+                     schedule == ScheduleKind::kWsd;  // to min_lr at total_steps
+  if (decays && min_lr > lr) fail("optim.min_lr", num(min_lr) + " exceeds optim.lr " + num(lr));
+  if (!(decay_fraction > 0 && decay_fraction <= 1))
+    fail("optim.decay_fraction", num(decay_fraction) + " must be in (0, 1]");
   if (warmup < 0) fail("optim.warmup", std::to_string(warmup) + " must be >= 0");
   if (schedule == ScheduleKind::kRsqrt && warmup < 1)
     fail("optim.warmup", "the rsqrt schedule lr*sqrt(warmup/max(t+1, warmup)) needs warmup >= 1");
   if (total_steps < 0) fail("optim.total_steps", std::to_string(total_steps) + " must be >= 0");
   // (total_steps <= warmup is allowed: a short run then ends at min_lr right after warmup.)
-  if (schedule == ScheduleKind::kCosine && total_steps == 0)
-    fail("optim.total_steps", "the cosine schedule needs the step at which it reaches optim.min_lr (> 0)");
+  if (decays && total_steps == 0)
+    fail("optim.total_steps", std::string("the ") + to_string(schedule) +
+                                  " schedule needs the step at which it reaches optim.min_lr (> 0)");
   if (!std::isfinite(clip_norm)) fail("optim.clip_norm", "must be finite");
   if (!(beta1 >= 0 && beta1 < 1)) fail("optim.beta1", num(beta1) + " must be in [0, 1)");
   if (!(beta2 >= 0 && beta2 < 1)) fail("optim.beta2", num(beta2) + " must be in [0, 1)");

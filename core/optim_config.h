@@ -9,19 +9,22 @@
 namespace brt::core {
 
 enum class OptimKind { kAdafactor, kAdamW };
-enum class ScheduleKind { kRsqrt, kCosine, kConstant };
+enum class ScheduleKind { kRsqrt, kCosine, kConstant, kLinear, kWsd };
 
 struct OptimConfig {
   OptimKind kind = OptimKind::kAdafactor;
 
   // Learning-rate schedule (model.md §10c): linear warmup over `warmup` steps to `lr`, then
-  // rsqrt, cosine down to `min_lr` at `total_steps`, or constant.
+  // rsqrt, cosine or linear down to `min_lr` at `total_steps`, constant, or warmup-stable-decay
+  // (wsd: `lr` until the last `decay_fraction` of total_steps, then linear to `min_lr`).
   double lr = 0.01;
   int64_t warmup = 1000;
   ScheduleKind schedule = ScheduleKind::kCosine;
   double min_lr = 0.001;
   // Step at which cosine reaches min_lr. 0 means "the run's train.steps" (RunConfig fills it).
   int64_t total_steps = 0;
+  // wsd: the fraction of total_steps spent decaying (the final cooldown), in (0, 1].
+  double decay_fraction = 0.2;
 
   // Global L2-norm gradient clipping; 0 turns it off. Negative means "the default for
   // `kind`": 1.0 for AdamW, off for Adafactor (model.md §10c). resolve() replaces it.
@@ -50,7 +53,7 @@ struct OptimConfig {
 
 const char* to_string(OptimKind kind);
 const char* to_string(ScheduleKind kind);
-// Parse "adafactor" | "adamw" and "rsqrt" | "cosine" | "constant"; throw std::invalid_argument
+// Parse "adafactor" | "adamw" and "rsqrt" | "cosine" | "constant" | "linear" | "wsd"; throw std::invalid_argument
 // naming `key` for anything else.
 OptimKind parse_optim_kind(const std::string& text, const std::string& key = "optim.kind");
 ScheduleKind parse_schedule_kind(const std::string& text, const std::string& key = "optim.schedule");

@@ -54,13 +54,29 @@ std::vector<CorpusFile> read_file_list(const fs::path& list_file, Split split) {
   return files;
 }
 
+std::string CorpusFile::name() const {
+  if (line > 0) return path.string() + ":" + std::to_string(line);
+  if (!whole_file()) return path.string() + "@" + std::to_string(begin);
+  return path.string();
+}
+
+int64_t CorpusFile::size_hint() const {
+  if (!whole_file()) return end - begin;
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  return ec ? 0 : static_cast<int64_t>(size);
+}
+
 void canonicalise_corpus(std::vector<CorpusFile>& files) {
   std::sort(files.begin(), files.end(), [](const CorpusFile& a, const CorpusFile& b) {
     if (a.split != b.split) return a.split < b.split;
-    return a.path.string() < b.path.string();
+    const int by_path = a.path.string().compare(b.path.string());
+    return by_path != 0 ? by_path < 0 : a.begin < b.begin;
   });
   for (size_t i = 1; i < files.size(); ++i) {
-    if (files[i].path == files[i - 1].path) {
+    // The same file twice, or a file listed whole and as records (the same path in two splits too).
+    const bool same_file = files[i].path == files[i - 1].path;
+    if (same_file && (files[i].whole_file() || files[i - 1].whole_file() || files[i].begin == files[i - 1].begin)) {
       throw CorpusError("corpus lists " + files[i].path.string() + " twice");
     }
   }
@@ -86,16 +102,21 @@ std::string read_file_bytes(const fs::path& path) {
 }
 
 std::optional<std::string> load_document(const fs::path& path, BadDocumentPolicy policy) {
+  return load_document_with(path.string(), [&] { return read_file_bytes(path); }, policy);
+}
+
+std::optional<std::string> load_document_with(const std::string& name, const std::function<std::string()>& read,
+                                              BadDocumentPolicy policy) {
   std::string problem;
   std::string text;
   try {
-    text = normalise_document_text(read_file_bytes(path));
+    text = normalise_document_text(read());
     size_t bad_offset = 0;
     if (!is_valid_utf8(text, &bad_offset)) {
-      problem = path.string() + ": invalid UTF-8 at byte " + std::to_string(bad_offset) +
+      problem = name + ": invalid UTF-8 at byte " + std::to_string(bad_offset) +
                 " (after BOM/CRLF normalisation)";
     } else if (text.empty()) {
-      problem = path.string() + ": empty document";
+      problem = name + ": empty document";
     }
   } catch (const CorpusError& error) {
     problem = error.what();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -27,6 +28,17 @@ class CorpusError : public std::runtime_error {
 struct CorpusFile {
   Split split = Split::train;
   std::filesystem::path path;
+  // A document inside the file (data/corpus_formats.h): bytes [begin, end) of the decompressed
+  // file (end = -1: the whole file); line > 0: a JSONL record, its text in the field json_key.
+  int64_t begin = 0, end = -1, line = 0;
+  std::string json_key;
+
+  bool whole_file() const { return end < 0; }
+  // The document's name in messages and the index: the path, path:LINE for a JSONL record,
+  // path@BYTE for a cut of a long text.
+  std::string name() const;
+  // Bytes to read (the file's size for a whole file; 0 if it cannot be read): for planning.
+  int64_t size_hint() const;
 };
 
 // Lists a PG19-style corpus: every regular file directly inside root/train, root/validation
@@ -38,7 +50,7 @@ std::vector<CorpusFile> list_pg19_corpus(const std::filesystem::path& root);
 // ignored); relative paths are taken relative to the list file's folder. All files get `split`.
 std::vector<CorpusFile> read_file_list(const std::filesystem::path& list_file, Split split);
 
-// Sorts by (split, path) and rejects duplicates: this order defines document ids, so it must
+// Sorts by (split, path, begin) and rejects duplicates: this order defines document ids, so it must
 // not depend on how the list was given or on the number of ranks.
 void canonicalise_corpus(std::vector<CorpusFile>& files);
 
@@ -47,6 +59,10 @@ void canonicalise_corpus(std::vector<CorpusFile>& files);
 // file (fail) for an unreadable file, invalid UTF-8 (with the byte offset) or an empty document.
 std::optional<std::string> load_document(const std::filesystem::path& path,
                                          BadDocumentPolicy policy);
+
+// The same for a document whose raw bytes `read` returns (data/corpus_formats.h), `name` naming it.
+std::optional<std::string> load_document_with(const std::string& name, const std::function<std::string()>& read,
+                                              BadDocumentPolicy policy);
 
 // Reads a whole file as bytes; throws CorpusError naming the file if it cannot.
 std::string read_file_bytes(const std::filesystem::path& path);

@@ -1,4 +1,5 @@
 #include "data/prepare.h"
+#include "data/corpus_formats.h"
 #include "data/output_file.h"
 
 #include <algorithm>
@@ -36,12 +37,16 @@ int64_t file_size_or_zero(const fs::path& path) {
 
 // What the plan hash knows of a document: id, path, size and modification time, so a document
 // edited in place redoes its shard (as make decides: same size and time count as unchanged).
-std::string document_identity(int64_t id, const fs::path& path) {
+// A document inside a file adds its byte range and field (a whole file's line is as it was).
+std::string document_identity(int64_t id, const CorpusFile& file) {
+  const fs::path& path = file.path;
   std::error_code ec;
   const auto time = fs::last_write_time(path, ec);
   const long long ticks = ec ? 0 : static_cast<long long>(time.time_since_epoch().count());
+  const std::string place = file.whole_file() ? "" : "\t" + std::to_string(file.begin) + "-" +
+                                                         std::to_string(file.end) + "\t" + file.json_key;
   return std::to_string(id) + "\t" + path.string() + "\t" + std::to_string(file_size_or_zero(path)) + "\t" +
-         std::to_string(ticks) + "\n";
+         std::to_string(ticks) + place + "\n";
 }
 
 // Consecutive documents of a split per shard; depends only on the corpus, never on ranks.
@@ -54,12 +59,12 @@ std::vector<PlannedShard> plan_shards(const std::vector<CorpusFile>& files, int6
       shards.push_back({files[i].split, number, {}, 0, {}});
     }
     shards.back().doc_ids.push_back(static_cast<int64_t>(i));
-    shards.back().bytes += file_size_or_zero(files[i].path);
+    shards.back().bytes += files[i].size_hint();
   }
   for (auto& shard : shards) {
     uint64_t h = kFnvOffsetBasis;
     for (int64_t id : shard.doc_ids) {
-      const std::string line = document_identity(id, files[static_cast<size_t>(id)].path);
+      const std::string line = document_identity(id, files[static_cast<size_t>(id)]);
       h = fnv1a64(line.data(), line.size(), h);
     }
     shard.plan_hash = hex64(h);
@@ -114,7 +119,7 @@ void append_tokens(std::vector<char>& out, const std::vector<int32_t>& ids) {
 
 // Encodes one shard; returns the input bytes it read.
 int64_t write_shard(const fs::path& dir, const PlannedShard& plan, const std::vector<CorpusFile>& files,
-                    const Tokenizer& tokenizer, int token_bytes, BadDocumentPolicy policy) {
+                    const Tokenizer& tokenizer, int token_bytes, BadDocumentPolicy policy, DocumentReader& reader) {
   ShardMeta meta;
   meta.tokenizer_hash = tokenizer.hash();
   meta.token_bytes = token_bytes;
@@ -127,9 +132,9 @@ int64_t write_shard(const fs::path& dir, const PlannedShard& plan, const std::ve
   uint64_t chain = kFnvOffsetBasis;  // the shard's checksum so far (docs/data-format.md)
   for (int64_t doc_id : plan.doc_ids) {
     const auto& file = files[static_cast<size_t>(doc_id)];
-    auto text = load_document(file.path, policy);
+    auto text = load_document(file, policy, reader);
     if (!text) {
-      meta.skipped.emplace_back(doc_id, file.path.string());
+      meta.skipped.emplace_back(doc_id, file.name());
       continue;
     }
     bytes_read += static_cast<int64_t>(text->size());
@@ -138,7 +143,7 @@ int64_t write_shard(const fs::path& dir, const PlannedShard& plan, const std::ve
     const TextStats stats = count_text(*text);
     meta.documents.push_back({doc_id, plan.split, plan.shard, meta.tokens,
                               static_cast<int64_t>(ids.size()), stats.bytes, stats.words,
-                              file.path.string(), {}});
+                              file.name(), {}});
     meta.tokens += static_cast<int64_t>(ids.size());
     const size_t start = token_data.size();
     if (token_bytes == 2) append_tokens<uint16_t>(token_data, ids);
@@ -297,14 +302,28 @@ int32_t remove_unplanned_shards(const fs::path& dir, const std::vector<PlannedSh
 
 }  // namespace
 
-std::vector<CorpusFile> collect_corpus_files(const PrepareOptions& options) {
+std::vector<CorpusFile> collect_corpus_files(const PrepareOptions& options, CorpusSummary* summary) {
   std::vector<CorpusFile> files = options.files;
   if (!options.corpus_dir.empty()) {
     auto listed = list_pg19_corpus(options.corpus_dir);
     files.insert(files.end(), listed.begin(), listed.end());
   }
+  InputListing listing;
+  for (const auto& input : options.inputs) list_input(input, options.input, listing);
+  // A corpus that is one text file: cut into documents (else it has no held-out split and one stream).
+  if (options.input.max_document_bytes == 0 && files.empty() && listing.documents.size() == 1 &&
+      listing.documents[0].line == 0 && options.cut_single_text_bytes > 0) {
+    InputOptions cut = options.input;
+    cut.max_document_bytes = options.cut_single_text_bytes;
+    listing = {};
+    for (const auto& input : options.inputs) list_input(input, cut, listing);
+  }
+  files.insert(files.end(), listing.documents.begin(), listing.documents.end());
+  std::string held_out;
+  if (options.hold_out && !options.inputs.empty()) held_out = hold_out_documents(files, options.holdout);
   canonicalise_corpus(files);
   if (files.empty()) throw CorpusError("prepare: the corpus has no documents");
+  if (summary) *summary = {listing.files, listing.jsonl_records, listing.malformed_records, listing.cut_texts, held_out};
   return files;
 }
 
@@ -317,7 +336,7 @@ PrepareResult prepare_corpus(const PrepareOptions& options, MPI_Comm comm) {
   std::vector<CorpusFile> files;
   phase(options, "listing the corpus");
   try {
-    files = collect_corpus_files(options);
+    files = collect_corpus_files(options, &result.corpus);
     if (rank == 0) fs::create_directories(options.output_dir / "shards");
   } catch (const std::exception& e) {
     error = e.what();
@@ -330,7 +349,10 @@ PrepareResult prepare_corpus(const PrepareOptions& options, MPI_Comm comm) {
 
   const auto shards = plan_shards(files, std::max<int64_t>(1, options.shard_target_bytes));
   const auto per_rank = assign_shards(shards, ranks);
-  const auto& mine = per_rank[static_cast<size_t>(rank)];
+  // In corpus order, so consecutive records of a (compressed) file are read in one pass.
+  std::vector<size_t> mine = per_rank[static_cast<size_t>(rank)];
+  std::sort(mine.begin(), mine.end());
+  DocumentReader reader;
   size_t rounds = 0;
   for (const auto& list : per_rank) rounds = std::max(rounds, list.size());
 
@@ -351,7 +373,7 @@ PrepareResult prepare_corpus(const PrepareOptions& options, MPI_Comm comm) {
           local[3] = 1;
         } else {
           local[1] = write_shard(options.output_dir, plan, files, tokenizer, token_bytes,
-                                 options.bad_documents);
+                                 options.bad_documents, reader);
           local[2] = 1;
         }
         local[0] = static_cast<int64_t>(plan.doc_ids.size());

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "data/corpus.h"
+#include "data/corpus_formats.h"
 #include "data/shard_format.h"
 #include "data/tokenizer.h"
 
@@ -20,6 +21,15 @@ namespace brt::data {
 struct PrepareOptions {
   std::filesystem::path corpus_dir;  // PG19 layout (train/, validation/, test/); may be empty
   std::vector<CorpusFile> files;     // further documents, e.g. from read_file_list()
+  // Files or folders of text and JSONL (data/corpus_formats.h), listed as train documents.
+  std::vector<std::filesystem::path> inputs;
+  InputOptions input;
+  // A corpus that is a single text file is cut into documents of about this size (0: never).
+  int64_t cut_single_text_bytes = 256 << 10;
+  // A corpus read from `inputs` with only train documents gets validation and test splits held
+  // out of them (a PG19 folder or --files list keeps the splits it has).
+  bool hold_out = true;
+  HoldoutOptions holdout;
   std::filesystem::path output_dir;
   // An existing SentencePiece .model. When empty, output_dir/tokenizer.model is reused if it
   // exists and its record (tokenizer.tsv) says it was trained with these settings on this
@@ -53,7 +63,14 @@ struct PrepareOptions {
   std::function<void(const Progress&)> on_progress;
 };
 
+// What listing found, for the summary.
+struct CorpusSummary {
+  int64_t input_files = 0, jsonl_records = 0, malformed_records = 0, cut_texts = 0;
+  std::string held_out;  // hold_out_documents()'s sentence; "" when the corpus had its splits
+};
+
 struct PrepareResult {
+  CorpusSummary corpus;
   std::string tokenizer_hash;
   bool tokenizer_trained = false;
   int32_t shards_total = 0;
@@ -75,6 +92,6 @@ struct PrepareResult {
 PrepareResult prepare_corpus(const PrepareOptions& options, MPI_Comm comm);
 
 // The corpus that `options` describe, in canonical order (index = document id).
-std::vector<CorpusFile> collect_corpus_files(const PrepareOptions& options);
+std::vector<CorpusFile> collect_corpus_files(const PrepareOptions& options, CorpusSummary* summary = nullptr);
 
 }  // namespace brt::data

@@ -157,6 +157,23 @@ StreamSet::StreamSet(std::shared_ptr<const TokenDataset> dataset, const StreamOp
                                std::to_string(first_stream_));
     }
     std::copy_n(resume->positions.begin() + skip, options_.streams_per_rank, positions_.begin());
+  } else if (options_.stagger_shared_documents && !options_.single_pass) {
+    stagger_first_documents();
+  }
+}
+
+// Stream g's first document is Q[g], of epoch e = g / D: with G > D, ceil(G / D) streams start
+// with each document (in a shuffled order). Copy e % copies starts at that fraction of its
+// segments — a pure function of (g, G, D, seed), so any layout with the same G agrees.
+void StreamSet::stagger_first_documents() {
+  const auto D = static_cast<int64_t>(eligible_.size());
+  const int64_t copies = (global_streams_ + D - 1) / D;
+  for (size_t s = 0; s < positions_.size(); ++s) {
+    const int64_t g = first_stream_ + static_cast<int64_t>(s);
+    const int64_t copy = (g / D) % copies;
+    if (copy == 0) continue;
+    const int64_t segments = segments_for_document(dataset_->document(document_at(g)).tokens, options_);
+    positions_[s].offset = (copy * segments / copies) * options_.seq_len;
   }
 }
 

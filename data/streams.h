@@ -47,6 +47,10 @@ struct StreamOptions {
   // Every document's token ids and checksum are verified as it is read (TokenDataset's
   // DocumentCheck, docs/data-format.md); off only to measure what that costs (bench/tokenize).
   bool verify = true;
+  // Fewer documents than global streams (asked for explicitly, data.share_documents): streams
+  // whose first document another stream also starts with begin it at distinct segment-aligned
+  // offsets, so no two read the same tokens at the same step. Off: they start at its beginning.
+  bool stagger_shared_documents = false;
   // Task documents mixed into the streams (training only; null: corpus documents only).
   std::shared_ptr<const TaskMixture> tasks;
 };
@@ -102,6 +106,7 @@ class StreamSet {
   int64_t document_at(int64_t sequence_index);  // split-local index of Q[sequence_index]
   const std::vector<int64_t>& permutation(int64_t epoch);
   int64_t effective_length(int64_t local_doc) const;
+  void stagger_first_documents();
   void fill_stream(int s, Batch& out);
   void fill_task(int s, Batch& out);
 

@@ -53,9 +53,12 @@ std::string corpus_identity(const std::vector<CorpusFile>& files, int64_t* docum
   for (const auto& file : files) {
     std::error_code ec;
     const auto size = fs::file_size(file.path, ec);
-    const int64_t length = ec ? -1 : static_cast<int64_t>(size);
-    const std::string line = std::string(split_name(file.split)) + "\t" + file.path.filename().string() + "\t" +
-                             std::to_string(length) + "\n";
+    const int64_t length = ec ? -1 : file.whole_file() ? static_cast<int64_t>(size) : file.size_hint();
+    // A document inside a file (a JSONL record, a cut of a text) by its place and field too; a
+    // whole file's line as it always was, so earlier records still match.
+    const std::string place = file.whole_file() ? "" : "@" + std::to_string(file.begin) + "#" + file.json_key;
+    const std::string line = std::string(split_name(file.split)) + "\t" + file.path.filename().string() + place +
+                             "\t" + std::to_string(length) + "\n";
     h = fnv1a64(line.data(), line.size(), h);
     ++*documents;
     *bytes += std::max<int64_t>(0, length);

@@ -18,6 +18,7 @@ run_packages=(
   libfftw3-dev                      # FFT convolutions for the SSM layers
   libopenmpi-dev openmpi-bin        # MPI
   nlohmann-json3-dev                # JSON written and read by a kept library (metrics, eval --json, flight records)
+  zlib1g-dev                        # gzip-compressed corpora (prepare --input x.jsonl.gz)
   libboost-dev                      # Boost.Stacktrace (header-only): the crash report's file:line
   bible-kjv                         # the bundled default corpus
   python3 python3-matplotlib        # tools/plot_run.py (the main job's last suggestion)
@@ -29,6 +30,7 @@ test_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-h5py python3-numpy        # checkpoint readability test
   python3-torch                     # python/brt_dist.torch and its agreement test (tests/python)
+  python3-sentencepiece             # the Hugging Face export test: the exported tokenizer.model encodes as brt-dist
   slurm-wlm munge                   # a real Slurm for tests/slurm and tests/cluster (slurmctld, slurmd, sbatch)
   openssh-server                    # tests/cluster: an sshd per namespaced host, for mpirun's ssh launch
                                     # (the tests start their own on private addresses; the package's

@@ -17,7 +17,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBRT_CUDA=OFF -DBRT_
 ninja -C "$build" brt-dist
 bin=$build/launch/brt-dist
 $bin prepare --kjv --out runs/kjv/data --config configs/tiny.toml   # vocab = model.vocab
-$bin train configs/tiny.toml checkpoint.dir=runs/tiny/ckpt "$@"
+$bin train configs/tiny.toml "$@"   # run.dir = runs/tiny: metrics.jsonl, ckpt/
 ckpt=$(ls -1 runs/tiny/ckpt/ckpt-*.h5 | tail -1)  # the newest (zero-padded step numbers)
 cat <<NEXT
 

@@ -19,7 +19,16 @@ cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DBRT_BUILD_TEST
 ninja -C build/release -j"$jobs"
 echo "== Release: full test suite"
 # --no-tests=error: a build that registered no tests fails instead of passing having run nothing.
+# The suite never writes into runs/ (the user's runs, the main job's): what is there before is
+# all that is there after (names, sizes, times), or the suite fails naming what it wrote.
+runs_before=$(find runs -printf '%p %s %T@\n' 2>/dev/null | sort || true)
 (cd build/release && ctest --no-tests=error --output-on-failure -j"$jobs" --timeout 900 "$@")
+runs_after=$(find runs -printf '%p %s %T@\n' 2>/dev/null | sort || true)
+if [ "$runs_before" != "$runs_after" ]; then
+  echo "FAIL: the test suite wrote into runs/:" >&2
+  diff <(echo "$runs_before") <(echo "$runs_after") >&2 || true
+  exit 1
+fi
 
 echo "== Debug + AddressSanitizer/UBSan: kernel, model (feedback included), device-residency and optimizer tests"
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DBRT_SANITIZE=ON -DBRT_BUILD_BENCH=OFF >/dev/null

@@ -7,7 +7,9 @@ See docs/scaling-studies.md ("Curves of a run").
   plot_run.py RUN... --out DIR [--x step|tokens|both] [--names A,B,...] [--smooth N]
 
 RUN is a run folder holding metrics.jsonl (slurm/train.sbatch, tools/scaling_study.py) or a
-metrics JSONL file itself (launch/train/metrics_log.cpp records). Writes DIR/METRIC-vs-step.png and
+metrics JSONL file itself (launch/train/metrics_log.cpp records). Each run id in it is its own
+curve (every record carries its "run_id"; a folder's earlier runs, moved aside as
+metrics.<run id>.jsonl, are drawn too), so runs that shared a folder are never spliced into one. Writes DIR/METRIC-vs-step.png and
 DIR/METRIC-vs-tokens.png, then one summary line per run. Skipped steps are drawn as dotted and
 rollbacks as dashed vertical lines in the run's colour. Uses only Debian's python3-numpy and
 python3-matplotlib.
@@ -29,6 +31,7 @@ from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from metrics_records import number  # noqa: E402  (shared with fidelity_study.py)
 from metrics_records import read_run as read_records  # noqa: E402
+from metrics_records import run_files, run_ids  # noqa: E402
 from scaling_plots import DPI, FIGSIZE, STYLE  # noqa: E402  (same look as the sweep plots)
 from scaling_study import si  # noqa: E402
 
@@ -77,9 +80,22 @@ def default_name(run):
     return path.name
 
 
-def read_run(path):
+def read_run(path, run_id=None):
     """metrics_records.read_run with its warnings printed as plot_run's."""
-    return read_records(path, warn=warn)
+    return read_records(path, warn=warn, run_id=run_id)
+
+
+def expand(arg, name):
+    """(name, path, run id) of every run in one RUN argument: each file of a run folder, each run
+    id in a file; the name gets the run id when the argument holds more than one run."""
+    path = Path(arg)
+    files = run_files(path) if path.is_dir() else [metrics_file(arg)]
+    if not files:
+        raise PlotError(f"{path}: no metrics.jsonl in this run folder")
+    runs = [(f, rid) for f in files for rid in run_ids(f)]
+    if len(runs) == 1:
+        return [(name, runs[0][0], runs[0][1])]
+    return [(f"{name} {rid or f.stem}", f, rid) for f, rid in runs]
 
 
 def tokens_of_steps(train):
@@ -257,19 +273,20 @@ def main(argv=None):
     names = args.names.split(",") if args.names else None
     if names is not None and len(names) != len(args.runs):
         ap.error(f"--names has {len(names)} names for {len(args.runs)} runs")
-    try:
-        paths = [metrics_file(r) for r in args.runs]
-    except PlotError as e:
-        print(f"plot_run: error: {e}", file=sys.stderr)
-        return 2
     if names is None:
         names = [default_name(r) for r in args.runs]
         if len(set(names)) < len(names):  # e.g. a/run and b/run: the paths tell them apart
             names = [str(r) for r in args.runs]
+    try:
+        found = [run for arg, name in zip(args.runs, names) for run in expand(arg, name)]
+    except PlotError as e:
+        print(f"plot_run: error: {e}", file=sys.stderr)
+        return 2
+    paths = sorted({str(path) for _, path, _ in found})
     runs = []
-    for name, path in zip(names, paths):
-        run = read_run(path)
-        run.update(name=name, path=path, to_tokens=tokens_of_steps(run["train"]))
+    for name, path, rid in found:
+        run = read_run(path, rid)
+        run.update(name=name, path=path, run_id=rid, to_tokens=tokens_of_steps(run["train"]))
         runs.append(run)
     if not any(r["train"] or r["eval"] for r in runs):
         print("plot_run: error: no train or eval records in " + ", ".join(map(str, paths)), file=sys.stderr)

@@ -12,5 +12,6 @@ int command_plan(int argc, char** argv);    // launch/cli/command_plan.cpp
 int command_doctor(int argc, char** argv);  // launch/cli/command_doctor.cpp
 int command_config(int argc, char** argv);  // launch/cli/command_config.cpp
 int command_launch(int argc, char** argv);  // launch/cli/command_launch.cpp
+int command_export(int argc, char** argv);  // launch/cli/command_export.cpp
 
 }  // namespace brt::launch

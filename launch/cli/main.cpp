@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
     if (command == "doctor") return brt::launch::command_doctor(argc, argv);
     if (command == "config") return brt::launch::command_config(argc, argv);
     if (command == "launch") return brt::launch::command_launch(argc, argv);
+    if (command == "export") return brt::launch::command_export(argc, argv);
     std::fprintf(stderr, "brt-dist: unknown command '%s' (see brt-dist --help)\n",
                  command.c_str());
     return brt::parallel::kLaunchRefusedExitCode;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <sstream>
 #include <toml++/toml.h>
 
@@ -356,6 +357,12 @@ void check_data_tasks(const DataConfig& d, const std::function<std::string(const
 
 }  // namespace
 
+void name_run_dir(RunConfig& config, const std::string& config_path) {
+  const std::string marker = "{config}";
+  const std::string stem = std::filesystem::path(config_path).stem().string();
+  for (size_t at; (at = config.run.dir.find(marker)) != std::string::npos;) config.run.dir.replace(at, marker.size(), stem);
+}
+
 void resolve(RunConfig& config, const ConfigSources* sources) {
   auto source_of = [&](const std::string& key) -> std::string {
     if (sources) {
@@ -378,6 +385,12 @@ void resolve(RunConfig& config, const ConfigSources* sources) {
   const std::string cli = kCommandLine;
   if (config.model.variant == "xl" && source_of("model.seq_len") == cli && source_of("model.window") != cli)
     config.model.window = config.model.seq_len;
+  // run.dir: the run's files inside it, unless their own keys were set (docs/training.md "Runs").
+  if (!config.run.dir.empty()) {
+    const std::filesystem::path dir = config.run.dir;
+    if (source_of("log.metrics_path").empty()) config.log.metrics_path = (dir / "metrics.jsonl").string();
+    if (source_of("checkpoint.dir").empty()) config.checkpoint.dir = (dir / "ckpt").string();
+  }
   const bool total_from_steps = config.optim.total_steps == 0;
   if (total_from_steps) config.optim.total_steps = config.train.steps;
   try {
@@ -397,7 +410,25 @@ void resolve(RunConfig& config, const ConfigSources* sources) {
   if (config.train.rollback && config.checkpoint.dir.empty() && config.checkpoint.resume_from.empty())
     throw ConfigError(source_of("train.rollback"), "train.rollback",
                       "rolling back needs checkpoints to roll back to: set checkpoint.dir");
+  // The data source holds batch x grad_accum streams per rank (launch/train/grad_accum.h).
+  if (int64_t{config.train.batch} * config.train.grad_accum > std::numeric_limits<int>::max())
+    throw ConfigError(source_of("train.grad_accum"), "train.grad_accum",
+                      "train.batch x train.grad_accum = " +
+                          std::to_string(int64_t{config.train.batch} * config.train.grad_accum) +
+                          " streams per rank is more than a stream index can count");
   check_data_tasks(config.data, source_of);
+}
+
+std::vector<std::string> config_warnings(const RunConfig& c) {
+  std::vector<std::string> warnings;
+  const std::string steps = std::to_string(c.train.steps);
+  if (c.train.steps > 0 && c.optim.warmup > c.train.steps)
+    warnings.push_back("optim.warmup = " + std::to_string(c.optim.warmup) + " is more than train.steps = " + steps +
+                       ": the run ends during warmup, its learning rate never reaching optim.lr; lower optim.warmup");
+  if (c.train.eval_every > c.train.steps && c.train.steps > 0)
+    warnings.push_back("train.eval_every = " + std::to_string(c.train.eval_every) + " is more than train.steps = " +
+                       steps + ": the only evaluation is the last step's");
+  return warnings;
 }
 
 RunConfig parse_run_config(std::string_view toml_text, const std::string& source_name,
@@ -419,6 +450,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   RunConfig config;
   apply_toml_file(config, path, s);
   for (const auto& o : overrides) apply_override(config, o, s);
+  name_run_dir(config, path);
   resolve(config, s);
   return config;
 }

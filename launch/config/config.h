@@ -26,6 +26,9 @@ namespace brt::launch {
 struct TrainConfig {
   int64_t seed = 1;                 // initialisation (model.md §10b) and data order
   int batch = 1;                    // B: streams per rank (model.md §8)
+  // Gradient accumulation: micro-steps per optimizer step, each over its own `batch` streams
+  // per rank (launch/train/grad_accum.h); effective batch = batch x grad_accum x DP streams.
+  int grad_accum = 1;
   int64_t steps = 1000;             // optimizer steps in the run
   std::string precision = "fp32";   // "fp32" | "fp64" (CPU: the reference build) | "bf16" (cuda)
   std::string device = "cpu";       // "cpu" | "cuda" (docs/gpu.md): where the model lives and runs
@@ -63,6 +66,9 @@ struct DataConfig {
   std::string tokenizer;              // SentencePiece model file; empty = none needed
   std::string train_split = "train";
   std::string eval_split = "validation";
+  // Fewer training documents than global streams: allowed only when asked for, the streams then
+  // starting at distinct offsets of the documents they share (launch/run/shard_source.cpp).
+  bool share_documents = false;
   // Long-range task documents mixed into the training streams (data/task_mixture.h,
   // docs/data-format.md "Task documents"): the `data.tasks.*` keys, TaskMixtureOptions' fields.
   double tasks_rate = 0.0;                            // share of each stream's documents; 0 = off
@@ -78,6 +84,14 @@ struct DataConfig {
 struct LogConfig {
   int64_t every = 10;                 // steps between progress lines
   std::string metrics_path;           // JSONL metrics file; empty = none
+};
+
+// Where a run keeps its files (docs/training.md, "Runs"): with run.dir set, log.metrics_path and
+// checkpoint.dir default to run.dir/metrics.jsonl and run.dir/ckpt unless they are set themselves
+// (to "" for none), so two runs given two directories never share a file.
+// "{config}" in it is the config file's name (name_run_dir below).
+struct RunDirConfig {
+  std::string dir;
 };
 
 struct CheckpointConfig {
@@ -110,6 +124,7 @@ struct RunConfig {
   DataConfig data;
   LogConfig log;
   CheckpointConfig checkpoint;
+  RunDirConfig run;
 };
 
 // Every configuration error: a message naming the key and where it was set.
@@ -135,6 +150,16 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
 RunConfig parse_run_config(std::string_view toml_text, const std::string& source_name,
                            const std::vector<std::string>& overrides = {}, const std::string& base_dir = ".",
                            ConfigSources* sources = nullptr);
+
+// Settings that are valid but likely waste a run, one sentence each naming the keys and values
+// (the trainer prints them at start): a run shorter than its warmup, an eval_every that never
+// fires before the last step's evaluation.
+std::vector<std::string> config_warnings(const RunConfig& config);
+
+// run.dir's "{config}" becomes the stem of the config file named on the command line (runs/{config}
+// in configs/40m-xl.toml -> runs/40m-xl): one line in a shared base names every config's runs.
+// load_run_config does it before resolve().
+void name_run_dir(RunConfig& config, const std::string& config_path);
 
 // Lower-level pieces, for tools and tests.
 void apply_toml_file(RunConfig& config, const std::string& path, ConfigSources* sources = nullptr);

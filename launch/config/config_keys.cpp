@@ -125,6 +125,8 @@ Member<DataConfig, F> data(F DataConfig::*f) { return {&RunConfig::data, f}; }
 template <typename F>
 Member<LogConfig, F> log(F LogConfig::*f) { return {&RunConfig::log, f}; }
 template <typename F>
+Member<RunDirConfig, F> run_dir(F RunDirConfig::*f) { return {&RunConfig::run, f}; }
+template <typename F>
 Member<CheckpointConfig, F> ckpt(F CheckpointConfig::*f) { return {&RunConfig::checkpoint, f}; }
 
 std::vector<KeySpec> build_keys() {
@@ -170,17 +172,20 @@ std::vector<KeySpec> build_keys() {
                {core::to_string(OptimKind::kAdafactor), core::to_string(OptimKind::kAdamW)}});
   k.push_back(float_key("optim.lr", optim(&OptimConfig::lr), 0.0, "peak learning rate"));
   k.push_back(int_key("optim.warmup", optim(&OptimConfig::warmup), 0, kI64Max, "linear warmup steps"));
-  k.push_back({"optim.schedule", ValueType::kString, "rsqrt | cosine | constant (after warmup)",
+  k.push_back({"optim.schedule", ValueType::kString, "rsqrt | cosine | constant | linear | wsd (after warmup)",
                [](const RunConfig& c) { return ConfigValue(std::string(core::to_string(c.optim.schedule))); },
                [](RunConfig& c, const ConfigValue& v) {
                  c.optim.schedule = core::parse_schedule_kind(std::get<std::string>(v), "optim.schedule");
                },
                std::nullopt, std::nullopt,
                {core::to_string(ScheduleKind::kRsqrt), core::to_string(ScheduleKind::kCosine),
-                core::to_string(ScheduleKind::kConstant)}});
-  k.push_back(float_key("optim.min_lr", optim(&OptimConfig::min_lr), 0.0, "cosine: final learning rate"));
+                core::to_string(ScheduleKind::kConstant), core::to_string(ScheduleKind::kLinear),
+                core::to_string(ScheduleKind::kWsd)}});
+  k.push_back(float_key("optim.min_lr", optim(&OptimConfig::min_lr), 0.0, "cosine, linear, wsd: final learning rate"));
   k.push_back(int_key("optim.total_steps", optim(&OptimConfig::total_steps), 0, kI64Max,
-                      "cosine: step of min_lr; 0 = train.steps"));
+                      "cosine, linear, wsd: step of min_lr; 0 = train.steps"));
+  k.push_back(float_key("optim.decay_fraction", optim(&OptimConfig::decay_fraction), 0.0,
+                        "wsd: the last fraction of total_steps decaying linearly to min_lr"));
   k.push_back(float_key("optim.clip_norm", optim(&OptimConfig::clip_norm), -1.0,
                         "global gradient-norm clip; 0 = off; -1 = default (1.0 adamw, off adafactor)"));
   k.push_back(float_key("optim.beta1", optim(&OptimConfig::beta1), 0.0, "AdamW beta1 and Adafactor momentum"));
@@ -197,6 +202,9 @@ std::vector<KeySpec> build_keys() {
   // [train]
   k.push_back(int_key("train.seed", train(&TrainConfig::seed), 0, kI64Max, "initialisation and data seed"));
   k.push_back(int_key("train.batch", train(&TrainConfig::batch), 1, kIntMax, "B, streams per rank"));
+  k.push_back(int_key("train.grad_accum", train(&TrainConfig::grad_accum), 1, kIntMax,
+                      "micro-steps per optimizer step, each over its own train.batch streams per rank; "
+                      "effective batch = batch x grad_accum x DP"));
   k.push_back(int_key("train.steps", train(&TrainConfig::steps), 0, kI64Max, "optimizer steps"));
   k.push_back(string_key("train.precision", train(&TrainConfig::precision), {"fp32", "fp64", "bf16"},
                          "fp32 | fp64 (cpu) | bf16 (cuda: bf16 matrix products, fp32 master weights)"));
@@ -239,6 +247,9 @@ std::vector<KeySpec> build_keys() {
   k.push_back(string_key("data.tokenizer", data(&DataConfig::tokenizer), {}, "SentencePiece model; empty = none"));
   k.push_back(string_key("data.train_split", data(&DataConfig::train_split), {}, "split trained on"));
   k.push_back(string_key("data.eval_split", data(&DataConfig::eval_split), {}, "split evaluated on"));
+  k.push_back(bool_key("data.share_documents", data(&DataConfig::share_documents),
+                       "fewer training documents than global streams: streams share them at distinct offsets "
+                       "(else refused)"));
   // [data] tasks.*: docs/data-format.md, "Task documents" (data/task_mixture.h).
   k.push_back(float_key("data.tasks.rate", data(&DataConfig::tasks_rate), 0.0,
                         "share of each training stream's documents that are long-range task documents, "
@@ -262,6 +273,10 @@ std::vector<KeySpec> build_keys() {
   // [log]
   k.push_back(int_key("log.every", log(&LogConfig::every), 1, kI64Max, "steps between progress lines"));
   k.push_back(string_key("log.metrics_path", log(&LogConfig::metrics_path), {}, "JSONL metrics; empty = none"));
+  // [run]
+  k.push_back(string_key("run.dir", run_dir(&RunDirConfig::dir), {},
+                         "the run's folder ({config}: the config file's name): metrics.jsonl and ckpt/ go "
+                         "there unless log.metrics_path or checkpoint.dir is set; empty = none"));
   // [checkpoint]
   k.push_back(string_key("checkpoint.dir", ckpt(&CheckpointConfig::dir), {}, "empty = no checkpoints"));
   k.push_back(int_key("checkpoint.every", ckpt(&CheckpointConfig::every), 0, kI64Max, "0 = only at the end"));

@@ -56,7 +56,10 @@ struct RunConfig;
 // Streams over prepared token shards (data/) for `split`; this rank's streams. `tasks`: the
 // training streams, which mix in data.tasks' task documents when data.tasks.rate > 0
 // (data/task_mixture.h); the cursor then records the mixture, so a resume under another is refused.
+// `streams`: this rank's streams; 0 = train.batch (gradient accumulation's training source holds
+// train.batch x train.grad_accum, launch/train/grad_accum.h).
 std::unique_ptr<BatchSource> make_shard_source(const RunConfig& cfg, const std::string& split,
-                                               int dp_rank = 0, int dp_size = 1, bool tasks = false);
+                                               int dp_rank = 0, int dp_size = 1, bool tasks = false,
+                                               int streams = 0);
 
 }  // namespace brt::launch

@@ -1,5 +1,6 @@
 #include "launch/train/metrics_log.h"
 
+#include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -22,7 +23,8 @@ Record number(double v) {
 
 }  // namespace
 
-MetricsLog::MetricsLog(const std::string& path, bool print) : print_(print) {
+MetricsLog::MetricsLog(const std::string& path, bool print, std::string run_id)
+    : print_(print), run_id_(std::move(run_id)) {
   if (!path.empty()) file_ = std::make_unique<data::RecordLog>(path);
 }
 
@@ -32,9 +34,13 @@ MetricsLog::~MetricsLog() {
                  lost_ == 1 ? " was" : "s were", file_->path().c_str(), first_lost_step_, first_error_.c_str());
 }
 
-void MetricsLog::append(const std::string& record, long step) {
+template <typename Record>
+void MetricsLog::append(Record& r, long step) {
   if (file_ == nullptr) return;
-  const std::string error = file_->append(record);
+  if (!run_id_.empty()) r["run_id"] = run_id_;
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  r["time"] = std::round(now * 1000) / 1000;  // ms: records of one step's events stay ordered
+  const std::string error = file_->append(r.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   if (error.empty()) return;
   if (lost_++ == 0) {
     first_lost_step_ = step;
@@ -77,7 +83,7 @@ void MetricsLog::train_step(const StepMetrics& m) {
   r["tokens_seen"] = m.tokens_seen;
   r["eta_s"] = number(std::round(m.eta_s * 1000) / 1000);
   r["skipped_steps"] = m.skipped_steps;
-  append(r.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", m.step);
+  append(r, m.step);
 }
 
 void MetricsLog::event(const std::string& kind,
@@ -95,7 +101,7 @@ void MetricsLog::event(const std::string& kind,
     r[k] = number(v);
     if (k == "step" && std::isfinite(v)) step = long(v);
   }
-  append(r.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", step);
+  append(r, step);
 }
 
 }  // namespace brt::launch

@@ -39,7 +39,9 @@ struct StepMetrics {
 class MetricsLog {
  public:
   // jsonl_path empty: no file. Throws naming the path and the reason if it cannot be opened.
-  explicit MetricsLog(const std::string& jsonl_path, bool print = true);
+  // Every record ends with "run_id" (launch/train/run_identity.h; omitted when empty) and "time",
+  // the wall clock in Unix seconds.
+  explicit MetricsLog(const std::string& jsonl_path, bool print = true, std::string run_id = "");
   ~MetricsLog();  // reports the records a failing disk lost, if any
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
@@ -50,9 +52,11 @@ class MetricsLog {
              const std::string& message = "");
 
  private:
-  void append(const std::string& record, long step);
+  template <typename Record>
+  void append(Record& record, long step);
   std::unique_ptr<data::RecordLog> file_;
   bool print_;
+  std::string run_id_;
   long lost_ = 0, first_lost_step_ = 0;
   std::string first_error_;
 };

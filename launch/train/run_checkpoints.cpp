@@ -81,6 +81,36 @@ void refuse_another_seed(const std::filesystem::path& file, const RunConfig& cfg
       "this one. Give a new run its own checkpoint.dir, or train.seed=" + seed + " to continue that one");
 }
 
+// What a resume changes of the run that saved (docs/training.md "Runs"): allowed, but said, from
+// what to what — a longer train.steps stretches the schedule's decay, another batch changes the
+// tokens per step.
+void warn_of_changes(const std::filesystem::path& file, const RunConfig& cfg) {
+  RunConfig stored;
+  try {
+    stored = config_of_checkpoint(file);
+  } catch (const std::exception&) {
+    return;
+  }
+  auto num = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return std::string(buf);
+  };
+  std::vector<std::pair<std::string, std::pair<std::string, std::string>>> changes = {
+      {"train.steps", {std::to_string(stored.train.steps), std::to_string(cfg.train.steps)}},
+      {"train.batch", {std::to_string(stored.train.batch), std::to_string(cfg.train.batch)}},
+      {"train.grad_accum", {std::to_string(stored.train.grad_accum), std::to_string(cfg.train.grad_accum)}},
+      {"optim.schedule", {core::to_string(stored.optim.schedule), core::to_string(cfg.optim.schedule)}},
+      {"optim.lr", {num(stored.optim.lr), num(cfg.optim.lr)}},
+      {"optim.min_lr", {num(stored.optim.min_lr), num(cfg.optim.min_lr)}},
+      {"optim.warmup", {std::to_string(stored.optim.warmup), std::to_string(cfg.optim.warmup)}},
+      {"optim.total_steps", {std::to_string(stored.optim.total_steps), std::to_string(cfg.optim.total_steps)}}};
+  for (const auto& [key, values] : changes)
+    if (values.first != values.second)
+      std::fprintf(stderr, "warning: this resume changes %s from %s to %s (%s was saved with %s)\n", key.c_str(),
+                   values.first.c_str(), values.second.c_str(), file.string().c_str(), values.first.c_str());
+}
+
 std::string seconds_text(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3f", s);
@@ -130,7 +160,7 @@ RunPosition RunCheckpoints<T>::load(const std::filesystem::path& file, core::Mod
   checkpoint::IoStats stats;
   std::string stored_numerics;
   const RunPosition pos = load_training_checkpoint(file, cfg_, model, optimizer, &data, tokenizer_hash, &stats,
-                                                   ranks_, io, &stored_numerics);
+                                                   ranks_, io, &stored_numerics, carried());
   StopSignal::note_last_good(file.string());
   if (print_)
     std::printf("%s %s at step %lld (%.3f GB in %.2f s, %.3f GB/s)\n", verb, file.c_str(), (long long)pos.step,
@@ -159,6 +189,7 @@ RunPosition RunCheckpoints<T>::start(core::Model<T>& model, core::Optimizer<T>& 
   resumed_ = bool(plan.from);
   if (plan.from) {
     refuse_another_seed(*plan.from, cfg_);
+    if (print_) warn_of_changes(*plan.from, cfg_);
     pos = load(*plan.from, model, optimizer, data, tokenizer_hash, guard, "resumed from");
     trust_.start(*plan.from, pos.step, guard.total_skipped(), world_);  // provisional until a step is applied
   } else if (print_ && !cfg_.checkpoint.dir.empty()) {
@@ -168,7 +199,7 @@ RunPosition RunCheckpoints<T>::start(core::Model<T>& model, core::Optimizer<T>& 
   // so no save pays for allocating (and faulting in) gigabytes while the run waits.
   if (background_) {
     WatchedOperation sizing = watch(monitor_, "checkpoint snapshot", faults_, world_rank_, false);
-    take_training_snapshot(snapshot_, cfg_, model, optimizer, data, pos, tokenizer_hash, ranks_, &guard);
+    take_training_snapshot(snapshot_, cfg_, model, optimizer, data, pos, tokenizer_hash, ranks_, &guard, carried());
   }
   return pos;
 }
@@ -289,7 +320,7 @@ void RunCheckpoints<T>::save(core::Model<T>& model, core::Optimizer<T>& optimize
       const SaveInProgress saving(cfg_.checkpoint.dir, pos.step);
       WatchedOperation watched = watch(monitor_, "checkpoint save", faults_, world_rank_, print_);
       const CheckpointIo io = watched.io(&good_, &guard);
-      outcome.result = save_training_checkpoint(cfg_, model, optimizer, data, pos, tokenizer_hash, ranks_, io);
+      outcome.result = save_training_checkpoint(cfg_, model, optimizer, data, pos, tokenizer_hash, ranks_, io, carried());
     } catch (const NonFiniteStateError& e) {
       outcome.error = e.what();
       outcome.refused = true;
@@ -308,7 +339,7 @@ void RunCheckpoints<T>::save(core::Model<T>& model, core::Optimizer<T>& optimize
   // retention and every failure path are the synchronous save's: the same code writes.
   {
     WatchedOperation snapshotting = watch(monitor_, "checkpoint snapshot", faults_, world_rank_, false);
-    take_training_snapshot(snapshot_, cfg_, model, optimizer, data, pos, tokenizer_hash, ranks_, &guard);
+    take_training_snapshot(snapshot_, cfg_, model, optimizer, data, pos, tokenizer_hash, ranks_, &guard, carried());
   }
   const double snapshot_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   pending_ = std::async(std::launch::async, [this, step = pos.step, snapshot_s] {

@@ -10,6 +10,7 @@
 #include <future>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "checkpoint/checkpoint.h"
 #include "core/model.h"
@@ -68,6 +69,9 @@ class RunCheckpoints {
   // The step guard gave up (a rollback or a stop follows): waits for the save in flight and sets
   // aside every checkpoint not yet confirmed (*.unconfirmed), logging each.
   void give_up(MetricsLog& log);
+  // Gradient accumulation (launch/train/grad_accum.h): the carried state every save writes and
+  // every load fills, instead of the model's own (the refs stay valid for the run).
+  void set_carried_state(CarriedTensors<T> carried) { carried_ = std::move(carried); }
   // How long the training thread stopped for the last save (snapshot and any wait).
   double last_stall_s() const { return last_stall_s_; }
 
@@ -118,6 +122,8 @@ class RunCheckpoints {
   TrainingSnapshot<T> snapshot_;  // the host copy the writer thread saves (buffers reused)
   std::future<SaveOutcome> pending_;
   double last_stall_s_ = 0;
+  CarriedTensors<T> carried_;  // empty: the model's own
+  const CarriedTensors<T>* carried() const { return carried_.empty() ? nullptr : &carried_; }
 };
 
 }  // namespace brt::launch

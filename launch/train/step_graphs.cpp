@@ -20,6 +20,9 @@ std::string step_capture_obstacle(const TrainConfig& train, int dp_size, int tp_
     return "tensor parallelism sums the loss statistics on the host inside the step";
   if (train.cp > 1)
     return "context parallelism stages the S4D state passing through the host inside the step";
+  if (train.grad_accum > 1)
+    return "train.grad_accum > 1 runs each step as several micro-steps, each swapping its streams' carried "
+           "state in (launch/train/grad_accum.h); capturing them is not supported yet";
   if (dp_size > 1 && train.overlap)
     return "data parallelism with train.overlap=true reduces gradient buckets from hooks during "
            "backward; train.overlap=false reduces them after the graph";

@@ -14,10 +14,10 @@ namespace brt::launch {
 // ---- ProgressComponent ----
 
 ProgressComponent::ProgressComponent(const RunConfig& cfg, MetricsLog& log, MfuPeak& peak,
-                                     const core::FlopBreakdown& flops, double tokens_per_step, int dp_size,
+                                     const core::FlopBreakdown& flops, double tokens_per_step, int ranks,
                                      const StepGuard& guard, int64_t first_step)
     : cfg_(cfg), log_(log), peak_(peak), training_flops_per_token_(flops.training()),
-      tokens_per_step_(tokens_per_step), dp_size_(dp_size), guard_(guard), first_step_(first_step) {}
+      tokens_per_step_(tokens_per_step), ranks_(ranks), guard_(guard), first_step_(first_step) {}
 
 void ProgressComponent::on_step(const StepEnd& end) {
   const StepOutcome& o = end.outcome;
@@ -54,7 +54,7 @@ void ProgressComponent::on_step_end(StepEnd& end) {
   m.grad_norm = m.loss_of_skipped_step ? skipped_grad_norm_ : stats_.grad_norm;
   m.tokens_per_s = tokens_per_step_ * double(window_steps_) / window_seconds_;
   m.gflops = training_flops_per_token_ * m.tokens_per_s / 1e9;
-  m.mfu = peak_.mfu(m.gflops, dp_size_, m.mfu_note);  // the whole job's rate over every rank's peak
+  m.mfu = peak_.mfu(m.gflops, ranks_, m.mfu_note);  // the whole job's rate over every rank's peak
   m.eta_s = total_seconds_ / double(end.number - first_step_) * double(cfg_.train.steps - end.number);
   m.tokens_seen = long(end.position.tokens_seen);
   m.skipped_steps = long(guard_.total_skipped());
@@ -73,7 +73,7 @@ EvalComponent<T>::EvalComponent(const RunConfig& cfg, RunModel<T>& run, std::uni
 
 template <typename T>
 void EvalComponent<T>::on_step_end(StepEnd& end) {
-  if (!due(end.number)) return;
+  if (!due(end)) return;
   const double loss = held_out_loss();
   char msg[160];
   std::snprintf(msg, sizeof msg, "eval  step %6lld | %s loss %.4f | bits/tok %.4f", (long long)end.number,

@@ -66,7 +66,7 @@ class TrainComponent {
 class ProgressComponent : public TrainComponent {
  public:
   ProgressComponent(const RunConfig& cfg, MetricsLog& log, MfuPeak& peak, const core::FlopBreakdown& flops,
-                    double tokens_per_step, int dp_size, const StepGuard& guard, int64_t first_step);
+                    double tokens_per_step, int ranks, const StepGuard& guard, int64_t first_step);
   void on_step(const StepEnd& end) override;
   void on_rollback(const RunPosition& position) override;
   void on_step_end(StepEnd& end) override;
@@ -77,7 +77,7 @@ class ProgressComponent : public TrainComponent {
   MetricsLog& log_;
   MfuPeak& peak_;
   double training_flops_per_token_, tokens_per_step_;
-  int dp_size_;
+  int ranks_;  // every rank of the job: the MFU denominator counts each one's peak
   const StepGuard& guard_;
   int64_t first_step_;
   core::LossSums window_sums_;
@@ -97,7 +97,8 @@ class EvalComponent : public TrainComponent {
   // `source`: the held-out stream (null: no evaluation, train.eval_every = 0).
   EvalComponent(const RunConfig& cfg, RunModel<T>& run, std::unique_ptr<BatchSource> source, MetricsLog& log);
   void on_step_end(StepEnd& end) override;
-  bool due(int64_t step) const { return source_ && step % cfg_.train.eval_every == 0; }
+  // Every train.eval_every steps, and at the last step whatever it is (a run always ends evaluated).
+  bool due(const StepEnd& end) const { return source_ && (end.number % cfg_.train.eval_every == 0 || end.last); }
   double held_out_loss();
 
  private:

@@ -11,6 +11,7 @@
 #include "data/output_file.h"
 #include "launch/run/context_chunk.h"
 #include "launch/run/stop_signal.h"
+#include "launch/train/run_identity.h"
 #include "parallel/cpu_share.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/process_groups.h"
@@ -28,24 +29,25 @@ std::string gib(int64_t bytes) {
 }
 
 // This rank's streams of `split`: global streams [dp_rank*B, (dp_rank+1)*B) (model.md §8).
-// `training`: the streams trained on, the only ones data.tasks mixes task documents into.
+// `training`: the streams trained on, the only ones data.tasks mixes task documents into; with
+// gradient accumulation B = train.batch x train.grad_accum, every micro-step's groups
+// (launch/train/grad_accum.h), the streams of a run with that train.batch.
 std::unique_ptr<BatchSource> make_source(const RunConfig& cfg, const std::string& split, int dp_rank, int dp_size,
                                          bool training) {
+  const int streams = cfg.train.batch * (training ? cfg.train.grad_accum : 1);
   if (cfg.data.source == "synthetic") {
     // A different seed for the held-out stream, so evaluation sees unseen documents.
     const uint64_t seed = uint64_t(cfg.train.seed) * 2654435761ull + (split == "train" ? 0 : 17);
-    return std::make_unique<SyntheticMarkovSource>(cfg.model.vocab, cfg.train.batch, cfg.model.seq_len, seed,
-                                                   dp_rank * cfg.train.batch);
+    return std::make_unique<SyntheticMarkovSource>(cfg.model.vocab, streams, cfg.model.seq_len, seed,
+                                                   dp_rank * streams);
   }
-  return make_shard_source(cfg, split, dp_rank, dp_size, training);
+  return make_shard_source(cfg, split, dp_rank, dp_size, training, streams);
 }
 
 // The resolved config beside the metrics (runs/x/metrics.jsonl -> runs/x/metrics.config.toml),
 // what `brt-dist config show` prints: a run's curves always come with what made them.
 void write_resolved_config(const RunConfig& cfg) {
-  std::string path = cfg.log.metrics_path;
-  if (path.size() > 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0) path.resize(path.size() - 6);
-  path += ".config.toml";
+  const std::string path = config_path_beside(cfg.log.metrics_path);
   data::write_file_atomically(path, render_toml(cfg));  // checked, errno named (data/output_file.h)
 }
 
@@ -79,6 +81,7 @@ void print_parallel_layout(const RunModel<T>& run, const RunConfig& cfg) {
   const core::ModelConfig& mc = run.model().config();
   const core::DataParallel<T>* dp = run.dp();
   const int tp = run.tp().size(), cp = run.cp().size();
+  const int streams = cfg.train.batch * cfg.train.grad_accum;  // every micro-step's (grad_accum.h)
   if (run.tp().active())
     std::printf("tensor parallel: %d ranks per replica; each holds H/TP = %d heads, F/TP = %d hidden units, V/TP = %d "
                 "embedding rows\n", tp, mc.heads / tp, mc.d_ff / tp, mc.vocab / tp);
@@ -88,7 +91,7 @@ void print_parallel_layout(const RunModel<T>& run, const RunConfig& cfg) {
                 cp, run.model().chunk_len(), run.model().chunk_len() / mc.window);
   if (dp)
     std::printf("data parallel: %d ranks x %d streams = %d global streams; gradients summed over %d ranks in %d buckets "
-                "of <= %.2f MiB, %s; ZeRO-1 %s\n", run.data_size(), cfg.train.batch, run.data_size() * cfg.train.batch,
+                "of <= %.2f MiB, %s; ZeRO-1 %s\n", run.data_size(), streams, run.data_size() * streams,
                 dp->size(), dp->buckets(), cfg.train.bucket_mb,
                 cfg.train.overlap ? "overlapped with backward" : "reduced after backward",
                 dp->owned_mask().empty() ? "off" : "on");
@@ -146,20 +149,27 @@ Trainer<T>::Trainer(const TrainOptions& options)
       run_(cfg_, {options.groups, options.gpu_device}, RunModelOptions::train(cfg_)),
       ck_ranks_(checkpoint_ranks(run_, options)), graph_line_(graphs_setting()),
       peak_(cfg_.train.peak_gflops, run_.on_gpu()), flops_(core::flops_per_token(run_.model().config())),
-      tokens_per_step_(double(cfg_.train.batch) * run_.data_size() * run_.model().config().seq_len),
+      tokens_per_step_(double(cfg_.train.batch) * cfg_.train.grad_accum * run_.data_size() *
+                       run_.model().config().seq_len),
       guard_({cfg_.train.max_skipped_steps, cfg_.train.skip_loss_z, cfg_.train.skip_grad_z}) {
+  stream_groups_ = std::make_unique<StreamGroupState<T>>(run_.model(), cfg_.train.grad_accum);
   if (print_) print_start();
   train_source_ = make_source(cfg_, cfg_.data.train_split, run_.data_rank(), run_.data_size(), true);
   // The task documents mixed into training, after the start-up lines (docs/data-format.md, "Task documents").
   if (print_ && cfg_.data.tasks_rate > 0) std::printf("data: %s\n", train_source_->describe().c_str());
   std::unique_ptr<BatchSource> eval_source;
   if (cfg_.train.eval_every > 0) eval_source = make_source(cfg_, cfg_.data.eval_split, run_.data_rank(), run_.data_size(), false);
-  log_ = std::make_unique<MetricsLog>(print_ ? cfg_.log.metrics_path : std::string(), print_);
-  if (print_ && !cfg_.log.metrics_path.empty()) write_resolved_config(cfg_);
   StopSignal::install();
   start();
-  components_.push_back(std::make_unique<ProgressComponent>(cfg_, *log_, peak_, flops_, tokens_per_step_,
-                                                            run_.dp_size(), guard_, pos_.step));
+  open_metrics();
+  // train.steps=0 with checkpoint.init_from: the step-0 checkpoint of those weights, a full file that resumes.
+  if (!checkpoints_->resumed() && !cfg_.checkpoint.init_from.empty() && cfg_.train.steps == 0 &&
+      !cfg_.checkpoint.dir.empty())
+    checkpoints_->save(run_.model(), run_.optimizer(), *train_source_, pos_, tokenizer_hash_, guard_, *log_, true);
+  // MFU over every rank's peak (model.md §10): data x context x tensor parallel ranks all compute.
+  const int ranks = options_.groups ? options_.groups->layout().world : 1;
+  components_.push_back(std::make_unique<ProgressComponent>(cfg_, *log_, peak_, flops_, tokens_per_step_, ranks,
+                                                            guard_, pos_.step));
   components_.push_back(std::make_unique<EvalComponent<T>>(cfg_, run_, std::move(eval_source), *log_));
   components_.push_back(std::make_unique<StopComponent<T>>(run_));
   components_.push_back(std::make_unique<CheckpointComponent<T>>(*checkpoints_, run_, *train_source_,
@@ -191,6 +201,7 @@ void Trainer<T>::start() {
   tokenizer_hash_ = train_source_->tokenizer_hash();
   checkpoints_ = std::make_unique<RunCheckpoints<T>>(cfg_, ck_ranks_, options_.groups ? &options_.groups->world() : nullptr,
                                                      options_.monitor, options_.faults, world_rank_, print_);
+  if (stream_groups_->groups() > 1) checkpoints_->set_carried_state(stream_groups_->carried_state());
   core::Model<T>& model = run_.model();
   if (!cfg_.checkpoint.dir.empty())
     pos_ = checkpoints_->start(model, run_.optimizer(), *train_source_, tokenizer_hash_, guard_);
@@ -201,10 +212,26 @@ void Trainer<T>::start() {
   // checkpoint.init_from: a fresh start's weights (a resumed run has its own, and keeps them).
   if (!checkpoints_->resumed() && !cfg_.checkpoint.init_from.empty()) {
     checkpoints_->init_weights(model, cfg_.checkpoint.init_from, tokenizer_hash_);
-    // train.steps=0: the step-0 checkpoint of these weights, a full file that resumes.
-    if (cfg_.train.steps == 0 && !cfg_.checkpoint.dir.empty())
-      checkpoints_->save(model, run_.optimizer(), *train_source_, pos_, tokenizer_hash_, guard_, *log_, true);
   }
+}
+
+// The metrics file of this start (launch/train/run_identity.h): a resumed run's own id, else a new
+// one, another run's records moved aside first; the resolved config beside it; a "run" record.
+template <typename T>
+void Trainer<T>::open_metrics() {
+  const std::string& path = cfg_.log.metrics_path;
+  MetricsRun run;
+  if (print_ && !path.empty()) {
+    run = settle_metrics_run(path, checkpoints_->resumed(), render_toml(cfg_));
+    if (!run.moved_to.empty())
+      std::printf("metrics: %s held another run's records: moved to %s (this run: %s)\n", path.c_str(),
+                  run.moved_to.c_str(), run.id.c_str());
+  }
+  log_ = std::make_unique<MetricsLog>(print_ ? path : std::string(), print_, run.id);
+  if (!print_ || path.empty()) return;
+  write_resolved_config(cfg_);
+  log_->event(run.continued ? "resume" : "start", {{"step", double(pos_.step)}},
+              "metrics: " + path + ", run " + run.id + (run.continued ? " (resumed)" : ""));
 }
 
 template <typename T>
@@ -280,12 +307,19 @@ StepOutcome Trainer<T>::step(int64_t number, data::Batch& batch) {
   out.stats = optimizer.apply(out.grad_norm);
   if (dp) dp->after_update();  // ZeRO-1: parameters from their owners
   result_.losses.push_back(out.loss);
+  result_.grad_norms.push_back(out.grad_norm);
   result_.last_loss = out.loss;
   return out;
 }
 
 // Forward and backward of `batch`, its loss gradient scaled by 1 / the global target count;
 // the gradients summed over DP ranks. Returns the global loss sums.
+// With train.grad_accum = M the batch's streams run as M micro-steps of train.batch each
+// (launch/train/grad_accum.h), every group's carried state swapped in before and out after its
+// own. Backward adds into the gradient arena and every micro-step scales its loss gradient by
+// the one 1 / (the step's global count), so the arena ends as the gradient of the mean over all
+// the step's targets: the big batch's (model.md §10b), up to float rounding of the re-ordered
+// sum. DP reduces it once, in the last micro-step's backward.
 template <typename T>
 core::LossSums Trainer<T>::forward_backward(int64_t number, const data::Batch& batch, int64_t count) {
   core::Model<T>& model = run_.model();
@@ -294,18 +328,34 @@ core::LossSums Trainer<T>::forward_backward(int64_t number, const data::Batch& b
   model.params().zero_grads();
   const T grad_scale = count ? spike / T(count) : T(0);
   core::LossSums sums;
-  if (graphs_) {
-    if constexpr (std::is_same_v<T, float>) sums.nats = run_graph_step(model, *graphs_, batch, grad_scale, dp, *log_);
-  } else {
-    sums = model.forward(model_input<T>(batch), grad_scale);
-    if (dp) dp->begin_backward();
-    model.backward();
-    if (dp) dp->end_backward();  // gradients summed over DP ranks
+  const int groups = stream_groups_->groups();
+  for (int g = 0; g < groups; ++g) {
+    if (groups > 1) take_stream_group(batch, g, cfg_.train.batch, micro_);
+    stream_groups_->load(g);
+    sums.nats += micro_step(groups > 1 ? micro_ : batch, grad_scale, g + 1 == groups);
+    stream_groups_->store(g);
   }
   if (options_.faults.nonfinite_at(number)) poison_step(model, sums);
   if (dp) sums = {dp->global_nats(sums.nats), count};
   sums.count = count;
   return sums;
+}
+
+// One forward and backward of `batch` (a whole step's, or one micro-step's); `reduce`: the
+// step's last, whose backward all-reduces the gradients over DP (earlier ones start nothing).
+// Returns its local nats. CUDA graphs run only without accumulation (step_capture_obstacle).
+template <typename T>
+double Trainer<T>::micro_step(const data::Batch& batch, T grad_scale, bool reduce) {
+  core::Model<T>& model = run_.model();
+  core::DataParallel<T>* dp = run_.dp();
+  if constexpr (std::is_same_v<T, float>)
+    if (graphs_) return run_graph_step(model, *graphs_, batch, grad_scale, dp, *log_);
+  const double nats = model.forward(model_input<T>(batch), grad_scale).nats;
+  if (dp && reduce) dp->begin_backward();
+  if (dp && !reduce) dp->begin_partial_backward();
+  model.backward();
+  if (dp && reduce) dp->end_backward();  // gradients summed over DP ranks
+  return nats;
 }
 
 // A step with no update: its batch rolled back past (skipped whole), or the guard's verdict.
@@ -359,6 +409,7 @@ void Trainer<T>::roll_back(const StepEnd& end) {
 // threads and device.
 template <typename T>
 void Trainer<T>::print_start() {
+  for (const std::string& warning : config_warnings(cfg_)) std::fprintf(stderr, "warning: %s\n", warning.c_str());
   const core::ModelConfig& mc = run_.model().config();
   const core::DpMemoryReport& mem = run_.memory();
   const core::DataParallel<T>* dp = run_.dp();
@@ -374,9 +425,15 @@ void Trainer<T>::print_start() {
   print_parallel_layout(run_, cfg_);
   std::printf("FLOPs/token (model.md §10, training = 3x forward): %.4g; peak %.1f GFLOP/s per rank (%s); MFU = achieved / "
               "(ranks x peak)\n", flops_.training(), peak_.gflops(), peak_.source().c_str());
-  std::printf("data: %d streams x %d tokens per step, %s; %lld steps, %s, %s precision\n", cfg_.train.batch, mc.seq_len,
+  std::printf("data: %d streams x %d tokens per step, %s; %lld steps, %s, %s precision\n",
+              cfg_.train.batch * cfg_.train.grad_accum, mc.seq_len,
               cfg_.data.source.c_str(), (long long)cfg_.train.steps, core::to_string(cfg_.optim.kind),
               cfg_.train.precision.c_str());
+  if (cfg_.train.grad_accum > 1)
+    std::printf("gradient accumulation: %d micro-steps of %d streams per step (train.grad_accum), %d streams per rank "
+                "(effective batch %d streams); their carried state %s\n", cfg_.train.grad_accum, cfg_.train.batch,
+                cfg_.train.batch * cfg_.train.grad_accum, cfg_.train.batch * cfg_.train.grad_accum * run_.data_size(),
+                gib(stream_groups_->bytes()).c_str());
   std::printf("%s\n", threads_line_.c_str());
   std::printf("device: %s (%s backend, memory %s)%s%s\n", cfg_.train.device.c_str(), run_.backend().name(),
               run_.backend().memory().name().c_str(),

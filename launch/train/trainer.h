@@ -18,6 +18,7 @@
 #include "launch/run/fault_injection.h"
 #include "launch/run/run_model.h"
 #include "launch/run/threads.h"
+#include "launch/train/grad_accum.h"
 #include "launch/train/metrics_log.h"
 #include "launch/train/mfu.h"
 #include "launch/train/run_checkpoints.h"
@@ -58,6 +59,7 @@ struct TrainResult {
   int64_t steps_done = 0;
   double last_loss = 0;   // mean nats/target of the last step
   std::vector<double> losses;  // every step's loss (for tests and determinism checks)
+  std::vector<double> grad_norms;  // and gradient norm (global, before clipping), applied steps
   bool stopped_by_signal = false;
   int64_t skipped_steps = 0;   // steps the guard skipped (launch/train/step_guard.h)
   // CUDA graphs (train.cuda_graph, launch/train/step_graphs.h): steps replayed or captured.
@@ -83,14 +85,18 @@ class Trainer {
   // One step on `batch` (step `number`, from 1): forward and backward (from a CUDA graph when
   // there is one), the step guard's verdict on the global loss and gradient norm, and the
   // optimizer's update when it applies. A batch the run rolled back past is skipped whole.
+  // `batch` holds this rank's train.batch x train.grad_accum streams, one micro-step per group
+  // of train.batch (launch/train/grad_accum.h).
   StepOutcome step(int64_t number, data::Batch& batch);
 
  private:
   std::string graphs_setting();
   void print_start();
   void start();
+  void open_metrics();
   StepEnd run_step(int64_t number);
   core::LossSums forward_backward(int64_t number, const data::Batch& batch, int64_t count);
+  double micro_step(const data::Batch& batch, T grad_scale, bool reduce);
   void skip_step(int64_t number, StepOutcome& outcome);
   void roll_back(const StepEnd& end);
 
@@ -109,12 +115,14 @@ class Trainer {
   std::unique_ptr<BatchSource> train_source_;
   std::unique_ptr<MetricsLog> log_;
   std::string tokenizer_hash_;
+  std::unique_ptr<StreamGroupState<T>> stream_groups_;  // every micro-step group's carried state
   std::unique_ptr<RunCheckpoints<T>> checkpoints_;
   StepGuard guard_;
   RunPosition pos_;
   std::vector<std::unique_ptr<TrainComponent>> components_;  // in schedule order
   data::Batch batch_;
   data::Batch chunk_;  // context parallelism: this rank's chunk of batch_
+  data::Batch micro_;  // gradient accumulation: one micro-step's streams of batch_ (or chunk_)
   TrainResult result_;
 };
 

@@ -218,7 +218,7 @@ class SnapshotTensors {
 // streams are its slice along dim 0, model.md §8), in the order written.
 template <typename T>
 void add_run_tensors(SnapshotTensors<T>& tensors, core::Model<T>& model, core::Optimizer<T>& optimizer,
-                     const CheckpointRanks& ranks) {
+                     const CheckpointRanks& ranks, const CarriedTensors<T>& carried) {
   const auto& params = model.params().params();
   for (size_t p = 0; p < params.size(); ++p) {
     const bool mine = writes_param(ranks, int(p));
@@ -235,7 +235,7 @@ void add_run_tensors(SnapshotTensors<T>& tensors, core::Model<T>& model, core::O
     tensors.add(ck::join_path(ck::kOptimGroup, st.name), spec.shape,
                 mine ? std::optional<ck::Slice>(ck::Slice::whole(spec.shape)) : std::nullopt, spec, st.data);
   }
-  for (const auto& ref : model.carried_state()) {
+  for (const auto& ref : carried) {
     const core::ParamSpec spec = full_spec_of(ref.name, ref.shape, ref.shard);
     // Under CP every chunk carries the same state: chunk 0 writes it.
     tensors.add(ck::join_path(ck::kStateGroup, ref.name), global_shape(spec.shape, ranks.data_size()),
@@ -257,7 +257,7 @@ template <typename T>
 void take_training_snapshot(TrainingSnapshot<T>& out, const RunConfig& config, core::Model<T>& model,
                             core::Optimizer<T>& optimizer, const BatchSource& data, const RunPosition& pos,
                             const std::string& tokenizer_hash, const CheckpointRanks& ranks,
-                            const StepGuard* guard) {
+                            const StepGuard* guard, const CarriedTensors<T>* carried) {
   // Under TP the DP group of TP rank 0 writes; every TP rank takes part in the gathers, in the
   // same order (collective over the TP group), and every DP rank in the cursor gather.
   out.writes = ranks.tensor_parallel.rank() == 0;
@@ -272,7 +272,7 @@ void take_training_snapshot(TrainingSnapshot<T>& out, const RunConfig& config, c
   out.model_variant = model.config().variant;
   out.precision = config.train.precision;
   SnapshotTensors<T> tensors(out);
-  add_run_tensors(tensors, model, optimizer, ranks);
+  add_run_tensors(tensors, model, optimizer, ranks, carried ? *carried : model.carried_state());
   tensors.copy_and_gather(model.memory(), ranks.tensor_parallel);
   // The data cursor of every global stream, merged from all DP ranks (written by DP rank 0).
   out.ints.clear();
@@ -356,9 +356,10 @@ ck::SaveResult save_training_checkpoint(const RunConfig& config, core::Model<T>&
                                         core::Optimizer<T>& optimizer, const BatchSource& data,
                                         const RunPosition& pos,
                                         const std::string& tokenizer_hash,
-                                        const CheckpointRanks& ranks, const CheckpointIo& io) {
+                                        const CheckpointRanks& ranks, const CheckpointIo& io,
+                                        const CarriedTensors<T>* carried) {
   TrainingSnapshot<T> snap;
-  take_training_snapshot(snap, config, model, optimizer, data, pos, tokenizer_hash, ranks, io.guard);
+  take_training_snapshot(snap, config, model, optimizer, data, pos, tokenizer_hash, ranks, io.guard, carried);
   return write_training_snapshot(snap, config.checkpoint.dir, config.checkpoint.keep, ranks.comm, io);
 }
 
@@ -437,9 +438,9 @@ void load_optimizer_state(TensorLoader<T>& loader, const std::filesystem::path& 
 // model keys that made it, or by the global stream count that must equal the saving run's.
 template <typename T>
 void load_carried_state(TensorLoader<T>& loader, const std::filesystem::path& file, const RunConfig& config,
-                        const ck::Metadata& meta, core::Model<T>& model, const CheckpointRanks& ranks) {
+                        const ck::Metadata& meta, const CarriedTensors<T>& carried, const CheckpointRanks& ranks) {
   ck::CheckpointReader& reader = loader.reader();
-  for (auto& ref : model.carried_state()) {
+  for (auto& ref : carried) {
     const std::string path = ck::join_path(ck::kStateGroup, ref.name);
     core::ParamSpec spec = full_spec_of(ref.name, ref.shape, ref.shard);
     const ck::Shape global = global_shape(spec.shape, ranks.data_size());
@@ -452,7 +453,7 @@ void load_carried_state(TensorLoader<T>& loader, const std::filesystem::path& fi
                                 ck::shape_string(global) + model_key_changes(meta.config_toml, config));
       throw ck::MismatchError(file.string() + ": carried state " + path + " is missing or is not " +
                               ck::shape_string(global) + " (the global stream count, train.batch x "
-                              "data-parallel ranks = " + std::to_string(global[0]) +
+                              "train.grad_accum x data-parallel ranks = " + std::to_string(global[0]) +
                               ", must equal the saving run's)");
     }
     // The slice read is [B, ...full...]: this rank's streams, every TP rank's columns.
@@ -486,7 +487,7 @@ RunPosition load_training_checkpoint(const std::filesystem::path& file, const Ru
                                      core::Model<T>& model, core::Optimizer<T>& optimizer,
                                      BatchSource* data, const std::string& tokenizer_hash,
                                      ck::IoStats* stats, const CheckpointRanks& ranks, const CheckpointIo& io,
-                                     std::string* stored_numerics) {
+                                     std::string* stored_numerics, const CarriedTensors<T>* carried) {
   ck::ReaderOptions reader_options;
   reader_options.on_phase = io.on_phase;
   ck::CheckpointReader reader(file, ranks.comm, reader_options);
@@ -502,7 +503,7 @@ RunPosition load_training_checkpoint(const std::filesystem::path& file, const Ru
   for (auto& p : model.params().params())
     loader.read(ck::join_path(ck::kModelGroup, p.spec.name), ck::Slice::whole(p.spec.shape), p.spec, p.value);
   load_optimizer_state(loader, file, config, model, optimizer);
-  load_carried_state(loader, file, config, meta, model, ranks);
+  load_carried_state(loader, file, config, meta, carried ? *carried : model.carried_state(), ranks);
   const auto opt_step = reader.attr_int("optimizer_step");
   optimizer.set_step_count(opt_step ? *opt_step : meta.step);
   if (data != nullptr)
@@ -550,19 +551,21 @@ RunConfig config_of_checkpoint(const std::filesystem::path& file) {
   template struct TrainingSnapshot<T>;                                                         \
   template void take_training_snapshot<T>(TrainingSnapshot<T>&, const RunConfig&, core::Model<T>&, \
                                           core::Optimizer<T>&, const BatchSource&, const RunPosition&, \
-                                          const std::string&, const CheckpointRanks&, const StepGuard*); \
+                                          const std::string&, const CheckpointRanks&, const StepGuard*, \
+                                          const CarriedTensors<T>*);                          \
   template ck::SaveResult write_training_snapshot<T>(const TrainingSnapshot<T>&, const std::string&, int, \
                                                      MPI_Comm, const CheckpointIo&);            \
   template ck::SaveResult save_training_checkpoint<T>(const RunConfig&, core::Model<T>&,       \
                                                       core::Optimizer<T>&, const BatchSource&, \
                                                       const RunPosition&, const std::string&,  \
-                                                      const CheckpointRanks&, const CheckpointIo&); \
+                                                      const CheckpointRanks&, const CheckpointIo&, \
+                                                      const CarriedTensors<T>*);               \
   template RunPosition load_training_checkpoint<T>(const std::filesystem::path&,               \
                                                    const RunConfig&, core::Model<T>&,          \
                                                    core::Optimizer<T>&, BatchSource*,          \
                                                    const std::string&, ck::IoStats*,           \
                                                    const CheckpointRanks&, const CheckpointIo&, \
-                                                   std::string*);                               \
+                                                   std::string*, const CarriedTensors<T>*);     \
   template void load_model_parameters<T>(const std::filesystem::path&, core::Model<T>&,         \
                                          const ck::PhaseCallback&, const std::string&);
 

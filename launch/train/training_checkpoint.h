@@ -90,11 +90,17 @@ struct TrainingSnapshot {
   int64_t bytes() const;  // tensor bytes held
 };
 
+// The carried state a checkpoint holds under /state: null = the model's own (B streams per
+// rank); gradient accumulation passes every stream group's ([train.grad_accum·B, ...],
+// launch/train/grad_accum.h), the layout of train.batch = grad_accum·B.
+template <typename T>
+using CarriedTensors = std::vector<core::TensorRef<T>>;
+
 template <typename T>
 void take_training_snapshot(TrainingSnapshot<T>& out, const RunConfig& config, core::Model<T>& model,
                             core::Optimizer<T>& optimizer, const BatchSource& data, const RunPosition& pos,
                             const std::string& tokenizer_hash, const CheckpointRanks& ranks,
-                            const StepGuard* guard);
+                            const StepGuard* guard, const CarriedTensors<T>* carried = nullptr);
 // A save refused because what it would write holds NaN or inf values (diverged parameters,
 // optimizer state or carried state): nothing was written, earlier checkpoints are untouched.
 // The message names the tensors and how many of their values are not finite.
@@ -118,7 +124,8 @@ checkpoint::SaveResult save_training_checkpoint(const RunConfig& config, core::M
                                                 const BatchSource& data, const RunPosition& pos,
                                                 const std::string& tokenizer_hash,
                                                 const CheckpointRanks& ranks = {},
-                                                const CheckpointIo& io = {});
+                                                const CheckpointIo& io = {},
+                                                const CarriedTensors<T>* carried = nullptr);
 
 // Loads `file` into the model, optimizer and data source and returns where the run stood.
 // Refuses (checkpoint::MismatchError / CheckpointError naming the file and what differs) a
@@ -130,7 +137,8 @@ RunPosition load_training_checkpoint(const std::filesystem::path& file, const Ru
                                      BatchSource* data, const std::string& tokenizer_hash,
                                      checkpoint::IoStats* stats = nullptr,
                                      const CheckpointRanks& ranks = {},
-                                     const CheckpointIo& io = {}, std::string* stored_numerics = nullptr);
+                                     const CheckpointIo& io = {}, std::string* stored_numerics = nullptr,
+                                     const CarriedTensors<T>* carried = nullptr);
 
 // Loads only the model parameters (evaluation, generation, checkpoint.init_from): any layout,
 // each process reads what it holds. A non-empty tokenizer_hash must be the file's.

@@ -16,13 +16,18 @@ import json
 from pathlib import Path
 
 SCHEMA_PATH = Path(__file__).resolve().with_name("config_keys.json")
+# The schema's text when this module lives without config_keys.json beside it: `brt-dist
+# export --hf` writes a copy of this file into a Hugging Face folder, and transformers' remote-code
+# loader copies only the .py files, so the export replaces this line with the schema itself
+# (launch/cli/hf_python.cpp).
+EMBEDDED_SCHEMA = None
 # The schema's type names and the Python types a TOML reader gives for them.
 PYTHON_TYPES = {"int": int, "float": float, "string": str, "bool": bool, "int_list": list}
 
 
 @functools.cache   # read once: the file does not change while a program runs
 def _read():
-    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return json.loads(EMBEDDED_SCHEMA if EMBEDDED_SCHEMA is not None else SCHEMA_PATH.read_text(encoding="utf-8"))
 
 
 def schema():

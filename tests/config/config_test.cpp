@@ -111,7 +111,7 @@ TEST(Config, BadValuesNameKeyAndSource) {
   EXPECT_TRUE(contains(msg, "t.toml:2: model.d_model: expected an integer, got string")) << msg;
   msg = error_of([&] { load_run_config(dir.write("r.toml", "[model]\nlayers = 0\n")); });
   EXPECT_TRUE(contains(msg, "r.toml:2: model.layers: 0 must be >= 1")) << msg;
-  msg = error_of([&] { load_run_config(dir.write("e.toml", "[optim]\nschedule = \"linear\"\n")); });
+  msg = error_of([&] { load_run_config(dir.write("e.toml", "[optim]\nschedule = \"exponential\"\n")); });
   EXPECT_TRUE(contains(msg, "optim.schedule")) << msg;
   EXPECT_TRUE(contains(msg, "e.toml")) << msg;
   msg = error_of([&] { load_run_config(dir.write("p.toml", "[train]\nprecision = \"fp8\"\n")); });

@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <map>
+#include <set>
 #include <memory>
 
 #include "data/prepare.h"
@@ -168,6 +169,31 @@ TEST(Streams, GlobalStreamsAreIdenticalFor1To4Ranks) {
   std::vector<int64_t> seed42_docs;
   for (const auto& stream : one) seed42_docs.push_back(stream[0].doc_id);
   EXPECT_NE(first_docs, seed42_docs);
+}
+
+// More streams than documents (data.share_documents): streams that begin with the same document
+// start it at distinct offsets (none reads the tokens another reads at the same step); without
+// the option they all start at its beginning, which is what the trainer refuses.
+TEST(Streams, SharedDocumentsStartAtDistinctOffsetsWhenAsked) {
+  const int B = 3 * 23;  // every document starts three streams
+  auto first_positions = [&](bool stagger) {
+    StreamOptions o = make_options(B, 8);
+    o.stagger_shared_documents = stagger;
+    StreamSet set(stream_dataset(), o);
+    Batch batch;
+    set.next(batch);
+    std::map<int64_t, std::set<int64_t>> starts;  // document -> first positions of its streams
+    for (int s = 0; s < B; ++s) starts[batch.doc_id[size_t(s)]].insert(batch.position[size_t(s) * 8]);
+    return starts;
+  };
+  int distinct = 0, long_documents = 0;
+  for (const auto& [doc, positions] : first_positions(true)) {
+    const int64_t tokens = stream_dataset()->document(doc).tokens;
+    if (tokens + 1 > 3 * 8 + 1) ++long_documents, distinct += positions.size() == 3;  // room for 3 segments
+  }
+  EXPECT_GT(long_documents, 10);
+  EXPECT_EQ(distinct, long_documents);
+  for (const auto& [doc, positions] : first_positions(false)) EXPECT_EQ(positions, std::set<int64_t>{0}) << doc;
 }
 
 std::vector<Batch> take(DocumentStreams& streams, int steps) {

@@ -12,7 +12,7 @@ config=$(realpath "$here/../../configs/tiny.toml")
 SMALL=(model.layers=2 model.recurrent_layers=[1] model.d_model=32 model.heads=2 model.head_dim=16
        model.d_ff=64 model.vocab=64 model.seq_len=32 model.window=8 model.state_size=8
        train.batch=2 train.eval_every=0 train.peak_gflops=1 log.every=1 data.source=synthetic
-       optim.warmup=2 log.metrics_path=)
+       optim.warmup=2 log.metrics_path= run.dir=)
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe)
 work=$(mktemp -d /tmp/brt-faults-XXXXXX)
 cd "$work"

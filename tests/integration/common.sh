@@ -5,7 +5,7 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 SMALL=(model.layers=2 model.recurrent_layers=[1] model.d_model=32 model.heads=2 model.head_dim=16
        model.d_ff=64 model.vocab=64 model.seq_len=32 model.window=8 model.state_size=8
        train.batch=2 train.eval_every=0 train.peak_gflops=1 log.every=1 data.source=synthetic
-       optim.warmup=2)
+       optim.warmup=2 run.dir=)  # run.dir=: no metrics or checkpoints unless a test names them
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # Losses of the train events in a metrics file, one "step loss" per line.
 losses() { grep '"event":"train"' "$1" | sed -E 's/.*"step":([0-9]+),"loss":([^,]+),.*/\1 \2/'; }

@@ -27,7 +27,7 @@ word_corpus corpus 3 2 1 60
 small=(model.layers=2 model.recurrent_layers=[1] model.d_model=32 model.heads=2 model.head_dim=16 model.d_ff=64
        model.vocab=320 model.seq_len=32 model.window=8 model.state_size=8 train.batch=1 train.eval_every=0
        train.peak_gflops=1 log.every=1 data.source=shards data.path=data optim.warmup=2 log.metrics_path=
-       checkpoint.every=2)
+       checkpoint.every=2 run.dir= data.share_documents=true)
 train=("$bin" train "$src/configs/tiny.toml" "${small[@]}")
 # mpmd CORE0 CORE1 CMD...: rank 0 under CORE0, rank 1 under CORE1.
 mpmd() {

@@ -23,7 +23,8 @@ OptimConfig make(ScheduleKind kind, int64_t warmup, int64_t total = 0) {
 }
 
 TEST(LrSchedule, LinearWarmup) {
-  for (ScheduleKind kind : {ScheduleKind::kRsqrt, ScheduleKind::kCosine, ScheduleKind::kConstant}) {
+  for (ScheduleKind kind : {ScheduleKind::kRsqrt, ScheduleKind::kCosine, ScheduleKind::kConstant,
+                            ScheduleKind::kLinear, ScheduleKind::kWsd}) {
     const OptimConfig c = make(kind, 100, 1000);
     EXPECT_DOUBLE_EQ(learning_rate(c, 0), 0.02 * 1 / 100);  // (t+1)/warmup
     EXPECT_DOUBLE_EQ(learning_rate(c, 49), 0.02 * 50 / 100);
@@ -44,6 +45,45 @@ TEST(LrSchedule, CosineReachesMinLrAtTotalSteps) {
   EXPECT_NEAR(learning_rate(c, 349), 0.002 + 0.018 * (1 + std::cos(M_PI / 4)) / 2, 1e-15);
   EXPECT_DOUBLE_EQ(learning_rate(c, 1099), 0.002);  // t+1 == total_steps
   EXPECT_DOUBLE_EQ(learning_rate(c, 5000), 0.002);  // and after
+}
+
+TEST(LrSchedule, LinearReachesMinLrAtTotalSteps) {
+  const OptimConfig c = make(ScheduleKind::kLinear, 100, 1100);
+  EXPECT_DOUBLE_EQ(learning_rate(c, 599), 0.002 + 0.018 * 0.5);   // half way
+  EXPECT_DOUBLE_EQ(learning_rate(c, 349), 0.002 + 0.018 * 0.75);  // a quarter
+  EXPECT_DOUBLE_EQ(learning_rate(c, 1099), 0.002);
+  EXPECT_DOUBLE_EQ(learning_rate(c, 5000), 0.002);
+}
+
+// Warmup-stable-decay: the peak held until the last decay_fraction of the run, then linear.
+TEST(LrSchedule, WsdHoldsThenDecaysOverTheLastFraction) {
+  OptimConfig c = make(ScheduleKind::kWsd, 100, 1100);
+  c.decay_fraction = 0.2;  // the last 220 steps: decay from t+1 = 880
+  EXPECT_DOUBLE_EQ(learning_rate(c, 99), 0.02);
+  EXPECT_DOUBLE_EQ(learning_rate(c, 500), 0.02);
+  EXPECT_DOUBLE_EQ(learning_rate(c, 879), 0.02);                 // t+1 = 880: the cooldown starts
+  EXPECT_DOUBLE_EQ(learning_rate(c, 989), 0.002 + 0.018 * 0.5);  // half way through it
+  EXPECT_DOUBLE_EQ(learning_rate(c, 1099), 0.002);
+  EXPECT_DOUBLE_EQ(learning_rate(c, 4000), 0.002);
+  c.decay_fraction = 1.0;  // never into the warmup: then it is the linear schedule
+  EXPECT_DOUBLE_EQ(learning_rate(c, 599), learning_rate(make(ScheduleKind::kLinear, 100, 1100), 599));
+}
+
+TEST(LrSchedule, DecayingSchedulesNeedTheirEnd) {
+  for (ScheduleKind kind : {ScheduleKind::kLinear, ScheduleKind::kWsd}) {
+    OptimConfig c = make(kind, 10, 0);
+    EXPECT_THROW(c.resolve(), std::invalid_argument) << to_string(kind);
+  }
+  OptimConfig c = make(ScheduleKind::kWsd, 10, 100);
+  c.decay_fraction = 0;
+  try {
+    c.resolve();
+    FAIL() << "decay_fraction 0 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("optim.decay_fraction"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(parse_schedule_kind("wsd"), ScheduleKind::kWsd);
+  EXPECT_EQ(parse_schedule_kind("linear"), ScheduleKind::kLinear);
 }
 
 TEST(LrSchedule, ConstantAndNoWarmup) {

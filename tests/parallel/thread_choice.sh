@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset OMP_NUM_THREADS OMP_WAIT_POLICY
 cores=$(nproc)
-args=(configs/tiny.toml data.source=synthetic train.steps=1 train.eval_every=0 log.metrics_path= train.peak_gflops=1
+args=(configs/tiny.toml data.source=synthetic train.steps=1 train.eval_every=0 log.metrics_path= run.dir= train.peak_gflops=1
       model.layers=2 model.recurrent_layers=[1] model.d_model=32 model.heads=2 model.head_dim=16 model.d_ff=64
       model.vocab=64 model.seq_len=32 model.window=8 model.state_size=8)
 fail() { echo "FAIL: $*" >&2; exit 1; }

@@ -60,6 +60,13 @@ def test_shipped_configs_load_as_brt_dist(brt):
                 got = mine[section][name]
                 if section == "optim" and name == "total_steps" and got == 0:
                     got = mine["train"]["steps"]          # resolve(): 0 = train.steps
+                run_dir = mine.get("run", {}).get("dir", "").replace("{config}", path.stem)  # docs/training.md
+                if (section, name) == ("run", "dir"):
+                    got = run_dir                          # load_run_config: {config} is the file's name
+                if run_dir and (section, name) == ("log", "metrics_path") and got == "":
+                    got = run_dir + "/metrics.jsonl"
+                if run_dir and (section, name) == ("checkpoint", "dir") and got == "":
+                    got = run_dir + "/ckpt"
                 if section == "optim" and name == "clip_norm" and got < 0:
                     got = 1.0 if mine["optim"]["kind"] == "adamw" else 0.0   # the kind's default
                 if section == "model" and name in ("recurrent_layers", "bst_layers"):

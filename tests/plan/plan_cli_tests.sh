@@ -74,7 +74,7 @@ case $case_name in
     done
     [ -e "$tmp/rates.toml.tmp" ] && fail "rates.toml.tmp left behind"
     run "$brt" train configs/tiny.toml data.source=synthetic train.steps=8 log.every=1 train.eval_every=0 \
-      "log.metrics_path=$tmp/m.jsonl" optim.total_steps=8
+      "log.metrics_path=$tmp/m.jsonl" optim.total_steps=8 run.dir=
     expect_status 0
     run "$brt" plan tiny --cluster "$tmp/rates.toml" --global-batch 4 --measured "$tmp/m.jsonl"
     expect_status 0

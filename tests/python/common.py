@@ -15,7 +15,8 @@ ENV = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALL
 TINY = ["model.layers=3", "model.recurrent_layers=[1]", "model.bst_layers=[0,2]", "model.d_model=32",
         "model.heads=2", "model.head_dim=16", "model.d_ff=64", "model.vocab=320", "model.seq_len=64",
         "model.window=16", "model.state_size=8", "model.ctx_states=8", "model.ssm_state=16",
-        "train.eval_every=0", "train.peak_gflops=1", "log.every=10", "log.metrics_path=",
+        "train.eval_every=0", "train.peak_gflops=1", "log.every=10", "log.metrics_path=", "run.dir=",
+        "data.share_documents=true",  # corpora of 1-2 documents for 4 streams (docs/data-format.md)
         "data.source=shards", "checkpoint.async=false", "optim.warmup=2"]
 VARIANTS = ["slide", "xl", "rec:fixed:skip", "rec:lstm:skip", "rec:fixed:dual", "rec:lstm:dual",
             "feedback:fixed:skip", "feedback:lstm:dual",   # model.md §5.4 (layer 1 of 3: one below, one above)
