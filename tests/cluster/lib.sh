@@ -168,7 +168,7 @@ start_job() {
   # The status goes outside the shared file system, which a test may fill. A subshell, so that
   # a launcher killed by a signal is reported by its status, not by this shell's "Killed".
   job_rc=$CLUSTER_DIR/job.rc
-  rm -f "$job_rc"
+  rm -f "$job_rc" "$log"  # an earlier start's lines must not be read as this one's
   (timeout --kill-after=5 300 "$@" > "$log" 2>&1; echo $? > "$job_rc") &
   job=$!
 }

@@ -30,7 +30,8 @@ fill_leaving() {
 start_paused() {
   local log=$1 spec=$2
   shift 2
-  rm -f rc.txt
+  # The log of the previous start goes first: its pause line must not be taken for this one's.
+  rm -f rc.txt "$log"
   (BRT_FAULT_INJECT=$spec timeout --kill-after=5 60 "${TRAIN[@]}" "$@" > "$log" 2>&1; echo $? > rc.txt) &
   bg=$!
   for _ in $(seq 600); do grep -q "fault injection: pausing" "$log" 2> /dev/null && return 0; sleep 0.05; done
