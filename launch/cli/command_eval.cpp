@@ -15,6 +15,7 @@
 #include "launch/cli/commands.h"
 #include "launch/config/config.h"
 #include "launch/eval/evaluator.h"
+#include "launch/eval/mqar_evaluator.h"
 #include "launch/eval/task_evaluator.h"
 #include "launch/eval/tokenizer_match.h"
 #include "launch/preflight/preflight.h"
@@ -219,15 +220,66 @@ int run_task_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
   return 0;
 }
 
-// --task and its flags go together; plain eval's per-token losses are not a task's.
+// --task mqar (launch/eval/mqar_evaluator.h): its documents are their own ids of model.vocab,
+// so no corpus is read; --pairs and --gaps (in windows W) span the grid.
+int run_mqar_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
+  const std::string ckpt = resolve_checkpoint_argument(
+      mpi, flag_or(cl, "checkpoint", cl.positional.empty() ? "" : cl.positional[0]), "eval");
+  ConfigSources sources;
+  RunConfig cfg = checkpoint_command_config(mpi, cl, ckpt, "eval", &sources);
+  cfg.data.source = "synthetic";
+  resolve(cfg, &sources);
+  if (cfg.train.cp > 1) throw UsageError("eval --task mqar: run it without --cp (train.cp = " + std::to_string(cfg.train.cp) + ")");
+  MqarEvalOptions options;
+  options.checkpoint = ckpt;
+  options.grid.pairs.clear();
+  for (const auto& item : comma_list("pairs", flag_or(cl, "pairs", "4,8,16")))
+    options.grid.pairs.push_back(int(parse_int_flag("pairs", item, 1)));
+  options.grid.gap_windows.clear();
+  for (const auto& item : comma_list("gaps", flag_or(cl, "gaps", "0.5,1,2,4")))
+    options.grid.gap_windows.push_back(parse_double_flag("gaps", item, Range{0.0, 1e9}));
+  options.grid.samples = int(int_flag(cl, "samples", 8, 1, 1 << 20));
+  options.grid.seed = uint64_flag(cl, "task-seed", 1);
+  const data::MqarVocabulary vocab = data::MqarVocabulary::of(cfg.model.vocab);
+  for (const int p : options.grid.pairs)
+    if (p > vocab.keys)
+      throw UsageError("--pairs: " + std::to_string(p) + " is more than the " + std::to_string(vocab.keys) +
+                       " keys of model.vocab = " + std::to_string(cfg.model.vocab) + " (" + vocab.describe() + ")");
+  const parallel::ProcessGroups groups = make_run_groups(mpi, cfg);
+  const int64_t documents = int64_t(options.grid.pairs.size() * options.grid.gap_windows.size()) * options.grid.samples;
+  const int streams = int(std::clamp<int64_t>((documents + groups.dp().size() - 1) / groups.dp().size(), 1, cfg.train.batch));
+  preflight_outputs(groups.world(), {{"--json", flag_or(cl, "json", "")}});
+  preflight_inference_memory(groups.world(), cfg, streams, "eval");
+  const auto run = load_checkpoint_model(mpi, cfg, groups, streams, ckpt, "eval");
+  const bool root = mpi.world_rank() == 0;
+  set_shared_eval_options(options, groups, cl, root, config_of_checkpoint(ckpt).model.seq_len);
+  const MqarReport r = evaluate_mqar(run->model(), options);
+  if (!root) return 0;
+  std::printf("%s", r.text().c_str());
+  std::fflush(stdout);
+  if (auto path = flag_or(cl, "json", ""); !path.empty()) data::write_file_atomically(path, r.json() + "\n");
+  return 0;
+}
+
+// --task and its flags go together; plain eval's per-token losses are not a task's; the
+// passkey / needle / facts grid (lengths x depths) and MQAR's (pairs x gaps) are not each other's.
 void check_task_flags(const CommandLine& cl) {
   if (cl.flags.count("task")) {
-    choice_flag(cl, "task", "", {"passkey", "needle", "facts"});
+    const std::string task = choice_flag(cl, "task", "", {"passkey", "needle", "facts", "mqar"});
     if (cl.flags.count("token-losses")) throw UsageError("--token-losses is plain eval's; not with --task");
+    for (const char* flag : kTaskFlags)
+      if (task == "mqar" && cl.flags.count(flag) && std::string(flag) != "samples" && std::string(flag) != "task-seed")
+        throw UsageError(std::string("--") + flag + " is the passkey / needle / facts grid's; --task mqar takes "
+                         "--pairs, --gaps, --samples, --task-seed");
+    for (const char* flag : {"pairs", "gaps"})
+      if (task != "mqar" && cl.flags.count(flag))
+        throw UsageError(std::string("--") + flag + " is --task mqar's");
     return;
   }
   for (const char* flag : kTaskFlags)
-    if (cl.flags.count(flag)) throw UsageError(std::string("--") + flag + " needs --task passkey|needle|facts");
+    if (cl.flags.count(flag)) throw UsageError(std::string("--") + flag + " needs --task passkey|needle|facts|mqar");
+  for (const char* flag : {"pairs", "gaps"})
+    if (cl.flags.count(flag)) throw UsageError(std::string("--") + flag + " needs --task mqar");
 }
 
 }  // namespace
@@ -243,10 +295,11 @@ int command_eval(int argc, char** argv) {
             {"quiet", "ablate", "allow-tokenizer-mismatch"});
         reject_unknown_flags(cl, {"checkpoint", "split", "json", "quiet", "ablate", "token-losses",
                                   "allow-tokenizer-mismatch", "task", "lengths", "depths", "samples", "digits",
-                                  "facts", "supporting-facts", "task-seed"});
+                                  "facts", "supporting-facts", "task-seed", "pairs", "gaps"});
         choice_flag(cl, "split", "", {"train", "validation", "test"});
         check_task_flags(cl);
         reject_extra_arguments(cl, 1);
+        if (flag_or(cl, "task", "") == "mqar") return run_mqar_eval(mpi, cl);
         return cl.flags.count("task") ? run_task_eval(mpi, cl) : run_eval(mpi, cl);
       },
       "brt-dist eval");

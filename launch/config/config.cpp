@@ -343,12 +343,25 @@ void check_data_tasks(const DataConfig& d, const std::function<std::string(const
   };
   range("distance", d.tasks_min_distance, d.tasks_max_distance);
   range("prefix", d.tasks_min_prefix, d.tasks_max_prefix);
+  range("pairs", d.tasks_min_pairs, d.tasks_max_pairs);
+  if (d.tasks_kinds == "mqar") {  // a task trained alone, on its own synthetic ids (data/mqar.h)
+    if (d.source != "synthetic")
+      fail("data.tasks.kinds", "mqar documents are made of their own token ids, not a corpus: needs "
+                               "data.source = \"synthetic\"");
+    if (d.tasks_rate != 0 && d.tasks_rate != 1)
+      fail("data.tasks.rate", "mqar is trained alone (every document an MQAR document): leave it 0 or 1");
+    return;
+  }
+  if (d.tasks_loss != "all")
+    fail("data.tasks.loss", "answers is mqar's (data.tasks.kinds = \"mqar\"); passkey, needle and facts "
+                            "documents are trained on whole, like the books around them");
   size_t begin = 0;
   while (begin <= d.tasks_kinds.size()) {
     const size_t comma = std::min(d.tasks_kinds.find(',', begin), d.tasks_kinds.size());
     const std::string kind = d.tasks_kinds.substr(begin, comma - begin);
     if (kind != "passkey" && kind != "needle" && kind != "facts")
-      fail("data.tasks.kinds", "\"" + kind + "\" is not a task kind (passkey, needle, facts; comma-separated)");
+      fail("data.tasks.kinds", "\"" + kind + "\" is not a task kind (passkey, needle, facts, comma-separated; "
+                               "or mqar alone)");
     begin = comma + 1;
   }
   if (d.tasks_rate > 0 && d.source != "shards")
@@ -428,6 +441,9 @@ std::vector<std::string> config_warnings(const RunConfig& c) {
   if (c.train.eval_every > c.train.steps && c.train.steps > 0)
     warnings.push_back("train.eval_every = " + std::to_string(c.train.eval_every) + " is more than train.steps = " +
                        steps + ": the only evaluation is the last step's");
+  if (c.data.tasks_kinds == "mqar" && c.data.tasks_loss == "all")
+    warnings.push_back("data.tasks.kinds = mqar with data.tasks.loss = all: the loss counts the random keys, values "
+                       "and filler too, which nothing can predict; data.tasks.loss = answers trains on the recall alone");
   return warnings;
 }
 

@@ -79,6 +79,11 @@ struct DataConfig {
   int tasks_facts = 3;             // facts: statements in all
   int tasks_supporting_facts = 0;  // facts: 1 (qa1), 2 (qa2), 0: either
   int64_t tasks_seed = 0;          // 0: derived from train.seed
+  // data.tasks.kinds = "mqar" (data/mqar.h, docs/fidelity.md "MQAR"): every document of the
+  // streams is an MQAR document of model.vocab's ids (data.source = synthetic), its gap drawn
+  // from [min_distance, max_distance] and its filler prefix from [min_prefix, max_prefix] tokens.
+  int tasks_min_pairs = 4, tasks_max_pairs = 16;
+  std::string tasks_loss = "all";  // all | answers (MQAR: the loss on the answer tokens only)
 };
 
 struct LogConfig {

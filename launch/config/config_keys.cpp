@@ -255,7 +255,7 @@ std::vector<KeySpec> build_keys() {
                         "share of each training stream's documents that are long-range task documents, "
                         "[0, 1]; 0 = off"));
   k.push_back(string_key("data.tasks.kinds", data(&DataConfig::tasks_kinds), {},
-                         "comma-separated task kinds drawn uniformly: passkey, needle, facts"));
+                         "comma-separated task kinds drawn uniformly: passkey, needle, facts; or mqar alone"));
   k.push_back(int_key("data.tasks.min_distance", data(&DataConfig::tasks_min_distance), 0, kI64Max,
                       "least tokens between the fact and the question"));
   k.push_back(int_key("data.tasks.max_distance", data(&DataConfig::tasks_max_distance), 0, kI64Max,
@@ -268,6 +268,12 @@ std::vector<KeySpec> build_keys() {
   k.push_back(int_key("data.tasks.facts", data(&DataConfig::tasks_facts), 2, 4, "facts: statements in all"));
   k.push_back(int_key("data.tasks.supporting_facts", data(&DataConfig::tasks_supporting_facts), 0, 2,
                       "facts: 1 (qa1), 2 (qa2), 0 = either, drawn per document"));
+  k.push_back(int_key("data.tasks.min_pairs", data(&DataConfig::tasks_min_pairs), 1, kIntMax,
+                      "mqar: fewest key-value pairs of a document"));
+  k.push_back(int_key("data.tasks.max_pairs", data(&DataConfig::tasks_max_pairs), 1, kIntMax,
+                      "mqar: most key-value pairs of a document (>= min_pairs)"));
+  k.push_back(string_key("data.tasks.loss", data(&DataConfig::tasks_loss), {"all", "answers"},
+                         "all | answers: mqar's loss on its answer tokens only"));
   k.push_back(int_key("data.tasks.seed", data(&DataConfig::tasks_seed), 0, kI64Max,
                       "the task schedule's and documents' seed; 0 = derived from train.seed"));
   // [log]

@@ -53,6 +53,13 @@ class SyntheticMarkovSource : public BatchSource {
 };
 
 struct RunConfig;
+// MQAR documents (data/mqar.h) for data.tasks.kinds = mqar: this rank's `streams` streams from
+// global stream `first_stream` on; the training split's documents and each held-out split's are
+// drawn under their own purpose, so evaluation never sees a training document. The cursor is
+// (documents begun, offset) per stream, so a resume, on any layout with the same global
+// streams, continues exactly.
+std::unique_ptr<BatchSource> make_mqar_source(const RunConfig& cfg, const std::string& split, int first_stream,
+                                              int streams);
 // Streams over prepared token shards (data/) for `split`; this rank's streams. `tasks`: the
 // training streams, which mix in data.tasks' task documents when data.tasks.rate > 0
 // (data/task_mixture.h); the cursor then records the mixture, so a resume under another is refused.

@@ -35,6 +35,7 @@ std::string gib(int64_t bytes) {
 std::unique_ptr<BatchSource> make_source(const RunConfig& cfg, const std::string& split, int dp_rank, int dp_size,
                                          bool training) {
   const int streams = cfg.train.batch * (training ? cfg.train.grad_accum : 1);
+  if (cfg.data.tasks_kinds == "mqar") return make_mqar_source(cfg, split, dp_rank * streams, streams);
   if (cfg.data.source == "synthetic") {
     // A different seed for the held-out stream, so evaluation sees unseen documents.
     const uint64_t seed = uint64_t(cfg.train.seed) * 2654435761ull + (split == "train" ? 0 : 17);
@@ -156,7 +157,7 @@ Trainer<T>::Trainer(const TrainOptions& options)
   if (print_) print_start();
   train_source_ = make_source(cfg_, cfg_.data.train_split, run_.data_rank(), run_.data_size(), true);
   // The task documents mixed into training, after the start-up lines (docs/data-format.md, "Task documents").
-  if (print_ && cfg_.data.tasks_rate > 0) std::printf("data: %s\n", train_source_->describe().c_str());
+  if (print_ && (cfg_.data.tasks_rate > 0 || cfg_.data.tasks_kinds == "mqar")) std::printf("data: %s\n", train_source_->describe().c_str());
   std::unique_ptr<BatchSource> eval_source;
   if (cfg_.train.eval_every > 0) eval_source = make_source(cfg_, cfg_.data.eval_split, run_.data_rank(), run_.data_size(), false);
   StopSignal::install();

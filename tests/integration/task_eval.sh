@@ -50,7 +50,7 @@ grid=(--task passkey --lengths 128,192 --depths 0,0.5,1 --samples 3 --ablate --q
 grep -q "^eval --task passkey" one.log || fail "no task report: $(cat one.log)"
 mpirun -np 2 --oversubscribe "$bin" eval --checkpoint "$ckpt" "${grid[@]}" --batch 1 --json two.json > two.log 2>&1 ||
   fail "eval --task under mpirun -np 2: $(tail -3 two.log)"
-/usr/bin/python3 - one.json two.json <<'PY' || fail "eval --task JSON"
+/usr/bin/python3 - one.json two.json "$src/tests/integration" <<'PY' || fail "eval --task JSON"
 import json, math, sys
 one, two = (json.load(open(p)) for p in sys.argv[1:3])
 top = ["task", "digits", "facts", "supporting_facts", "split", "checkpoint", "seed", "samples_per_cell", "seq_len",
@@ -74,23 +74,10 @@ assert all(a["cells"] != cells for a in one["ablations"]), "an ablation changed 
 # <= K u sum|w x| (u = 2^-24: ~4e-6 of its magnitude) through two layers, and a log-softmax mean
 # inherits that;
 # accuracy exact unless an answer's argmax is within that margin of a tie (then at most 1/n).
-worst = [0.0]
-def same(a, b, path):
-    if isinstance(a, dict):
-        assert list(a) == list(b), (path, list(a), list(b))
-        for k in a: same(a[k], b[k], path + "." + k)
-    elif isinstance(a, list):
-        assert len(a) == len(b), (path, len(a), len(b))
-        for i, (x, y) in enumerate(zip(a, b)): same(x, y, "%s[%d]" % (path, i))
-    elif isinstance(a, float) and "nats" in path:
-        d = abs(a - b) / max(abs(b), 1e-12)
-        worst[0] = max(worst[0], d)
-        assert d <= 1e-4, (path, a, b, d)
-    elif isinstance(a, float) and "accuracy" in path:
-        assert abs(a - b) <= 1.0 / 3 + 1e-12, (path, a, b)
-    else:
-        assert a == b, (path, a, b)
-same(one, two, "")
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, sys.argv[3])
+from same_report import same
+worst = [same(one, two, 1e-4, 1.0 / 3)]
 print("eval --task: %d cells, accuracy %.3f, answer %.4f nats (block ablation %.4f); -np 2 the same cells, "
       "nats within %.2g relative (fp32 GEMMs of other shapes)" % (
     len(cells), one["accuracy"], one["answer_nats"], one["ablations"][1]["answer_nats"], worst[0]))

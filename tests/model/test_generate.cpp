@@ -48,7 +48,9 @@ TEST_P(Generation, BlockAtATimeGreedyMatchesOneLongSegment) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, Generation,
-                         ::testing::Values("slide", "rec:fixed:skip", "rec:lstm:dual", "feedback:fixed:skip"),
+                         ::testing::Values("slide", "rec:fixed:skip", "rec:fixed:dual", "rec:lstm:skip",
+                                           "rec:lstm:dual", "feedback:fixed:skip", "feedback:lstm:dual",
+                                           "bst:sh:s4d", "bst:mh:s4d", "bst:mf:s4d"),
                          variant_name);
 
 TEST(Generation, SamplingIsDeterministicForASeed) {
