@@ -337,6 +337,9 @@ Request issue(const std::shared_ptr<NcclGroup>& group, uint64_t& sequence, const
     throw CommError(describe(info) + " failed on " + group->where() + ": " +
                     ncclGetErrorString(rc));
   }
+  // A non-blocking communicator may return before the collective is on the stream: the event
+  // below must come after it, so the call is settled first (polled, up to the timeout).
+  if (rc == ncclInProgress && !group->settle(describe(info).c_str())) group->time_out(info, group->limit_seconds());
   // The event after it serves its Request and, until seen complete, host waits on the stream
   // (check_health): the tensor-parallel layers never wait on their requests.
   group->prune();

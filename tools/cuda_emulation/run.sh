@@ -135,6 +135,10 @@ if wants nccltest; then
   g++ "${flags[@]}" "${mpi_flags[@]}" "$repo/tests/cuda/nccl_communicator_main.cpp" "$repo/parallel/nccl_communicator.cpp" \
     "${core[@]}" "${libs[@]}" "${mpi_libs[@]}" $(pkg-config --libs gtest 2>/dev/null || echo -lgtest -pthread) -o "$work/nccl_test"
   timed nccltest mpirun --allow-run-as-root --oversubscribe -np 2 -x EMU_DEVICES=2 "$work/nccl_test"
+  # Again with every collective answering ncclInProgress before it is on its stream (stubs/nccl.h):
+  # the communicator must settle it before recording the completion event its Request waits on.
+  timed nccltest_in_progress mpirun --allow-run-as-root --oversubscribe -np 2 -x EMU_DEVICES=2 -x EMU_NCCL_IN_PROGRESS=1 \
+    "$work/nccl_test"
 fi
 if wants nccl_stall; then
   # A host waiting on the backend's stream behind a collective that never completes ends the

@@ -12,7 +12,12 @@
 // Faults, for the checks of what a host waiting behind NCCL does (tools/cuda_emulation/stall.cpp):
 // EMU_NCCL_STALL_AT=k makes the k-th collective a communicator issues never complete (as when a
 // peer died: the stream behind it never drains); EMU_NCCL_ASYNC_ERROR_AT=k makes
-// ncclCommGetAsyncError report ncclRemoteError once k collectives were issued.
+// ncclCommGetAsyncError report ncclRemoteError once k collectives were issued;
+// EMU_NCCL_IN_PROGRESS=1 makes every collective of a non-blocking communicator return
+// ncclInProgress with nothing on its stream yet: the collective is enqueued only when a later
+// ncclCommGetAsyncError polls it ready (the second poll), and any other call on the communicator
+// before that is ncclInvalidUsage — so an event recorded right after the call would complete
+// before the collective ran, as NCCL allows for a non-blocking communicator.
 //
 // ncclCommInitRank has no MPI communicator to work from (NCCL meets its peers through the
 // unique id), so it splits MPI_COMM_WORLD with the id's hash as the colour. That is collective
@@ -61,6 +66,9 @@ struct ncclComm {
   bool aborted = false;
   int issued = 0;                     // collectives issued (the fault knobs below count them)
   emu::Dep last{nullptr, 0};          // the previous collective's place in its stream
+  bool nonblocking = false;           // made by ncclCommInitRankConfig with config.blocking = 0
+  std::function<ncclResult_t()> deferred;  // EMU_NCCL_IN_PROGRESS: the collective not yet enqueued
+  int deferred_polls = 0;             // polls that still report it in progress
 };
 using ncclComm_t = ncclComm*;
 
@@ -166,6 +174,7 @@ inline ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUni
   const ncclResult_t r = ncclCommInitRank(comm, nranks, id, rank);
   if (r != ncclSuccess || config == nullptr || config->blocking != 0) return r;
   (*comm)->init_polls_left = 1;
+  (*comm)->nonblocking = true;
   return ncclInProgress;
 }
 
@@ -203,17 +212,41 @@ inline ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_e
     *async_error = ncclRemoteError;
     return ncclSuccess;
   }
+  if (comm->deferred) {  // EMU_NCCL_IN_PROGRESS: in progress once more, then on its stream
+    if (comm->deferred_polls-- > 0) {
+      *async_error = ncclInProgress;
+      return ncclSuccess;
+    }
+    const auto enqueue = std::move(comm->deferred);
+    comm->deferred = nullptr;
+    *async_error = enqueue();
+    return ncclSuccess;
+  }
   *async_error = comm->init_polls_left > 0 ? ncclInProgress : ncclSuccess;
   if (comm->init_polls_left > 0) --comm->init_polls_left;
   return ncclSuccess;
 }
 
 namespace emu_nccl {
+inline ncclResult_t enqueue_now(ncclComm_t comm, cudaStream_t stream, const char* name, std::function<int()> run);
 // Queues `run` (the MPI collective) on the stream, after the communicator's previous one.
 inline ncclResult_t enqueue(ncclComm_t comm, cudaStream_t stream, const char* name, std::function<int()> run) {
   if (comm == nullptr) return ncclInvalidArgument;
   if (comm->aborted) return ncclInvalidUsage;
   if (comm->init_polls_left > 0) return ncclInvalidUsage;  // a non-blocking init not yet polled
+  if (comm->deferred) return ncclInvalidUsage;             // the previous call not yet polled ready
+  if (comm->nonblocking && fault_knob("EMU_NCCL_IN_PROGRESS") && !emu::is_capturing(stream)) {
+    comm->deferred = [=] {
+      comm->deferred = nullptr;
+      return enqueue_now(comm, stream, name, run);
+    };
+    comm->deferred_polls = 1;
+    return ncclInProgress;
+  }
+  return enqueue_now(comm, stream, name, std::move(run));
+}
+// Puts the collective on its stream, after the communicator's previous one.
+inline ncclResult_t enqueue_now(ncclComm_t comm, cudaStream_t stream, const char* name, std::function<int()> run) {
   std::vector<emu::Dep> deps;
   if (comm->last.stream != nullptr && comm->last.stream->done < comm->last.seq) deps.push_back(comm->last);
   const bool stalled = ++comm->issued == fault_knob("EMU_NCCL_STALL_AT");
