@@ -7,6 +7,7 @@ seeds at that rate, every model scored on a disjoint test grid (other seeds of t
                 [--seeds 1,2,3] [--jobs J] [--pairs 2,4,8,16] [--gaps 0.5,1,2,4,8] [--samples N]
                 [--capacity-pairs ...] [--capacity-gap G] [-- key=value ...]
   mqar_study.py collect STUDY_DIR [--no-plots]
+  mqar_study.py heatmap EVAL_JSON --out PNG   (one `eval --task mqar --json` report: pairs x gap)
 
 --init-from STUDY makes a curriculum: every run of this study starts from the weights of STUDY's
 run of the same model and seed (at STUDY's best rate), e.g. recall learnt inside the window first,
@@ -280,6 +281,37 @@ def plot(study_dir, curves, capacity, chance, meta):
         plt.close(fig)
 
 
+def heatmap(args):
+    """One `eval --task mqar --json` report as pairs x gap heatmaps: the plain pass, then each ablation."""
+    report = json.loads(Path(args.eval_json).read_text())
+    if report.get("task") != "mqar":
+        raise SystemExit(f"mqar_study: {args.eval_json} is not an `eval --task mqar --json` report")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    passes = [("plain", report["cells"])] + [(a["mode"] + " reset", a["cells"]) for a in report.get("ablations", [])]
+    pairs = sorted({c["pairs"] for c in report["cells"]})
+    gaps = sorted({c["gap_windows"] for c in report["cells"]})
+    fig, axes = plt.subplots(1, len(passes), figsize=(1.2 + 0.9 * len(gaps) * len(passes), 1.6 + 0.6 * len(pairs)),
+                             squeeze=False)
+    for ax, (name, cells) in zip(axes[0], passes):
+        grid = [[next(c["accuracy"] for c in cells if c["pairs"] == p and c["gap_windows"] == g) for g in gaps]
+                for p in pairs]
+        ax.imshow(grid, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto")
+        for i, row in enumerate(grid):
+            for j, v in enumerate(row):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
+        ax.set_xticks(range(len(gaps)), [f"{g:g}" for g in gaps])
+        ax.set_yticks(range(len(pairs)), [str(p) for p in pairs])
+        ax.set_xlabel(f"gap (W = {report['window']})")
+        ax.set_ylabel("pairs")
+        ax.set_title(f"{name}: {sum(map(sum, grid)) / (len(pairs) * len(gaps)):.2f}", fontsize=8)
+    fig.suptitle(f"MQAR accuracy (chance {report['chance']:.3f})", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=110)
+    print(f"mqar_study: {args.out}: {len(pairs)} pair counts x {len(gaps)} gaps, {len(passes)} passes")
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
@@ -306,9 +338,12 @@ def main(argv=None):
     c.add_argument("study_dir")
     for q in (r, c):
         q.add_argument("--no-plots", action="store_true")
+    h = sub.add_parser("heatmap", help="one `eval --task mqar --json` report as pairs x gap heatmaps")
+    h.add_argument("eval_json")
+    h.add_argument("--out", required=True, help="the PNG")
     args = p.parse_args(argv)
     args.extra = extra
-    run(args) if args.cmd == "run" else collect(args)
+    {"run": run, "collect": collect, "heatmap": heatmap}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 a sweep of two rates, two seeds at the best one, `eval --task mqar` JSONs for the test and the
 capacity grids. Checks that the best rate is the one collected, the mean ± std over seeds per gap
 (gaps in the base config's W even for a model with another window), the ablation columns, the
-capacity table, the sweep and cost table, and the two PNGs.
+capacity table, the sweep and cost table, the two PNGs, and one report's heatmap.
 usage: test_mqar_study.py   (from anywhere; ~3 s)"""
 import json
 import sys
@@ -68,6 +68,10 @@ def main():
         assert "| slide | 1e-3: 0.50; 3e-3: 0.20 | 512 | 15 |" in md, md
         for png in ("mqar-distance.png", "mqar-capacity.png"):
             assert (study / png).stat().st_size > 1000, png
+        one = runs / "slide_lr1e-3_s1" / "test.json"
+        sys.argv = ["mqar_study.py", "heatmap", str(one), "--out", str(study / "heat.png")]
+        mqar_study.main()
+        assert (study / "heat.png").stat().st_size > 1000
     print("test_mqar_study: ok")
 
 
