@@ -5,7 +5,8 @@ FLOPs (model.md §10) or equal tokens, evaluate held-out bits/token, and write a
 loss by position in the document, long- vs short-range loss). See docs/fidelity.md.
 
   fidelity_study.py run STUDY_DIR --config CONFIG DATA --models NAME... --seeds LIST BUDGET
-                    [--ranks N] [--threads N] [--dry-run] [--task KINDS ...] [-- key=value ...]
+                    [--ranks N] [--threads N] [--dry-run] [--task KINDS ...] [--lr-sweep A,B,...]
+                    [-- key=value ...]
       DATA:   --data SHARDS_DIR | --corpus PG19_DIR | --books FILE... | --kjv
       BUDGET: --flops F (equal training FLOPs) | --tokens T (equal tokens) | --steps N
   fidelity_study.py collect STUDY_DIR [--out DIR] [--spread std|minmax] [--no-plots]
@@ -34,7 +35,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree (ctest runs 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # metrics_records, scaling_study
 
 from scaling_study import StudyError, parse_train_output, si  # noqa: E402
-from fidelity_table import TOOL, SPLITS, collect, say, spread, warn, write_tables  # noqa: E402,F401  (spread: tests)
+from fidelity_table import TOOL, SPLITS, best_rates, collect, say, spread, warn, write_tables  # noqa: E402,F401  (spread: tests)
 from study_runner import Runner, error_line  # noqa: E402
 import task_study  # noqa: E402
 
@@ -134,9 +135,22 @@ def parse_models(specs):
     return models
 
 
+def sweep_models(models, lr_sweep):
+    """--lr-sweep A,B,...: every model at every rate, named NAME@lr=A (optim.lr=A); collect then
+    reports each at its best rate by validation bits/token (fidelity_table.best_rates)."""
+    if not lr_sweep:
+        return models
+    rates = [r.strip() for r in lr_sweep.split(",") if r.strip()]
+    for r in rates:
+        parse_amount(r, "--lr-sweep")
+    return [dict(m, name=f"{m['name']}@lr={r}", sweep_of=m["name"], lr=r) for m in models for r in rates]
+
+
 def model_overrides(model, resolved):
     """The config overrides of a model, given the resolved config of the study's base
     (config file + overrides after --): model.layers and model.seq_len come from it."""
+    if "lr" in model:  # a rate of --lr-sweep
+        return model_overrides({k: v for k, v in model.items() if k != "lr"}, resolved) + [f"optim.lr={model['lr']}"]
     if "overrides" in model:
         return list(model["overrides"])
     m = resolved.get("model", {})
@@ -286,7 +300,7 @@ def run_study(args, extra):
     if not Path(args.config).is_file():
         raise StudyError(f"{args.config}: no such config file (--config)")
     config = str(Path(args.config).resolve())
-    models = parse_models(args.models)
+    models = sweep_models(parse_models(args.models), args.lr_sweep)
     seeds = parse_seeds(args.seeds)
     budget = (("flops", parse_amount(args.flops, "--flops")) if args.flops else
               ("tokens", parse_amount(args.tokens, "--tokens")) if args.tokens else ("steps", args.steps))
@@ -328,7 +342,8 @@ def run_study(args, extra):
         mdir = study / "runs" / model_dir_name(m["name"])
         mdir.mkdir(parents=True, exist_ok=True)
         (mdir / "probe.log").write_text(info.pop("log"))
-        desc = {"name": m["name"], "config": config, "overrides": overrides}
+        desc = {"name": m["name"], "config": config, "overrides": overrides,
+                **({"sweep_of": m["sweep_of"], "lr": m["lr"]} if "lr" in m else {})}
         if not info["ok"]:
             warn(f"model {m['name']}: refused by brt-dist, skipped: {info['error']} "
                  f"(log {mdir / 'probe.log'})")
@@ -476,6 +491,8 @@ def main(argv=None):
     r.add_argument("--vocab", type=int, help="tokenizer size when preparing [model.vocab]")
     r.add_argument("--models", nargs="+", required=True, metavar="NAME", help="models (see below)")
     r.add_argument("--seeds", default="1", help="train.seed values, e.g. 1,2,3 or 1-3 [%(default)s]")
+    r.add_argument("--lr-sweep", metavar="A,B,...", help="every model at every optim.lr; the tables report "
+                   "each at its best rate by validation bits/token (fidelity_sweep.md: all of them)")
     b = r.add_mutually_exclusive_group(required=True)
     b.add_argument("--flops", help="equal compute: training FLOPs per run (model.md §10), e.g. 3e15 or 3P")
     b.add_argument("--tokens", help="equal data: tokens per run, e.g. 50M")
@@ -523,7 +540,8 @@ def main(argv=None):
         models, keys = collect(args.study_dir, args.train_tail)
         out = Path(args.out or args.study_dir)
         out.mkdir(parents=True, exist_ok=True)
-        written = write_tables(models, keys, out, args.spread, args.train_tail)
+        models, written = best_rates(models, out)
+        written += write_tables(models, keys, out, args.spread, args.train_tail)
         written += task_study.collect(args.study_dir, out, args.spread, not args.no_plots)
         if not args.no_plots:
             from fidelity_plots import write_plots  # matplotlib only when plotting

@@ -192,6 +192,43 @@ def collect(study_dir, train_tail=0.1):
     return models, keys
 
 
+def best_rates(models, out_dir):
+    """A study run with --lr-sweep: its models NAME@lr=R (model.json's sweep_of, lr) grouped by
+    NAME; each group's rate of the lowest mean validation bits/token (test bits if no validation)
+    stands for NAME in the tables, and fidelity_sweep.md lists every rate. Returns (models,
+    files written); a study without a sweep comes back unchanged."""
+    groups = {}
+    for m in models:
+        if m["desc"].get("sweep_of"):
+            groups.setdefault(m["desc"]["sweep_of"], []).append(m)
+    if not groups:
+        return models, []
+
+    def score(m):
+        for key in ("val_bits", "test_bits"):
+            if m["stats"].get(key, {}).get("mean") is not None:
+                return m["stats"][key]["mean"]
+        return float("inf")
+
+    best = {name: min(group, key=score) for name, group in groups.items()}
+    lines = ["# Learning-rate sweep", "", "Mean validation bits/token (test where there is no validation "
+             "split) of every rate; the best stands for the model in fidelity.md.", "",
+             "| model | " + " | ".join(f"lr {g['desc']['lr']}" for g in next(iter(groups.values()))) + " | best |",
+             "|---|" + "---:|" * (len(next(iter(groups.values()))) + 1)]
+    for name, group in groups.items():
+        cells = " | ".join("" if score(g) == float("inf") else f"{score(g):.4f}" for g in group)
+        lines.append(f"| {name} | {cells} | {best[name]['desc']['lr']} |")
+    (Path(out_dir) / "fidelity_sweep.md").write_text("\n".join(lines) + "\n")
+    kept = []
+    for m in models:
+        name = m["desc"].get("sweep_of")
+        if name is None:
+            kept.append(m)
+        elif m is best[name]:
+            kept.append(dict(m, name=f"{name} (lr {m['desc']['lr']})"))
+    return kept, ["fidelity_sweep.md"]
+
+
 # ---------------------------------------------------------------- tables
 def pretty(key):
     """The Markdown header of a metric column."""

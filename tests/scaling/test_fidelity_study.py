@@ -231,6 +231,34 @@ def hand_written(work):
 
 
 # ---------------------------------------------------------------- 3. end to end with brt-dist
+def swept(work):
+    """--lr-sweep's collect: model E at two rates (E@lr=0.01 validation 3.6, E@lr=0.03 validation
+    3.4): the tables show E at 0.03 only, fidelity_sweep.md both; sweep_models names and overrides."""
+    check([m["name"] for m in fs.sweep_models([{"name": "E", "variant": "slide", "extra_layers": 0}], "0.01,0.03")]
+          == ["E@lr=0.01", "E@lr=0.03"], "sweep names")
+    over = fs.model_overrides(fs.sweep_models([{"name": "E", "variant": "slide", "extra_layers": 0}], "0.01")[0],
+                              {"model": {"seq_len": 8, "layers": 2}})
+    check(over == ["model.variant=slide", "optim.lr=0.01"], f"sweep overrides {over}")
+    study = work / "swept"
+    (study / "runs").mkdir(parents=True)
+    (study / "study.json").write_text(json.dumps({"models": ["E@lr=0.01", "E@lr=0.03"]}))
+    for lr, val in (("0.01", 3.6), ("0.03", 3.4)):
+        d = study / "runs" / fs.model_dir_name(f"E@lr={lr}")
+        (d / "seed-1").mkdir(parents=True)
+        (d / "model.json").write_text(json.dumps({"name": f"E@lr={lr}", "status": "ok", "overrides": [],
+                                                  "sweep_of": "E", "lr": lr, "model_variant": "slide"}))
+        (d / "seed-1" / "run.json").write_text(json.dumps({"seed": 1, "status": "ok"}))
+        (d / "seed-1" / "eval-test.json").write_text(json.dumps(eval_json(val - 0.2, False, False, False)))
+        (d / "seed-1" / "eval-validation.json").write_text(json.dumps(eval_json(val, False, False, False)))
+    out = tool("collect", study, "--no-plots")
+    check(out.returncode == 0, f"collect of a sweep: {out.stderr}")
+    rows = [r["model"] for r in csv.DictReader(open(study / "fidelity.csv"))]
+    check(rows == ["E (lr 0.03)"], f"the best rate stands for E: {rows}")
+    sweep = (study / "fidelity_sweep.md").read_text()
+    check("| E | 3.6000 | 3.4000 | 0.03 |" in sweep, f"fidelity_sweep.md\n{sweep}")
+    print("lr sweep: each model at its best validation rate, every rate in fidelity_sweep.md")
+
+
 def write_corpus(root):
     import random
     rng = random.Random(3)
@@ -330,6 +358,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="fidelity-study-") as tmp:
         work = Path(tmp)
         hand_written(work)
+        swept(work)
         end_to_end(work, brt_dist)
     print("PASS")
 
