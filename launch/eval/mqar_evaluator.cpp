@@ -82,9 +82,10 @@ MqarPassResult mqar_pass(core::Model<T>& model, const std::vector<data::MqarSpec
       double* doc = acc.data() + size_t(batch.doc_id[i / size_t(batch.seq)]) * 3;
       doc[0] += 1, doc[1] += s.argmax ? 1 : 0, doc[2] += s.nats;
     }
-    shown.update(-1, std::to_string(++steps) + " segments");
+    ++steps;
+    shown.update(-1, std::to_string(steps) + (steps == 1 ? " segment" : " segments"));
   }
-  shown.finish(std::to_string(steps) + " segments");
+  shown.finish(std::to_string(steps) + (steps == 1 ? " segment" : " segments"));
   if (opt.reduce) opt.reduce(acc);
   MqarPassResult r;
   r.cells = mqar_grid_cells(opt.grid, model.config().window);
