@@ -59,6 +59,7 @@ class Study:
         self.bin = args.brt_dist
         self.env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
         self.base_window = int(self.config_value("model.window"))
+        self.seq_len = self.config_value("model.seq_len")  # once: xl's W = N in model_overrides
 
     def run_dir(self, label, lr, seed):
         return self.dir / "runs" / f"{safe(label)}_lr{lr}_s{seed}"
@@ -69,8 +70,7 @@ class Study:
         if done.exists():
             return json.loads(done.read_text())
         d.mkdir(parents=True, exist_ok=True)
-        seq_len = self.config_value("model.seq_len")
-        over = [o.replace("{seq_len}", str(seq_len)) for o in overrides]
+        over = [o.replace("{seq_len}", str(self.seq_len)) for o in overrides]
         cmd = [self.bin, "train", self.args.config, *self.args.extra, *over, f"optim.lr={lr}", f"train.seed={seed}",
                f"run.dir={d}"] + self.init_from(label, seed)
         t0 = time.monotonic()

@@ -58,7 +58,7 @@ struct MqarEvalOptions {
   int dp_rank = 0, dp_size = 1;
   SumReducer reduce;
   bool progress = false;
-  int64_t trained_seq_len = 0;  // unused; set_shared_eval_options sets it
+  int64_t trained_seq_len = 0;  // set with the other evaluators' options; MQAR documents do not depend on it
   bool ablate = false;
 };
 
