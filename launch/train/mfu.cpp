@@ -9,7 +9,7 @@
 namespace brt::launch {
 
 namespace {
-constexpr int kPeakSize = 2048, kPeakCalls = 7;
+constexpr int kPeakCalls = 7;
 
 std::string gflops_text(double g) {
   char buf[32];
@@ -18,7 +18,7 @@ std::string gflops_text(double g) {
 }
 }  // namespace
 
-MfuPeak::MfuPeak(double configured_gflops, bool on_gpu) {
+MfuPeak::MfuPeak(double configured_gflops, bool on_gpu, int cpu_peak_size) : cpu_peak_size_(cpu_peak_size) {
   if (configured_gflops > 0) {
     gflops_ = configured_gflops;
     source_ = "train.peak_gflops";
@@ -27,10 +27,11 @@ MfuPeak::MfuPeak(double configured_gflops, bool on_gpu) {
     gflops_ = measure_gpu_bf16_peak_gflops();
     source_ = "measured: cuBLAS 8192^3 bf16 GEMM, fp32 accumulation";
   } else {
-    const runtime::GemmPeak p = runtime::measure_sgemm_peak(kPeakSize, kPeakCalls);
+    const runtime::GemmPeak p = runtime::measure_sgemm_peak(cpu_peak_size_, kPeakCalls);
     gflops_ = p.best_gflops;
     remeasurable_ = true;
-    source_ = "measured: best of " + std::to_string(p.calls) + " 2048^3 sgemm, " + std::to_string(p.threads) +
+    const std::string n = std::to_string(cpu_peak_size_);
+    source_ = "measured: best of " + std::to_string(p.calls) + " " + n + "^3 sgemm, " + std::to_string(p.threads) +
               " threads; measured again if an MFU above 100% would be printed";
   }
 }
@@ -39,7 +40,7 @@ double MfuPeak::mfu(double achieved_gflops, int ranks, std::string& note) {
   double mfu = achieved_gflops / (gflops_ * ranks);
   while (mfu > 1.0 && remeasurable_ && remeasures_ < kMaxRemeasures) {
     ++remeasures_;
-    const double again = runtime::measure_sgemm_peak(kPeakSize, kPeakCalls).best_gflops;
+    const double again = runtime::measure_sgemm_peak(cpu_peak_size_, kPeakCalls).best_gflops;
     if (again > gflops_) gflops_ = again;
     mfu = achieved_gflops / (gflops_ * ranks);
   }

@@ -14,8 +14,10 @@ namespace brt::launch {
 class MfuPeak {
  public:
   static constexpr int kMaxRemeasures = 3;
-  // configured > 0: train.peak_gflops. Else measured now (on_gpu: the bf16 GEMM peak).
-  MfuPeak(double configured_gflops, bool on_gpu);
+  static constexpr int kCpuPeakSize = 2048;
+  // configured > 0: train.peak_gflops. Else measured now (on_gpu: the bf16 GEMM peak; on the
+  // CPU with cpu_peak_size³ sgemm calls, the default what training uses, smaller in tests).
+  MfuPeak(double configured_gflops, bool on_gpu, int cpu_peak_size = kCpuPeakSize);
 
   double gflops() const { return gflops_; }
   const std::string& source() const { return source_; }
@@ -25,6 +27,7 @@ class MfuPeak {
  private:
   double gflops_ = 0;
   std::string source_;
+  int cpu_peak_size_;
   bool remeasurable_ = false;
   int remeasures_ = 0;
 };
