@@ -77,7 +77,7 @@ case $case_name in
     pause_then "stop@step=4@rank=1" true
     injected="SIGSTOP to world rank 1 (h2) as step 4 begins" ;;
   mpirun_killed)
-    kill_mpirun() { pkill -KILL -x mpirun; }
+    kill_mpirun() { kill -KILL "$(job_process -x mpirun)"; }  # this job's, not every mpirun
     pause_then "pause@step=4@rank=0@ms=2000" kill_mpirun
     injected="SIGKILL to mpirun (on h1) while world rank 0 pauses as step 4 begins" ;;
   host_killed)

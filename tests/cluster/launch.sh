@@ -31,8 +31,9 @@ expect_text ref.log "placement: 2 ranks on 2 hosts"
 
 faulty=("${HEAD[@]}" -x BRT_FAULT_INJECT "${TRAIN[@]}" "${args[@]}" checkpoint.dir="$work/c" log.metrics_path="$work/faulty.jsonl")
 extra=()
-# The supervisor on h3 and the mpirun it started (one PID namespace: pkill sees them from here).
-supervisor_pid() { pgrep -f -- "^$bin launch --grace-s" | head -1; }
+# The supervisor on h3 and the mpirun it started (one PID namespace: pgrep sees them from here),
+# found among this job's processes (another test's supervisor may run beside it).
+supervisor_pid() { job_process -f -- "^$bin launch --grace-s"; }
 mpirun_pid() { pgrep -P "$(supervisor_pid)" -x mpirun | head -1; }
 heal=""
 resume_on=("${HEAD[@]}")

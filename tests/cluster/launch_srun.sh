@@ -23,7 +23,7 @@ faulty=("$bin" launch "${SRUN[@]}" --export=ALL "${TRAIN[@]}" "${args[@]}" check
 extra=()
 case $case_name in
   interrupt)
-    interrupt() { kill -INT "$(pgrep -f -- "^$bin launch srun" | head -1)"; }
+    interrupt() { kill -INT "$(job_process -f -- "^$bin launch srun")"; }
     pause_then "pause@step=4@rank=0@ms=2000" interrupt
     injected="SIGINT to brt-dist launch srun -N 2 while world rank 0 pauses as step 4 begins"
     want_rc=75 ;;

@@ -172,6 +172,22 @@ start_job() {
   (timeout --kill-after=5 300 "$@" > "$log" 2>&1; echo $? > "$job_rc") &
   job=$!
 }
+# job_process PGREP_MATCH...: the PID of the nearest of $job's descendants that pgrep's match
+# (e.g. `-x mpirun`, `-f -- "^$bin launch"`) selects. Never a machine-wide pgrep: other tests
+# run beside this one (ctest -j2) with processes of the same names.
+job_process() {
+  local queue=("$job") pid found
+  while [ ${#queue[@]} -gt 0 ]; do
+    pid=${queue[0]}
+    queue=("${queue[@]:1}")
+    found=$(pgrep -P "$pid" "$@" | head -1)
+    [ -n "$found" ] && { echo "$found"; return 0; }
+    # shellcheck disable=SC2207  # PIDs are single words
+    queue+=($(pgrep -P "$pid"))
+  done
+  echo "job_process: no descendant of job $job matches: $*" >&2
+  return 1
+}
 # wait_text LOG TEXT LIMIT_S: until LOG holds TEXT; fails after LIMIT_S (or when $job ended).
 wait_text() {
   for _ in $(seq $(($3 * 20))); do
