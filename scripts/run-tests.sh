@@ -24,6 +24,18 @@ echo "== Release build ($jobs jobs)"
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DBRT_BUILD_TESTS=ON \
   -DBRT_BUILD_BENCH=ON >/dev/null
 ninja -C build/release -j"$jobs"
+
+# The sanitizer build compiles at the lowest priority while the Release tests run: many of them
+# wait (on ranks, timeouts, daemons) and leave the cores idle part of the time; nice 19 takes
+# only that idle time, so it slows no test. Its output is kept in build/asan-build.log.
+cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DBRT_SANITIZE=ON -DBRT_BUILD_BENCH=OFF >/dev/null
+asan_targets=(test_kernels test_ssm_kernels test_model_gradcheck test_layer_gradcheck test_device_residency
+              test_feedback test_carried_state_gradient optim_tests test_s4d_state_passing test_xl_blocks
+              test_blas_core)
+nice -n 19 ninja -C build/asan -j"$jobs" "${asan_targets[@]}" > build/asan-build.log 2>&1 &
+asan_build=$!
+trap 'kill $asan_build 2>/dev/null; timing_report' EXIT
+
 timing_stage "Release tests"
 echo "== Release: full test suite ($jobs at a time)"
 # --no-tests=error: a build that registered no tests fails instead of passing having run nothing.
@@ -39,12 +51,15 @@ if [ "$runs_before" != "$runs_after" ]; then
   exit 1
 fi
 
-timing_stage "sanitizer build"
+timing_stage "sanitizer build (rest)"
 echo "== Debug + AddressSanitizer/UBSan: kernel, model (feedback included), device-residency and optimizer tests"
-cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DBRT_SANITIZE=ON -DBRT_BUILD_BENCH=OFF >/dev/null
-ninja -C build/asan -j"$jobs" test_kernels test_ssm_kernels test_model_gradcheck test_layer_gradcheck \
-  test_device_residency test_feedback test_carried_state_gradient optim_tests test_s4d_state_passing test_xl_blocks \
-  test_blas_core
+echo "(the build, begun beside the Release tests: $(grep -c '^\[' build/asan-build.log || true) steps so far)"
+if ! wait $asan_build; then
+  tail -50 build/asan-build.log >&2
+  echo "FAIL: the sanitizer build failed (build/asan-build.log)" >&2
+  exit 1
+fi
+tail -1 build/asan-build.log
 timing_stage "sanitizer tests"
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd build/asan && ctest --no-tests=error --output-on-failure -j"$jobs" --timeout 900 -L 'kernels|model|optim') |
