@@ -34,7 +34,7 @@ asan_targets=(test_kernels test_ssm_kernels test_model_gradcheck test_layer_grad
               test_blas_core)
 nice -n 19 ninja -C build/asan -j"$jobs" "${asan_targets[@]}" > build/asan-build.log 2>&1 &
 asan_build=$!
-trap 'kill $asan_build 2>/dev/null; timing_report' EXIT
+trap 'kill $asan_build 2>/dev/null || true; timing_report' EXIT
 
 timing_stage "Release tests"
 echo "== Release: full test suite ($jobs at a time)"
