@@ -22,8 +22,8 @@ timing_report() {
   local status=$?
   timing_stage ""
   echo "== Times (minutes)"
-  awk -F'\t' '{ printf "  %-18s %6.1f\n", $1, $2 / 60; total += $2 }
-              END { printf "  %-18s %6.1f\n", "in all", total / 60 }' "$timing_dir/stages" 2>/dev/null || true
+  awk -F'\t' '{ printf "  %-24s %6.1f\n", $1, $2 / 60; total += $2 }
+              END { printf "  %-24s %6.1f\n", "in all", total / 60 }' "$timing_dir/stages" 2>/dev/null || true
   local logs=("$timing_dir"/*.ctest)
   if [ -e "${logs[0]}" ]; then
     echo "== The ten slowest tests (seconds)"
