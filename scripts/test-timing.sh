@@ -19,7 +19,6 @@ timing_tee() {
   tee -a "$timing_dir/$1.ctest"
 }
 timing_report() {
-  local status=$?
   timing_stage ""
   echo "== Times (minutes)"
   awk -F'\t' '{ printf "  %-24s %6.1f\n", $1, $2 / 60; total += $2 }
@@ -37,5 +36,4 @@ timing_report() {
       awk -F'\t' '{ printf "  %7.1f  %-9s %s\n", $1, $2, $3 }' || true
   fi
   rm -rf "$timing_dir"
-  return $status
 }

@@ -16,7 +16,7 @@ class MfuPeak {
   static constexpr int kMaxRemeasures = 3;
   static constexpr int kCpuPeakSize = 2048;
   // configured > 0: train.peak_gflops. Else measured now (on_gpu: the bf16 GEMM peak; on the
-  // CPU with cpu_peak_size³ sgemm calls, the default what training uses, smaller in tests).
+  // CPU by cpu_peak_size³ sgemm calls: training's 2048³ by default, smaller in tests).
   MfuPeak(double configured_gflops, bool on_gpu, int cpu_peak_size = kCpuPeakSize);
 
   double gflops() const { return gflops_; }

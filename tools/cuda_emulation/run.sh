@@ -152,7 +152,6 @@ if wants cp; then
   timed cp mpirun --allow-run-as-root --oversubscribe -np 2 "$out/training_cp" ${EMU_CP_CASE:-}
 fi
 graph_binary() {
-  [ -x "$out/graph" ] && return
   backend_objects
   # launch/train/step_graphs.cpp (launch/step_graphs.cpp in checkouts from before launch/'s rooms).
   local step_graphs=$repo/launch/train/step_graphs.cpp
