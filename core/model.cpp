@@ -5,9 +5,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "core/bst_layer.h"
-#include "core/feedback_stack.h"
-#include "core/recurrent_layer.h"
+#include "core/layers/bst_layer.h"
+#include "core/layers/feedback_stack.h"
+#include "core/layers/recurrent_layer.h"
 #include "core/standard_layer.h"
 
 namespace brt::core {

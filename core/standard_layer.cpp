@@ -3,8 +3,8 @@
 #include <array>
 #include <cmath>
 
-#include "core/linear.h"
-#include "core/output_projection.h"
+#include "core/layers/linear.h"
+#include "core/layers/output_projection.h"
 
 namespace brt::core {
 

@@ -5,13 +5,13 @@
 #include <string>
 #include <vector>
 
-#include "core/cached_window_attention.h"
+#include "core/layers/cached_window_attention.h"
 #include "core/context_parallel.h"
 #include "core/layer.h"
-#include "core/mlp.h"
+#include "core/layers/mlp.h"
 #include "core/model_config.h"
 #include "core/param_store.h"
-#include "core/projections.h"
+#include "core/layers/projections.h"
 
 namespace brt::core {
 

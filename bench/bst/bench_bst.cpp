@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "core/bst_layer.h"
-#include "core/recurrent_layer.h"
+#include "core/layers/bst_layer.h"
+#include "core/layers/recurrent_layer.h"
 #include "core/standard_layer.h"
 #include "kernels/backend.h"
 #include "runtime/blas_env.h"

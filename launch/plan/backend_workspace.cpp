@@ -39,7 +39,7 @@ CudaWorkspaceBytes cuda_backend_workspace(const core::ModelConfig& model_in, int
   CudaWorkspaceBytes w;
   w.scratch = int64_t(cuda_workspace_bytes(model, streams, bf16));
   w.cublas = int64_t{32} << 20;  // kernels/cuda/cuda_backend.cpp kCublasWorkspaceBytes
-  // One convolver per BST layer (core/bst_ssm.cpp): length N, or 2N for the unstructured
+  // One convolver per BST layer (core/layers/bst_ssm.cpp): length N, or 2N for the unstructured
   // kernel's carry over [U_prev; U]; channels 1 (SH), H (MH) or S_ctx (MF); Ds = D/4 per rank.
   const bool mf = model.bst_variant == core::BstVariant::kMF, mh = model.bst_variant == core::BstVariant::kMH;
   const int channels = mf ? model.ctx_states : mh ? model.heads : 1;

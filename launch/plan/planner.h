@@ -3,8 +3,8 @@
 // predicted memory per device and step time, best first.
 //
 // Memory mirrors what the code allocates (core/model.cpp, core/standard_layer.cpp,
-// core/recurrent_layer.cpp, core/recurrent_state.cpp, core/projections.cpp, core/mlp.cpp,
-// core/output_projection.cpp, core/cached_window_attention.cpp, core/gate.cpp: every
+// core/layers/recurrent_layer.cpp, core/layers/recurrent_state.cpp, core/layers/projections.cpp, core/layers/mlp.cpp,
+// core/layers/output_projection.cpp, core/layers/cached_window_attention.cpp, core/layers/gate.cpp: every
 // std::vector assigned in a constructor), parameter shapes follow model.md §9 in declaration
 // order, optimizer state model.md §10c (Adafactor's factored R/C exact), the ZeRO-1 shard the
 // partition of core/data_parallel.h. Step time: model.md §10 FLOPs ÷ (peak × efficiency) plus an

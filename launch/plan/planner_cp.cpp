@@ -1,6 +1,6 @@
 // The planner's context-parallel traffic (launch/plan/planner.h, docs/parallelism.md "Context
 // parallelism"): the shifts and all-gathers over the cp group that a training step's layers
-// issue, as core/cached_window_attention.cpp, core/bst_ssm.cpp and core/bst_layer.cpp issue them.
+// issue, as core/layers/cached_window_attention.cpp, core/layers/bst_ssm.cpp and core/layers/bst_layer.cpp issue them.
 #include <string>
 #include <vector>
 

@@ -32,7 +32,7 @@ struct Declared {
   }
 };
 
-// core/gate.cpp declare_gate: fixed -> bias [D]; lstm -> wf, wi [in, D] (rows split), bf, bi [D].
+// core/layers/gate.cpp declare_gate: fixed -> bias [D]; lstm -> wf, wi [in, D] (rows split), bf, bi [D].
 void add_gate(Declared& s, core::GateKind kind, int64_t in, int64_t D) {
   if (kind == core::GateKind::kFixed) {
     s.add({D}, -1);
@@ -44,14 +44,14 @@ void add_gate(Declared& s, core::GateKind kind, int64_t in, int64_t D) {
   s.add({D}, -1);
 }
 
-// core/mlp.cpp declare_mlp: norm [D], w1 [D, F] (columns), w2 [F, D] (rows).
+// core/layers/mlp.cpp declare_mlp: norm [D], w1 [D, F] (columns), w2 [F, D] (rows).
 void add_mlp(Declared& s, int64_t D, int64_t F) {
   s.add({D}, -1);
   s.add({D, F}, 1);
   s.add({F, D}, 0);
 }
 
-// core/bst_layer.cpp declaration order (model.md §7, §9): the SSM sublayer (a member built first),
+// core/layers/bst_layer.cpp declaration order (model.md §7, §9): the SSM sublayer (a member built first),
 // then the attention, the MLP, and MF's context IDs and initial context. Under TP the SSM
 // features Ds and the heads are split (docs/parallelism.md, BST rows).
 void add_bst_layer(Declared& s, const core::ModelConfig& c) {
@@ -134,7 +134,7 @@ int64_t numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
-// Elements of ProjectionActs::allocate (core/projections.cpp): h [R, D], rstd [R], out [R, A] per
+// Elements of ProjectionActs::allocate (core/layers/projections.cpp): h [R, D], rstd [R], out [R, A] per
 // projection, rnorm [R, H] per normalised projection (A, H: this TP rank's).
 int64_t projection_acts(int64_t R, int64_t D, int64_t A, int64_t H, int projections, int normalised) {
   return R * D + R + projections * R * A + normalised * R * H;
@@ -161,7 +161,7 @@ struct RankDims {
         tp(P > 1) {}
 };
 
-// Context parallelism's window buffers (core/cached_window_attention.cpp): the halo sent and
+// Context parallelism's window buffers (core/layers/cached_window_attention.cpp): the halo sent and
 // the one received, and (unless the blocks are detached, xl) the two-block problem of the halo's
 // gradient (q, k, v, out, dq, dk, dv [B, 2W, A], the zero cache, probabilities [B, 2, H, W, 2W])
 // and its discarded bias and scale gradients.
@@ -188,7 +188,7 @@ LayerElems standard_layer_elems(const RankDims& d, int64_t B, int cp, bool detac
 
 void add_state_side(LayerElems& e, const RankDims& d, const core::ModelConfig& c, int64_t B);
 
-// core/recurrent_layer.cpp + core/recurrent_state.cpp constructors.
+// core/layers/recurrent_layer.cpp + core/layers/recurrent_state.cpp constructors.
 LayerElems recurrent_layer_elems(const RankDims& d, const core::ModelConfig& c, int64_t B) {
   const int64_t D = d.D, A = d.A, H = d.H, F = d.F, W = d.W, S = d.S, Tb = d.Tb, rows = B * d.N;
   const int64_t cache = B * W * A, ext = B * (W + d.N) * A, sd = B * d.S_local * D;
@@ -203,7 +203,7 @@ LayerElems recurrent_layer_elems(const RankDims& d, const core::ModelConfig& c, 
   return e;
 }
 
-// core/feedback_stack.cpp constructor (model.md §5.4): every layer's token side per block
+// core/layers/feedback_stack.cpp constructor (model.md §5.4): every layer's token side per block
 // (B·W rows, block-major), the two-block window layout, and one state side.
 LayerElems feedback_stack_elems(const RankDims& d, const core::ModelConfig& c, int64_t B) {
   const int64_t D = d.D, A = d.A, H = d.H, F = d.F, W = d.W, S = d.S, Tb = d.Tb, L = c.layers;
@@ -221,7 +221,7 @@ LayerElems feedback_stack_elems(const RankDims& d, const core::ModelConfig& c, i
   return e;
 }
 
-// core/recurrent_state.cpp constructor: R = B·S rows per block for the projections, RL =
+// core/layers/recurrent_state.cpp constructor: R = B·S rows per block for the projections, RL =
 // this rank's rows.
 void add_state_side(LayerElems& e, const RankDims& d, const core::ModelConfig& c, int64_t B) {
   const int64_t D = d.D, A = d.A, H = d.H, F = d.F, W = d.W, S = d.S, Tb = d.Tb;
@@ -239,7 +239,7 @@ void add_state_side(LayerElems& e, const RankDims& d, const core::ModelConfig& c
   if (d.tp) e.scratch += 5 * rd;  // sig_full, full_a, full_b; sequence-parallel full + staging
 }
 
-// core/bst_ssm.cpp + core/bst_context.cpp + core/bst_layer.cpp constructors (model.md §7).
+// core/layers/bst_ssm.cpp + core/layers/bst_context.cpp + core/layers/bst_layer.cpp constructors (model.md §7).
 // Under TP: this rank's features Ds/P, heads and hidden units (tests/plan checks every
 // category against the allocation at TP 1 and 2).
 LayerElems bst_layer_elems(const RankDims& d, const core::ModelConfig& c, int64_t B, int tp,

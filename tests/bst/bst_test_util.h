@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/bst_layer.h"
+#include "core/layers/bst_layer.h"
 #include "core/param_store.h"
 #include "model_test_util.h"
 

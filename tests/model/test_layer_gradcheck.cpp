@@ -7,7 +7,7 @@
 #include <memory>
 #include <random>
 
-#include "core/recurrent_layer.h"
+#include "core/layers/recurrent_layer.h"
 #include "core/standard_layer.h"
 #include "kernels/backend.h"
 #include "model_test_util.h"

@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "core/bst_layer.h"
+#include "core/layers/bst_layer.h"
 #include "core/model.h"
-#include "core/recurrent_layer.h"
+#include "core/layers/recurrent_layer.h"
 #include "core/standard_layer.h"
 #include "core/vocab_parallel.h"
 #include "kernels/backend.h"

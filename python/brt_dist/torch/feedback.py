@@ -1,5 +1,5 @@
 """The feedback variant (model.md §5.4, `feedback:{fixed,lstm}:{skip,dual}`; the C++ is
-core/feedback_stack.cpp): every layer has the recurrent layer's token side (attn.wq2,
+core/layers/feedback_stack.cpp): every layer has the recurrent layer's token side (attn.wq2,
 attn.scale2, attn.wo [2A, D]) and its tokens cross-attend to K̂_s, V_s of the ONE recurrent
 layer's current state Σ_t, computed before block t enters the stack. So block t of the lowest
 layer needs the Σ_t that block t − 1 of a higher layer produced, and the stack runs

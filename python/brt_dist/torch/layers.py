@@ -193,7 +193,7 @@ def init_parameters(model, generator=None):
     """A fresh initialisation by model.md §1-§7's distributions (not bit-identical to brt-dist's
     counter-based Philox draws, model.md §10b, which only matter for reproducing a C++ run), with
     the recurrent state's scales model.state_id_std, state_init_std and gate_bias_mean of
-    model.cfg (docs/model.md's values by default) as brt-dist declares them (core/recurrent_state.cpp)."""
+    model.cfg (docs/model.md's values by default) as brt-dist declares them (core/layers/recurrent_state.cpp)."""
     g = generator
     cfg = getattr(model, "cfg", None) or ModelConfig()
     id_std, init_std, bias_mean = cfg.state_id_std, cfg.state_init_std, cfg.gate_bias_mean

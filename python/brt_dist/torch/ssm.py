@@ -1,4 +1,4 @@
-"""The Block-State Transformer layer (model.md §7; C++: core/bst_ssm.cpp, core/bst_layer.cpp,
+"""The Block-State Transformer layer (model.md §7; C++: core/layers/bst_ssm.cpp, core/layers/bst_layer.cpp,
 kernels/ssm/*).
 
 Carried state of a BST layer (names below "layers.{i}.", model.md §7.3):

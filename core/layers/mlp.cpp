@@ -1,6 +1,6 @@
-#include "core/mlp.h"
+#include "core/layers/mlp.h"
 
-#include "core/linear.h"
+#include "core/layers/linear.h"
 
 namespace brt::core {
 

@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "core/diagnostics.h"
-#include "core/gate.h"
-#include "core/mlp.h"
+#include "core/layers/gate.h"
+#include "core/layers/mlp.h"
 #include "core/model_config.h"
 #include "core/param_store.h"
-#include "core/projections.h"
+#include "core/layers/projections.h"
 #include "core/sequence_parallel.h"
 
 namespace brt::core {
@@ -39,7 +39,7 @@ class RecurrentStateSide {
   void backward(kernels::Backend<T>& be, const T* k_ext, const T* v_ext, const T* dk_s,
                 const T* dv_s, T* dk_ext, T* dv_ext, T* d_sigma0);
 
-  // The same, block by block (the feedback stack, core/feedback_stack.h, interleaves the
+  // The same, block by block (the feedback stack, core/layers/feedback_stack.h, interleaves the
   // other layers' blocks between them); forward() and backward() are exactly these in order.
   // A block's 2W-row window: rows [0, 2W) of stream b start at k_win + b·kv_stride.
   void begin_forward(kernels::Backend<T>& be, const T* sigma0);     // Σ_0

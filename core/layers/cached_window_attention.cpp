@@ -1,4 +1,4 @@
-#include "core/cached_window_attention.h"
+#include "core/layers/cached_window_attention.h"
 
 #include <stdexcept>
 #include <string>

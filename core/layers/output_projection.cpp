@@ -1,6 +1,6 @@
-#include "core/output_projection.h"
+#include "core/layers/output_projection.h"
 
-#include "core/linear.h"
+#include "core/layers/linear.h"
 
 namespace brt::core {
 

@@ -1,10 +1,10 @@
-#include "core/bst_ssm.h"
+#include "core/layers/bst_ssm.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 
-#include "core/linear.h"
+#include "core/layers/linear.h"
 
 namespace brt::core {
 

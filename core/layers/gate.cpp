@@ -1,6 +1,6 @@
-#include "core/gate.h"
+#include "core/layers/gate.h"
 
-#include "core/linear.h"
+#include "core/layers/linear.h"
 
 namespace brt::core {
 

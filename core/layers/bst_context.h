@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/param_store.h"
-#include "core/projections.h"
+#include "core/layers/projections.h"
 
 namespace brt::core {
 

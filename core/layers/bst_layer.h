@@ -17,14 +17,14 @@
 #include <string>
 #include <vector>
 
-#include "core/bst_context.h"
-#include "core/bst_ssm.h"
-#include "core/cached_window_attention.h"
+#include "core/layers/bst_context.h"
+#include "core/layers/bst_ssm.h"
+#include "core/layers/cached_window_attention.h"
 #include "core/layer.h"
-#include "core/mlp.h"
+#include "core/layers/mlp.h"
 #include "core/model_config.h"
 #include "core/param_store.h"
-#include "core/projections.h"
+#include "core/layers/projections.h"
 
 namespace brt::core {
 

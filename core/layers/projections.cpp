@@ -1,6 +1,6 @@
-#include "core/projections.h"
+#include "core/layers/projections.h"
 
-#include "core/linear.h"
+#include "core/layers/linear.h"
 
 namespace brt::core {
 

@@ -1,9 +1,9 @@
-#include "core/recurrent_state.h"
+#include "core/layers/recurrent_state.h"
 
 #include <array>
 #include <cmath>
 
-#include "core/linear.h"
+#include "core/layers/linear.h"
 
 namespace brt::core {
 

@@ -1,12 +1,12 @@
-#include "core/bst_layer.h"
+#include "core/layers/bst_layer.h"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <stdexcept>
 
-#include "core/linear.h"
-#include "core/output_projection.h"
+#include "core/layers/linear.h"
+#include "core/layers/output_projection.h"
 
 namespace brt::core {
 

@@ -1,11 +1,11 @@
-#include "core/feedback_stack.h"
+#include "core/layers/feedback_stack.h"
 
 #include <array>
 #include <cmath>
 #include <stdexcept>
 
-#include "core/linear.h"
-#include "core/output_projection.h"
+#include "core/layers/linear.h"
+#include "core/layers/output_projection.h"
 
 namespace brt::core {
 

@@ -6,7 +6,7 @@
 #pragma once
 
 #include "core/layer.h"
-#include "core/mlp.h"
+#include "core/layers/mlp.h"
 #include "core/param_store.h"
 #include "core/tensor_parallel.h"
 

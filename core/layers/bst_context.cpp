@@ -1,4 +1,4 @@
-#include "core/bst_context.h"
+#include "core/layers/bst_context.h"
 
 #include <tuple>
 
