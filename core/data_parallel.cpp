@@ -4,7 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "core/adafactor.h"
+#include "core/optim/adafactor.h"
 
 namespace brt::core {
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "core/model.h"
-#include "core/optimizer.h"
+#include "core/optim/optimizer.h"
 #include "parallel/communicator.h"
 #include "parallel/grad_buckets.h"
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "core/optim_stats.h"
+#include "core/optim/optim_stats.h"
 #include "core/param.h"
 #include "core/param_store.h"
 #include "kernels/memory.h"

@@ -8,7 +8,7 @@
 //  - Every pointer passed here, including the chunk and tensor tables and the double outputs,
 //    points into the implementation's memory(). Host code reads results back with
 //    Memory::to_host (the partials are one double per chunk or per factor entry: tiny).
-//  - A "chunk list" is a fixed partition of the parameters' elements (core/optim_stats.h,
+//  - A "chunk list" is a fixed partition of the parameters' elements (core/optim/optim_stats.h,
 //    ChunkTable). Reductions produce one double partial per chunk, each summed in a fixed
 //    order, so results never depend on threads or scheduling. The CPU implementation sums a
 //    chunk with lane_sum (below); the CUDA one with a fixed block tree: the two agree to

@@ -18,7 +18,7 @@
 
 #include "core/flops.h"
 #include "core/model.h"
-#include "core/optimizer.h"
+#include "core/optim/optimizer.h"
 #include "core/param_count.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "launch/config/config.h"

@@ -1,6 +1,6 @@
 // The optimizer kernels (kernels/optimizer_kernels.h) of a CUDA backend: they run on the
 // backend's stream and work on its device memory, so an optimizer built with them keeps all
-// its state on the GPU (core/optimizer.h). Needs no CUDA headers.
+// its state on the GPU (core/optim/optimizer.h). Needs no CUDA headers.
 #pragma once
 
 #include <memory>

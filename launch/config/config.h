@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "core/model_config.h"
-#include "core/optim_config.h"
+#include "core/optim/optim_config.h"
 
 namespace brt::launch {
 

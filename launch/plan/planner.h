@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "core/model_config.h"
-#include "core/optim_config.h"
+#include "core/optim/optim_config.h"
 
 namespace brt::launch {
 

@@ -3,7 +3,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "core/adafactor.h"
+#include "core/optim/adafactor.h"
 #include "core/context_parallel.h"
 #include "core/data_parallel.h"
 #include "core/tp_split.h"

@@ -20,7 +20,7 @@
 
 #include "core/data_parallel.h"
 #include "core/model.h"
-#include "core/optimizer.h"
+#include "core/optim/optimizer.h"
 #include "core/tensor_parallel.h"
 #include "kernels/backend.h"
 #include "kernels/optimizer_kernels.h"

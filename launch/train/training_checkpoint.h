@@ -13,7 +13,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "core/model.h"
-#include "core/optimizer.h"
+#include "core/optim/optimizer.h"
 #include "launch/config/config.h"
 #include "launch/run/batch_source.h"
 #include "launch/train/step_guard.h"

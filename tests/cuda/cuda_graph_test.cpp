@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/model.h"
-#include "core/optimizer.h"
+#include "core/optim/optimizer.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_optimizer_kernels.h"
 #include "launch/config/config.h"

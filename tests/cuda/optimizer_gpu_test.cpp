@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "core/grad_clip.h"
-#include "core/optimizer.h"
+#include "core/optim/grad_clip.h"
+#include "core/optim/optimizer.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_optimizer_kernels.h"
 #include "tests/cuda/cuda_test_util.h"

@@ -22,7 +22,7 @@
 #include <set>
 
 #include "core/model.h"
-#include "core/optimizer.h"
+#include "core/optim/optimizer.h"
 #include "data/task_eval.h"
 #include "kernels/backend.h"
 #include "model_test_util.h"

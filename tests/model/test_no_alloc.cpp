@@ -7,7 +7,7 @@
 #include <new>
 
 #include "core/model.h"
-#include "core/optimizer.h"
+#include "core/optim/optimizer.h"
 #include "kernels/backend.h"
 #include "model_test_util.h"
 

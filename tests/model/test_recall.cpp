@@ -11,7 +11,7 @@
 #include <random>
 
 #include "core/model.h"
-#include "core/optimizer.h"
+#include "core/optim/optimizer.h"
 #include "kernels/backend.h"
 
 namespace brt::testing {

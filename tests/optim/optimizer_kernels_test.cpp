@@ -13,8 +13,8 @@
 #include <random>
 #include <stdexcept>
 
-#include "core/grad_clip.h"
-#include "core/optimizer.h"
+#include "core/optim/grad_clip.h"
+#include "core/optim/optimizer.h"
 #include "kernels/optimizer_kernels.h"
 
 namespace brt::core {

@@ -7,9 +7,9 @@
 #include <random>
 #include <string>
 
-#include "core/adafactor.h"
-#include "core/adamw.h"
-#include "core/optimizer.h"
+#include "core/optim/adafactor.h"
+#include "core/optim/adamw.h"
+#include "core/optim/optimizer.h"
 #include "optim_reference.h"
 
 namespace brt::core {

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <random>
 
-#include "core/grad_clip.h"
-#include "core/lr_schedule.h"
-#include "core/optim_config.h"
+#include "core/optim/grad_clip.h"
+#include "core/optim/lr_schedule.h"
+#include "core/optim/optim_config.h"
 
 namespace brt::core {
 namespace {

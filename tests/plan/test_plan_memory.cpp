@@ -24,7 +24,7 @@
 #include "core/context_parallel.h"
 #include "core/data_parallel.h"
 #include "core/model.h"
-#include "core/optimizer.h"
+#include "core/optim/optimizer.h"
 #include "core/tensor_parallel.h"
 #include "kernels/backend.h"
 #include "launch/config/config.h"

@@ -26,7 +26,7 @@
 
 #include "core/data_parallel.h"
 #include "core/model.h"
-#include "core/optimizer.h"
+#include "core/optim/optimizer.h"
 #include "data/batch.h"
 #include "kernels/backend.h"
 #include "launch/run/batch_source.h"

@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <random>
 #include <vector>
-#include "core/grad_clip.h"
-#include "core/optimizer.h"
+#include "core/optim/grad_clip.h"
+#include "core/optim/optimizer.h"
 #include "kernels/cuda/optimizer_launchers.h"
 #include "compare.h"
 using namespace brt;

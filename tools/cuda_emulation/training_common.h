@@ -8,7 +8,7 @@
 
 #include "core/model.h"
 #include "core/model_config.h"
-#include "core/optimizer.h"
+#include "core/optim/optimizer.h"
 
 namespace emu_check {
 

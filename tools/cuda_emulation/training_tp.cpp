@@ -22,7 +22,7 @@
 #include "compare.h"
 #include "training_common.h"
 #include "core/model.h"
-#include "core/optimizer.h"
+#include "core/optim/optimizer.h"
 #include "core/tensor_parallel.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_optimizer_kernels.h"

@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/optim_stats.h"
+#include "core/optim/optim_stats.h"
 #include "core/param_store.h"
 #include "kernels/optimizer_kernels.h"
 

@@ -1,10 +1,10 @@
-#include "core/optimizer.h"
+#include "core/optim/optimizer.h"
 
 #include <stdexcept>
 
-#include "core/adafactor.h"
-#include "core/adamw.h"
-#include "core/lr_schedule.h"
+#include "core/optim/adafactor.h"
+#include "core/optim/adamw.h"
+#include "core/optim/lr_schedule.h"
 
 namespace brt::core {
 namespace {

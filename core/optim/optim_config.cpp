@@ -1,4 +1,4 @@
-#include "core/optim_config.h"
+#include "core/optim/optim_config.h"
 
 #include <charconv>
 #include <cmath>

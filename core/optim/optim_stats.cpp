@@ -1,4 +1,4 @@
-#include "core/optim_stats.h"
+#include "core/optim/optim_stats.h"
 
 #include <algorithm>
 #include <stdexcept>

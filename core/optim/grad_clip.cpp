@@ -1,4 +1,4 @@
-#include "core/grad_clip.h"
+#include "core/optim/grad_clip.h"
 
 #include <cmath>
 #include <stdexcept>

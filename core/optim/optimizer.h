@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "core/grad_clip.h"
-#include "core/optim_config.h"
-#include "core/optim_stats.h"
+#include "core/optim/grad_clip.h"
+#include "core/optim/optim_config.h"
+#include "core/optim/optim_stats.h"
 #include "core/param_store.h"
 #include "kernels/optimizer_kernels.h"
 

@@ -1,4 +1,4 @@
-#include "core/lr_schedule.h"
+#include "core/optim/lr_schedule.h"
 
 #include <algorithm>
 #include <cmath>

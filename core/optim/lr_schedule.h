@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "core/optim_config.h"
+#include "core/optim/optim_config.h"
 
 namespace brt::core {
 

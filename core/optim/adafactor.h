@@ -21,7 +21,7 @@
 #include <optional>
 #include <vector>
 
-#include "core/optimizer.h"
+#include "core/optim/optimizer.h"
 
 namespace brt::core {
 

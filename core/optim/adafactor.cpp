@@ -1,4 +1,4 @@
-#include "core/adafactor.h"
+#include "core/optim/adafactor.h"
 
 #include <algorithm>
 #include <cmath>

@@ -9,7 +9,7 @@
 
 #include <vector>
 
-#include "core/optimizer.h"
+#include "core/optim/optimizer.h"
 
 namespace brt::core {
 

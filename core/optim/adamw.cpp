@@ -1,4 +1,4 @@
-#include "core/adamw.h"
+#include "core/optim/adamw.h"
 
 #include <cmath>
 
