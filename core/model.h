@@ -12,12 +12,12 @@
 #include <memory>
 #include <vector>
 
-#include "core/context_parallel.h"
+#include "core/sharding/context_parallel.h"
 #include "core/layer.h"
 #include "core/model_config.h"
 #include "core/param_store.h"
-#include "core/tensor_parallel.h"
-#include "core/vocab_parallel.h"
+#include "core/sharding/tensor_parallel.h"
+#include "core/sharding/vocab_parallel.h"
 #include "kernels/backend.h"
 
 namespace brt::core {
@@ -48,8 +48,8 @@ class Model {
   // the group runs the same streams; each holds its slice of the heads, hidden units and
   // vocabulary (docs/parallelism.md, "Tensor parallelism").
   // The TP collectives run on the backend's memory (tp bound to it: a device communicator
-  // when tp carries one, else staged through the host; core/tensor_parallel.h).
-  // cp: the context-parallel group (core/context_parallel.h; default CP = 1). Under CP this
+  // when tp carries one, else staged through the host; core/sharding/tensor_parallel.h).
+  // cp: the context-parallel group (core/sharding/context_parallel.h; default CP = 1). Under CP this
   // rank holds chunk cp.rank() of every segment: ModelInput, logits and row losses are
   // [B, N/CP], the loss sums this chunk's targets, and parameter gradients are this chunk's
   // part (summed over the group by the caller, as over data parallelism).

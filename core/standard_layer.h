@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/layers/cached_window_attention.h"
-#include "core/context_parallel.h"
+#include "core/sharding/context_parallel.h"
 #include "core/layer.h"
 #include "core/layers/mlp.h"
 #include "core/model_config.h"

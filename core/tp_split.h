@@ -4,7 +4,7 @@
 //  - every variant: the heads (and with them the attention width), the MLP's hidden units and
 //    the vocabulary (embedding rows, vocabulary-parallel cross-entropy);
 //  - recurrent families (rec:*, feedback:*): the recurrent state's rows (sequence parallelism,
-//    core/sequence_parallel.h);
+//    core/sharding/sequence_parallel.h);
 //  - BST (docs/bst.md, "Tensor parallelism"): the SSM's features Ds = D/4.
 #pragma once
 

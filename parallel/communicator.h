@@ -141,7 +141,7 @@ class Communicator {
   // A cyclic shift: recv on rank r receives the send of rank (r − offset) mod size() (offset +1:
   // every rank's block to its right neighbour, the last rank's to rank 0; −1: to the left).
   // Each rank sends and receives one block: the halo exchange of context parallelism
-  // (core/context_parallel.h). send and recv must not overlap; |offset| < size().
+  // (core/sharding/context_parallel.h). send and recv must not overlap; |offset| < size().
   Request shift_async(const void* send, void* recv, int64_t count, DataType type, int offset,
                       Stream stream = {});
   Request barrier_async(Stream stream = {});

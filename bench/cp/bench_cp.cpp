@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/context_parallel.h"
+#include "core/sharding/context_parallel.h"
 #include "core/model.h"
 #include "data/batch.h"
 #include "kernels/backend.h"

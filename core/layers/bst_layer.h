@@ -102,7 +102,7 @@ class BstLayer : public Layer<T> {
   kernels::Buffer<T> dctx_blocks_;             // MF: [B, T, S_ctx, D]
   // Carried between segments (model.md §8), with window_'s cache and the SSM's carry.
   kernels::Buffer<T> ctx_last_;  // MF: [B, S_ctx, D]
-  // Context parallelism (core/context_parallel.h): MF's last block end sent [B, S_ctx, D] and the
+  // Context parallelism (core/sharding/context_parallel.h): MF's last block end sent [B, S_ctx, D] and the
   // neighbour's received (the previous chunk's; chunk 0: the last chunk's, the carry).
   ContextParallel cp_;
   kernels::Buffer<T> mf_end_, mf_end_in_;

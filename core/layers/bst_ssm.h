@@ -24,7 +24,7 @@
 // (kernels/ssm/implicit_filter.h: gemm and the filter ops), from [C, Ds, M]-sized parameters
 // to a [C, Ds, N] kernel, once per step. Nothing is staged through the host.
 //
-// Context parallelism (core/context_parallel.h, s4d only): this rank's rows are chunk r of the
+// Context parallelism (core/sharding/context_parallel.h, s4d only): this rank's rows are chunk r of the
 // segment; the state entering the chunk is the exclusive scan of the chunks' state summaries,
 // started from the carry (kernels/ssm/s4d_state_passing.h), and its gradient is passed back by
 // the reverse scan. Every rank advances the carry over the whole segment alike.
@@ -42,11 +42,11 @@
 #include <string>
 #include <vector>
 
-#include "core/context_parallel.h"
+#include "core/sharding/context_parallel.h"
 #include "core/layer.h"
 #include "core/model_config.h"
 #include "core/param_store.h"
-#include "core/tensor_parallel.h"
+#include "core/sharding/tensor_parallel.h"
 #include "kernels/backend.h"
 #include "kernels/ssm/implicit_filter.h"
 #include "kernels/ssm/s4d_kernel.h"

@@ -14,7 +14,7 @@
 // Detached blocks (xl, model.md §6): every block is a Transformer-XL segment of its own, so
 // block t attends to block t − 1's keys and values without passing them a gradient, exactly as
 // block 0 attends to the carried block; a segment of T blocks is T consecutive XL segments.
-// Under context parallelism (core/context_parallel.h, kSegment only) this rank's segment is
+// Under context parallelism (core/sharding/context_parallel.h, kSegment only) this rank's segment is
 // chunk r of the whole one: block 0 attends to chunk r − 1's last block (the halo, received in
 // forward; its gradient is sent back in backward) and only chunk 0 attends to the carried
 // block, which it receives from the last chunk by the same shift. Only chunk 0's carried block
@@ -25,10 +25,10 @@
 #include <string>
 #include <vector>
 
-#include "core/context_parallel.h"
+#include "core/sharding/context_parallel.h"
 #include "core/layer.h"
 #include "core/param.h"
-#include "core/tensor_parallel.h"
+#include "core/sharding/tensor_parallel.h"
 #include "kernels/backend.h"
 
 namespace brt::core {

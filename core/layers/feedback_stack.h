@@ -23,7 +23,7 @@
 #include "core/layers/projections.h"
 #include "core/layers/recurrent_layer.h"
 #include "core/layers/recurrent_state.h"
-#include "core/tensor_parallel.h"
+#include "core/sharding/tensor_parallel.h"
 
 namespace brt::core {
 

@@ -10,8 +10,8 @@
 
 #include "core/model_config.h"
 #include "core/param_store.h"
-#include "core/sequence_parallel.h"
-#include "core/tensor_parallel.h"
+#include "core/sharding/sequence_parallel.h"
+#include "core/sharding/tensor_parallel.h"
 #include "kernels/backend.h"
 
 namespace brt::core {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/param_store.h"
-#include "core/tensor_parallel.h"
+#include "core/sharding/tensor_parallel.h"
 #include "kernels/backend.h"
 
 namespace brt::core {

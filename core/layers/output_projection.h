@@ -8,7 +8,7 @@
 #include "core/layer.h"
 #include "core/layers/mlp.h"
 #include "core/param_store.h"
-#include "core/tensor_parallel.h"
+#include "core/sharding/tensor_parallel.h"
 
 namespace brt::core {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/param_store.h"
-#include "core/tensor_parallel.h"
+#include "core/sharding/tensor_parallel.h"
 #include "kernels/backend.h"
 
 namespace brt::core {

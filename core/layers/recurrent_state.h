@@ -13,7 +13,7 @@
 #include "core/model_config.h"
 #include "core/param_store.h"
 #include "core/layers/projections.h"
-#include "core/sequence_parallel.h"
+#include "core/sharding/sequence_parallel.h"
 
 namespace brt::core {
 

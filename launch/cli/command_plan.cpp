@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/context_parallel.h"
+#include "core/sharding/context_parallel.h"
 #include "core/param_count.h"
 #include "core/tp_split.h"
 #include "data/output_file.h"

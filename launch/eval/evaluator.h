@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/context_parallel.h"
+#include "core/sharding/context_parallel.h"
 #include "core/model.h"
 #include "launch/config/config.h"
 #include "launch/eval/eval_diagnostics.h"

@@ -7,7 +7,7 @@
 // core/layers/output_projection.cpp, core/layers/cached_window_attention.cpp, core/layers/gate.cpp: every
 // std::vector assigned in a constructor), parameter shapes follow model.md §9 in declaration
 // order, optimizer state model.md §10c (Adafactor's factored R/C exact), the ZeRO-1 shard the
-// partition of core/data_parallel.h. Step time: model.md §10 FLOPs ÷ (peak × efficiency) plus an
+// partition of core/sharding/data_parallel.h. Step time: model.md §10 FLOPs ÷ (peak × efficiency) plus an
 // α-β model of the collectives the trainer issues (docs/parallelism.md). Pure functions.
 //
 // Tensor parallelism (docs/parallelism.md, "Tensor parallelism"): parameters are the rank's
@@ -75,7 +75,7 @@ int64_t optimizer_state_elems(const core::OptimConfig& optim,
 // One rank's memory for `streams` streams (B) with elements of `elem_bytes` bytes. With
 // `zero` and dp > 1 the optimizer state is that of `dp_rank`'s ZeRO-1 run (over this TP rank's
 // slices). `cfg` is the whole model's config; `tp` ranks share each layer; `cp` ranks share each
-// segment (core/context_parallel.h: the layers hold N/cp tokens plus the exchange buffers; dp
+// segment (core/sharding/context_parallel.h: the layers hold N/cp tokens plus the exchange buffers; dp
 // and dp_rank are then the dp group's, DP x CP).
 MemoryPrediction predict_rank_memory(const core::ModelConfig& cfg, const core::OptimConfig& optim,
                                      int streams, int dp, bool zero, int dp_rank,
@@ -107,7 +107,7 @@ std::vector<TpCollective> tp_collectives_per_step(const core::ModelConfig& cfg, 
 double tp_step_seconds(const core::ModelConfig& cfg, int streams, int tp, double bytes_per_s,
                        double alpha_s);
 
-// Context parallelism (core/context_parallel.h): one kind of exchange over the cp group per
+// Context parallelism (core/sharding/context_parallel.h): one kind of exchange over the cp group per
 // step, as the layers issue it (tests/cp checks the list against a recorded step).
 struct CpExchange {
   char kind = 'x';          // 'x' cyclic shift (one piece to a neighbour), 'g' all-gather

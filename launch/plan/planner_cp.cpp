@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "core/context_parallel.h"
+#include "core/sharding/context_parallel.h"
 #include "launch/plan/planner.h"
 
 namespace brt::launch {

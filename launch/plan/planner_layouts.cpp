@@ -6,7 +6,7 @@
 #include <string>
 #include <toml++/toml.h>
 
-#include "core/context_parallel.h"
+#include "core/sharding/context_parallel.h"
 #include "core/flops.h"
 #include "core/tp_split.h"
 #include "launch/plan/backend_workspace.h"

@@ -4,13 +4,13 @@
 #include <string>
 
 #include "core/optim/adafactor.h"
-#include "core/context_parallel.h"
-#include "core/data_parallel.h"
+#include "core/sharding/context_parallel.h"
+#include "core/sharding/data_parallel.h"
 #include "core/tp_split.h"
 #include "kernels/backend.h"
 #include "launch/plan/planner.h"
 
-#include "core/context_parallel.h"
+#include "core/sharding/context_parallel.h"
 #include "kernels/backend.h"
 
 namespace brt::launch {
@@ -323,7 +323,7 @@ MemoryPrediction predict_rank_memory(const core::ModelConfig& cfg_in, const core
                                      int tp, int cp) {
   core::ModelConfig whole = cfg_in;
   whole.resolve();
-  // The layers hold this rank's chunk of the segment (core/context_parallel.h; throws naming why
+  // The layers hold this rank's chunk of the segment (core/sharding/context_parallel.h; throws naming why
   // a variant or length does not split).
   const core::ModelConfig full = core::chunk_config(whole, cp);
   if (tp > 1)  // a key that does not divide is named

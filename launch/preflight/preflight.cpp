@@ -1,6 +1,6 @@
 #include "launch/preflight/preflight.h"
 
-#include "core/context_parallel.h"
+#include "core/sharding/context_parallel.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-// Context parallelism's share of a batch (core/context_parallel.h, docs/parallelism.md): every
+// Context parallelism's share of a batch (core/sharding/context_parallel.h, docs/parallelism.md): every
 // rank of a cp group reads the same streams' segment (its data rank's) and runs chunk `rank` of
 // `size` of it. The segment's document starts, ids and task marks stay as they are: a chunk
 // knows where its segment began.

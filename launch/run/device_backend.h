@@ -12,8 +12,8 @@
 
 #include <mpi.h>
 
-#include "core/context_parallel.h"
-#include "core/tensor_parallel.h"
+#include "core/sharding/context_parallel.h"
+#include "core/sharding/tensor_parallel.h"
 #include "kernels/backend.h"
 #include "kernels/optimizer_kernels.h"
 #include "launch/config/config.h"
@@ -63,12 +63,12 @@ std::unique_ptr<parallel::Communicator> make_device_group(MPI_Comm group, const 
 // The tensor-parallel context of a model on `backend` over `tp_group` (an MPI communicator;
 // docs/parallelism.md): on the CUDA backend with TP > 1 its collectives run on an NCCL
 // communicator over the same ranks, made here and kept in `device_tp` (which must outlive the
-// model), ordered on the backend's stream (core/tensor_parallel.h). Collective over tp_group.
+// model), ordered on the backend's stream (core/sharding/tensor_parallel.h). Collective over tp_group.
 template <typename T>
 core::TensorParallel make_run_tensor_parallel(parallel::Communicator& tp_group,
                                               kernels::Backend<T>& backend,
                                               std::unique_ptr<parallel::Communicator>& device_tp);
-// The same for context parallelism's cp group (core/context_parallel.h): CP = 1 for a group of
+// The same for context parallelism's cp group (core/sharding/context_parallel.h): CP = 1 for a group of
 // one rank; on the GPU its exchanges run on NCCL over the same ranks (device_cp).
 template <typename T>
 core::ContextParallel make_run_context_parallel(parallel::Communicator& cp_group,

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <vector>
 
-#include "core/context_parallel.h"
+#include "core/sharding/context_parallel.h"
 #include "core/tp_split.h"
 #include "parallel/layout.h"
 #include "parallel/mpi_session.h"

@@ -27,9 +27,9 @@ RunModel<T>::RunModel(const RunConfig& cfg, const RunPlace& place, const RunMode
   // Tensor parallelism (docs/parallelism.md): the tp group splits heads, hidden units and the
   // vocabulary; every rank of a TP group reads the same streams (its DP rank's). On the GPU its
   // collectives run on an NCCL communicator over the same ranks, ordered on the backend's
-  // stream (core/tensor_parallel.h).
+  // stream (core/sharding/tensor_parallel.h).
   if (place.groups) tp_ = make_run_tensor_parallel(place.groups->tp(), *backend_, device_tp_);
-  // Context parallelism (core/context_parallel.h): this rank runs chunk cp_rank of each segment
+  // Context parallelism (core/sharding/context_parallel.h): this rank runs chunk cp_rank of each segment
   // of its data rank's streams; NCCL over the cp group on the GPU.
   if (place.groups) {
     cp_ = make_run_context_parallel(place.groups->cp(), *backend_, device_cp_);
@@ -66,7 +66,7 @@ void RunModel<T>::check_parameters() {
                            " parameters but model.md §9 shapes give " + std::to_string(expected));
 }
 
-// Data parallelism (core/data_parallel.h) over the dp group; on the GPU its gradient buckets and
+// Data parallelism (core/sharding/data_parallel.h) over the dp group; on the GPU its gradient buckets and
 // ZeRO-1 broadcasts run on NCCL over the same ranks.
 template <typename T>
 void RunModel<T>::build_data_parallel(const RunConfig& cfg, const parallel::ProcessGroups& groups) {

@@ -18,10 +18,10 @@
 #include <memory>
 #include <vector>
 
-#include "core/data_parallel.h"
+#include "core/sharding/data_parallel.h"
 #include "core/model.h"
 #include "core/optim/optimizer.h"
-#include "core/tensor_parallel.h"
+#include "core/sharding/tensor_parallel.h"
 #include "kernels/backend.h"
 #include "kernels/optimizer_kernels.h"
 #include "launch/config/config.h"

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "core/context_parallel.h"
+#include "core/sharding/context_parallel.h"
 #include "core/model.h"
-#include "core/tensor_parallel.h"
+#include "core/sharding/tensor_parallel.h"
 #include "parallel/mpi_communicator.h"
 #include "tests/dp/dp_test_util.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/context_parallel.h"
+#include "core/sharding/context_parallel.h"
 #include "core/model.h"
 #include "kernels/backend.h"
 #include "launch/plan/planner.h"

@@ -1,4 +1,4 @@
-// Context parallelism (core/context_parallel.h) of the whole model against one process holding
+// Context parallelism (core/sharding/context_parallel.h) of the whole model against one process holding
 // every stream and the whole segment, under (DP, CP, TP) layouts of 2 and 4 ranks:
 // three carried segments (all streams starting a document, then half of them, then none),
 // random masks; per segment the loss, every parameter gradient (summed over DP × CP, gathered
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "core/context_parallel.h"
+#include "core/sharding/context_parallel.h"
 #include "core/model.h"
 #include "kernels/backend.h"
 #include "parallel/mpi_communicator.h"

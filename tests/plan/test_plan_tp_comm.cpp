@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/model.h"
-#include "core/tensor_parallel.h"
+#include "core/sharding/tensor_parallel.h"
 #include "data/batch.h"
 #include "kernels/backend.h"
 #include "launch/config/config.h"

@@ -22,7 +22,7 @@
 #include "core/model.h"
 #include "core/layers/recurrent_layer.h"
 #include "core/standard_layer.h"
-#include "core/vocab_parallel.h"
+#include "core/sharding/vocab_parallel.h"
 #include "kernels/backend.h"
 #include "parallel/process_groups.h"
 #include "tests/tp/tp_test_util.h"

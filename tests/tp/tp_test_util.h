@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/param_store.h"
-#include "core/tensor_parallel.h"
+#include "core/sharding/tensor_parallel.h"
 #include "tests/dp/dp_test_util.h"
 
 namespace brt::testing {

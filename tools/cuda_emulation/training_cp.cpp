@@ -20,7 +20,7 @@
 
 #include "compare.h"
 #include "training_common.h"
-#include "core/context_parallel.h"
+#include "core/sharding/context_parallel.h"
 #include "core/model.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "parallel/mpi_communicator.h"

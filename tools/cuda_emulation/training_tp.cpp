@@ -23,7 +23,7 @@
 #include "training_common.h"
 #include "core/model.h"
 #include "core/optim/optimizer.h"
-#include "core/tensor_parallel.h"
+#include "core/sharding/tensor_parallel.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_optimizer_kernels.h"
 #include "parallel/mpi_communicator.h"

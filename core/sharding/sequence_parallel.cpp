@@ -1,4 +1,4 @@
-#include "core/sequence_parallel.h"
+#include "core/sharding/sequence_parallel.h"
 
 #include <stdexcept>
 #include <string>

@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "core/tensor_parallel.h"
+#include "core/sharding/tensor_parallel.h"
 #include "kernels/backend.h"
 
 namespace brt::core {

@@ -1,4 +1,4 @@
-#include "core/context_parallel.h"
+#include "core/sharding/context_parallel.h"
 
 #include <stdexcept>
 

@@ -1,4 +1,4 @@
-#include "core/tensor_parallel.h"
+#include "core/sharding/tensor_parallel.h"
 
 #include <algorithm>
 #include <cstddef>

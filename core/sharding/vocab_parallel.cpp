@@ -1,4 +1,4 @@
-#include "core/vocab_parallel.h"
+#include "core/sharding/vocab_parallel.h"
 
 #include <stdexcept>
 #include <string>

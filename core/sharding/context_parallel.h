@@ -24,7 +24,7 @@
 #include <string>
 
 #include "core/model_config.h"
-#include "core/tensor_parallel.h"
+#include "core/sharding/tensor_parallel.h"
 
 namespace brt::core {
 

@@ -87,7 +87,7 @@ class TensorParallel {
   template <typename T>
   void reduce_scatter(const T* send, T* recv, int64_t n) const;
   // recv [n] = the send [n] of rank (rank() − offset) mod size() (a cyclic shift; bound memory):
-  // context parallelism's halo exchange (core/context_parallel.h), on the same machinery.
+  // context parallelism's halo exchange (core/sharding/context_parallel.h), on the same machinery.
   template <typename T>
   void shift(const T* send, T* recv, int64_t n, int offset) const;
   // The same sum on host memory whatever the binding (statistics for the optimizer).
