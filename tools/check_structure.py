@@ -4,7 +4,8 @@
   rooms      every #include "dir/..." of a C++/CUDA file points one way: launch -> core,
              parallel, checkpoint, data, runtime -> kernels (core also uses parallel's
              Communicator), and inside launch/ a room includes only itself and the rooms below
-             it (cli -> train -> eval -> run -> plan -> config; cli -> preflight -> run; cli -> supervise);
+             it (cli -> train -> eval -> run -> plan -> config; eval -> feed -> config;
+             eval -> process -> plan; cli -> preflight -> run, process; cli -> supervise);
   functions  no function in launch/ is longer than MAX_LINES lines, counted from its signature
              to its closing brace (declarative tables, listed in TABLES, aside).
 
@@ -34,8 +35,10 @@ ROOMS = {
     'config': set(),
     'plan': {'config'},
     'run': {'plan'},
-    'preflight': {'run'},
-    'eval': {'run'},
+    'feed': {'config'},
+    'process': {'plan'},
+    'preflight': {'run', 'process'},
+    'eval': {'run', 'feed', 'process'},
     'train': {'eval', 'run'},
     'supervise': set(),
     'cli': {'train', 'preflight', 'supervise'},

@@ -22,7 +22,7 @@
 #include "core/param_count.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "launch/config/config.h"
-#include "launch/run/batch_source.h"
+#include "launch/feed/batch_source.h"
 #include "launch/run/run_model.h"
 #include "launch/train/step_graphs.h"
 

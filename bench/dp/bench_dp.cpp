@@ -26,7 +26,7 @@
 #include "data/batch.h"
 #include "kernels/backend.h"
 #include "launch/config/config.h"
-#include "launch/run/batch_source.h"
+#include "launch/feed/batch_source.h"
 #include "launch/run/run_model.h"
 #include "parallel/alpha_beta.h"
 #include "parallel/comm_benchmark.h"

@@ -16,7 +16,7 @@
 #include "core/model.h"
 #include "core/optim/optimizer.h"
 #include "launch/config/config.h"
-#include "launch/run/batch_source.h"
+#include "launch/feed/batch_source.h"
 #include "launch/run/run_model.h"
 #include "runtime/blas_env.h"
 #include "runtime/gemm_peak.h"

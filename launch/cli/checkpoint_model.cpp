@@ -8,7 +8,7 @@
 
 #include "launch/preflight/numerics_agreement.h"
 #include "launch/preflight/preflight.h"
-#include "launch/run/fault_injection.h"
+#include "launch/process/fault_injection.h"
 #include "launch/run/gpu_binding.h"
 #include "launch/run/threads.h"
 #include "launch/train/training_checkpoint.h"

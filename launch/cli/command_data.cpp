@@ -15,8 +15,8 @@
 #include "launch/cli/commands.h"
 #include "launch/config/config.h"
 #include "launch/preflight/preflight.h"
-#include "launch/run/fault_injection.h"
-#include "launch/run/progress.h"
+#include "launch/process/fault_injection.h"
+#include "launch/process/progress.h"
 #include "parallel/mpi_session.h"
 
 namespace brt::launch {

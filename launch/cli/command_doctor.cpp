@@ -24,7 +24,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "launch/cli/cli.h"
 #include "launch/cli/commands.h"
-#include "launch/run/checkpoint_space.h"
+#include "launch/process/checkpoint_space.h"
 #include "launch/cli/version.h"
 #include "launch/preflight/doctor_cluster.h"
 #include "launch/preflight/host_memory.h"

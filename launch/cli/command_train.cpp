@@ -14,7 +14,7 @@
 #include "launch/run/gpu_binding.h"
 #include "launch/run/placement.h"
 #include "launch/run/run_groups.h"
-#include "launch/run/stop_signal.h"
+#include "launch/process/stop_signal.h"
 #include "launch/train/trainer.h"
 #include "parallel/cpu_share.h"
 #include "parallel/launch_env.h"

@@ -67,7 +67,7 @@ struct DataConfig {
   std::string train_split = "train";
   std::string eval_split = "validation";
   // Fewer training documents than global streams: allowed only when asked for, the streams then
-  // starting at distinct offsets of the documents they share (launch/run/shard_source.cpp).
+  // starting at distinct offsets of the documents they share (launch/feed/shard_source.cpp).
   bool share_documents = false;
   // Long-range task documents mixed into the training streams (data/task_mixture.h,
   // docs/data-format.md "Task documents"): the `data.tasks.*` keys, TaskMixtureOptions' fields.

@@ -1,8 +1,8 @@
 #include "launch/eval/evaluator.h"
 
-#include "launch/run/context_chunk.h"
+#include "launch/feed/context_chunk.h"
 
-#include "launch/run/progress.h"
+#include "launch/process/progress.h"
 
 #include <algorithm>
 #include <chrono>

@@ -11,7 +11,7 @@
 #include "data/task_eval.h"
 #include "data/task_random.h"
 #include "launch/eval/logit_rows.h"
-#include "launch/run/progress.h"
+#include "launch/process/progress.h"
 
 namespace brt::launch {
 

@@ -10,7 +10,7 @@
 
 #include "data/streams.h"
 #include "launch/eval/logit_rows.h"
-#include "launch/run/progress.h"
+#include "launch/process/progress.h"
 
 namespace brt::launch {
 

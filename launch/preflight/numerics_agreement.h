@@ -24,7 +24,7 @@ namespace brt::launch {
 // `gpu_device` >= 0.
 runtime::Numerics local_numerics(int threads, int gpu_device);
 
-// The fault suite's `wrongblas` (launch/run/fault_injection.h): the self-check as a BLAS that
+// The fault suite's `wrongblas` (launch/process/fault_injection.h): the self-check as a BLAS that
 // computes wrong results would leave it.
 void inject_wrong_blas(runtime::Numerics& numerics);
 

@@ -17,7 +17,7 @@
 #include "launch/plan/backend_workspace.h"
 #include "launch/plan/planner.h"
 #include "launch/preflight/errno_text.h"
-#include "launch/run/checkpoint_space.h"
+#include "launch/process/checkpoint_space.h"
 #include "launch/run/device_backend.h"
 #include "launch/run/gpu_binding.h"
 #include "parallel/communicator.h"
@@ -133,7 +133,7 @@ std::unique_ptr<parallel::MpiCommunicator> world_communicator(parallel::MpiSessi
 std::string train_location_problem(const RunConfig& cfg, bool uses_checkpoint_dir, std::vector<std::string>& warnings) {
   if (uses_checkpoint_dir) {
     if (auto p = directory_problem(cfg.checkpoint.dir, "checkpoint.dir"); !p.empty()) return p;
-    // Room for one checkpoint (launch/run/checkpoint_space.h), or the run is lost at its first save.
+    // Room for one checkpoint (launch/process/checkpoint_space.h), or the run is lost at its first save.
     if (auto p = checkpoint_space_problem(cfg.checkpoint.dir, "checkpoint.dir " + cfg.checkpoint.dir,
                                           predicted_checkpoint_bytes(cfg), free_bytes_at(cfg.checkpoint.dir));
         !p.empty())

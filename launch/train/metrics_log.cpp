@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/output_file.h"
-#include "launch/run/progress.h"
+#include "launch/process/progress.h"
 
 namespace brt::launch {
 

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "launch/run/progress.h"
-#include "launch/run/stop_signal.h"
+#include "launch/process/progress.h"
+#include "launch/process/stop_signal.h"
 #include "launch/train/resume.h"
 #include "parallel/communicator.h"
 #include "parallel/job_monitor.h"
@@ -43,7 +43,7 @@ struct WatchedOperation {
 constexpr double kShowIoAfterSeconds = 2.0;
 
 // While a save writes, a second Ctrl-C removes its .tmp and names the last good checkpoint
-// (launch/run/stop_signal.h); the note is cleared however the save ends.
+// (launch/process/stop_signal.h); the note is cleared however the save ends.
 struct SaveInProgress {
   SaveInProgress(const std::string& dir, int64_t step) {
     StopSignal::note_save_started((std::filesystem::path(dir) / (checkpoint::checkpoint_file_name(step) + ".tmp")).string());

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "launch/eval/evaluator.h"
-#include "launch/run/context_chunk.h"
-#include "launch/run/stop_signal.h"
+#include "launch/feed/context_chunk.h"
+#include "launch/process/stop_signal.h"
 
 namespace brt::launch {
 

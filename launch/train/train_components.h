@@ -18,7 +18,7 @@
 #include "core/model.h"
 #include "core/optim/optimizer.h"
 #include "launch/config/config.h"
-#include "launch/run/batch_source.h"
+#include "launch/feed/batch_source.h"
 #include "launch/run/run_model.h"
 #include "launch/train/metrics_log.h"
 #include "launch/train/mfu.h"

@@ -9,8 +9,8 @@
 
 #include "core/param_count.h"
 #include "data/output_file.h"
-#include "launch/run/context_chunk.h"
-#include "launch/run/stop_signal.h"
+#include "launch/feed/context_chunk.h"
+#include "launch/process/stop_signal.h"
 #include "launch/train/run_identity.h"
 #include "parallel/cpu_share.h"
 #include "parallel/mpi_communicator.h"
@@ -109,7 +109,7 @@ core::ModelInput model_input(const data::Batch& b) {
   return {b.inputs.data(), b.targets.data(), b.mask.data(), b.doc_start.data()};
 }
 
-// Fault injection (launch/run/fault_injection.h, nonfinite@step=N): the step's loss and one
+// Fault injection (launch/process/fault_injection.h, nonfinite@step=N): the step's loss and one
 // gradient element become NaN, as a real overflow would make them.
 template <typename T>
 void poison_step(core::Model<T>& model, core::LossSums& sums) {
@@ -265,7 +265,7 @@ StepEnd Trainer<T>::run_step(int64_t number) {
   options_.faults.at_step(number, world_rank_);
   const auto t0 = Clock::now();
   train_source_->next(batch_);
-  // Context parallelism: this rank's chunk of the segment (launch/run/context_chunk.h).
+  // Context parallelism: this rank's chunk of the segment (launch/feed/context_chunk.h).
   const core::ContextParallel& cp = run_.cp();
   if (cp.active()) take_chunk(batch_, cp.rank(), cp.size(), chunk_);
   StepEnd end;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "launch/config/config_keys.h"
-#include "launch/run/checkpoint_space.h"
+#include "launch/process/checkpoint_space.h"
 
 namespace brt::launch {
 

@@ -15,7 +15,7 @@
 #include "core/model.h"
 #include "core/optim/optimizer.h"
 #include "launch/config/config.h"
-#include "launch/run/batch_source.h"
+#include "launch/feed/batch_source.h"
 #include "launch/train/step_guard.h"
 
 namespace brt::launch {

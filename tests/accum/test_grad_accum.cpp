@@ -80,7 +80,7 @@ TEST(GradAccum, ThreeMicroStepsOfOneStreamMatchThreeStreams) {
 }
 
 TEST(GradAccum, TheStepGuardSkipsTheWholeStep) {
-  // A non-finite gradient at step 3 (launch/run/fault_injection.h): the step is skipped with
+  // A non-finite gradient at step 3 (launch/process/fault_injection.h): the step is skipped with
   // all its micro-steps, and the steps around it still match the big batch.
   launch::TrainOptions big, acc;
   big.config = small_run("rec:lstm:dual", 4, kSteps);

@@ -14,7 +14,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_optimizer_kernels.h"
 #include "launch/config/config.h"
-#include "launch/run/batch_source.h"
+#include "launch/feed/batch_source.h"
 #include "launch/train/step_graphs.h"
 #include "launch/train/trainer.h"
 #include "tests/cuda/gpu_required.h"

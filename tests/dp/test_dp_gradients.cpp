@@ -14,7 +14,7 @@
 #include "core/model.h"
 #include "data/batch.h"
 #include "kernels/backend.h"
-#include "launch/run/batch_source.h"
+#include "launch/feed/batch_source.h"
 #include "tests/dp/dp_test_util.h"
 
 namespace brt::testing {

@@ -22,7 +22,7 @@ crash() {  # crash NAME SPEC EXIT WHAT [LAUNCHER...]: injects SPEC, expects EXIT
   grep -q "FaultInjection" "$name.log" || fail "$name: the stack names no brt function"
   # ... and, decoded from the line tables (Boost.Stacktrace), the function, file and line.
   expect_text "$name.log" "source (function at file:line, innermost first):"
-  grep -qE "#[0-9]+ brt::launch::FaultInjection::crash\(.*\)( \[clone [.a-z]+\])? at .*launch/run/fault_injection\.cpp:[0-9]+" "$name.log" ||
+  grep -qE "#[0-9]+ brt::launch::FaultInjection::crash\(.*\)( \[clone [.a-z]+\])? at .*launch/process/fault_injection\.cpp:[0-9]+" "$name.log" ||
     fail "$name: no frame of FaultInjection::crash with its file and line"
   grep -qE "#[0-9]+ brt::launch::Trainer<float>::run_step\(long\) at .*launch/train/trainer\.cpp:[0-9]+" "$name.log" ||
     fail "$name: no frame of Trainer::run_step with its file and line"

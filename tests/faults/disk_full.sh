@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A checkpoint disk without room, three ways, on a tmpfs (launch/run/checkpoint_space.h):
+# A checkpoint disk without room, three ways, on a tmpfs (launch/process/checkpoint_space.h):
 #  - too small for one checkpoint at start: train refuses before any step (exit 2), naming the
 #    folder, the checkpoint's predicted size and the free space — not after the whole run;
 #  - filled (by someone else) before a save: the save fails before writing a byte, naming the

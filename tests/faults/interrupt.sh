@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ctrl-C twice (launch/run/stop_signal.h): the first SIGINT says the run will stop after
+# Ctrl-C twice (launch/process/stop_signal.h): the first SIGINT says the run will stop after
 # this step and save; a second one while that save is being written exits at once (130) and
 # says what it does — abandoning the save, removing its .tmp, naming the last good checkpoint.
 # The save is held still mid-write (SIGSTOP injected at its first dataset), so the second SIGINT

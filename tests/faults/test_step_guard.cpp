@@ -1,10 +1,10 @@
-// The step guard (launch/train/step_guard.h) and the fault injection spec (launch/run/fault_injection.h).
+// The step guard (launch/train/step_guard.h) and the fault injection spec (launch/process/fault_injection.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
-#include "launch/run/fault_injection.h"
+#include "launch/process/fault_injection.h"
 #include "launch/train/step_guard.h"
 
 namespace brt::launch {

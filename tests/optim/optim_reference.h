@@ -16,7 +16,7 @@ struct RefTensor {
   bool is_matrix() const { return shape.size() >= 2; }
 };
 
-// lr(t) per model.md §10c, written independently of core/lr_schedule.
+// lr(t) per model.md §10c, written independently of core/optim/lr_schedule.
 inline double ref_lr(double lr, double warmup, const char* schedule, double min_lr, double total, int64_t t) {
   const double s = static_cast<double>(t + 1);
   double f = warmup > 0 && s < warmup ? s / warmup : 1.0;

@@ -18,7 +18,7 @@
 #include "kernels/backend.h"
 #include "launch/config/config.h"
 #include "launch/plan/planner.h"
-#include "launch/run/batch_source.h"
+#include "launch/feed/batch_source.h"
 #include "parallel/counting_communicator.h"
 #include "parallel/process_groups.h"
 

@@ -29,7 +29,7 @@
 #include "core/optim/optimizer.h"
 #include "data/batch.h"
 #include "kernels/backend.h"
-#include "launch/run/batch_source.h"
+#include "launch/feed/batch_source.h"
 #include "launch/train/trainer.h"
 #include "parallel/process_groups.h"
 #include "tests/tp/tp_test_util.h"

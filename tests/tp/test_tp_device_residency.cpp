@@ -22,7 +22,7 @@
 #include "core/model.h"
 #include "data/batch.h"
 #include "kernels/backend.h"
-#include "launch/run/batch_source.h"
+#include "launch/feed/batch_source.h"
 #include "parallel/process_groups.h"
 #include "tests/common/bit_identical.h"
 #include "tests/common/guarded_backend.h"

@@ -24,7 +24,7 @@
 #include "core/model.h"
 #include "data/batch.h"
 #include "kernels/backend.h"
-#include "launch/run/batch_source.h"
+#include "launch/feed/batch_source.h"
 #include "launch/train/trainer.h"
 #include "parallel/process_groups.h"
 #include "tests/tp/tp_test_util.h"

@@ -1,4 +1,4 @@
-#include "launch/run/stop_signal.h"
+#include "launch/process/stop_signal.h"
 
 #include <algorithm>
 #include <atomic>

@@ -1,4 +1,4 @@
-#include "launch/run/context_chunk.h"
+#include "launch/feed/context_chunk.h"
 
 #include <algorithm>
 #include <stdexcept>

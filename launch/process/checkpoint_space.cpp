@@ -1,4 +1,4 @@
-#include "launch/run/checkpoint_space.h"
+#include "launch/process/checkpoint_space.h"
 
 #include <cstdio>
 #include <system_error>

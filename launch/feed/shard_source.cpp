@@ -10,7 +10,7 @@
 #include "data/task_mixture.h"
 #include "data/tokenizer.h"
 #include "launch/config/config.h"
-#include "launch/run/batch_source.h"
+#include "launch/feed/batch_source.h"
 
 namespace brt::launch {
 

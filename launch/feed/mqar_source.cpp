@@ -3,7 +3,7 @@
 
 #include "data/mqar.h"
 #include "launch/config/config.h"
-#include "launch/run/batch_source.h"
+#include "launch/feed/batch_source.h"
 
 namespace brt::launch {
 

@@ -1,4 +1,4 @@
-#include "launch/run/batch_source.h"
+#include "launch/feed/batch_source.h"
 
 #include <stdexcept>
 

@@ -1,4 +1,4 @@
-#include "launch/run/progress.h"
+#include "launch/process/progress.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "launch/run/fault_injection.h"
+#include "launch/process/fault_injection.h"
 
 #include <signal.h>
 #include <unistd.h>
