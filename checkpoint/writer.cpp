@@ -212,6 +212,75 @@ void set_root_attr(CheckpointWriter::Impl& s, const std::string& name, const Val
   }
   s.agree(error.empty(), error);
 }
+
+// What is wrong with write_raw's arguments on this rank ("" when nothing).
+std::string write_argument_error(const CheckpointWriter::Impl& s, const std::string& path,
+                                 const Shape& shape, const Slice* mine, size_t n_elements,
+                                 const std::string& where) {
+  std::string error;
+  if (path.empty() || path.front() != '/') error = "dataset path must be absolute: '" + path + "'";
+  else if (shape.empty()) error = where + ": tensors need rank >= 1 (store scalars as shape [1])";
+  else if (s.written.count(path)) error = where + ": written twice";
+  else if (mine != nullptr) {
+    try {
+      check_slice(shape, *mine, where);
+      if (static_cast<int64_t>(n_elements) != mine->numel()) {
+        error = where + ": data has " + std::to_string(n_elements) + " elements, slice has " +
+                std::to_string(mine->numel());
+      }
+    } catch (const std::invalid_argument& e) {
+      error = e.what();
+    }
+  }
+  return error;
+}
+
+// The dataset at `path` (intermediate groups created), agreed on by every rank.
+Hid create_dataset(CheckpointWriter::Impl& s, const std::string& path, const Shape& shape,
+                   DType dtype, const std::string& where, std::string& error) {
+  Hid lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  H5Pset_create_intermediate_group(lcpl.get(), 1);
+  Hid dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER);  // every byte gets written; skip the fill pass
+  Hid file_space = detail::select_space(shape, nullptr);
+  H5Sselect_all(file_space.get());
+  Hid dataset(H5Dcreate2(s.file.get(), path.c_str(), detail::file_type(dtype), file_space.get(),
+                         lcpl.get(), dcpl.get(), H5P_DEFAULT),
+              H5Dclose);
+  if (!dataset.valid()) error = "cannot create dataset " + where + ": " + detail::hdf5_reason();
+  s.agree(dataset.valid(), error);
+  return dataset;
+}
+
+// Writes this rank's slice into `dataset` and its per-chunk checksums into `sums`, agreeing on
+// the write's success.
+void write_and_hash_slice(CheckpointWriter::Impl& s, const Hid& dataset, const Shape& shape,
+                          const ChunkGrid& grid, const Slice* mine, const void* data, DType dtype,
+                          const std::string& where, std::string& error,
+                          std::vector<uint64_t>& sums) {
+  // Hash this rank's slice on a helper thread while HDF5 writes it (checksum.h): the hash then
+  // costs no wall time as long as it is faster than the disk.
+  auto hash = [&] {
+    if (mine != nullptr) accumulate_checksums(shape, grid, *mine, data, dtype_size(dtype), sums);
+  };
+  const bool overlap = mine != nullptr && mine->numel() >= kChecksumChunkElems;
+  std::future<void> hashing = overlap ? std::async(std::launch::async, hash) : std::future<void>();
+  if (!overlap) hash();
+
+  Hid dxpl(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
+  if (detail::uses_mpio(s.comm, s.options.driver)) H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_COLLECTIVE);
+  Hid selection = detail::select_space(shape, mine);
+  Hid memory = detail::memory_space(mine);
+  const float dummy = 0.0f;
+  const herr_t status = H5Dwrite(dataset.get(), detail::memory_type(dtype), memory.get(),
+                                 selection.get(), dxpl.get(), data ? data : &dummy);
+  if (hashing.valid()) hashing.get();
+  // On failure the dataset stays open while abandon() closes the file: HDF5 (1.10) then frees
+  // the file once the dataset goes; closing the dataset first after a failed write leaves a
+  // half-closed file that crashes HDF5's shutdown at exit.
+  if (status < 0) error = "cannot write dataset " + where + ": " + detail::hdf5_reason();
+  s.agree(status >= 0, error);
+}
 }  // namespace
 
 void CheckpointWriter::set_attr_string(const std::string& name, std::string_view value) {
@@ -233,21 +302,7 @@ void CheckpointWriter::write_raw(const std::string& path, const Shape& shape, co
   s.phase("writing " + path);
 
   // Argument checks are agreed on too, so one rank's mistake cannot hang the others.
-  std::string error;
-  if (path.empty() || path.front() != '/') error = "dataset path must be absolute: '" + path + "'";
-  else if (shape.empty()) error = where + ": tensors need rank >= 1 (store scalars as shape [1])";
-  else if (s.written.count(path)) error = where + ": written twice";
-  else if (mine != nullptr) {
-    try {
-      check_slice(shape, *mine, where);
-      if (static_cast<int64_t>(n_elements) != mine->numel()) {
-        error = where + ": data has " + std::to_string(n_elements) + " elements, slice has " +
-                std::to_string(mine->numel());
-      }
-    } catch (const std::invalid_argument& e) {
-      error = e.what();
-    }
-  }
+  std::string error = write_argument_error(s, path, shape, mine, n_elements, where);
   s.agree(error.empty(), error);
   s.written.insert(path);
   const int64_t covered = detail::sum_over_ranks(s.comm, mine ? mine->numel() : int64_t{0});
@@ -257,42 +312,10 @@ void CheckpointWriter::write_raw(const std::string& path, const Shape& shape, co
   }
   s.agree(error.empty() || s.comm.rank != 0, error);  // every rank knows; rank 0 reports it once
 
-  Hid lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
-  H5Pset_create_intermediate_group(lcpl.get(), 1);
-  Hid dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
-  H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER);  // every byte gets written; skip the fill pass
-  Hid file_space = detail::select_space(shape, nullptr);
-  H5Sselect_all(file_space.get());
-  Hid dataset(H5Dcreate2(s.file.get(), path.c_str(), detail::file_type(dtype), file_space.get(),
-                         lcpl.get(), dcpl.get(), H5P_DEFAULT),
-              H5Dclose);
-  if (!dataset.valid()) error = "cannot create dataset " + where + ": " + detail::hdf5_reason();
-  s.agree(dataset.valid(), error);
-
-  // Hash this rank's slice on a helper thread while HDF5 writes it (checksum.h): the hash then
-  // costs no wall time as long as it is faster than the disk.
+  Hid dataset = create_dataset(s, path, shape, dtype, where, error);
   const ChunkGrid grid = canonical_chunk_grid(shape);
   std::vector<uint64_t> sums(static_cast<size_t>(grid.n_chunks), 0);
-  auto hash = [&] {
-    if (mine != nullptr) accumulate_checksums(shape, grid, *mine, data, dtype_size(dtype), sums);
-  };
-  const bool overlap = mine != nullptr && mine->numel() >= kChecksumChunkElems;
-  std::future<void> hashing = overlap ? std::async(std::launch::async, hash) : std::future<void>();
-  if (!overlap) hash();
-
-  Hid dxpl(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
-  if (detail::uses_mpio(s.comm, s.options.driver)) H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_COLLECTIVE);
-  Hid selection = detail::select_space(shape, mine);
-  Hid memory = detail::memory_space(mine);
-  const float dummy = 0.0f;
-  const herr_t status = H5Dwrite(dataset.get(), detail::memory_type(dtype), memory.get(),
-                                 selection.get(), dxpl.get(), data ? data : &dummy);
-  if (hashing.valid()) hashing.get();
-  // On failure the dataset stays open while abandon() closes the file: HDF5 (1.10) then frees
-  // the file once the dataset goes; closing the dataset first after a failed write leaves a
-  // half-closed file that crashes HDF5's shutdown at exit.
-  if (status < 0) error = "cannot write dataset " + where + ": " + detail::hdf5_reason();
-  s.agree(status >= 0, error);
+  write_and_hash_slice(s, dataset, shape, grid, mine, data, dtype, where, error, sums);
 
   detail::sum_over_ranks(s.comm, sums);
   s.manifest[path] = std::string(dtype_name(dtype)) + "\t" + shape_string(shape) + "\t" + hex64(sum_of(sums));

@@ -46,6 +46,60 @@ const char* kVariantHelp =
     "expected slide | xl | rec:{fixed|lstm}:{skip|dual} | feedback:{fixed|lstm}:{skip|dual} | "
     "bst:{sh|mh|mf}:{s4d|unstructured}";
 
+// Variant (model.md §5.3, §6, §7): sets c's family and its gate, configuration, BST variant or
+// SSM kernel from c.variant.
+void resolve_variant(ModelConfig& c) {
+  const std::vector<std::string> parts = split(c.variant, ':');
+  const std::string bad = "\"" + c.variant + "\" is not a variant; ";
+  if (parts.empty()) fail("model.variant", bad + kVariantHelp);
+  const std::string& head = parts[0];
+  if (head == "slide" || head == "xl") {
+    if (parts.size() != 1) {
+      const std::string hint = c.variant.find("13L") != std::string::npos || c.variant.find("24L") != std::string::npos
+                                   ? " (the layer count is its own key: model.layers = 13)"
+                                   : "";
+      fail("model.variant", bad + kVariantHelp + hint);
+    }
+    c.family = head == "slide" ? ModelFamily::kSlide : ModelFamily::kXL;
+  } else if (head == "rec" || head == "feedback") {
+    if (parts.size() != 3) fail("model.variant", bad + kVariantHelp);
+    if (parts[1] == "fixed") c.gate = GateKind::kFixed;
+    else if (parts[1] == "lstm") c.gate = GateKind::kLSTM;
+    else fail("model.variant", bad + "the gate is fixed | lstm, not \"" + parts[1] + "\"");
+    if (parts[2] == "skip") c.rec_config = RecurrentConfig::kSkip;
+    else if (parts[2] == "dual") c.rec_config = RecurrentConfig::kDual;
+    else fail("model.variant", bad + "the configuration is skip | dual, not \"" + parts[2] + "\"");
+    c.family = ModelFamily::kRecurrent;
+    c.feedback = head == "feedback";
+  } else if (head == "bst") {
+    if (parts.size() != 3) fail("model.variant", bad + kVariantHelp);
+    if (parts[1] == "sh") c.bst_variant = BstVariant::kSH;
+    else if (parts[1] == "mh") c.bst_variant = BstVariant::kMH;
+    else if (parts[1] == "mf") c.bst_variant = BstVariant::kMF;
+    else fail("model.variant", bad + "the BST variant is sh | mh | mf, not \"" + parts[1] + "\"");
+    if (parts[2] == "s4d") c.ssm_kernel = SsmKernel::kS4D;
+    else if (parts[2] == "unstructured") c.ssm_kernel = SsmKernel::kUnstructured;
+    else fail("model.variant", bad + "the SSM kernel is s4d | unstructured, not \"" + parts[2] + "\"");
+    c.family = ModelFamily::kBST;
+  } else {
+    fail("model.variant", bad + kVariantHelp);
+  }
+}
+
+// Sizes (model.md §0).
+void check_sizes(const ModelConfig& c) {
+  require_positive(c.layers, "model.layers");
+  require_positive(c.d_model, "model.d_model");
+  require_positive(c.heads, "model.heads");
+  require_positive(c.head_dim, "model.head_dim");
+  require_positive(c.d_ff, "model.d_ff");
+  require_positive(c.vocab, "model.vocab");
+  require_positive(c.seq_len, "model.seq_len");
+  require_positive(c.window, "model.window");
+  if (c.seq_len % c.window != 0)
+    fail("model.window", std::to_string(c.window) + " does not divide model.seq_len " + std::to_string(c.seq_len));
+}
+
 }  // namespace
 
 std::vector<std::string> model_variants() {
@@ -68,54 +122,8 @@ bool ModelConfig::is_bst_layer(int i) const {
 }
 
 void ModelConfig::resolve() {
-  // Variant (model.md §5.3, §6, §7).
-  const std::vector<std::string> parts = split(variant, ':');
-  const std::string bad = "\"" + variant + "\" is not a variant; ";
-  if (parts.empty()) fail("model.variant", bad + kVariantHelp);
-  const std::string& head = parts[0];
-  if (head == "slide" || head == "xl") {
-    if (parts.size() != 1) {
-      const std::string hint = variant.find("13L") != std::string::npos || variant.find("24L") != std::string::npos
-                                   ? " (the layer count is its own key: model.layers = 13)"
-                                   : "";
-      fail("model.variant", bad + kVariantHelp + hint);
-    }
-    family = head == "slide" ? ModelFamily::kSlide : ModelFamily::kXL;
-  } else if (head == "rec" || head == "feedback") {
-    if (parts.size() != 3) fail("model.variant", bad + kVariantHelp);
-    if (parts[1] == "fixed") gate = GateKind::kFixed;
-    else if (parts[1] == "lstm") gate = GateKind::kLSTM;
-    else fail("model.variant", bad + "the gate is fixed | lstm, not \"" + parts[1] + "\"");
-    if (parts[2] == "skip") rec_config = RecurrentConfig::kSkip;
-    else if (parts[2] == "dual") rec_config = RecurrentConfig::kDual;
-    else fail("model.variant", bad + "the configuration is skip | dual, not \"" + parts[2] + "\"");
-    family = ModelFamily::kRecurrent;
-    feedback = head == "feedback";
-  } else if (head == "bst") {
-    if (parts.size() != 3) fail("model.variant", bad + kVariantHelp);
-    if (parts[1] == "sh") bst_variant = BstVariant::kSH;
-    else if (parts[1] == "mh") bst_variant = BstVariant::kMH;
-    else if (parts[1] == "mf") bst_variant = BstVariant::kMF;
-    else fail("model.variant", bad + "the BST variant is sh | mh | mf, not \"" + parts[1] + "\"");
-    if (parts[2] == "s4d") ssm_kernel = SsmKernel::kS4D;
-    else if (parts[2] == "unstructured") ssm_kernel = SsmKernel::kUnstructured;
-    else fail("model.variant", bad + "the SSM kernel is s4d | unstructured, not \"" + parts[2] + "\"");
-    family = ModelFamily::kBST;
-  } else {
-    fail("model.variant", bad + kVariantHelp);
-  }
-
-  // Sizes (model.md §0).
-  require_positive(layers, "model.layers");
-  require_positive(d_model, "model.d_model");
-  require_positive(heads, "model.heads");
-  require_positive(head_dim, "model.head_dim");
-  require_positive(d_ff, "model.d_ff");
-  require_positive(vocab, "model.vocab");
-  require_positive(seq_len, "model.seq_len");
-  require_positive(window, "model.window");
-  if (seq_len % window != 0)
-    fail("model.window", std::to_string(window) + " does not divide model.seq_len " + std::to_string(seq_len));
+  resolve_variant(*this);
+  check_sizes(*this);
 
   // Layer lists: meaningful only for their family, so a base file's list does not leak into a
   // variant that has none (e.g. a slide form of a rec config).

@@ -300,6 +300,110 @@ int32_t remove_unplanned_shards(const fs::path& dir, const std::vector<PlannedSh
   return removed;
 }
 
+// This rank's shard of a round: reused when complete, else encoded. Fills `local` (documents,
+// bytes encoded, shards written, reused, input bytes); a failure goes to `error`.
+void encode_or_reuse_shard(const PrepareOptions& options, const PlannedShard& plan,
+                           const std::vector<CorpusFile>& files, const Tokenizer& tokenizer,
+                           int token_bytes, DocumentReader& reader, int64_t (&local)[5],
+                           std::string& error) {
+  try {
+    if (shard_is_complete(options.output_dir, plan, tokenizer.hash())) {
+      local[3] = 1;
+    } else {
+      local[1] = write_shard(options.output_dir, plan, files, tokenizer, token_bytes,
+                             options.bad_documents, reader);
+      local[2] = 1;
+    }
+    local[0] = static_cast<int64_t>(plan.doc_ids.size());
+    local[4] = plan.bytes;
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+}
+
+// Encodes this rank's shards of the plan and sets result's encoding figures (time, bytes,
+// shards written, reused and planned).
+void encode_shards(const PrepareOptions& options, MPI_Comm comm, int rank, int ranks,
+                   const std::vector<PlannedShard>& shards, const std::vector<CorpusFile>& files,
+                   const Tokenizer& tokenizer, int token_bytes, PrepareResult& result) {
+  std::string error;
+  const auto per_rank = assign_shards(shards, ranks);
+  // In corpus order, so consecutive records of a (compressed) file are read in one pass.
+  std::vector<size_t> mine = per_rank[static_cast<size_t>(rank)];
+  std::sort(mine.begin(), mine.end());
+  DocumentReader reader;
+  size_t rounds = 0;
+  for (const auto& list : per_rank) rounds = std::max(rounds, list.size());
+
+  // One shard per rank per round; the Allreduce after each round carries progress and
+  // failures, so rank 0 can print global progress and no rank waits on a failed one.
+  const auto start = std::chrono::steady_clock::now();
+  int64_t totals[4] = {0, 0, 0, 0};  // documents done, bytes encoded, shards written, reused
+  int64_t bytes_total = 0, bytes_done = 0;
+  for (const auto& plan : shards) bytes_total += plan.bytes;
+  for (size_t round = 0; round < rounds; ++round) {
+    int64_t local[5] = {0, 0, 0, 0, 0};  // ... and input bytes of the shard this rank finished
+    error.clear();
+    working(options, "encoding shards, round " + std::to_string(round + 1) + " of " + std::to_string(rounds));
+    if (round < mine.size())
+      encode_or_reuse_shard(options, shards[mine[round]], files, tokenizer, token_bytes, reader,
+                            local, error);
+    phase(options, "waiting for the other ranks to finish round " + std::to_string(round + 1) + " of " +
+                       std::to_string(rounds));
+    raise_if_any_failed(error, comm, "prepare");
+    int64_t summed[5];
+    MPI_Request request;
+    MPI_Iallreduce(local, summed, 5, MPI_INT64_T, MPI_SUM, comm, &request);
+    wait_without_spinning(request);
+    for (int k = 0; k < 4; ++k) totals[k] += summed[k];
+    bytes_done += summed[4];
+    if (rank == 0 && options.on_progress)
+      options.on_progress({totals[0], static_cast<int64_t>(files.size()), bytes_done, bytes_total,
+                           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
+  }
+  result.encode_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.bytes_encoded = totals[1];
+  result.shards_written = static_cast<int32_t>(totals[2]);
+  result.shards_reused = static_cast<int32_t>(totals[3]);
+  result.shards_total = static_cast<int32_t>(shards.size());
+  result.megabytes_per_second = result.encode_seconds > 0 ? totals[1] / 1e6 / result.encode_seconds : 0;
+}
+
+// Rank 0's part of the index step: removes unplanned shard files (their count in
+// *stale_files_removed), then writes the document index and manifest from the shard metas.
+void write_index_and_manifest(const PrepareOptions& options, const std::vector<PlannedShard>& shards,
+                              const Tokenizer& tokenizer, int token_bytes,
+                              int32_t* stale_files_removed) {
+  Manifest manifest;
+  manifest.tokenizer_hash = tokenizer.hash();
+  manifest.vocab_size = tokenizer.vocab_size();
+  manifest.token_bytes = token_bytes;
+  std::vector<DocumentRecord> index;
+  *stale_files_removed = remove_unplanned_shards(options.output_dir, shards);
+  for (const auto& plan : shards) {
+    const fs::path meta_file = shard_meta_path(options.output_dir, plan.split, plan.shard);
+    auto meta = read_shard_meta(meta_file);
+    if (!meta) throw std::runtime_error("missing " + meta_file.string() + " after prepare");
+    const auto s = static_cast<size_t>(plan.split);
+    manifest.shards_per_split[s] = std::max(manifest.shards_per_split[s], plan.shard + 1);
+    for (const auto& d : meta->documents) {
+      auto& t = manifest.totals[s];
+      ++t.documents, t.tokens += d.tokens, t.bytes += d.bytes, t.words += d.words;
+      index.push_back(d);
+    }
+  }
+  write_index(options.output_dir, index);
+  write_manifest(options.output_dir, manifest);
+}
+
+void print_summary(const PrepareResult& result) {
+  std::fprintf(stderr, "prepare: %lld documents (%lld skipped), %d shards written, %d reused, %d files of "
+               "shards no longer planned removed, tokenizer %s\n",
+               static_cast<long long>(result.documents), static_cast<long long>(result.skipped_documents),
+               result.shards_written, result.shards_reused, result.stale_files_removed,
+               result.tokenizer_hash.c_str());
+}
+
 }  // namespace
 
 std::vector<CorpusFile> collect_corpus_files(const PrepareOptions& options, CorpusSummary* summary) {
@@ -348,59 +452,7 @@ PrepareResult prepare_corpus(const PrepareOptions& options, MPI_Comm comm) {
   const int token_bytes = tokenizer.vocab_size() <= 65536 ? 2 : 4;
 
   const auto shards = plan_shards(files, std::max<int64_t>(1, options.shard_target_bytes));
-  const auto per_rank = assign_shards(shards, ranks);
-  // In corpus order, so consecutive records of a (compressed) file are read in one pass.
-  std::vector<size_t> mine = per_rank[static_cast<size_t>(rank)];
-  std::sort(mine.begin(), mine.end());
-  DocumentReader reader;
-  size_t rounds = 0;
-  for (const auto& list : per_rank) rounds = std::max(rounds, list.size());
-
-  // One shard per rank per round; the Allreduce after each round carries progress and
-  // failures, so rank 0 can print global progress and no rank waits on a failed one.
-  const auto start = std::chrono::steady_clock::now();
-  int64_t totals[4] = {0, 0, 0, 0};  // documents done, bytes encoded, shards written, reused
-  int64_t bytes_total = 0, bytes_done = 0;
-  for (const auto& plan : shards) bytes_total += plan.bytes;
-  for (size_t round = 0; round < rounds; ++round) {
-    int64_t local[5] = {0, 0, 0, 0, 0};  // ... and input bytes of the shard this rank finished
-    error.clear();
-    working(options, "encoding shards, round " + std::to_string(round + 1) + " of " + std::to_string(rounds));
-    if (round < mine.size()) {
-      const PlannedShard& plan = shards[mine[round]];
-      try {
-        if (shard_is_complete(options.output_dir, plan, tokenizer.hash())) {
-          local[3] = 1;
-        } else {
-          local[1] = write_shard(options.output_dir, plan, files, tokenizer, token_bytes,
-                                 options.bad_documents, reader);
-          local[2] = 1;
-        }
-        local[0] = static_cast<int64_t>(plan.doc_ids.size());
-        local[4] = plan.bytes;
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-    }
-    phase(options, "waiting for the other ranks to finish round " + std::to_string(round + 1) + " of " +
-                       std::to_string(rounds));
-    raise_if_any_failed(error, comm, "prepare");
-    int64_t summed[5];
-    MPI_Request request;
-    MPI_Iallreduce(local, summed, 5, MPI_INT64_T, MPI_SUM, comm, &request);
-    wait_without_spinning(request);
-    for (int k = 0; k < 4; ++k) totals[k] += summed[k];
-    bytes_done += summed[4];
-    if (rank == 0 && options.on_progress)
-      options.on_progress({totals[0], static_cast<int64_t>(files.size()), bytes_done, bytes_total,
-                           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
-  }
-  result.encode_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  result.bytes_encoded = totals[1];
-  result.shards_written = static_cast<int32_t>(totals[2]);
-  result.shards_reused = static_cast<int32_t>(totals[3]);
-  result.shards_total = static_cast<int32_t>(shards.size());
-  result.megabytes_per_second = result.encode_seconds > 0 ? totals[1] / 1e6 / result.encode_seconds : 0;
+  encode_shards(options, comm, rank, ranks, shards, files, tokenizer, token_bytes, result);
 
   // Rank 0 assembles the index and manifest from the shard metas (a shared file system).
   error.clear();
@@ -408,26 +460,7 @@ PrepareResult prepare_corpus(const PrepareOptions& options, MPI_Comm comm) {
   else phase(options, "waiting for world rank 0 to write the document index and manifest");
   if (rank == 0) {
     try {
-      Manifest manifest;
-      manifest.tokenizer_hash = tokenizer.hash();
-      manifest.vocab_size = tokenizer.vocab_size();
-      manifest.token_bytes = token_bytes;
-      std::vector<DocumentRecord> index;
-      result.stale_files_removed = remove_unplanned_shards(options.output_dir, shards);
-      for (const auto& plan : shards) {
-        const fs::path meta_file = shard_meta_path(options.output_dir, plan.split, plan.shard);
-        auto meta = read_shard_meta(meta_file);
-        if (!meta) throw std::runtime_error("missing " + meta_file.string() + " after prepare");
-        const auto s = static_cast<size_t>(plan.split);
-        manifest.shards_per_split[s] = std::max(manifest.shards_per_split[s], plan.shard + 1);
-        for (const auto& d : meta->documents) {
-          auto& t = manifest.totals[s];
-          ++t.documents, t.tokens += d.tokens, t.bytes += d.bytes, t.words += d.words;
-          index.push_back(d);
-        }
-      }
-      write_index(options.output_dir, index);
-      write_manifest(options.output_dir, manifest);
+      write_index_and_manifest(options, shards, tokenizer, token_bytes, &result.stale_files_removed);
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -437,13 +470,8 @@ PrepareResult prepare_corpus(const PrepareOptions& options, MPI_Comm comm) {
   result.manifest = read_manifest(options.output_dir);
   for (const auto& t : result.manifest.totals) result.documents += t.documents;
   result.skipped_documents = static_cast<int64_t>(files.size()) - result.documents;
-  if (rank == 0 && options.show_progress && !options.on_progress) {  // a caller with its own progress sums up itself
-    std::fprintf(stderr, "prepare: %lld documents (%lld skipped), %d shards written, %d reused, %d files of "
-                 "shards no longer planned removed, tokenizer %s\n",
-                 static_cast<long long>(result.documents), static_cast<long long>(result.skipped_documents),
-                 result.shards_written, result.shards_reused, result.stale_files_removed,
-                 result.tokenizer_hash.c_str());
-  }
+  if (rank == 0 && options.show_progress && !options.on_progress)  // a caller with its own progress sums up itself
+    print_summary(result);
   return result;
 }
 

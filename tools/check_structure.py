@@ -6,13 +6,14 @@
              Communicator), and inside launch/ a room includes only itself and the rooms below
              it (cli -> train -> eval -> run -> plan -> config; eval -> feed -> config;
              eval -> process -> plan; cli -> preflight -> run, process; cli -> supervise);
-  functions  no function in launch/ is longer than MAX_LINES lines, counted from its signature
-             to its closing brace (declarative tables, listed in TABLES, aside).
+  functions  no function of the product (every folder of TOP) is longer than MAX_LINES lines,
+             counted from its signature to its closing brace (declarative tables, listed in
+             TABLES, aside).
 
   tools/check_structure.py [--functions] [--list N] [ROOT]
 
-Exit status 1 with one line per violation. --list N prints every launch/ function longer than
-N lines, longest first (the issue's measure), and checks nothing.
+Exit status 1 with one line per violation. --list N prints every product function longer than
+N lines, longest first, and checks nothing.
 """
 import os
 import re
@@ -169,17 +170,18 @@ def functions(path, text):
     return found
 
 
-def launch_functions(root):
+def product_functions(root):
     out = []
-    for path in source_files(root, 'launch'):
-        text = open(os.path.join(root, path), encoding='utf-8', errors='replace').read()
-        out += [(n, name, path, line) for n, name, line in functions(path, text)]
+    for top in TOP:
+        for path in source_files(root, top):
+            text = open(os.path.join(root, path), encoding='utf-8', errors='replace').read()
+            out += [(n, name, path, line) for n, name, line in functions(path, text)]
     return sorted(out, key=lambda f: (-f[0], f[2], f[3]))
 
 
 def check_functions(root):
-    return [f'{path}:{line}: {name} is {n} lines (at most {MAX_LINES} in launch/; split it)'
-            for n, name, path, line in launch_functions(root)
+    return [f'{path}:{line}: {name} is {n} lines (at most {MAX_LINES}; split it)'
+            for n, name, path, line in product_functions(root)
             if n > MAX_LINES and (path, name.split('::')[-1]) not in TABLES]
 
 
@@ -188,7 +190,7 @@ def main(argv):
     args = [a for k, a in enumerate(argv) if not a.startswith('--') and (k == 0 or argv[k - 1] != '--list')]
     root = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
     if threshold is not None:
-        for n, name, path, line in launch_functions(root):
+        for n, name, path, line in product_functions(root):
             if n > threshold:
                 print(f'{n:5d}  {path}:{line}  {name}')
         return 0

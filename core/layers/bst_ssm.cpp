@@ -63,10 +63,7 @@ BstSsm<T>::BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::strin
     throw std::invalid_argument(context_parallel_problem(cfg, 2));
   // Declared with the full Ds (model.md §9); Ds below is this rank's features.
   const int D = cfg.d_model, Ds_full = d_full_, Ds = d_small_, C = channels_, N = cfg.seq_len;
-  const int M = modes_;
-  const int64_t R = int64_t{C} * Ds;
   const ShardSpec features{1, tp.rank(), tp.size(), 1};  // dim 1 of [C, Ds(, M)] and [H, Ds, D]
-  kernels::Memory& memory = memory_;
   conv_len_ = (!s4d_ && carry_) ? 2 * N : N;
   norm_ = declare_norm(store, prefix_ + "norm.scale", D);
   w_dn_ = declare_matrix(store, prefix_ + "w_dn", D, Ds_full, 1.0, tp.columns());
@@ -82,46 +79,69 @@ BstSsm<T>::BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::strin
     w_up_ = declare_with(store, prefix_ + "w_up", shape, up, shard);
   }
   dskip_ = declare_normal(store, prefix_ + "dskip", {C, Ds_full}, 1.0, features);
-  if (s4d_) {
-    // model.md §7.1 S4D-Lin: log Δ ~ U[ln 1e−3, ln 1e−1], a_n = ln 0.5, b_n = π·n, C ~ complex N(0, 1).
-    log_dt_ = declare_with(store, prefix_ + "log_dt", {C, Ds_full},
-                           uniform_init(std::log(1e-3), std::log(1e-1)), features);
-    InitSpec a_re{InitKind::kConstant};
-    a_re.value = std::log(0.5);
-    a_re_ = declare_with(store, prefix_ + "a_re", {C, Ds_full, M}, a_re, features);
-    InitSpec a_im{InitKind::kArange};
-    a_im.value = std::numbers::pi;
-    a_im.period = M;
-    a_im_ = declare_with(store, prefix_ + "a_im", {C, Ds_full, M}, a_im, features);
-    c_re_ = declare_normal(store, prefix_ + "c_re", {C, Ds_full, M}, std::sqrt(0.5), features);
-    c_im_ = declare_normal(store, prefix_ + "c_im", {C, Ds_full, M}, std::sqrt(0.5), features);
-  } else {
-    const int O = 64, E = ssm::ImplicitFilter<T>::kEmbed;
-    const std::string f = prefix_ + "filter.";
-    filter_[0] = declare_with(store, f + "w0", {E, O}, linear_default_init(E));
-    filter_[1] = declare_with(store, f + "b0", {O}, linear_default_init(E));
-    filter_[2] = declare_with(store, f + "w1", {O, O}, linear_default_init(O));
-    filter_[3] = declare_with(store, f + "b1", {O}, linear_default_init(O));
-    filter_[4] = declare_with(store, f + "w2", {O, O}, linear_default_init(O));
-    filter_[5] = declare_with(store, f + "b2", {O}, linear_default_init(O));
-    filter_[6] = declare_ones(store, f + "freq", {O});
-    // w_out's columns are the filters r = c·Ds + f: each of the C blocks of Ds columns is
-    // split, so a rank makes its own features' filters of every channel.
-    filter_[7] = declare_with(store, f + "w_out", {O, int64_t{C} * Ds_full}, linear_default_init(O),
-                              ShardSpec{1, tp.rank(), tp.size(), C});
-    filter_net_ = std::make_unique<ssm::ImplicitFilter<T>>(backend, N, static_cast<int>(R), O);
-    if (tp.size() > 1) {  // the decay rate follows the global filter index
-      std::vector<int> ids(static_cast<size_t>(R));
-      for (int c = 0; c < C; ++c)
-        for (int j = 0; j < Ds; ++j) ids[size_t(c) * Ds + j] = c * Ds_full + tp.rank() * Ds + j;
-      filter_net_->set_filter_ids(ids, C * Ds_full);
-      int64_t replicated = 0;
-      for (int i = 0; i < 7; ++i) replicated += store[filter_[i]].spec.numel();
-      filter_dgrad_.allocate(memory, size_t(replicated), "BST filter network gradient");
-    }
-  }
+  if (s4d_)
+    declare_s4d_modes(features);
+  else
+    declare_implicit_filter(backend, tp);
 
-  const size_t B = streams, rows = B * N;
+  allocate_activations();
+  allocate_s4d_state();
+  // Plans and spectra (cuFFT work areas on the GPU) here, not in the first step.
+  conv_ = backend.make_fft_conv(conv_len_, C, streams, Ds);
+}
+
+template <typename T>
+void BstSsm<T>::declare_s4d_modes(const ShardSpec& features) {
+  const int Ds_full = d_full_, C = channels_, M = modes_;
+  // model.md §7.1 S4D-Lin: log Δ ~ U[ln 1e−3, ln 1e−1], a_n = ln 0.5, b_n = π·n, C ~ complex N(0, 1).
+  log_dt_ = declare_with(store_, prefix_ + "log_dt", {C, Ds_full},
+                         uniform_init(std::log(1e-3), std::log(1e-1)), features);
+  InitSpec a_re{InitKind::kConstant};
+  a_re.value = std::log(0.5);
+  a_re_ = declare_with(store_, prefix_ + "a_re", {C, Ds_full, M}, a_re, features);
+  InitSpec a_im{InitKind::kArange};
+  a_im.value = std::numbers::pi;
+  a_im.period = M;
+  a_im_ = declare_with(store_, prefix_ + "a_im", {C, Ds_full, M}, a_im, features);
+  c_re_ = declare_normal(store_, prefix_ + "c_re", {C, Ds_full, M}, std::sqrt(0.5), features);
+  c_im_ = declare_normal(store_, prefix_ + "c_im", {C, Ds_full, M}, std::sqrt(0.5), features);
+}
+
+template <typename T>
+void BstSsm<T>::declare_implicit_filter(kernels::Backend<T>& backend, const TensorParallel& tp) {
+  const int Ds_full = d_full_, Ds = d_small_, C = channels_, N = cfg_.seq_len;
+  const int64_t R = int64_t{C} * Ds;
+  const int O = 64, E = ssm::ImplicitFilter<T>::kEmbed;
+  const std::string f = prefix_ + "filter.";
+  filter_[0] = declare_with(store_, f + "w0", {E, O}, linear_default_init(E));
+  filter_[1] = declare_with(store_, f + "b0", {O}, linear_default_init(E));
+  filter_[2] = declare_with(store_, f + "w1", {O, O}, linear_default_init(O));
+  filter_[3] = declare_with(store_, f + "b1", {O}, linear_default_init(O));
+  filter_[4] = declare_with(store_, f + "w2", {O, O}, linear_default_init(O));
+  filter_[5] = declare_with(store_, f + "b2", {O}, linear_default_init(O));
+  filter_[6] = declare_ones(store_, f + "freq", {O});
+  // w_out's columns are the filters r = c·Ds + f: each of the C blocks of Ds columns is
+  // split, so a rank makes its own features' filters of every channel.
+  filter_[7] = declare_with(store_, f + "w_out", {O, int64_t{C} * Ds_full}, linear_default_init(O),
+                            ShardSpec{1, tp.rank(), tp.size(), C});
+  filter_net_ = std::make_unique<ssm::ImplicitFilter<T>>(backend, N, static_cast<int>(R), O);
+  if (tp.size() > 1) {  // the decay rate follows the global filter index
+    std::vector<int> ids(static_cast<size_t>(R));
+    for (int c = 0; c < C; ++c)
+      for (int j = 0; j < Ds; ++j) ids[size_t(c) * Ds + j] = c * Ds_full + tp.rank() * Ds + j;
+    filter_net_->set_filter_ids(ids, C * Ds_full);
+    int64_t replicated = 0;
+    for (int i = 0; i < 7; ++i) replicated += store_[filter_[i]].spec.numel();
+    filter_dgrad_.allocate(memory_, size_t(replicated), "BST filter network gradient");
+  }
+}
+
+template <typename T>
+void BstSsm<T>::allocate_activations() {
+  const int D = cfg_.d_model, Ds = d_small_, C = channels_, N = cfg_.seq_len;
+  const int64_t R = int64_t{C} * Ds;
+  kernels::Memory& memory = memory_;
+  const size_t B = streams_, rows = B * N;
   auto buffer = [&memory](kernels::Buffer<T>& b, size_t n, const char* what) {
     b.allocate(memory, n, what);
   };
@@ -142,13 +162,21 @@ BstSsm<T>::BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::strin
     buffer(dkernel_ext_, R * conv_len_, "BST SSM padded kernel gradient");
     buffer(u_prev_, rows * Ds, "BST SSM carried U");
   }
-  if (cfg.bst_variant == BstVariant::kMF) {
-    buffer(y_end_, B * cfg.blocks() * C * Ds, "BST SSM MF block ends");
+  if (cfg_.bst_variant == BstVariant::kMF) {
+    buffer(y_end_, B * cfg_.blocks() * C * Ds, "BST SSM MF block ends");
     buffer(dy_end_, y_end_.size(), "BST SSM MF block end gradient");
   }
   buffer(ctx_, static_cast<size_t>(context_rows()) * D, "BST SSM context");
   active_.assign(B, 0);
   active_device_.allocate(memory, B, "BST SSM active streams");
+}
+
+template <typename T>
+void BstSsm<T>::allocate_s4d_state() {
+  const int64_t R = int64_t{channels_} * d_small_;
+  const int M = modes_;
+  kernels::Memory& memory = memory_;
+  const size_t B = streams_;
   const size_t state_elems = B * R * M * 2;
   if (s4d_ && carry_) state_.allocate(memory, state_elems, "BST SSM s4d carried state");
   if (s4d_ && (carry_ || cp_.active()))
@@ -164,8 +192,6 @@ BstSsm<T>::BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::strin
     all_active_.allocate(memory, B, "BST SSM chunk streams");
     all_active_.from_host(std::vector<uint8_t>(B, 1));
   }
-  // Plans and spectra (cuFFT work areas on the GPU) here, not in the first step.
-  conv_ = backend.make_fft_conv(conv_len_, C, streams, Ds);
 }
 
 template <typename T>

@@ -99,6 +99,12 @@ class BstSsm {
   void state_backward(kernels::Backend<T>& be);
   void pass_state_forward(kernels::Backend<T>& be, const kernels::ssm::S4dCarryDims& cd);
   void pass_state_backward(kernels::Backend<T>& be, const kernels::ssm::S4dCarryDims& cd);
+  // Constructor steps: the kernel's parameters (S4D modes, or the implicit filter network with
+  // its TP filter ids), then the activation and scratch buffers and the s4d carry/CP state.
+  void declare_s4d_modes(const ShardSpec& features);
+  void declare_implicit_filter(kernels::Backend<T>& backend, const TensorParallel& tp);
+  void allocate_activations();
+  void allocate_s4d_state();
 
   ParamStore<T>& store_;
   const ModelConfig& cfg_;

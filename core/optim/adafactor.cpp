@@ -40,57 +40,69 @@ Adafactor<T>::Adafactor(const OptimConfig& config, ParamStore<T>& store, const s
 
 template <typename T>
 void Adafactor<T>::plan_tensors() {
-  ParamStore<T>& store = this->store_;
-  const int n_params = store.size();
+  const int n_params = this->store_.size();
   plans_.resize(n_params);
   int64_t v_total = 0, f1_total = 0, f2_total = 0, mean_total = 0;
-  for (int p = 0; p < n_params; ++p) {
-    Plan& plan = plans_[p];
-    kernels::OptimTensor<T>& t = plan.tensor;
-    t.value = store[p].value;
-    t.grad = store[p].grad;
-    // A tensor-parallel shard is factored as the whole tensor is (its logical shape decides),
-    // over its own local lengths.
-    const ParamSpec& spec = store[p].spec;
-    const std::vector<int64_t> shape = spec.local_shape();
-    plan.rms_count = spec.global_numel();
-    const auto axes = adafactor_factor_axes(spec.shape, this->config_.min_dim_to_factor);
-    const bool owned = this->owns(p);
-    if (!axes) {
-      if (owned) v_total += store[p].numel();
-      continue;
-    }
-    plan.factored = true;
-    t.factored = 1;
-    const int first = std::min(axes->normalized, axes->largest);
-    const int second = std::max(axes->normalized, axes->largest);
-    t.p0 = product(shape, 0, first);
-    t.n1 = shape[first];
-    t.p1 = product(shape, first + 1, second);
-    t.n2 = shape[second];
-    t.p2 = product(shape, second + 1, shape.size());
-    t.n1_total = spec.shape[size_t(first)];
-    t.n2_total = spec.shape[size_t(second)];
-    t.r_is_f1 = axes->normalized == first ? 1 : 0;
-    plan.r_dropped = axes->largest;
-    plan.c_dropped = axes->normalized;
-    plan.r_shape = without_axis(shape, axes->largest);
-    plan.c_shape = without_axis(shape, axes->normalized);
-    if (!owned) continue;  // shapes known (checkpoint names), no state kept here (ZeRO-1)
-    factored_.push_back(p);
-    plan.f1_off = f1_total;
-    plan.f2_off = f2_total;
-    plan.mean_off = mean_total;
-    f1_total += t.f1_size();
-    f2_total += t.f2_size();
-    mean_total += t.n_means();
-    // F1 sums along the second axis, F2 along the first, the means along R's normalised axis:
-    // only a sum along the TP split axis is partial on this rank (model.md §10c).
-    const int split = spec.shard.sharded() ? spec.shard.dim : -1;
-    row_blocks_.push_back({p, plan.f1_off, t.f1_size(), split == second});
-    col_blocks_.push_back({p, plan.f2_off, t.f2_size(), split == first});
-    mean_blocks_.push_back({p, plan.mean_off, t.n_means(), split == axes->normalized});
+  for (int p = 0; p < n_params; ++p) plan_tensor(p, v_total, f1_total, f2_total, mean_total);
+  allocate_state(v_total, f1_total, f2_total, mean_total);
+  bind_tensors();
+}
+
+template <typename T>
+void Adafactor<T>::plan_tensor(int p, int64_t& v_total, int64_t& f1_total, int64_t& f2_total,
+                               int64_t& mean_total) {
+  ParamStore<T>& store = this->store_;
+  Plan& plan = plans_[p];
+  kernels::OptimTensor<T>& t = plan.tensor;
+  t.value = store[p].value;
+  t.grad = store[p].grad;
+  // A tensor-parallel shard is factored as the whole tensor is (its logical shape decides),
+  // over its own local lengths.
+  const ParamSpec& spec = store[p].spec;
+  const std::vector<int64_t> shape = spec.local_shape();
+  plan.rms_count = spec.global_numel();
+  const auto axes = adafactor_factor_axes(spec.shape, this->config_.min_dim_to_factor);
+  const bool owned = this->owns(p);
+  if (!axes) {
+    if (owned) v_total += store[p].numel();
+    return;
   }
+  plan.factored = true;
+  t.factored = 1;
+  const int first = std::min(axes->normalized, axes->largest);
+  const int second = std::max(axes->normalized, axes->largest);
+  t.p0 = product(shape, 0, first);
+  t.n1 = shape[first];
+  t.p1 = product(shape, first + 1, second);
+  t.n2 = shape[second];
+  t.p2 = product(shape, second + 1, shape.size());
+  t.n1_total = spec.shape[size_t(first)];
+  t.n2_total = spec.shape[size_t(second)];
+  t.r_is_f1 = axes->normalized == first ? 1 : 0;
+  plan.r_dropped = axes->largest;
+  plan.c_dropped = axes->normalized;
+  plan.r_shape = without_axis(shape, axes->largest);
+  plan.c_shape = without_axis(shape, axes->normalized);
+  if (!owned) return;  // shapes known (checkpoint names), no state kept here (ZeRO-1)
+  factored_.push_back(p);
+  plan.f1_off = f1_total;
+  plan.f2_off = f2_total;
+  plan.mean_off = mean_total;
+  f1_total += t.f1_size();
+  f2_total += t.f2_size();
+  mean_total += t.n_means();
+  // F1 sums along the second axis, F2 along the first, the means along R's normalised axis:
+  // only a sum along the TP split axis is partial on this rank (model.md §10c).
+  const int split = spec.shard.sharded() ? spec.shard.dim : -1;
+  row_blocks_.push_back({p, plan.f1_off, t.f1_size(), split == second});
+  col_blocks_.push_back({p, plan.f2_off, t.f2_size(), split == first});
+  mean_blocks_.push_back({p, plan.mean_off, t.n_means(), split == axes->normalized});
+}
+
+template <typename T>
+void Adafactor<T>::allocate_state(int64_t v_total, int64_t f1_total, int64_t f2_total,
+                                  int64_t mean_total) {
+  const int n_params = this->store_.size();
   // Zeroed at allocation: all pages are touched here, none in step().
   kernels::Memory& memory = this->memory();
   m_.allocate(memory, static_cast<size_t>(this->owned_numel_), "Adafactor m");
@@ -111,6 +123,12 @@ void Adafactor<T>::plan_tensors() {
   psq_.assign(static_cast<size_t>(n_params), 0.0);
   ysq_.assign(static_cast<size_t>(n_params), 0.0);
   coef_.assign(static_cast<size_t>(n_params), T(0));
+}
+
+template <typename T>
+void Adafactor<T>::bind_tensors() {
+  ParamStore<T>& store = this->store_;
+  const int n_params = store.size();
   int64_t v_off = 0, f_off = 0;
   std::vector<kernels::OptimTensor<T>> tensors(static_cast<size_t>(n_params));
   for (int p = 0; p < n_params; ++p) {
@@ -131,7 +149,7 @@ void Adafactor<T>::plan_tensors() {
     }
     tensors[size_t(p)] = t;
   }
-  tensors_.allocate(memory, tensors.size(), "Adafactor tensor table");
+  tensors_.allocate(this->memory(), tensors.size(), "Adafactor tensor table");
   tensors_.from_host(tensors);
 }
 

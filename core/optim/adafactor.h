@@ -60,6 +60,12 @@ class Adafactor final : public Optimizer<T> {
   };
 
   void plan_tensors();
+  // plan_tensors' steps: parameter p's plan (its state added to the running totals), the state
+  // arenas and stat buffers sized by the totals, then each owned tensor's pointers into them.
+  void plan_tensor(int p, int64_t& v_total, int64_t& f1_total, int64_t& f2_total,
+                   int64_t& mean_total);
+  void allocate_state(int64_t v_total, int64_t f1_total, int64_t f2_total, int64_t mean_total);
+  void bind_tensors();
   // Copies a stat array to the host, hands it to the reducer and copies it back (only with a
   // reducer: one process needs neither the copies nor the reduction).
   void reduce_stats(StatKind kind, kernels::Buffer<double>& dev, std::vector<double>& host,

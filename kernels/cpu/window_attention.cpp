@@ -53,6 +53,106 @@ void softmax_row(T* live, int W, int band_before, int band_after, const T* rev_b
   for (int m = 0; m < W; ++m) live[m] *= inv;
 }
 
+// Backward's per-(b, h) partials: 32 bias buckets then the scale.
+constexpr int kPartial = kT5Buckets + 1;
+
+// The panel's probs rows [r0, r0 + c), band columns from r0, as a contiguous [c, band] copy.
+template <typename T>
+inline void copy_band_probs(const T* tile, int r0, int c, int W, int band, T* band_probs) {
+  for (int r = 0; r < c; ++r) {
+    std::memcpy(band_probs + int64_t{r} * band, tile + int64_t{r0 + r} * (2 * W) + r0,
+                sizeof(T) * band);
+  }
+}
+
+// dP = dout . Vw^T into dlogit [c, band] and dVw += P^T . dout over the panel's band parts.
+template <typename T>
+inline void probs_and_value_grads(const WindowGeometry& g, const BandParts& parts, int b, int t,
+                                  int r0, int64_t qrow, int hoff, const T* dout, const T* v,
+                                  const T* v_cache, const T* band_probs, T* dlogit, T* dv) {
+  const int A = g.A, c = g.panel, dh = g.dh, band = g.band;
+  for (int i = 0; i < parts.count; ++i) {
+    const int j0 = parts.begin[i], len = parts.end[i] - j0;
+    const int64_t wrow = g.window_row(b, t, j0) + hoff;
+    blas_gemm(Trans::N, Trans::T, c, len, dh, T(1), dout + qrow, A,
+              (parts.cache[i] ? v_cache : v) + wrow, A, T(0), dlogit + (j0 - r0), band);
+    if (!parts.cache[i]) {  // the cache is detached: no gradient
+      blas_gemm(Trans::T, Trans::N, len, dh, c, T(1), band_probs + (j0 - r0), band,
+                dout + qrow, A, T(1), dv + wrow, A);
+    }
+  }
+}
+
+// dl = P * (dP - <P, dP>) in place over each row's live entries (the masked band entries set
+// to zero), and panel_by_distance[m] += dl of live offset m.
+template <typename T>
+inline void softmax_backward_panel(const T* band_probs, T* dlogit, T* panel_by_distance, int c,
+                                   int W, int band) {
+  for (int r = 0; r < c; ++r) {
+    const T* prow = band_probs + int64_t{r} * band + r;  // live entries
+    T* drow = dlogit + int64_t{r} * band;
+    for (int j = 0; j < r; ++j) drow[j] = T(0);
+    for (int j = r + W; j < band; ++j) drow[j] = T(0);
+    T* dlive = drow + r;
+    T dot = 0;
+#pragma omp simd reduction(+ : dot)
+    for (int m = 0; m < W; ++m) dot += prow[m] * dlive[m];
+#pragma omp simd
+    for (int m = 0; m < W; ++m) {
+      dlive[m] = prow[m] * (dlive[m] - dot);
+      panel_by_distance[m] += dlive[m];
+    }
+  }
+}
+
+// grad_q = dl . Kw [c, dh] and dKw += s * dl^T . Q over the panel's band parts.
+template <typename T>
+inline void query_and_key_grads(const WindowGeometry& g, const BandParts& parts, int b, int t,
+                                int r0, int64_t qrow, int hoff, T s, const T* q, const T* k,
+                                const T* k_cache, const T* dlogit, T* grad_q, T* dk) {
+  const int A = g.A, c = g.panel, dh = g.dh, band = g.band;
+  for (int i = 0; i < parts.count; ++i) {
+    const int j0 = parts.begin[i], len = parts.end[i] - j0;
+    const int64_t wrow = g.window_row(b, t, j0) + hoff;
+    blas_gemm(Trans::N, Trans::N, c, dh, len, T(1), dlogit + (j0 - r0), band,
+              (parts.cache[i] ? k_cache : k) + wrow, A, i == 0 ? T(0) : T(1), grad_q, dh);
+    if (!parts.cache[i]) {
+      blas_gemm(Trans::T, Trans::N, len, dh, c, s, dlogit + (j0 - r0), band, q + qrow, A,
+                T(1), dk + wrow, A);
+    }
+  }
+}
+
+// Task (b, h)'s partials: dbias[bucket] = s * sum dl per bucket, then
+// dscale = sum dl * raw + sum dl * bias.
+template <typename T>
+inline void write_task_partials(double* partial, const double* by_distance, const int* bucket,
+                                const T* rb, int W, T s, double dscale_raw) {
+  for (int i = 0; i < kPartial; ++i) partial[i] = 0;
+  double dscale_bias = 0;
+  for (int m = 0; m < W; ++m) {
+    partial[bucket[m]] += by_distance[m] * static_cast<double>(s);
+    dscale_bias += by_distance[m] * static_cast<double>(rb[m]);
+  }
+  partial[kT5Buckets] = dscale_raw + dscale_bias;
+}
+
+// Sums the (b, h) partials over b in order into drel_bias [H, buckets] and dscale [H].
+template <typename T>
+inline void add_partials(const double* partials, int B, int H, T* drel_bias, T* dscale) {
+  for (int h = 0; h < H; ++h) {
+    for (int i = 0; i < kPartial; ++i) {
+      double sum = 0;
+      for (int b = 0; b < B; ++b) sum += partials[(int64_t{b} * H + h) * kPartial + i];
+      if (i < kT5Buckets) {
+        drel_bias[h * kT5Buckets + i] += static_cast<T>(sum);
+      } else {
+        dscale[h] += static_cast<T>(sum);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -127,7 +227,6 @@ void WindowAttentionOps<T>::backward(Workspace<T>& ws, const CpuOptions& opt,
   int* bucket = ws.shared_ints(W);
   fill_reversed_bias(g, rel_bias, rev_bias, bucket);
   // Per-(b, h) partials: 32 bias buckets then the scale, summed over b in order below.
-  constexpr int kPartial = kT5Buckets + 1;
   double* partials = ws.shared_sums(static_cast<std::size_t>(g.B) * g.H * kPartial);
   const std::size_t dlogit_elems = static_cast<std::size_t>(c) * band;
   const std::size_t grad_q_elems = static_cast<std::size_t>(c) * dh;
@@ -157,71 +256,21 @@ void WindowAttentionOps<T>::backward(Workspace<T>& ws, const CpuOptions& opt,
         const int64_t qrow = g.query_row(b, t, r0) + hoff;
         const BandParts parts(g, t, r0, r0 + band);
         for (int m = 0; m < W; ++m) panel_by_distance[m] = T(0);
-        for (int r = 0; r < c; ++r) {
-          std::memcpy(band_probs + int64_t{r} * band, tile + int64_t{r0 + r} * (2 * W) + r0,
-                      sizeof(T) * band);
-        }
+        copy_band_probs(tile, r0, c, W, band, band_probs);
 
-        for (int i = 0; i < parts.count; ++i) {
-          const int j0 = parts.begin[i], len = parts.end[i] - j0;
-          const int64_t wrow = g.window_row(b, t, j0) + hoff;
-          blas_gemm(Trans::N, Trans::T, c, len, dh, T(1), dout + qrow, A,
-                    (parts.cache[i] ? v_cache : v) + wrow, A, T(0), dlogit + (j0 - r0), band);
-          if (!parts.cache[i]) {  // the cache is detached: no gradient
-            blas_gemm(Trans::T, Trans::N, len, dh, c, T(1), band_probs + (j0 - r0), band,
-                      dout + qrow, A, T(1), dv + wrow, A);
-          }
-        }
-        for (int r = 0; r < c; ++r) {
-          const T* prow = band_probs + int64_t{r} * band + r;  // live entries
-          T* drow = dlogit + int64_t{r} * band;
-          for (int j = 0; j < r; ++j) drow[j] = T(0);
-          for (int j = r + W; j < band; ++j) drow[j] = T(0);
-          T* dlive = drow + r;
-          T dot = 0;
-#pragma omp simd reduction(+ : dot)
-          for (int m = 0; m < W; ++m) dot += prow[m] * dlive[m];
-#pragma omp simd
-          for (int m = 0; m < W; ++m) {
-            dlive[m] = prow[m] * (dlive[m] - dot);
-            panel_by_distance[m] += dlive[m];
-          }
-        }
+        probs_and_value_grads(g, parts, b, t, r0, qrow, hoff, dout, v, v_cache, band_probs,
+                              dlogit, dv);
+        softmax_backward_panel(band_probs, dlogit, panel_by_distance, c, W, band);
         for (int m = 0; m < W; ++m) by_distance[m] += static_cast<double>(panel_by_distance[m]);
-        for (int i = 0; i < parts.count; ++i) {
-          const int j0 = parts.begin[i], len = parts.end[i] - j0;
-          const int64_t wrow = g.window_row(b, t, j0) + hoff;
-          blas_gemm(Trans::N, Trans::N, c, dh, len, T(1), dlogit + (j0 - r0), band,
-                    (parts.cache[i] ? k_cache : k) + wrow, A, i == 0 ? T(0) : T(1), grad_q, dh);
-          if (!parts.cache[i]) {
-            blas_gemm(Trans::T, Trans::N, len, dh, c, s, dlogit + (j0 - r0), band, q + qrow, A,
-                      T(1), dk + wrow, A);
-          }
-        }
+        query_and_key_grads(g, parts, b, t, r0, qrow, hoff, s, q, k, k_cache, dlogit, grad_q, dk);
         dscale_raw += accumulate_query_grad(q + qrow, dq + qrow, grad_q, c, dh, A, s);
       }
     }
     double* partial = partials + int64_t{task} * kPartial;
-    for (int i = 0; i < kPartial; ++i) partial[i] = 0;
-    double dscale_bias = 0;
-    for (int m = 0; m < W; ++m) {
-      partial[bucket[m]] += by_distance[m] * static_cast<double>(s);
-      dscale_bias += by_distance[m] * static_cast<double>(rb[m]);
-    }
-    partial[kT5Buckets] = dscale_raw + dscale_bias;
+    write_task_partials(partial, by_distance, bucket, rb, W, s, dscale_raw);
   }
 
-  for (int h = 0; h < g.H; ++h) {
-    for (int i = 0; i < kPartial; ++i) {
-      double sum = 0;
-      for (int b = 0; b < g.B; ++b) sum += partials[(int64_t{b} * g.H + h) * kPartial + i];
-      if (i < kT5Buckets) {
-        drel_bias[h * kT5Buckets + i] += static_cast<T>(sum);
-      } else {
-        dscale[h] += static_cast<T>(sum);
-      }
-    }
-  }
+  add_partials(partials, g.B, g.H, drel_bias, dscale);
 }
 
 template struct WindowAttentionOps<float>;
