@@ -1,6 +1,6 @@
 // One-layer speed of the Block-State Transformer against the Block-Recurrent layer and a
 // plain sliding-window layer (model.md §4, §5, §7), forward and forward+backward, B = 1, for
-// sequence lengths 4k, 16k, 65k — the paper's Fig. 4 (left) comparison (background/bst.md §4.3),
+// sequence lengths 4k, 16k, 65k — the paper's Fig. 4 (left) comparison (Fathi et al. 2023, §4.3),
 // on this machine's CPU backend, all in one run. Prints a table and the BRT / BST:SH ratios.
 //
 //   bench_bst [--quick] [--paper-only] [--max-length N]

@@ -33,8 +33,6 @@ class DeviceMemory final : public Memory {
   void copy(void* dst, const void* src, std::size_t bytes) override;
   void fill_zero(void* dst, std::size_t bytes) override;
   void synchronize() override;
-  // Bytes currently allocated through this object (the memory report's device total).
-  std::size_t allocated_bytes() const { return allocated_; }
 
  private:
   void wait(const char* what) { wait_for_stream(stream_, *waits_, what); }

@@ -1,6 +1,7 @@
 // The measured dense-matrix peak of the current GPU (the MFU denominator of `brt-dist train
 // --device cuda` and of bench/cuda): a square cuBLAS product after warm-up, median of timed
-// repeats with CUDA events, on random (never zero) operands (METHOD.md).
+// repeats with CUDA events, on random (never zero) operands: all-zero operands draw less
+// power and overstate the peak.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

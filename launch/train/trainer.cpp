@@ -160,7 +160,6 @@ Trainer<T>::Trainer(const TrainOptions& options)
   if (print_ && (cfg_.data.tasks_rate > 0 || cfg_.data.tasks_kinds == "mqar")) std::printf("data: %s\n", train_source_->describe().c_str());
   std::unique_ptr<BatchSource> eval_source;
   if (cfg_.train.eval_every > 0) eval_source = make_source(cfg_, cfg_.data.eval_split, run_.data_rank(), run_.data_size(), false);
-  StopSignal::install();
   start();
   open_metrics();
   // train.steps=0 with checkpoint.init_from: the step-0 checkpoint of those weights, a full file that resumes.

@@ -8,7 +8,7 @@
 
 namespace brt::kernels::test {
 
-// T5 bucket from the table of first distances per bucket (background/brt.md §2.3), not
+// T5 bucket from the table of first distances per bucket (docs/model.md §3.3), not
 // from the formula: 0..16 -> 0..16, 19 -> 17, 21 -> 18, ..., 99 -> 30, >= 113 -> 31.
 int reference_t5_bucket(int distance);
 

@@ -1,4 +1,4 @@
-// T5 relative-position buckets (model.md §3.3) against the table of background/brt.md §2.3.
+// T5 relative-position buckets (model.md §3.3) against its table of each bucket's first distance.
 #include <gtest/gtest.h>
 
 #include "kernels/backend.h"
