@@ -1,6 +1,6 @@
 // train.cuda_graph (launch/train/step_graphs.h, docs/gpu.md "CUDA graphs"): the key, when a step can
 // be captured and why not, and that only the CUDA backend captures. The captures themselves
-// run in the emulator (tools/cuda_emulation/run.sh <build> graph) and on a GPU
+// run in the emulator (tests/cuda_emulation/run.sh <build> graph) and on a GPU
 // (tests/cuda/cuda_graph_test.cpp).
 #include <gtest/gtest.h>
 

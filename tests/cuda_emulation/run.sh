@@ -2,7 +2,7 @@
 # Runs kernels/cuda's code on the CPU through the strict CUDA emulator (stubs/; no GPU needed)
 # and compares it with the CPU backend: a development check of indexing, arithmetic, stream
 # order and CUDA's rules before a GPU is available (docs/gpu.md "The host emulator").
-# Usage: tools/cuda_emulation/run.sh <build dir with libbrt_kernels.a, libbrt_core.a,
+# Usage: tests/cuda_emulation/run.sh <build dir with libbrt_kernels.a, libbrt_core.a,
 #   libbrt_parallel.a> [check ...]   (default: all)
 # Checks: strict (the emulator's own rules), kernels, tc, fft, optimizer, training, tp, cp, graph,
 #   xent_graph, gputest (tests/cuda GPU test files, GTest, against the emulated backend) and

@@ -1,4 +1,4 @@
-// Host emulation check (tools/cuda_emulation/run.sh): the attention, norm, gate and xent
+// Host emulation check (tests/cuda_emulation/run.sh): the attention, norm, gate and xent
 // kernels of kernels/cuda (and the element-wise, column-sum and embedding ones, the implicit
 // filter network's sine and decay ops, and tensor
 // parallelism's: embedding with -1 tokens, copy_2d, the split cross-entropy), run by the

@@ -1,4 +1,4 @@
-// Host emulation check (tools/cuda_emulation/run.sh nccl_stall; docs/gpu.md "NCCL
+// Host emulation check (tests/cuda_emulation/run.sh nccl_stall; docs/gpu.md "NCCL
 // communicator"): what a host that waits on the CUDA backend's stream behind an NCCL collective
 // does when the collective never completes or NCCL reports an error. Under mpirun -np 2, each
 // rank issues an all-reduce on the backend's stream the way the tensor-parallel layers do (no

@@ -1,5 +1,5 @@
 // Host emulation of the part of NCCL that parallel/nccl_communicator.cpp uses, for the emulated
-// CUDA backend under mpirun (tools/cuda_emulation/training_tp.cpp, docs/gpu.md). "Device"
+// CUDA backend under mpirun (tests/cuda_emulation/training_tp.cpp, docs/gpu.md). "Device"
 // pointers are host memory in the emulator. Each collective is queued on its stream like a
 // kernel and runs, as the matching blocking MPI collective, when the strict emulator runs that
 // stream (emu_stream.h): in stream order, after the work it was queued behind, and after the
@@ -9,7 +9,7 @@
 // collectives (ncclInvalidUsage) until a poll has seen it ready, as NCCL requires.
 // Development tool only; never linked into the project.
 //
-// Faults, for the checks of what a host waiting behind NCCL does (tools/cuda_emulation/stall.cpp):
+// Faults, for the checks of what a host waiting behind NCCL does (tests/cuda_emulation/stall.cpp):
 // EMU_NCCL_STALL_AT=k makes the k-th collective a communicator issues never complete (as when a
 // peer died: the stream behind it never drains); EMU_NCCL_ASYNC_ERROR_AT=k makes
 // ncclCommGetAsyncError report ncclRemoteError once k collectives were issued;

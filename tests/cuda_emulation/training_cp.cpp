@@ -1,4 +1,4 @@
-// Host emulation check of context parallelism on the CUDA backend (tools/cuda_emulation,
+// Host emulation check of context parallelism on the CUDA backend (tests/cuda_emulation,
 // docs/gpu.md; docs/parallelism.md, "Context parallelism"). Under mpirun -np 2 every rank is one
 // chunk of each segment (CP = 2) and runs a micro model's steps twice: (a) the CPU backend with
 // the cp group's MPI exchanges on host buffers, (b) the emulated CudaBackend bound the way

@@ -66,7 +66,7 @@ inline CUstream_st* resolve(cudaStream_t s) {
   return nullptr;
 }
 
-// Kernels run (not recorded) by name, for launch profiles (tools/cuda_emulation/graph.cpp).
+// Kernels run (not recorded) by name, for launch profiles (tests/cuda_emulation/graph.cpp).
 struct LaunchCount { const char* name; long count; };
 inline std::vector<LaunchCount>& launch_counts() { static std::vector<LaunchCount> v; return v; }
 inline void count_launch(const char* name) {

@@ -1,4 +1,4 @@
-// Host emulation check (tools/cuda_emulation/run.sh): the optimizer kernels of kernels/cuda
+// Host emulation check (tests/cuda_emulation/run.sh): the optimizer kernels of kernels/cuda
 // (optimizer.cu), run by the emulator behind core's AdamW and Adafactor, against the same
 // optimizers on the CPU kernels: values, every state tensor and the gradient norms over
 // several steps (factored, unfactored, rank-3 and r > c tensors; clipping active), plus

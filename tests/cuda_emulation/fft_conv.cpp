@@ -1,4 +1,4 @@
-// Host emulation check (tools/cuda_emulation/run.sh): CudaFftConv vs the CPU FftConv<float>.
+// Host emulation check (tests/cuda_emulation/run.sh): CudaFftConv vs the CPU FftConv<float>.
 #include <cstdio>
 #include <random>
 #include <vector>

@@ -1,4 +1,4 @@
-// The emulator checks' one comparison (tools/cuda_emulation/*.cpp): relative norm error
+// The emulator checks' one comparison (tests/cuda_emulation/*.cpp): relative norm error
 // ||emulated - cpu|| / ||cpu|| (NaN or Inf never passes), and a failure count for the exit status.
 // The checks that call launchers directly read device memory as host memory, so every
 // comparison first waits for the emulated device (whose streams run only when waited for).

@@ -1,4 +1,4 @@
-// Host emulation check of a whole training step on the CUDA backend (tools/cuda_emulation,
+// Host emulation check of a whole training step on the CUDA backend (tests/cuda_emulation,
 // docs/gpu.md): the CudaBackend class (its cuBLAS operand mapping, device memory, scratch
 // arena) and every kernel a model step launches, run by the emulator, against the CPU backend
 // — a micro model of a variant (BST ones: variant names as core/model_config.h, e.g.

@@ -1,4 +1,4 @@
-// The strict emulator's shared state (tools/cuda_emulation, docs/gpu.md "The host emulator"):
+// The strict emulator's shared state (tests/cuda_emulation, docs/gpu.md "The host emulator"):
 // error codes, the last and the sticky error, the seed that drives every adversarial choice,
 // and the registry of device allocations and pinned host ranges. Included by cuda_runtime.h.
 #pragma once

@@ -1,4 +1,4 @@
-// Host emulation of the part of CUDA that kernels/cuda uses (tools/cuda_emulation, docs/gpu.md
+// Host emulation of the part of CUDA that kernels/cuda uses (tests/cuda_emulation, docs/gpu.md
 // "The host emulator"), strict where CUDA leaves room: blocks in a shuffled order, threads as
 // fibers interleaved at random between barriers (emu_block.h), every launch checked against
 // the device's limits (emu_launch.h), streams that run only when waited for, with the legacy

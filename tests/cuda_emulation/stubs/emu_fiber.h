@@ -1,4 +1,4 @@
-// Fibers for the emulated threads of a block (tools/cuda_emulation/stubs/emu_block.h): each
+// Fibers for the emulated threads of a block (tests/cuda_emulation/stubs/emu_block.h): each
 // CUDA thread runs on its own stack, switched by the block's scheduler at barriers, so the
 // emulator picks the interleaving (seeded) instead of the OS, and no OS thread is started per
 // block. x86-64: a 20-instruction switch of the callee-saved registers; elsewhere ucontext.

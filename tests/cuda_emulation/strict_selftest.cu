@@ -1,4 +1,4 @@
-// The strict emulator's own rules (tools/cuda_emulation/run.sh <build> strict; ctest
+// The strict emulator's own rules (tests/cuda_emulation/run.sh <build> strict; ctest
 // cuda_emulated_strict_rules; docs/gpu.md "The host emulator"): for each rule, the call or
 // launch that breaks it fails as on a GPU, and the correct form passes. Written as CUDA and
 // rewritten by transform.py like kernels/cuda, so the launch and attribute rewrites are tested

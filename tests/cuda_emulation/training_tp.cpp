@@ -1,4 +1,4 @@
-// Host emulation check of tensor parallelism on the CUDA backend (tools/cuda_emulation,
+// Host emulation check of tensor parallelism on the CUDA backend (tests/cuda_emulation,
 // docs/gpu.md; docs/parallelism.md, "Tensor parallelism on the GPU"). Under mpirun -np 2 every
 // rank is one TP rank (TP = 2, sequence parallelism of the recurrent state on) and trains a
 // micro model twice: (a) the CPU backend with the tp group's MPI collectives on host buffers,

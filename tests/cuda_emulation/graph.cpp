@@ -1,4 +1,4 @@
-// Host emulation check of CUDA graph capture (tools/cuda_emulation, docs/gpu.md "CUDA graphs"):
+// Host emulation check of CUDA graph capture (tests/cuda_emulation, docs/gpu.md "CUDA graphs"):
 // the training step captured by launch/train/step_graphs.cpp and replayed must give bit-identical
 // losses, gradients and weights to the same steps run eagerly, across reset patterns, masks
 // that differ in every step (so the loss scale 1/count differs: it is staged outside the graph

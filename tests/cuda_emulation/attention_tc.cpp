@@ -1,6 +1,6 @@
 // Host emulation check of the bf16 tensor-core attentions (kernels/cuda/attention_tc.cu, window;
 // cross_attention_tc.cu;
-// tools/cuda_emulation/run.sh <build> tc, and ctest's cuda_emulated_tensor_core_attention):
+// tests/cuda_emulation/run.sh <build> tc, and ctest's cuda_emulated_tensor_core_attention):
 // forward and backward against the fp32 CPU backend at bf16's tolerance, and every cuBLAS call
 // it makes inspected as the emulated cuBLAS recorded it — strided-batched, bf16 × bf16 operands,
 // fp32 output and CUBLAS_COMPUTE_32F, one call per product over all B·T·H problems.
