@@ -34,7 +34,8 @@ from pathlib import Path
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree (ctest runs from it)
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # metrics_records, scaling_study
 
-from scaling_study import StudyError, parse_train_output, si  # noqa: E402
+from scaling_study import parse_train_output  # noqa: E402
+from study_common import StudyError, si  # noqa: E402
 from fidelity_table import TOOL, SPLITS, best_rates, collect, say, spread, warn, write_tables  # noqa: E402,F401  (spread: tests)
 from study_runner import Runner, error_line  # noqa: E402
 import task_study  # noqa: E402

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from metrics_records import number, read_run
-from scaling_study import StudyError, si
+from study_common import StudyError, si
 
 LN2 = math.log(2.0)
 TOOL = "fidelity_study"

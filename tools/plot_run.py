@@ -33,7 +33,7 @@ from metrics_records import number  # noqa: E402  (shared with fidelity_study.py
 from metrics_records import read_run as read_records  # noqa: E402
 from metrics_records import run_files, run_ids  # noqa: E402
 from scaling_plots import DPI, FIGSIZE, STYLE  # noqa: E402  (same look as the sweep plots)
-from scaling_study import si  # noqa: E402
+from study_common import si  # noqa: E402
 
 LN2 = math.log(2.0)
 # (file stem, event, key, y label, title, y scale, smooth?) per plot. The learning rate is a

@@ -8,7 +8,7 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
-from scaling_study import si  # noqa: E402
+from study_common import si  # noqa: E402
 
 # Sized for one column of a two-column paper (3.4 in) at 300 dpi, fonts legible when printed.
 FIGSIZE = (4.2, 3.0)

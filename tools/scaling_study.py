@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from study_common import StudyError, si
+
 # Columns of sweep.csv, in order, with the Markdown header and format of each.
 COLUMNS = [
     ("name", "run", "{}"),
@@ -51,10 +53,6 @@ COLUMNS = [
 ]
 TEXT_COLUMNS = {"name", "model_variant", "config", "baseline"}
 LAYOUT_PREFIXES = ("train.", "log.", "checkpoint.", "data.", "optim.")  # not the model's identity
-
-
-class StudyError(RuntimeError):
-    """A sweep folder or table that cannot be used; the message names the file."""
 
 
 # ---------------------------------------------------------------- reading one run folder
@@ -256,14 +254,6 @@ def cell(row, key, fmt):
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
     return si(v) if fmt == "si" else fmt.format(v)
-
-
-def si(count):
-    """40123456 -> '40.1M' (parameter counts as in the size ladder's names)."""
-    for factor, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if abs(count) >= factor:
-            return f"{count / factor:.3g}{suffix}"
-    return f"{count:g}"
 
 
 def write_tables(rows, out_dir):

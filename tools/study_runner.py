@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 from fidelity_table import say
-from scaling_study import StudyError, launch_env
+from scaling_study import launch_env
+from study_common import StudyError
 
 
 class Runner:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from fidelity_table import say, spread, warn
-from scaling_study import StudyError
+from study_common import StudyError
 
 KINDS = ("passkey", "needle", "facts")
 # Chance accuracy of an exact match (docs/evaluation.md "Scoring"), by kind.
