@@ -1,17 +1,19 @@
 // The spine of a run (docs/architecture.md, "The spine"): what one rank needs to compute,
 // communicate and update its model — the backend (where every buffer lives), the device
-// communicators over the tp and dp groups (NCCL on the GPU) with their DeviceWaitWatch, the
-// tensor-parallel context, the model, and for training the optimizer with its kernels and TP
-// statistics reducer and the data parallelism — built once, in one order, from a resolved
-// config. `brt-dist train`, `eval` and `generate` and the benchmarks build this; nothing else
-// assembles the set.
+// communicators over the tp, cp and dp groups (NCCL on the GPU) with their DeviceWaitWatch,
+// the tensor- and context-parallel contexts, the model, and for training the optimizer with
+// its kernels and TP statistics reducer and the data parallelism — built once, in one order,
+// from a resolved config. `brt-dist train`, `eval` and `generate` and the benchmarks build
+// this; nothing else assembles the set.
 //
 // The order is the one that keeps runs bit-identical and collectives matched across ranks:
-// device settings checked, backend, TP context (NCCL over the tp group, collective), model,
+// device settings checked, backend, TP context (NCCL over the tp group, collective), CP
+// context (this rank's chunk of each segment; NCCL over the cp group, collective), model,
 // parameters initialised, their count checked against model.md §9, then for training the dp
-// group's NCCL communicator (collective) and DataParallel (its backward hook), the watch of the
-// device communicators, the optimizer (ZeRO-1: the parameters this rank owns) and this rank's
-// memory report, whose optimizer state is checked against model.md §10c.
+// group's NCCL communicator (collective; under context parallelism the dp group spans DP x CP,
+// parallel/layout.h) and DataParallel (its backward hook), the watch of the device
+// communicators, the optimizer (ZeRO-1: the parameters this rank owns) and this rank's memory
+// report, whose optimizer state is checked against model.md §10c.
 #pragma once
 
 #include <cstdint>

@@ -34,7 +34,7 @@ bool writes_param(const CheckpointRanks& ranks, int param) {
   return owner == ranks.dp_rank;
 }
 
-// A per-stream tensor [B, ...] of this rank as part of the global [dp_size*B, ...] one.
+// A per-stream tensor [B, ...] of this rank as part of the global [data_size*B, ...] one.
 ck::Shape global_shape(ck::Shape local, int dp_size) {
   local[0] *= dp_size;
   return local;

@@ -20,11 +20,13 @@
 
 namespace brt::launch {
 
-// The data-parallel layout a run saves from or loads into. Each DP
-// rank holds B streams, global streams [dp_rank*B, (dp_rank+1)*B): its carried state and data
-// cursor are that slice along dim 0 of the global [dp_size*B, ...] datasets. Parameters and
-// optimizer state are replicated (or, under ZeRO-1, sharded by whole parameters): parameter p
-// and its state are written once, by DP rank param_owner[p] (empty: rank 0).
+// The data-parallel layout a run saves from or loads into. `dp_rank`/`dp_size` are the ranks
+// of the group gradients are summed over: DP x CP under context parallelism (parallel/layout.h),
+// DP alone without. Each data rank (data_rank(): dp_rank / cp_size) holds B streams, global
+// streams [data_rank*B, (data_rank+1)*B): its carried state and data cursor are that slice
+// along dim 0 of the global [data_size*B, ...] datasets. Parameters and optimizer state are
+// replicated (or, under ZeRO-1, sharded by whole parameters over the dp group): parameter p and
+// its state are written once, by dp rank param_owner[p] (empty: rank 0).
 struct CheckpointRanks {
   MPI_Comm comm = MPI_COMM_SELF;  // the DP group (collective saves, MPI-IO)
   int dp_rank = 0, dp_size = 1;
