@@ -20,7 +20,7 @@ struct Batch {
   // recurrent state to its learned initial value (model.md §8).
   std::vector<uint8_t> doc_start;
   // [B]: which document each stream is reading (for per-document metrics); -1 if none, and
-  // for task documents (data/task_mixture.h), which `task` marks.
+  // for task documents (data/tasks/task_mixture.h), which `task` marks.
   std::vector<int64_t> doc_id;
   std::vector<uint8_t> task;  // [B]: 1 when the stream reads a task document
   // [B, N]: position of each input token within its document (for eval position buckets).

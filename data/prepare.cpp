@@ -1,5 +1,5 @@
 #include "data/prepare.h"
-#include "data/corpus_formats.h"
+#include "data/corpus/corpus_formats.h"
 #include "data/output_file.h"
 
 #include <algorithm>

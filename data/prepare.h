@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "data/corpus.h"
-#include "data/corpus_formats.h"
+#include "data/corpus/corpus.h"
+#include "data/corpus/corpus_formats.h"
 #include "data/shard_format.h"
 #include "data/tokenizer.h"
 
@@ -21,7 +21,7 @@ namespace brt::data {
 struct PrepareOptions {
   std::filesystem::path corpus_dir;  // PG19 layout (train/, validation/, test/); may be empty
   std::vector<CorpusFile> files;     // further documents, e.g. from read_file_list()
-  // Files or folders of text and JSONL (data/corpus_formats.h), listed as train documents.
+  // Files or folders of text and JSONL (data/corpus/corpus_formats.h), listed as train documents.
   std::vector<std::filesystem::path> inputs;
   InputOptions input;
   // A corpus that is a single text file is cut into documents of about this size (0: never).

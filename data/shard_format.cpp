@@ -5,7 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 #include "data/output_file.h"
 
 namespace brt::data {

@@ -4,8 +4,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "data/task_mixture.h"
-#include "data/text.h"
+#include "data/tasks/task_mixture.h"
+#include "data/corpus/text.h"
 
 namespace brt::data {
 

@@ -10,7 +10,7 @@
 // of epoch e simply continues with its share of epoch e+1 (it never runs dry, even if the
 // split has fewer documents than there are streams).
 //
-// Task documents (data/task_mixture.h, StreamOptions::tasks) interleave with a stream's corpus
+// Task documents (data/tasks/task_mixture.h, StreamOptions::tasks) interleave with a stream's corpus
 // documents on a seekable per-stream schedule; the corpus documents keep the order above and
 // the cursor counts each stream's task documents besides them, so resume stays exact.
 #pragma once

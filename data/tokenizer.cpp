@@ -1,6 +1,6 @@
 #include "data/tokenizer.h"
 
-#include "data/corpus_formats.h"
+#include "data/corpus/corpus_formats.h"
 #include "data/output_file.h"
 
 #include <sentencepiece_processor.h>
@@ -160,7 +160,7 @@ Tokenizer Tokenizer::train_on_files(const std::vector<CorpusFile>& files,
   for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
   std::vector<std::string> documents;
   int64_t bytes = 0;
-  DocumentReader reader;  // records of a JSONL file, cuts of a long text (data/corpus_formats.h)
+  DocumentReader reader;  // records of a JSONL file, cuts of a long text (data/corpus/corpus_formats.h)
   for (size_t index : order) {
     if (bytes >= options.max_training_bytes) break;
     auto text = load_document(files[index], policy, reader);

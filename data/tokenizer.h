@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 
 namespace sentencepiece {
 class SentencePieceProcessor;

@@ -50,12 +50,12 @@ struct Stream {
   bool is_host() const { return handle == nullptr; }
 };
 
-class JobMonitor;  // parallel/job_monitor.h
+class JobMonitor;  // parallel/health/job_monitor.h
 
 // Settings every backend honours.
 struct CommOptions {
   // A collective still incomplete this long after it was issued ends the job with a report
-  // naming it and the ranks it waits for (parallel/comm_error.h). Checked whenever its
+  // naming it and the ranks it waits for (parallel/health/comm_error.h). Checked whenever its
   // request is tested or waited on. brt-dist sets it from train.timeout_s.
   std::chrono::milliseconds timeout = std::chrono::minutes(10);
   // When set: every collective is recorded in its flight recorder, and a timeout ends the job

@@ -1,6 +1,6 @@
 #include "parallel/nccl_communicator.h"
 
-#include "parallel/job_monitor.h"
+#include "parallel/health/job_monitor.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "parallel/comm_error.h"
+#include "parallel/health/comm_error.h"
 
 namespace brt::parallel {
 namespace detail {

@@ -15,7 +15,7 @@
 //    the communicator (ncclCommAbort) and throws CommError naming the op, bytes, sequence
 //    number, group and rank; a collective still incomplete after CommOptions::timeout aborts
 //    the communicator and ends the job with the same timeout report as the MPI backend
-//    (parallel/comm_error.h, exit status 124).
+//    (parallel/health/comm_error.h, exit status 124).
 //  - Determinism: NCCL does not fold in rank order like the MPI backend, so sums can differ
 //    from MPI's in the last bits; runs with the same topology and NCCL settings reproduce
 //    (pin NCCL_ALGO / NCCL_PROTO for bit-identical reruns across NCCL tuning changes).

@@ -9,7 +9,7 @@
 
 #include "parallel/communicator.h"
 #include "parallel/layout.h"
-#include "parallel/mpi_communicator.h"
+#include "parallel/mpi/mpi_communicator.h"
 
 namespace brt::parallel {
 

@@ -14,7 +14,7 @@
 
 #include "parallel/alpha_beta.h"
 #include "parallel/comm_benchmark.h"
-#include "parallel/mpi_session.h"
+#include "parallel/mpi/mpi_session.h"
 #include "parallel/process_groups.h"
 
 namespace bp = brt::parallel;

@@ -33,8 +33,8 @@
 #include "launch/feed/context_chunk.h"
 #include "launch/run/run_model.h"
 #include "parallel/counting_communicator.h"
-#include "parallel/mpi_communicator.h"
-#include "parallel/mpi_session.h"
+#include "parallel/mpi/mpi_communicator.h"
+#include "parallel/mpi/mpi_session.h"
 #include "parallel/process_groups.h"
 #include "runtime/blas_env.h"
 

@@ -30,7 +30,7 @@
 #include "launch/run/run_model.h"
 #include "parallel/alpha_beta.h"
 #include "parallel/comm_benchmark.h"
-#include "parallel/mpi_session.h"
+#include "parallel/mpi/mpi_session.h"
 #include "parallel/process_groups.h"
 #include "runtime/blas_env.h"
 

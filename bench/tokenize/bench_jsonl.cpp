@@ -1,4 +1,4 @@
-// The JSONL input path of `brt-dist prepare` (data/corpus_formats.h) on a large file: listing
+// The JSONL input path of `brt-dist prepare` (data/corpus/corpus_formats.h) on a large file: listing
 // (one streaming pass that finds and checks every record) and reading every document back in
 // shard order, plain and gzip'd, with the process's peak resident memory after each — which
 // must stay far below the file's size (no file is held whole). Ratios are to a plain sequential
@@ -17,7 +17,7 @@
 #include <random>
 #include <string>
 
-#include "data/corpus_formats.h"
+#include "data/corpus/corpus_formats.h"
 
 namespace {
 

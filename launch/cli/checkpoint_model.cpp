@@ -13,8 +13,8 @@
 #include "launch/run/threads.h"
 #include "launch/train/training_checkpoint.h"
 #include "parallel/cpu_share.h"
-#include "parallel/launch_env.h"
-#include "parallel/mpi_session.h"
+#include "parallel/mpi/launch_env.h"
+#include "parallel/mpi/mpi_session.h"
 #include "parallel/process_groups.h"
 
 namespace brt::launch {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "launch/config/config.h"
-#include "parallel/launch_env.h"
+#include "parallel/mpi/launch_env.h"
 
 namespace brt::launch {
 

@@ -8,8 +8,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "data/corpus_formats.h"
-#include "data/kjv.h"
+#include "data/corpus/corpus_formats.h"
+#include "data/corpus/kjv.h"
 #include "data/prepare.h"
 #include "launch/cli/cli.h"
 #include "launch/cli/commands.h"
@@ -17,7 +17,7 @@
 #include "launch/preflight/preflight.h"
 #include "launch/process/fault_injection.h"
 #include "launch/process/progress.h"
-#include "parallel/mpi_session.h"
+#include "parallel/mpi/mpi_session.h"
 
 namespace brt::launch {
 

@@ -9,7 +9,7 @@
 
 #include "data/dataset.h"
 #include "data/output_file.h"
-#include "data/task_eval.h"
+#include "data/tasks/task_eval.h"
 #include "launch/cli/checkpoint_model.h"
 #include "launch/cli/cli.h"
 #include "launch/cli/commands.h"
@@ -21,7 +21,7 @@
 #include "launch/preflight/preflight.h"
 #include "launch/run/run_groups.h"
 #include "launch/train/training_checkpoint.h"
-#include "parallel/mpi_session.h"
+#include "parallel/mpi/mpi_session.h"
 #include "parallel/process_groups.h"
 
 namespace brt::launch {

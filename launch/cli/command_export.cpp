@@ -8,7 +8,7 @@
 #include "launch/cli/cli.h"
 #include "launch/cli/commands.h"
 #include "launch/cli/hf_export.h"
-#include "parallel/mpi_session.h"
+#include "parallel/mpi/mpi_session.h"
 
 namespace brt::launch {
 

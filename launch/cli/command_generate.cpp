@@ -15,7 +15,7 @@
 #include "launch/eval/tokenizer_match.h"
 #include "launch/preflight/preflight.h"
 #include "launch/run/run_groups.h"
-#include "parallel/mpi_session.h"
+#include "parallel/mpi/mpi_session.h"
 #include "parallel/process_groups.h"
 
 namespace brt::launch {

@@ -8,7 +8,7 @@
 #include "launch/cli/cli.h"
 #include "launch/cli/commands.h"
 #include "launch/supervise/supervisor.h"
-#include "parallel/launch_env.h"
+#include "parallel/mpi/launch_env.h"
 
 namespace brt::launch {
 

@@ -17,8 +17,8 @@
 #include "launch/process/stop_signal.h"
 #include "launch/train/trainer.h"
 #include "parallel/cpu_share.h"
-#include "parallel/launch_env.h"
-#include "parallel/mpi_session.h"
+#include "parallel/mpi/launch_env.h"
+#include "parallel/mpi/mpi_session.h"
 #include "parallel/process_groups.h"
 
 namespace brt::launch {

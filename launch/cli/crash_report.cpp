@@ -21,7 +21,7 @@
 #define BOOST_STACKTRACE_USE_BACKTRACE
 #include <boost/stacktrace/frame.hpp>
 
-#include "parallel/launch_env.h"
+#include "parallel/mpi/launch_env.h"
 
 namespace brt::launch {
 

@@ -1,6 +1,6 @@
 // What a crash prints (docs/reliability.md "Crashes"): a segfault, a bus error, an
 // illegal instruction, a floating-point trap or an abort (a failed assertion, std::terminate,
-// an MPI error: parallel/mpi_session.h's handler aborts) would otherwise end a rank with no word,
+// an MPI error: parallel/mpi/mpi_session.h's handler aborts) would otherwise end a rank with no word,
 // or with Open MPI's bare banner. Instead the rank says who it is and where it was:
 //
 //   brt-dist train: crash on world rank 1 (host vm, pid 4242): Segmentation fault (signal 11)

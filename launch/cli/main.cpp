@@ -8,7 +8,7 @@
 #include "launch/cli/crash_report.h"
 #include "launch/cli/help.h"
 #include "launch/cli/version.h"
-#include "parallel/launch_env.h"
+#include "parallel/mpi/launch_env.h"
 #include "runtime/blas_env.h"
 
 int main(int argc, char** argv) {

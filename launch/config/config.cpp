@@ -344,7 +344,7 @@ void check_data_tasks(const DataConfig& d, const std::function<std::string(const
   range("distance", d.tasks_min_distance, d.tasks_max_distance);
   range("prefix", d.tasks_min_prefix, d.tasks_max_prefix);
   range("pairs", d.tasks_min_pairs, d.tasks_max_pairs);
-  if (d.tasks_kinds == "mqar") {  // a task trained alone, on its own synthetic ids (data/mqar.h)
+  if (d.tasks_kinds == "mqar") {  // a task trained alone, on its own synthetic ids (data/tasks/mqar.h)
     if (d.source != "synthetic")
       fail("data.tasks.kinds", "mqar documents are made of their own token ids, not a corpus: needs "
                                "data.source = \"synthetic\"");

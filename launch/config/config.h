@@ -69,7 +69,7 @@ struct DataConfig {
   // Fewer training documents than global streams: allowed only when asked for, the streams then
   // starting at distinct offsets of the documents they share (launch/feed/shard_source.cpp).
   bool share_documents = false;
-  // Long-range task documents mixed into the training streams (data/task_mixture.h,
+  // Long-range task documents mixed into the training streams (data/tasks/task_mixture.h,
   // docs/data-format.md "Task documents"): the `data.tasks.*` keys, TaskMixtureOptions' fields.
   double tasks_rate = 0.0;                            // share of each stream's documents; 0 = off
   std::string tasks_kinds = "passkey,needle,facts";   // drawn uniformly
@@ -79,7 +79,7 @@ struct DataConfig {
   int tasks_facts = 3;             // facts: statements in all
   int tasks_supporting_facts = 0;  // facts: 1 (qa1), 2 (qa2), 0: either
   int64_t tasks_seed = 0;          // 0: derived from train.seed
-  // data.tasks.kinds = "mqar" (data/mqar.h, docs/fidelity.md "MQAR"): every document of the
+  // data.tasks.kinds = "mqar" (data/tasks/mqar.h, docs/fidelity.md "MQAR"): every document of the
   // streams is an MQAR document of model.vocab's ids (data.source = synthetic), its gap drawn
   // from [min_distance, max_distance] and its filler prefix from [min_prefix, max_prefix] tokens.
   int tasks_min_pairs = 4, tasks_max_pairs = 16;

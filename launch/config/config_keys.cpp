@@ -250,7 +250,7 @@ std::vector<KeySpec> build_keys() {
   k.push_back(bool_key("data.share_documents", data(&DataConfig::share_documents),
                        "fewer training documents than global streams: streams share them at distinct offsets "
                        "(else refused)"));
-  // [data] tasks.*: docs/data-format.md, "Task documents" (data/task_mixture.h).
+  // [data] tasks.*: docs/data-format.md, "Task documents" (data/tasks/task_mixture.h).
   k.push_back(float_key("data.tasks.rate", data(&DataConfig::tasks_rate), 0.0,
                         "share of each training stream's documents that are long-range task documents, "
                         "[0, 1]; 0 = off"));

@@ -1,4 +1,4 @@
-// `brt-dist eval --task mqar` (docs/fidelity.md, "MQAR"; data/mqar.h): a grid of pair counts x
+// `brt-dist eval --task mqar` (docs/fidelity.md, "MQAR"; data/tasks/mqar.h): a grid of pair counts x
 // gaps (in windows W) of MQAR documents, read segment by segment with the caches and states
 // carried, scored teacher-forced on every answer token (argmax = the value); per cell the
 // accuracy over its answers. With --ablate the same grid with the carried state reset per
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/model.h"
-#include "data/mqar.h"
+#include "data/tasks/mqar.h"
 #include "launch/eval/evaluator.h"
 
 namespace brt::launch {

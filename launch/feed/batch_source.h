@@ -53,7 +53,7 @@ class SyntheticMarkovSource : public BatchSource {
 };
 
 struct RunConfig;
-// MQAR documents (data/mqar.h) for data.tasks.kinds = mqar: this rank's `streams` streams from
+// MQAR documents (data/tasks/mqar.h) for data.tasks.kinds = mqar: this rank's `streams` streams from
 // global stream `first_stream` on; the training split's documents and each held-out split's are
 // drawn under their own purpose, so evaluation never sees a training document. The cursor is
 // (documents begun, offset) per stream, so a resume, on any layout with the same global
@@ -62,7 +62,7 @@ std::unique_ptr<BatchSource> make_mqar_source(const RunConfig& cfg, const std::s
                                               int streams);
 // Streams over prepared token shards (data/) for `split`; this rank's streams. `tasks`: the
 // training streams, which mix in data.tasks' task documents when data.tasks.rate > 0
-// (data/task_mixture.h); the cursor then records the mixture, so a resume under another is refused.
+// (data/tasks/task_mixture.h); the cursor then records the mixture, so a resume under another is refused.
 // `streams`: this rank's streams; 0 = train.batch (gradient accumulation's training source holds
 // train.batch x train.grad_accum, launch/train/grad_accum.h).
 std::unique_ptr<BatchSource> make_shard_source(const RunConfig& cfg, const std::string& split,

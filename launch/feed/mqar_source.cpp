@@ -1,7 +1,7 @@
-// data.tasks.kinds = mqar: the training and held-out streams of MQAR documents (data/mqar.h).
+// data.tasks.kinds = mqar: the training and held-out streams of MQAR documents (data/tasks/mqar.h).
 #include <stdexcept>
 
-#include "data/mqar.h"
+#include "data/tasks/mqar.h"
 #include "launch/config/config.h"
 #include "launch/feed/batch_source.h"
 

@@ -7,7 +7,7 @@
 #include "data/dataset.h"
 #include "data/shard_format.h"
 #include "data/streams.h"
-#include "data/task_mixture.h"
+#include "data/tasks/task_mixture.h"
 #include "data/tokenizer.h"
 #include "launch/config/config.h"
 #include "launch/feed/batch_source.h"

@@ -15,7 +15,7 @@
 #include <sstream>
 
 #include "data/shard_format.h"
-#include "data/text.h"
+#include "data/corpus/text.h"
 #include "launch/run/placement.h"
 
 namespace brt::launch {

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/job_monitor.h"
+#include "parallel/health/job_monitor.h"
 
 namespace brt::launch {
 

@@ -21,10 +21,10 @@
 #include "launch/run/device_backend.h"
 #include "launch/run/gpu_binding.h"
 #include "parallel/communicator.h"
-#include "parallel/launch_env.h"
-#include "parallel/launch_refused.h"
-#include "parallel/mpi_communicator.h"
-#include "parallel/mpi_session.h"
+#include "parallel/mpi/launch_env.h"
+#include "parallel/mpi/launch_refused.h"
+#include "parallel/mpi/mpi_communicator.h"
+#include "parallel/mpi/mpi_session.h"
 
 namespace brt::launch {
 

@@ -7,8 +7,8 @@
 #include <omp.h>
 #include <unistd.h>
 
-#include "parallel/launch_env.h"
-#include "parallel/mpi_communicator.h"
+#include "parallel/mpi/launch_env.h"
+#include "parallel/mpi/mpi_communicator.h"
 
 #ifdef BRT_WITH_CUDA
 #include "kernels/cuda/cuda_backend.h"

@@ -6,7 +6,7 @@
 #include "core/sharding/context_parallel.h"
 #include "core/tp_split.h"
 #include "parallel/layout.h"
-#include "parallel/mpi_session.h"
+#include "parallel/mpi/mpi_session.h"
 
 namespace brt::launch {
 

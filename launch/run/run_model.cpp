@@ -5,7 +5,7 @@
 
 #include "core/param_count.h"
 #include "launch/run/device_backend.h"
-#include "parallel/mpi_communicator.h"
+#include "parallel/mpi/mpi_communicator.h"
 #include "parallel/process_groups.h"
 
 namespace brt::launch {

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "parallel/comm_error.h"
+#include "parallel/health/comm_error.h"
 
 namespace brt::launch {
 

@@ -5,7 +5,7 @@
 //    parallel::kJobAbortMarker and calls MPI_Abort; mpirun should then kill every rank, but
 //    with a host unreachable it can wait forever ("abort is already in progress"), notably when
 //    it runs on a login node outside the job's hosts, where no rank's abort helper
-//    (parallel/abort_fallback.h) can end it. The supervisor reads the launcher's stderr, and
+//    (parallel/health/abort_fallback.h) can end it. The supervisor reads the launcher's stderr, and
 //    `grace_s` after the first abort report ends the launcher's process group (SIGTERM, then
 //    SIGKILL) and exits with the reported status;
 //  - a clean stop: SIGINT, SIGTERM or SIGHUP to the supervisor becomes SIGUSR1 to the launcher,
@@ -29,7 +29,7 @@ struct SupervisorOptions {
   double kill_after_s = 5;           // after SIGTERM, before SIGKILL
 };
 
-// One abort report, parsed from a line of the launcher's stderr (parallel/comm_error.h).
+// One abort report, parsed from a line of the launcher's stderr (parallel/health/comm_error.h).
 struct AbortReport {
   int world_rank = -1;
   std::string host;

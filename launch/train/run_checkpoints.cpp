@@ -8,8 +8,8 @@
 #include "launch/process/stop_signal.h"
 #include "launch/train/resume.h"
 #include "parallel/communicator.h"
-#include "parallel/job_monitor.h"
-#include "parallel/launch_refused.h"
+#include "parallel/health/job_monitor.h"
+#include "parallel/mpi/launch_refused.h"
 #include "runtime/numerics.h"
 
 namespace brt::launch {

@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "data/text.h"
+#include "data/corpus/text.h"
 
 namespace brt::launch {
 

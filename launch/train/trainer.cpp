@@ -13,7 +13,7 @@
 #include "launch/process/stop_signal.h"
 #include "launch/train/run_identity.h"
 #include "parallel/cpu_share.h"
-#include "parallel/mpi_communicator.h"
+#include "parallel/mpi/mpi_communicator.h"
 #include "parallel/process_groups.h"
 
 namespace brt::launch {

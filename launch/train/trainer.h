@@ -44,7 +44,7 @@ struct TrainOptions {
   // The CUDA device this rank is bound to (launch/run/gpu_binding.h); -1: none. Used when
   // train.device = "cuda" (launch/run/device_backend.h).
   int gpu_device = -1;
-  // The process's watchdog (parallel/job_monitor.h): checkpoint saves and loads run under its
+  // The process's watchdog (parallel/health/job_monitor.h): checkpoint saves and loads run under its
   // deadline, phase by phase. Null: no deadline (tests).
   parallel::JobMonitor* monitor = nullptr;
   FaultInjection faults;  // the fault suite's injection points (tests/faults)

@@ -22,7 +22,7 @@ source "$(dirname "$0")/lib.sh"
 case_name=$2
 timeout_s=5
 # The job must be over this long after the injection: the timeout, the flight-record gather
-# (2 s), the abort helper's grace (parallel/abort_fallback.h, 10 s), orted's SIGTERM (3 s).
+# (2 s), the abort helper's grace (parallel/health/abort_fallback.h, 10 s), orted's SIGTERM (3 s).
 bound=$((timeout_s + 2 + 10 + 3 + 5))
 cluster_up --hosts 2 --shared-mb 256
 args=(train.steps=8 checkpoint.every=1 checkpoint.keep=0 train.timeout_s=$timeout_s)

@@ -12,8 +12,8 @@
 
 #include "launch/preflight/doctor_cluster.h"
 #include "launch/run/placement.h"
-#include "parallel/abort_fallback.h"
-#include "parallel/flight_recorder.h"
+#include "parallel/health/abort_fallback.h"
+#include "parallel/health/flight_recorder.h"
 
 namespace brt {
 namespace {

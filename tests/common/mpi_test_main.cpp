@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "parallel/mpi_session.h"
+#include "parallel/mpi/mpi_session.h"
 #include "tests/dp/dp_test_util.h"
 
 namespace brt::testing {

@@ -15,7 +15,7 @@
 #include "core/sharding/context_parallel.h"
 #include "core/model.h"
 #include "core/sharding/tensor_parallel.h"
-#include "parallel/mpi_communicator.h"
+#include "parallel/mpi/mpi_communicator.h"
 #include "tests/dp/dp_test_util.h"
 
 namespace brt::testing {

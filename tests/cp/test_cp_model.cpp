@@ -20,7 +20,7 @@
 #include "core/sharding/context_parallel.h"
 #include "core/model.h"
 #include "kernels/backend.h"
-#include "parallel/mpi_communicator.h"
+#include "parallel/mpi/mpi_communicator.h"
 #include "tests/cp/cp_test_util.h"
 
 namespace brt::testing {

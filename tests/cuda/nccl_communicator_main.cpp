@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "parallel/launch_env.h"
-#include "parallel/mpi_session.h"
+#include "parallel/mpi/launch_env.h"
+#include "parallel/mpi/mpi_session.h"
 #include "parallel/nccl_communicator.h"
 
 namespace bp = brt::parallel;

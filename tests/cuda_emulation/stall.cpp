@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_backend.h"
-#include "parallel/comm_error.h"
+#include "parallel/health/comm_error.h"
 #include "parallel/nccl_communicator.h"
 
 using namespace brt;

@@ -23,7 +23,7 @@
 #include "core/sharding/context_parallel.h"
 #include "core/model.h"
 #include "kernels/cuda/cuda_backend.h"
-#include "parallel/mpi_communicator.h"
+#include "parallel/mpi/mpi_communicator.h"
 #include "parallel/nccl_communicator.h"
 
 using namespace brt;

@@ -11,7 +11,7 @@
 #include <sstream>
 #include <string>
 
-#include "data/kjv.h"
+#include "data/corpus/kjv.h"
 #include "data/tokenizer.h"
 
 namespace brt::data::testing {

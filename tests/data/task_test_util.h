@@ -11,7 +11,7 @@
 #include <string>
 
 #include "data/prepare.h"
-#include "data/tasks.h"
+#include "data/tasks/tasks.h"
 #include "data_test_util.h"
 
 namespace brt::data::testing {

@@ -1,4 +1,4 @@
-// The corpus formats besides the PG19 layout (data/corpus_formats.h): JSONL and JSONL.gz records
+// The corpus formats besides the PG19 layout (data/corpus/corpus_formats.h): JSONL and JSONL.gz records
 // as documents (text from --text-key's field, never the raw JSON), malformed records named by file
 // and line and refused or skipped and counted, long texts cut at line ends, a folder of any mix,
 // the reader that streams through a file, and the deterministic held-out split.
@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "data/corpus_formats.h"
+#include "data/corpus/corpus_formats.h"
 #include "data_test_util.h"
 
 namespace brt::data {

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 
-#include "data/corpus.h"
-#include "data/kjv.h"
+#include "data/corpus/corpus.h"
+#include "data/corpus/kjv.h"
 #include "data_test_util.h"
 
 namespace brt::data {

@@ -1,4 +1,4 @@
-// MQAR documents and streams (data/mqar.h): the layout, disjoint id ranges, the answer mask,
+// MQAR documents and streams (data/tasks/mqar.h): the layout, disjoint id ranges, the answer mask,
 // determinism, and streams that resume exactly and go idle in a single pass. Exact contracts
 // (integer token ids made by one generator).
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "data/mqar.h"
+#include "data/tasks/mqar.h"
 
 namespace brt::data {
 namespace {

@@ -1,4 +1,4 @@
-// Task documents mixed into the training streams (data/task_mixture.h): the
+// Task documents mixed into the training streams (data/tasks/task_mixture.h): the
 // rate holds, the corpus documents keep their order, task documents are served whole and
 // marked, and a saved cursor resumes bit-exact (mid task document, with and without prefetch,
 // on another layout with the same global streams); another mixture's cursor is refused.
@@ -9,7 +9,7 @@
 #include <map>
 
 #include "data/streams.h"
-#include "data/task_mixture.h"
+#include "data/tasks/task_mixture.h"
 #include "task_test_util.h"
 #include "tests/common/test_seed.h"
 

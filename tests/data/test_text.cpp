@@ -4,8 +4,8 @@
 
 #include <sstream>
 
-#include "data/corpus.h"
-#include "data/text.h"
+#include "data/corpus/corpus.h"
+#include "data/corpus/text.h"
 #include "data_test_util.h"
 
 namespace brt::data {

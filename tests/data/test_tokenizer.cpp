@@ -2,7 +2,7 @@
 // files (BOM, CRLF, non-ASCII, literal U+2581, runs of spaces, control characters), hashes.
 #include <gtest/gtest.h>
 
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 #include "data/tokenizer.h"
 #include "data_test_util.h"
 

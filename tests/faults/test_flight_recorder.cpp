@@ -1,12 +1,12 @@
 // The flight recorder's ring, its JSONL form, the comparison of ranks' records, and the
-// monitor's deadline (parallel/flight_recorder.h, parallel/job_monitor.h).
+// monitor's deadline (parallel/health/flight_recorder.h, parallel/health/job_monitor.h).
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <thread>
 
-#include "parallel/flight_recorder.h"
-#include "parallel/job_monitor.h"
+#include "parallel/health/flight_recorder.h"
+#include "parallel/health/job_monitor.h"
 
 namespace brt::parallel {
 namespace {

@@ -6,7 +6,7 @@
 #include <chrono>
 
 #include "launch/supervise/supervisor.h"
-#include "parallel/comm_error.h"
+#include "parallel/health/comm_error.h"
 
 namespace brt::launch {
 namespace {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# MQAR trained as the task (data/mqar.h; docs/fidelity.md, "MQAR"):
+# MQAR trained as the task (data/tasks/mqar.h; docs/fidelity.md, "MQAR"):
 #  - the keys' rules: mqar with data.source = shards, a rate between 0 and 1, loss = answers for
 #    the corpus tasks are refused naming the key (exit 2); more pairs than the vocabulary's keys is
 #    refused naming data.tasks.max_pairs; loss = all is warned about;

@@ -23,7 +23,7 @@ with open(os.path.join(work, "corpus.jsonl"), "w") as f:
         if i == 7:
             f.write('{"text": "a record cut off\n')
             f.write('{"title": "no text field"}\n')
-def normalised(t):  # what prepare keeps of a document: no leading BOM, CRLF as LF (data/text.h)
+def normalised(t):  # what prepare keeps of a document: no leading BOM, CRLF as LF (data/corpus/text.h)
     return (t[1:] if t.startswith("\ufeff") else t).replace("\r\n", "\n")
 json.dump(sum(len(normalised(t).encode()) for t in texts), open(os.path.join(work, "bytes.json"), "w"))
 os.makedirs(os.path.join(work, "mix/more"))

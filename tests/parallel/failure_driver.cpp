@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "parallel/mpi_session.h"
+#include "parallel/mpi/mpi_session.h"
 #include "parallel/process_groups.h"
 
 namespace bp = brt::parallel;

@@ -2,7 +2,7 @@
 // --tp that divides the world: (world, tp) = (2,1), (2,2), (4,1), (4,2), (4,4). References
 // are computed locally from the known inputs of every member rank, in ascending group-rank
 // order, and compared bit for bit — the MPI backend promises exactly that serial fold
-// (parallel/mpi_communicator.h), which is what makes results identical between runs.
+// (parallel/mpi/mpi_communicator.h), which is what makes results identical between runs.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "parallel/comm_benchmark.h"
-#include "parallel/comm_error.h"
-#include "parallel/launch_env.h"
-#include "parallel/mpi_session.h"
+#include "parallel/health/comm_error.h"
+#include "parallel/mpi/launch_env.h"
+#include "parallel/mpi/mpi_session.h"
 #include "parallel/process_groups.h"
 
 namespace bp = brt::parallel;

@@ -4,8 +4,8 @@
 #include <map>
 #include <string>
 
-#include "parallel/comm_error.h"
-#include "parallel/launch_env.h"
+#include "parallel/health/comm_error.h"
+#include "parallel/mpi/launch_env.h"
 
 namespace bp = brt::parallel;
 

@@ -9,7 +9,7 @@
 #include "kernels/ssm/fft_conv_dims.h"
 #include "launch/config/config.h"
 #include "launch/run/device_backend.h"
-#include "parallel/launch_env.h"
+#include "parallel/mpi/launch_env.h"
 
 namespace brt::launch {
 namespace {

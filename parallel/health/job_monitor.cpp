@@ -1,4 +1,4 @@
-#include "parallel/job_monitor.h"
+#include "parallel/health/job_monitor.h"
 
 #include <unistd.h>
 

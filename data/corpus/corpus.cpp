@@ -1,4 +1,4 @@
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 
 #include <algorithm>
 #include <cstdio>

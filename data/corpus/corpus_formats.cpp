@@ -1,4 +1,4 @@
-#include "data/corpus_formats.h"
+#include "data/corpus/corpus_formats.h"
 
 #include <algorithm>
 #include <cmath>

@@ -46,7 +46,7 @@ std::string describe_timeout(const CollectiveInfo& info, const RankLocation& sel
 // Prints `message` to stderr (one write, so ranks do not interleave mid-line) and ends the
 // whole job: MPI_Abort on MPI_COMM_WORLD when MPI is initialised, else _exit. Never returns.
 // What MPI_Abort cannot end within kAbortGraceSeconds (a host unreachable) ends by itself
-// (parallel/abort_fallback.h).
+// (parallel/health/abort_fallback.h).
 // Before MPI_Abort, one line starting with kJobAbortMarker names the rank, its host and the
 // status: "brt-dist: job abort: world rank 0 (host h1), exit status 124" — what `brt-dist launch`
 // (launch/supervise/supervisor.h) reads to end a launcher that cannot end the job itself.

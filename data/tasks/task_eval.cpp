@@ -1,10 +1,10 @@
-#include "data/task_eval.h"
+#include "data/tasks/task_eval.h"
 
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
-#include "data/task_random.h"
+#include "data/tasks/task_random.h"
 
 namespace brt::data {
 

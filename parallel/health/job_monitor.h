@@ -1,6 +1,6 @@
 // A deadline on every wait, and the report when one passes.
 //
-// Collectives time out by themselves (CommOptions::timeout, parallel/mpi_ops.cpp), but some
+// Collectives time out by themselves (CommOptions::timeout, parallel/mpi/mpi_ops.cpp), but some
 // waits happen inside calls we do not control: HDF5's collective MPI-IO writes and opens, MPI
 // calls in the checkpoint and data code, a hung file system. A JobMonitor runs a watchdog
 // thread; code enters such a wait through a Guard ("checkpoint save", phase "writing
@@ -20,8 +20,8 @@
 #include <thread>
 #include <vector>
 
-#include "parallel/comm_error.h"
-#include "parallel/flight_recorder.h"
+#include "parallel/health/comm_error.h"
+#include "parallel/health/flight_recorder.h"
 
 namespace brt::parallel {
 

@@ -1,16 +1,16 @@
-#include "data/mqar.h"
+#include "data/tasks/mqar.h"
 
 #include <algorithm>
 #include <numeric>
 #include <stdexcept>
 
-#include "data/task_random.h"
+#include "data/tasks/task_random.h"
 
 namespace brt::data {
 
 namespace {
 
-// Purposes of the draws (data/task_random.h): one per part of a document.
+// Purposes of the draws (data/tasks/task_random.h): one per part of a document.
 constexpr uint64_t kKeysDraw = 0x6b657973ull, kValuesDraw = 0x76616c73ull, kFillerDraw = 0x66696c6cull,
                    kOrderDraw = 0x6f726472ull, kSpecDraw = 0x73706563ull;
 

@@ -1,11 +1,11 @@
-#include "data/tasks.h"
+#include "data/tasks/tasks.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <stdexcept>
 
-#include "data/task_random.h"
+#include "data/tasks/task_random.h"
 
 namespace brt::data {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "data/text.h"
+#include "data/corpus/text.h"
 
 namespace brt::data {
 

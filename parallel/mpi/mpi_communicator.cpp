@@ -1,11 +1,11 @@
-#include "parallel/mpi_communicator.h"
+#include "parallel/mpi/mpi_communicator.h"
 
 #include <unistd.h>
 
 #include <cstring>
 #include <stdexcept>
 
-#include "parallel/mpi_ops.h"
+#include "parallel/mpi/mpi_ops.h"
 
 namespace brt::parallel {
 namespace detail {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "data/text.h"
+#include "data/corpus/text.h"
 
 namespace brt::data {
 
@@ -28,7 +28,7 @@ class CorpusError : public std::runtime_error {
 struct CorpusFile {
   Split split = Split::train;
   std::filesystem::path path;
-  // A document inside the file (data/corpus_formats.h): bytes [begin, end) of the decompressed
+  // A document inside the file (data/corpus/corpus_formats.h): bytes [begin, end) of the decompressed
   // file (end = -1: the whole file); line > 0: a JSONL record, its text in the field json_key.
   int64_t begin = 0, end = -1, line = 0;
   std::string json_key;
@@ -60,7 +60,7 @@ void canonicalise_corpus(std::vector<CorpusFile>& files);
 std::optional<std::string> load_document(const std::filesystem::path& path,
                                          BadDocumentPolicy policy);
 
-// The same for a document whose raw bytes `read` returns (data/corpus_formats.h), `name` naming it.
+// The same for a document whose raw bytes `read` returns (data/corpus/corpus_formats.h), `name` naming it.
 std::optional<std::string> load_document_with(const std::string& name, const std::function<std::string()>& read,
                                               BadDocumentPolicy policy);
 

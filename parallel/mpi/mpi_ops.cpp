@@ -1,10 +1,10 @@
 // The MPI backend's collectives as small state machines over point-to-point messages
-// (why point-to-point: parallel/mpi_communicator.h). Each op posts one phase of Isend/Irecv
+// (why point-to-point: parallel/mpi/mpi_communicator.h). Each op posts one phase of Isend/Irecv
 // at a time; test() advances it; a phase's still-open requests name the peers being waited
 // for when the timeout fires.
-#include "parallel/mpi_ops.h"
+#include "parallel/mpi/mpi_ops.h"
 
-#include "parallel/job_monitor.h"
+#include "parallel/health/job_monitor.h"
 #include "parallel/rank_order_reduce.h"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// Counter-based random numbers for the task documents (data/tasks.h) and their mixture into
-// the streams (data/task_mixture.h): every draw is a pure function of (seed, purpose, counter),
+// Counter-based random numbers for the task documents (data/tasks/tasks.h) and their mixture into
+// the streams (data/tasks/task_mixture.h): every draw is a pure function of (seed, purpose, counter),
 // with our own generator and bounded draws, so a document is the same on every rank, every
 // run and every standard library (std distributions differ between libraries).
 #pragma once

@@ -19,7 +19,7 @@
 
 #include "data/batch.h"
 #include "data/streams.h"
-#include "data/tasks.h"
+#include "data/tasks/tasks.h"
 
 namespace brt::data {
 

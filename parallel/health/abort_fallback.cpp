@@ -1,4 +1,4 @@
-#include "parallel/abort_fallback.h"
+#include "parallel/health/abort_fallback.h"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -1,4 +1,4 @@
-#include "parallel/comm_error.h"
+#include "parallel/health/comm_error.h"
 
 #include <mpi.h>
 #include <unistd.h>
@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "parallel/abort_fallback.h"
+#include "parallel/health/abort_fallback.h"
 
 namespace brt::parallel {
 
@@ -52,7 +52,7 @@ void abort_job(const std::string& message, int exit_code) {
   // One process has nobody to stop: exit quietly instead of Open MPI's MPI_ABORT banner.
   if (initialized && !finalized && world > 1) {
     // MPI_Abort cannot end a job with an unreachable host: a helper ends what is left of it
-    // on this host after a grace period (parallel/abort_fallback.h).
+    // on this host after a grace period (parallel/health/abort_fallback.h).
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     char host[256] = {};

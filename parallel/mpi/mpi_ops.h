@@ -1,5 +1,5 @@
 // Internal to the MPI backend: the shared group record and the in-flight collective state
-// machines (parallel/mpi_ops.cpp). Not part of the public API.
+// machines (parallel/mpi/mpi_ops.cpp). Not part of the public API.
 #pragma once
 
 #include <mpi.h>
@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "parallel/comm_error.h"
+#include "parallel/health/comm_error.h"
 #include "parallel/communicator.h"
-#include "parallel/mpi_communicator.h"
+#include "parallel/mpi/mpi_communicator.h"
 
 namespace brt::parallel::detail {
 

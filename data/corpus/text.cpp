@@ -1,4 +1,4 @@
-#include "data/text.h"
+#include "data/corpus/text.h"
 
 #include <stdexcept>
 

@@ -1,4 +1,4 @@
-#include "parallel/mpi_session.h"
+#include "parallel/mpi/mpi_session.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "parallel/comm_error.h"
-#include "parallel/launch_env.h"
+#include "parallel/health/comm_error.h"
+#include "parallel/mpi/launch_env.h"
 #include "parallel/layout.h"
 
 namespace brt::parallel {

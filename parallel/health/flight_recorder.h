@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/comm_error.h"
+#include "parallel/health/comm_error.h"
 
 namespace brt::parallel {
 

@@ -1,4 +1,4 @@
-#include "parallel/launch_env.h"
+#include "parallel/mpi/launch_env.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,4 +1,4 @@
-#include "data/kjv.h"
+#include "data/corpus/kjv.h"
 #include "data/output_file.h"
 
 #include <algorithm>

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "parallel/job_monitor.h"
+#include "parallel/health/job_monitor.h"
 
 namespace brt::parallel {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 
 namespace brt::data {
 
@@ -60,7 +60,7 @@ class DocumentReader {
   int64_t position_ = 0;         // decompressed bytes consumed from open_
 };
 
-// load_document (data/corpus.h) for any CorpusFile, through `reader`.
+// load_document (data/corpus/corpus.h) for any CorpusFile, through `reader`.
 inline std::optional<std::string> load_document(const CorpusFile& file, BadDocumentPolicy policy,
                                                 DocumentReader& reader) {
   return load_document_with(file.name(), [&] { return reader.read(file); }, policy);

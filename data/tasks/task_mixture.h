@@ -1,5 +1,5 @@
 // Task documents mixed into the training streams (`data.tasks`): a chosen
-// share of every stream's documents are passkey / needle / facts documents (data/tasks.h)
+// share of every stream's documents are passkey / needle / facts documents (data/tasks/tasks.h)
 // at distances drawn from a chosen range, read segment by segment with the carried state like
 // any book.
 //
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "data/tasks.h"
+#include "data/tasks/tasks.h"
 
 namespace brt::data {
 

@@ -1,11 +1,11 @@
-#include "data/task_mixture.h"
+#include "data/tasks/task_mixture.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 
-#include "data/task_random.h"
-#include "data/text.h"
+#include "data/tasks/task_random.h"
+#include "data/corpus/text.h"
 
 namespace brt::data {
 

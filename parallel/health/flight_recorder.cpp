@@ -1,4 +1,4 @@
-#include "parallel/flight_recorder.h"
+#include "parallel/health/flight_recorder.h"
 
 #include <algorithm>
 #include <chrono>
