@@ -12,20 +12,8 @@ namespace brt::testing {
 namespace {
 
 core::ModelConfig small_bst(const std::string& variant) {
-  core::ModelConfig c;
-  c.variant = variant;
-  c.layers = 3;
-  c.d_model = 32;
-  c.heads = 4;
-  c.head_dim = 8;
-  c.d_ff = 64;
-  c.vocab = 50;
-  c.seq_len = 16;
-  c.window = 8;
-  c.ssm_state = 8;
-  c.ctx_states = 4;
-  c.bst_layers = {0, 2};
-  return c;
+  return micro_model(variant, {.layers = 3, .d_model = 32, .heads = 4, .head_dim = 8, .d_ff = 64, .vocab = 50,
+                               .seq_len = 16, .window = 8, .bst_layers = {0, 2}, .ssm_state = 8, .ctx_states = 4});
 }
 
 class BstModel : public ::testing::TestWithParam<std::string> {};

@@ -11,6 +11,7 @@
 #include "launch/config/config.h"
 #include "launch/run/device_backend.h"
 #include "launch/train/step_graphs.h"
+#include "tests/common/micro_model.h"
 
 namespace brt::launch {
 namespace {
@@ -45,16 +46,8 @@ TEST(StepGraphs, CaptureObstaclesNameTheReason) {
 }
 
 TEST(StepGraphs, OnlyTheCudaBackendCaptures) {
-  core::ModelConfig cfg;
-  cfg.variant = "slide";
-  cfg.layers = 1;
-  cfg.d_model = 8;
-  cfg.heads = 2;
-  cfg.head_dim = 4;
-  cfg.d_ff = 8;
-  cfg.vocab = 8;
-  cfg.seq_len = 8;
-  cfg.window = 4;
+  core::ModelConfig cfg = testing::micro_model(
+      "slide", {.layers = 1, .d_model = 8, .heads = 2, .head_dim = 4, .d_ff = 8, .vocab = 8, .seq_len = 8, .window = 4});
   auto cpu = kernels::make_cpu_backend<float>();
   core::Model<float> model(cfg, 1, *cpu);
   try {

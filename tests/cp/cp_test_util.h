@@ -16,6 +16,7 @@
 #include "core/model.h"
 #include "core/sharding/tensor_parallel.h"
 #include "parallel/mpi/mpi_communicator.h"
+#include "tests/common/micro_model.h"
 #include "tests/dp/dp_test_util.h"
 
 namespace brt::testing {
@@ -60,19 +61,9 @@ inline CpLayout make_layout(const CpShape& s) {
 // L 2 (layer 0 BST for bst:*), D 32, H 4 × 8, F 64, V 64, N 32, W 4: chunks of 8 tokens (two
 // blocks) on 4 ranks. BST: Ds 8 features, N_s 8 (4 modes).
 inline core::ModelConfig cp_model_config(const std::string& variant, bool carry) {
-  core::ModelConfig m;
-  m.variant = variant;
-  m.layers = 2;
-  m.d_model = 32;
-  m.heads = 4;
-  m.head_dim = 8;
-  m.d_ff = 64;
-  m.vocab = 64;
-  m.seq_len = 32;
-  m.window = 4;
-  m.state_size = 8;
-  m.ssm_state = 8;
-  m.ctx_states = 4;
+  core::ModelConfig m = micro_model(variant, {.layers = 2, .d_model = 32, .heads = 4, .head_dim = 8, .d_ff = 64,
+                                              .vocab = 64, .seq_len = 32, .window = 4, .state_size = 8,
+                                              .ssm_state = 8, .ctx_states = 4});
   m.ssm_carry = carry;
   return m;
 }

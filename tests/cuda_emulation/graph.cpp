@@ -91,20 +91,11 @@ void print_profile(const char* what, LaunchProfile p) {
 
 // micro: one layer of half the width (the CI case, ctest cuda_emulated_step_graphs).
 core::ModelConfig model_config(const std::string& variant, bool micro) {
-  core::ModelConfig cfg;
-  cfg.variant = variant;
-  cfg.layers = micro ? 1 : 2;
-  cfg.d_model = micro ? 8 : 16;
-  cfg.heads = 2;
-  cfg.head_dim = micro ? 4 : 8;
-  cfg.d_ff = micro ? 16 : 32;
-  cfg.vocab = micro ? 16 : 32;
-  cfg.seq_len = micro ? 8 : 16;
-  cfg.window = micro ? 4 : 8;
-  cfg.state_size = micro ? 4 : 8;
-  cfg.recurrent_layers = {micro ? 0 : 1};
-  cfg.ssm_state = micro ? 4 : 8;
-  cfg.ctx_states = 2;
+  const int k = micro ? 1 : 2;  // the half-width micro model, or twice it
+  core::ModelConfig cfg = brt::testing::micro_model(
+      variant, {.layers = k, .d_model = 8 * k, .heads = 2, .head_dim = 4 * k, .d_ff = 16 * k, .vocab = 16 * k,
+                .seq_len = 8 * k, .window = 4 * k, .state_size = 4 * k, .recurrent_layers = {k - 1},
+                .ssm_state = 4 * k, .ctx_states = 2});
   cfg.resolve();
   return cfg;
 }

@@ -10,26 +10,17 @@
 #include "core/model_config.h"
 #include "core/optim/optimizer.h"
 
+#include "../common/micro_model.h"  // relative: an EMU_REPO checkout may predate it
+
 namespace emu_check {
 
 // The micro model every training check runs (resolved): 2 layers, D 32, H 2 x 16, F 64, V 64,
 // N 32, the recurrent layer 1 with S 16, BST (layer 0) with N_s 16 and S_ctx 4 — small enough
 // for the emulator, and every size tensor parallelism splits divides by 2. `window` W divides N.
 inline brt::core::ModelConfig micro_model(const std::string& variant, int window) {
-  brt::core::ModelConfig cfg;
-  cfg.variant = variant;
-  cfg.layers = 2;
-  cfg.d_model = 32;
-  cfg.heads = 2;
-  cfg.head_dim = 16;
-  cfg.d_ff = 64;
-  cfg.vocab = 64;
-  cfg.seq_len = 32;
-  cfg.window = window;
-  cfg.state_size = 16;
-  cfg.recurrent_layers = {1};
-  cfg.ssm_state = 16;
-  cfg.ctx_states = 4;
+  brt::core::ModelConfig cfg = brt::testing::micro_model(
+      variant, {.layers = 2, .d_model = 32, .heads = 2, .head_dim = 16, .d_ff = 64, .vocab = 64, .seq_len = 32,
+                .window = window, .state_size = 16, .recurrent_layers = {1}, .ssm_state = 16, .ctx_states = 4});
   cfg.resolve();
   return cfg;
 }

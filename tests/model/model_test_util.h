@@ -13,22 +13,14 @@
 #include <gtest/gtest.h>
 
 #include "core/model.h"
+#include "tests/common/micro_model.h"
 
 namespace brt::testing {
 
 inline core::ModelConfig tiny_config(const std::string& variant) {
-  core::ModelConfig c;
-  c.variant = variant;
-  c.layers = 2;
-  c.d_model = 8;
-  c.heads = 2;
-  c.head_dim = 4;
-  c.d_ff = 12;
-  c.vocab = 11;
-  c.seq_len = 8;
-  c.window = 4;
-  c.state_size = 3;
-  c.recurrent_layers = {1};
+  core::ModelConfig c = micro_model(variant, {.layers = 2, .d_model = 8, .heads = 2, .head_dim = 4, .d_ff = 12,
+                                              .vocab = 11, .seq_len = 8, .window = 4, .state_size = 3,
+                                              .recurrent_layers = {1}});
   if (variant == "xl") c.window = c.seq_len;
   // Feedback (model.md §5.4): a layer below and one above the recurrent layer read its state.
   if (variant.rfind("feedback:", 0) == 0) c.layers = 3;

@@ -243,18 +243,9 @@ TEST(CarriedState, TheBlockAblationChangesTheTaskLossOfAStateReliantModel) {
   const uint64_t seed = brt::test::test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   auto backend = kernels::make_cpu_backend<float>();
-  core::ModelConfig cfg;
-  cfg.variant = "rec:fixed:skip";
-  cfg.layers = 2;
-  cfg.d_model = 32;
-  cfg.heads = 2;
-  cfg.head_dim = 16;
-  cfg.d_ff = 64;
-  cfg.vocab = kVocab;
-  cfg.seq_len = kSeq;
-  cfg.window = kWindow;
-  cfg.state_size = 8;
-  cfg.recurrent_layers = {1};
+  const core::ModelConfig cfg = micro_model("rec:fixed:skip", {.layers = 2, .d_model = 32, .heads = 2, .head_dim = 16, .d_ff = 64,
+                                                .vocab = kVocab, .seq_len = kSeq, .window = kWindow, .state_size = 8,
+                                                .recurrent_layers = {1}});
   core::Model<float> model(cfg, kStreams, *backend);
   model.params().initialize(seed);
   core::OptimConfig oc;

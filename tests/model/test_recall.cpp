@@ -13,6 +13,7 @@
 #include "core/model.h"
 #include "core/optim/optimizer.h"
 #include "kernels/backend.h"
+#include "tests/common/micro_model.h"
 
 namespace brt::testing {
 namespace {
@@ -86,18 +87,9 @@ struct RecallResult {
 // Trains `variant` on fresh recall batches; returns what it does on held-out batches.
 RecallResult train_recall(const std::string& variant, int steps) {
   auto backend = kernels::make_cpu_backend<float>();
-  core::ModelConfig cfg;
-  cfg.variant = variant;
-  cfg.layers = 2;
-  cfg.d_model = 32;
-  cfg.heads = 2;
-  cfg.head_dim = 16;
-  cfg.d_ff = 64;
-  cfg.vocab = kVocab;
-  cfg.seq_len = kSeq;
-  cfg.window = kWindow;
-  cfg.state_size = 8;
-  cfg.recurrent_layers = {1};
+  const core::ModelConfig cfg = micro_model(variant, {.layers = 2, .d_model = 32, .heads = 2, .head_dim = 16, .d_ff = 64,
+                                                .vocab = kVocab, .seq_len = kSeq, .window = kWindow, .state_size = 8,
+                                                .recurrent_layers = {1}});
   core::Model<float> model(cfg, kStreams, *backend);
   model.params().initialize(7);
   core::OptimConfig oc;
