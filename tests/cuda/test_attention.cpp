@@ -122,10 +122,54 @@ Dims pick(const Dims& full, const Dims& small) {
   return small_shapes() ? small : full;
 }
 
-class CudaWindowAttentionTest : public CudaTest {
+// The tolerances the attention checks hold the GPU to; TensorCore widens them.
+class AttentionTest : public CudaTest {
  protected:
   double tolerance_ = kFp32Tolerance;
   double dscale_tolerance_ = kFp32Tolerance;
+
+  // The GPU's backward (runs[0]) against the float64 reference's (`cpu`, both accumulated into
+  // `initial`), and its rerun (runs[1]) bit for bit; dbias only `with_bias` (the window's).
+  void expect_backward_matches(const AttentionGrads (&runs)[2], const AttentionGrads& cpu,
+                               const AttentionGrads& initial,
+                               const std::vector<double>& dscale_terms, bool with_bias,
+                               const char* what) {
+    EXPECT_REL_CLOSE(runs[0].dq, cpu.dq, tolerance_, "dq");
+    EXPECT_REL_CLOSE(runs[0].dk, cpu.dk, tolerance_, "dk");
+    EXPECT_REL_CLOSE(runs[0].dv, cpu.dv, tolerance_, "dv");
+    if (with_bias) {
+      EXPECT_REL_CLOSE(runs[0].dbias, cpu.dbias, tolerance_, "drel_bias");
+    }
+    expect_dscale_close(runs[0].dscale, cpu.dscale, widen(initial.dscale), dscale_terms,
+                        dscale_tolerance_);
+    EXPECT_TRUE(bit_identical(runs[0].dq, runs[1].dq) && bit_identical(runs[0].dk, runs[1].dk) &&
+                bit_identical(runs[0].dv, runs[1].dv) &&
+                (!with_bias || bit_identical(runs[0].dbias, runs[1].dbias)) &&
+                bit_identical(runs[0].dscale, runs[1].dscale))
+        << what << " attention backward not deterministic";
+  }
+};
+
+// The bf16 backend, whose attention runs on the tensor cores: Base's checks against float64 at
+// bf16's tolerance. bf16 operands carry 8 significant bits (relative rounding 2^-9 each): 3e-2 on
+// the outputs, and 1e-2 of dscale's uncancelled size (each term rounded a few times, errors ~4e-3
+// each).
+template <typename Base>
+class TensorCore : public Base {
+ protected:
+  TensorCore() {
+    this->tolerance_ = 3e-2;
+    this->dscale_tolerance_ = 1e-2;
+  }
+  CudaOptions options() const override {
+    CudaOptions o;
+    o.precision = Precision::kBf16;
+    return o;
+  }
+};
+
+class CudaWindowAttentionTest : public AttentionTest {
+ protected:
   void check(const WindowAttnDims& d) {
     SCOPED_TRACE(rng_.trace() + " B=" + std::to_string(d.batch) + " N=" + std::to_string(d.seq) +
                  " W=" + std::to_string(d.window) + " H=" + std::to_string(d.heads) +
@@ -178,17 +222,7 @@ class CudaWindowAttentionTest : public CudaTest {
       run = {download(g_dq, act), download(g_dk, act), download(g_dv, act),
              download(g_db, bias.size()), download(g_ds, d.heads)};
     }
-    EXPECT_REL_CLOSE(runs[0].dq, cpu.dq, tolerance_, "dq");
-    EXPECT_REL_CLOSE(runs[0].dk, cpu.dk, tolerance_, "dk");
-    EXPECT_REL_CLOSE(runs[0].dv, cpu.dv, tolerance_, "dv");
-    EXPECT_REL_CLOSE(runs[0].dbias, cpu.dbias, tolerance_, "drel_bias");
-    expect_dscale_close(runs[0].dscale, cpu.dscale, widen(initial.dscale), dscale_terms,
-                        dscale_tolerance_);
-    EXPECT_TRUE(bit_identical(runs[0].dq, runs[1].dq) && bit_identical(runs[0].dk, runs[1].dk) &&
-                bit_identical(runs[0].dv, runs[1].dv) &&
-                bit_identical(runs[0].dbias, runs[1].dbias) &&
-                bit_identical(runs[0].dscale, runs[1].dscale))
-        << "window attention backward not deterministic";
+    expect_backward_matches(runs, cpu, initial, dscale_terms, /*with_bias=*/true, "window");
   }
 };
 
@@ -203,20 +237,7 @@ TEST_F(CudaWindowAttentionTest, WideWindowReachesLastBucketMatchesCpu) {
 // The bf16 backend's window attention runs on the tensor cores (attention_tc.cu: cuBLAS
 // strided-batched bf16 GEMMs, fp32 softmax between them): the same checks against float64 at
 // bf16's tolerance (operands rounded to 8 significant bits), reruns bit-identical.
-class CudaWindowAttentionTensorCoreTest : public CudaWindowAttentionTest {
- protected:
-  // bf16 operands carry 8 significant bits (relative rounding 2^-9 each): 3e-2 on the outputs,
-  // and 1e-2 of dscale's uncancelled size (each term rounded a few times, errors ~4e-3 each).
-  CudaWindowAttentionTensorCoreTest() {
-    tolerance_ = 3e-2;
-    dscale_tolerance_ = 1e-2;
-  }
-  CudaOptions options() const override {
-    CudaOptions o;
-    o.precision = Precision::kBf16;
-    return o;
-  }
-};
+using CudaWindowAttentionTensorCoreTest = TensorCore<CudaWindowAttentionTest>;
 
 TEST_F(CudaWindowAttentionTensorCoreTest, SmallBlocksMatchCpu) { check({2, 64, 16, 2, 16}); }
 TEST_F(CudaWindowAttentionTensorCoreTest, OneBlockOddHeadDimMatchesCpu) {
@@ -226,10 +247,8 @@ TEST_F(CudaWindowAttentionTensorCoreTest, WideWindowMatchesCpu) {
   check(pick<WindowAttnDims>({2, 512, 128, 2, 64}, {1, 128, 64, 1, 16}));
 }
 
-class CudaCrossAttentionTest : public CudaTest {
+class CudaCrossAttentionTest : public AttentionTest {
  protected:
-  double tolerance_ = kFp32Tolerance;
-  double dscale_tolerance_ = kFp32Tolerance;
   // q_pad / kv_pad: extra rows between batch entries (the strides address a larger buffer);
   // shared_kv: every batch entry reads the same K, V (kv_stride 0).
   void check(int batch, int nq, int nk, int H, int dh, bool causal, int q_pad, int kv_pad,
@@ -282,15 +301,7 @@ class CudaCrossAttentionTest : public CudaTest {
       run = {download(g_dq, qsize), download(g_dk, kvsize), download(g_dv, kvsize), {},
              download(g_ds, H)};
     }
-    EXPECT_REL_CLOSE(runs[0].dq, cpu.dq, tolerance_, "dq");
-    EXPECT_REL_CLOSE(runs[0].dk, cpu.dk, tolerance_, "dk");
-    EXPECT_REL_CLOSE(runs[0].dv, cpu.dv, tolerance_, "dv");
-    expect_dscale_close(runs[0].dscale, cpu.dscale, widen(initial.dscale), dscale_terms,
-                        dscale_tolerance_);
-    EXPECT_TRUE(bit_identical(runs[0].dq, runs[1].dq) && bit_identical(runs[0].dk, runs[1].dk) &&
-                bit_identical(runs[0].dv, runs[1].dv) &&
-                bit_identical(runs[0].dscale, runs[1].dscale))
-        << "cross attention backward not deterministic";
+    expect_backward_matches(runs, cpu, initial, dscale_terms, /*with_bias=*/false, "cross");
   }
 };
 
@@ -303,18 +314,7 @@ TEST_F(CudaCrossAttentionTest, SharedKeysAndValuesMatchCpu) {
 }
 
 // The bf16 backend's cross-attention on the tensor cores (cross_attention_tc.cu).
-class CudaCrossAttentionTensorCoreTest : public CudaCrossAttentionTest {
- protected:
-  CudaCrossAttentionTensorCoreTest() {
-    tolerance_ = 3e-2;
-    dscale_tolerance_ = 1e-2;
-  }
-  CudaOptions options() const override {
-    CudaOptions o;
-    o.precision = Precision::kBf16;
-    return o;
-  }
-};
+using CudaCrossAttentionTensorCoreTest = TensorCore<CudaCrossAttentionTest>;
 
 TEST_F(CudaCrossAttentionTensorCoreTest, UnmaskedMatchesCpu) { check(3, 24, 40, 2, 16, false, 0, 0, false); }
 TEST_F(CudaCrossAttentionTensorCoreTest, CausalWithPaddedStridesMatchesCpu) {

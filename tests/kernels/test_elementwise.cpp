@@ -103,13 +103,19 @@ TEST(Elementwise, ColumnSumAndBroadcast) {
   }
 }
 
+// n tokens drawn uniformly from [0, V).
+std::vector<int32_t> random_tokens(Rng& rng, int n, int V) {
+  std::vector<int32_t> tokens(n);
+  for (int32_t& t : tokens) t = rng.uniform_int(0, V - 1);
+  return tokens;
+}
+
 TEST(Embedding, ForwardGathersAndBackwardMatchesFiniteDifferences) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
   auto be = make_cpu_backend<double>();
   const int V = 7, D = 5, n = 12;
-  std::vector<int32_t> tokens(n);
-  for (int32_t& t : tokens) t = rng.uniform_int(0, V - 1);
+  std::vector<int32_t> tokens = random_tokens(rng, n, V);
   tokens[3] = tokens[8] = 2;  // repeated tokens accumulate into one row
   std::vector<double> table = rng.normal(static_cast<std::size_t>(V) * D, 1.0);
   std::vector<double> out(static_cast<std::size_t>(n) * D, -1.0);
@@ -132,8 +138,7 @@ TEST(Embedding, BackwardLargeIsThreadCountIndependent) {
   SCOPED_TRACE(rng.trace());
   auto be = make_cpu_backend<float>();
   const int V = 50, D = 300, n = 2000;
-  std::vector<int32_t> tokens(n);
-  for (int32_t& t : tokens) t = rng.uniform_int(0, V - 1);
+  const std::vector<int32_t> tokens = random_tokens(rng, n, V);
   const auto dout = cast_to<float>(rng.normal(static_cast<std::size_t>(n) * D, 1.0));
   std::vector<double> expected(static_cast<std::size_t>(V) * D, 0.0);
   for (int i = 0; i < n; ++i) {

@@ -10,21 +10,16 @@ drawn, and the user errors (exit 2, the path in the message, no traceback).
 usage: test_plot_run.py   (from anywhere; ~10 s)"""
 import json
 import math
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree (ctest runs from it)
+from study_test_util import REPO, check, check_help, read_png, run_tool as run_tools_script  # noqa: E402
+
 TOOL = REPO / "tools" / "plot_run.py"
-PY = "/usr/bin/python3"
 METRICS = ["loss", "val-bits", "lr", "grad-norm", "tokens-per-s", "mfu"]
 TOKENS_PER_STEP = 1024
-
-
-def check(cond, msg):
-    if not cond:
-        raise AssertionError(msg)
 
 
 def train_line(step, loss, new_format=True):
@@ -58,17 +53,11 @@ def write_runs(work):
 
 
 def run_tool(*args):
-    out = subprocess.run([PY, str(TOOL), *map(str, args)], capture_output=True, text=True, timeout=120)
-    check("Traceback" not in out.stderr, f"plot_run {args}: traceback\n{out.stderr}")
-    return out
+    return run_tools_script(TOOL, *args)
 
 
 def check_png(path):
-    data = path.read_bytes() if path.is_file() else b""
-    check(len(data) > 1024, f"{path}: missing or only {len(data)} bytes")
-    check(data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", f"{path}: not a PNG")
-    check(data[-8:-4] == b"IEND", f"{path}: truncated PNG")
-    return data
+    return read_png(path, 1024)
 
 
 def main():
@@ -125,12 +114,10 @@ def main():
               f"run folder without metrics.jsonl: exit {out.returncode}\n{out.stderr}")
         out = run_tool(new, old, "--out", work / "plots3", "--names", "just-one")
         check(out.returncode == 2 and "--names" in out.stderr, f"--names count: {out.returncode}\n{out.stderr}")
-        out = run_tool("--help")
-        check(out.returncode == 0 and "--smooth" in out.stdout, "--help")
+        check_help(TOOL, "--smooth")
     print(f"plot_run: {len(expected)} + {len(expected2)} PNGs, summaries, notes and errors as expected")
     print("PASS")
 
 
 if __name__ == "__main__":
-    sys.dont_write_bytecode = True
     main()

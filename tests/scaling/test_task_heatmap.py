@@ -6,23 +6,18 @@ per-length accuracy and loss weighted by n), that an ablation with applies false
 and the user errors (exit 2, the file and the problem in the message, no traceback).
 usage: test_task_heatmap.py   (from anywhere; ~5 s)"""
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree (ctest runs from it)
+from study_test_util import REPO, check, check_help, read_png, run_tool as run_tools_script  # noqa: E402
+
 TOOL = REPO / "tools" / "task_heatmap.py"
-PY = "/usr/bin/python3"
 LENGTHS = [256, 1024, 4096]
 DEPTHS = [0.0, 0.33, 0.67, 1.0]
 WINDOW = 64
 RESERVE = 40  # what the fact, question and answer take, as TaskGenerator::grid_spec leaves out
-
-
-def check(cond, msg):
-    if not cond:
-        raise AssertionError(msg)
 
 
 def cell(length, depth, accuracy, nats, n=8):
@@ -47,16 +42,11 @@ def fabricate(work):
 
 
 def run_tool(*args):
-    out = subprocess.run([PY, str(TOOL), *map(str, args)], capture_output=True, text=True, timeout=120)
-    check("Traceback" not in out.stderr, f"task_heatmap {args}: traceback\n{out.stderr}")
-    return out
+    return run_tools_script(TOOL, *args)
 
 
 def png_size(path):
-    data = path.read_bytes() if path.is_file() else b""
-    check(len(data) > 2048, f"{path}: missing or only {len(data)} bytes")
-    check(data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", f"{path}: not a PNG")
-    check(data[-8:-4] == b"IEND", f"{path}: truncated PNG")
+    data = read_png(path, 2048)
     return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
 
 
@@ -109,12 +99,10 @@ def main():
         missing = work / "no-such.json"
         out = run_tool(missing, "--out", work / "bad.png")
         check(out.returncode == 2 and f"{missing}: no such file" in out.stderr, out.stderr)
-        out = run_tool("--help")
-        check(out.returncode == 0 and "--metric" in out.stdout, "--help")
+        check_help(TOOL, "--metric")
     print(f"task_heatmap: 2 PNGs ({w_both}x{h_both}, {w_one}x{h_one}), summaries and errors as expected")
     print("PASS")
 
 
 if __name__ == "__main__":
-    sys.dont_write_bytecode = True
     main()

@@ -85,6 +85,53 @@ std::vector<double> reference_kernel(const FilterSet& s, int L) {
   return k;
 }
 
+// The filter's K in T at the set's parameters (cast to T), into a buffer first filled with `fill`.
+template <typename T>
+std::vector<T> filter_kernel(const FilterSet& s, int L, T fill = T(0)) {
+  const auto p = s.as<T>();
+  ImplicitFilter<T> filter(cpu<T>(), L, s.R, s.O);
+  std::vector<T> k(static_cast<std::size_t>(s.R) * L, fill);
+  filter.forward(p.params(), k.data());
+  return k;
+}
+
+// <K, dK> for a fixed random dK, K the double filter's output at the parameters in the set as
+// they are at each call (the finite differences move them), and the analytic gradient of it.
+class FilterObjective {
+ public:
+  FilterObjective(Rng& rng, const FilterSet& s, int L)
+      : s_(s),
+        dk_(rng.normal(static_cast<std::size_t>(s.R) * L, 1.0)),
+        filter_(cpu<double>(), L, s.R, s.O),
+        k_(dk_.size()) {}
+  double value() {
+    const auto p = s_.as<double>();
+    filter_.forward(p.params(), k_.data());
+    return dot(k_, dk_);
+  }
+  // One backward at the set's parameters, after the forward that leaves its activations.
+  FilterSet::Cast<double> gradients() {
+    value();  // activations for backward
+    FilterSet::Cast<double> g{
+        std::vector<double>(s_.w0.size()),   std::vector<double>(s_.b0.size()),
+        std::vector<double>(s_.w1.size()),   std::vector<double>(s_.b1.size()),
+        std::vector<double>(s_.w2.size()),   std::vector<double>(s_.b2.size()),
+        std::vector<double>(s_.freq.size()), std::vector<double>(s_.w_out.size())};
+    const auto p = s_.as<double>();
+    std::vector<double> dk_consumed = dk_;  // backward scales its dK in place
+    filter_.backward(p.params(), dk_consumed.data(),
+                     {g.w0.data(), g.b0.data(), g.w1.data(), g.b1.data(), g.w2.data(),
+                      g.b2.data(), g.freq.data(), g.w_out.data()});
+    return g;
+  }
+
+ private:
+  const FilterSet& s_;
+  const std::vector<double> dk_;
+  ImplicitFilter<double> filter_;
+  std::vector<double> k_;
+};
+
 TEST(ImplicitFilter, DeltaSpansTheSpecifiedInterval) {
   EXPECT_DOUBLE_EQ(ssm::implicit_filter_delta(0, 5), std::log(1e-2) / 1.5);
   EXPECT_DOUBLE_EQ(ssm::implicit_filter_delta(4, 5), std::log(1e-2) / 0.3);
@@ -97,11 +144,7 @@ TEST(ImplicitFilter, ForwardMatchesNaiveEvaluation) {
   SCOPED_TRACE(rng.trace());
   const int L = 300;
   const FilterSet s(rng, 64, 6);
-  const auto p = s.as<double>();
-  ImplicitFilter<double> filter(cpu<double>(), L, s.R, s.O);
-  std::vector<double> k(static_cast<std::size_t>(s.R) * L, 3.0);
-  filter.forward(p.params(), k.data());
-  expect_close(k, reference_kernel(s, L), 1e-12, "K");
+  expect_close(filter_kernel<double>(s, L, 3.0), reference_kernel(s, L), 1e-12, "K");
 }
 
 TEST(ImplicitFilter, GradientsMatchFiniteDifferences) {
@@ -109,25 +152,9 @@ TEST(ImplicitFilter, GradientsMatchFiniteDifferences) {
   SCOPED_TRACE(rng.trace());
   const int L = 37;
   FilterSet s(rng, 8, 5);
-  const std::vector<double> dk = rng.normal(static_cast<std::size_t>(s.R) * L, 1.0);
-  ImplicitFilter<double> filter(cpu<double>(), L, s.R, s.O);
-  std::vector<double> k(dk.size());
-  const auto objective = [&] {
-    const auto p = s.as<double>();
-    filter.forward(p.params(), k.data());
-    return dot(k, dk);
-  };
-  objective();  // activations for backward
-  FilterSet::Cast<double> g{
-      std::vector<double>(s.w0.size()),   std::vector<double>(s.b0.size()),
-      std::vector<double>(s.w1.size()),   std::vector<double>(s.b1.size()),
-      std::vector<double>(s.w2.size()),   std::vector<double>(s.b2.size()),
-      std::vector<double>(s.freq.size()), std::vector<double>(s.w_out.size())};
-  const auto p = s.as<double>();
-  std::vector<double> dk_consumed = dk;  // backward scales its dK in place
-  filter.backward(p.params(), dk_consumed.data(),
-                  {g.w0.data(), g.b0.data(), g.w1.data(), g.b1.data(), g.w2.data(), g.b2.data(),
-                   g.freq.data(), g.w_out.data()});
+  FilterObjective f(rng, s, L);
+  const auto objective = [&] { return f.value(); };
+  const auto g = f.gradients();
   expect_gradient(objective, &s.w0, g.w0, "w0", 1e-6, 1e-6);
   expect_gradient(objective, &s.b0, g.b0, "b0", 1e-6, 1e-6);
   expect_gradient(objective, &s.w1, g.w1, "w1", 1e-6, 1e-6);
@@ -143,25 +170,12 @@ TEST(ImplicitFilter, LongKernelGradientsMatchFiniteDifferencesOnASubset) {
   SCOPED_TRACE(rng.trace());
   const int L = 700;  // several backward chunks, one partial
   FilterSet s(rng, 16, 3);
-  const std::vector<double> dk = rng.normal(static_cast<std::size_t>(s.R) * L, 1.0);
-  ImplicitFilter<double> filter(cpu<double>(), L, s.R, s.O);
-  std::vector<double> k(dk.size());
-  const auto objective = [&] {
-    const auto p = s.as<double>();
-    filter.forward(p.params(), k.data());
-    return dot(k, dk);
-  };
-  objective();
-  std::vector<double> gw0(s.w0.size()), gb0(s.b0.size()), gw1(s.w1.size()), gb1(s.b1.size()),
-      gw2(s.w2.size()), gb2(s.b2.size()), gf(s.freq.size()), gwo(s.w_out.size());
-  const auto p = s.as<double>();
-  std::vector<double> dk_consumed = dk;  // backward scales its dK in place
-  filter.backward(p.params(), dk_consumed.data(),
-                  {gw0.data(), gb0.data(), gw1.data(), gb1.data(), gw2.data(), gb2.data(),
-                   gf.data(), gwo.data()});
-  expect_gradient_subset(rng, objective, &s.w0, gw0, "w0", 10, 1e-6, 1e-6);
-  expect_gradient_subset(rng, objective, &s.freq, gf, "freq", 10, 1e-6, 1e-6);
-  expect_gradient_subset(rng, objective, &s.w_out, gwo, "w_out", 10, 1e-6, 1e-6);
+  FilterObjective f(rng, s, L);
+  const auto objective = [&] { return f.value(); };
+  const auto g = f.gradients();
+  expect_gradient_subset(rng, objective, &s.w0, g.w0, "w0", 10, 1e-6, 1e-6);
+  expect_gradient_subset(rng, objective, &s.freq, g.freq, "freq", 10, 1e-6, 1e-6);
+  expect_gradient_subset(rng, objective, &s.w_out, g.w_out, "w_out", 10, 1e-6, 1e-6);
 }
 
 TEST(ImplicitFilter, FloatMatchesDouble) {
@@ -169,15 +183,7 @@ TEST(ImplicitFilter, FloatMatchesDouble) {
   SCOPED_TRACE(rng.trace());
   const int L = 4096;
   const FilterSet s(rng, 64, 4);
-  const auto p64 = s.as<double>();
-  const auto p32 = s.as<float>();
-  ImplicitFilter<double> f64(cpu<double>(), L, s.R);
-  ImplicitFilter<float> f32(cpu<float>(), L, s.R);
-  std::vector<double> k64(static_cast<std::size_t>(s.R) * L);
-  std::vector<float> k32(k64.size());
-  f64.forward(p64.params(), k64.data());
-  f32.forward(p32.params(), k32.data());
-  expect_close(k32, k64, 1e-5, "K float");
+  expect_close(filter_kernel<float>(s, L), filter_kernel<double>(s, L), 1e-5, "K float");
 }
 
 }  // namespace
