@@ -1,5 +1,6 @@
-// Shared pieces of the gradient-accumulation tests (tests/accum): the trainer run, the newest
-// checkpoint's tensors, and the comparison of an accumulated run with its big batch.
+// Shared pieces of the gradient-accumulation tests (tests/accum): the newest checkpoint's
+// tensors and the comparison of an accumulated run with its big batch (the trainer run, train(),
+// is tests/dp's).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -30,14 +31,6 @@ inline double reordered_sum_tolerance() {
   const double u = std::ldexp(1.0, -24);
   const double k = 127;
   return 2 * k * u / (1 - k * u);
-}
-
-inline launch::TrainResult train(const launch::RunConfig& cfg, const parallel::ProcessGroups* groups = nullptr) {
-  launch::TrainOptions o;
-  o.config = cfg;
-  o.quiet = true;
-  o.groups = groups;
-  return launch::run_training(o);
 }
 
 // Every dataset under `group` ("/model", "/state", "/data") of the newest checkpoint in `dir`,

@@ -1,5 +1,5 @@
-// Shared helpers of the BST tests: a tiny BST configuration, a layer with its own parameter
-// store and backward scratch, and copying parameters between stores by name (model.md §9).
+// Shared helpers of the BST tests: the variants, a tiny BST configuration, a layer with its own
+// parameter store and backward scratch, and copying parameters between stores by name (model.md §9).
 #pragma once
 
 #include <memory>
@@ -12,6 +12,12 @@
 #include "model_test_util.h"
 
 namespace brt::testing {
+
+// Every BST variant, {SH, MH, MF} x {S4D, unstructured}, in the order the suites list them.
+inline std::vector<std::string> all_bst_variants() {
+  return {"bst:sh:s4d", "bst:mh:s4d", "bst:mf:s4d", "bst:sh:unstructured", "bst:mh:unstructured",
+          "bst:mf:unstructured"};
+}
 
 inline core::ModelConfig tiny_bst_config(const std::string& variant, int seq = 12) {
   core::ModelConfig c = tiny_config(variant);

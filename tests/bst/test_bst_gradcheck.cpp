@@ -4,8 +4,6 @@
 // §7.3 SSM carry and MF's carried context all take part).
 #include <gtest/gtest.h>
 
-#include <cstdio>
-
 #include "bst_test_util.h"
 
 namespace brt::testing {
@@ -38,22 +36,11 @@ TEST_P(BstGradCheck, InputAndParameterGradientsMatchFiniteDifferences) {
   std::vector<double> dx(rows * D, 0.0);
   rig.layer->backward(ctx, probe.data(), dx.data(), rig.scratch);
 
-  std::vector<double*> vars;
-  std::vector<double> analytic;
-  std::vector<std::string> names;
-  for (int i = 0; i < rows * D; ++i) {
-    vars.push_back(&x[i]);
-    analytic.push_back(dx[i]);
-    names.push_back("x[" + std::to_string(i) + "]");
-  }
+  GradCheckVars vars;
+  vars.add_input(x, dx);
   for (auto& p : rig.store.params()) {
     // The implicit filter's 64×64 layers: a strided subset keeps the test fast.
-    const int64_t step = p.numel() > 256 ? p.numel() / 128 + 1 : 1;
-    for (int64_t i = 0; i < p.numel(); i += step) {
-      vars.push_back(p.value + i);
-      analytic.push_back(p.grad[i]);
-      names.push_back(p.spec.name + "[" + std::to_string(i) + "]");
-    }
+    vars.add_param(p, p.numel() > 256 ? p.numel() / 128 + 1 : 1);
   }
   // Every BST parameter must receive gradient (none silently detached).
   for (auto& p : rig.store.params()) {
@@ -61,18 +48,12 @@ TEST_P(BstGradCheck, InputAndParameterGradientsMatchFiniteDifferences) {
     for (int64_t i = 0; i < p.numel(); ++i) norm += p.grad[i] * p.grad[i];
     EXPECT_GT(norm, 0.0) << p.spec.name << " got no gradient";
   }
-  const GradError err = check_gradient(f, vars, analytic, names);
-  std::printf("%s BST layer: %zu elements, relative error %.3g, worst element %.3g (%s)\n",
-              GetParam().c_str(), vars.size(), err.norm_rel, err.max_rel, err.where.c_str());
+  const GradError err = report_gradient_check(f, vars, GetParam() + " BST layer");
   EXPECT_LE(err.norm_rel, 1e-6) << err.where;
   EXPECT_LE(err.max_rel, 1e-4) << err.where;
 }
 
-INSTANTIATE_TEST_SUITE_P(AllVariants, BstGradCheck,
-                         ::testing::Values("bst:sh:s4d", "bst:mh:s4d", "bst:mf:s4d",
-                                           "bst:sh:unstructured", "bst:mh:unstructured",
-                                           "bst:mf:unstructured"),
-                         variant_name);
+INSTANTIATE_TEST_SUITE_P(AllVariants, BstGradCheck, ::testing::ValuesIn(all_bst_variants()), variant_name);
 
 }  // namespace
 }  // namespace brt::testing

@@ -111,11 +111,7 @@ TEST_P(BstModel, TrainingLossFalls) {
   EXPECT_LT(last, 0.8 * first);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllVariants, BstModel,
-                         ::testing::Values("bst:sh:s4d", "bst:mh:s4d", "bst:mf:s4d",
-                                           "bst:sh:unstructured", "bst:mh:unstructured",
-                                           "bst:mf:unstructured"),
-                         variant_name);
+INSTANTIATE_TEST_SUITE_P(AllVariants, BstModel, ::testing::ValuesIn(all_bst_variants()), variant_name);
 
 }  // namespace
 }  // namespace brt::testing

@@ -111,6 +111,19 @@ inline int64_t dataset_data_offset(const fs::path& file, const std::string& data
   return offset == HADDR_UNDEF ? -1 : static_cast<int64_t>(offset);
 }
 
+// The whole-tensor checksum stored in `dataset`'s "checksum" attribute.
+inline uint64_t stored_checksum(const fs::path& file, const std::string& dataset) {
+  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t d = H5Dopen2(f, dataset.c_str(), H5P_DEFAULT);
+  hid_t a = H5Aopen(d, "checksum", H5P_DEFAULT);
+  uint64_t stored = 0;
+  H5Aread(a, H5T_NATIVE_UINT64, &stored);
+  H5Aclose(a);
+  H5Dclose(d);
+  H5Fclose(f);
+  return stored;
+}
+
 inline void flip_byte(const fs::path& file, int64_t offset, unsigned char mask = 0x5A) {
   std::fstream io(file, std::ios::in | std::ios::out | std::ios::binary);
   io.seekg(offset);

@@ -3,7 +3,6 @@
 // (tests/config/resolved_configs.txt); `base =` takes a list; `config keys --json` publishes
 // the bounds and words that the key table enforces. Runs in the source tree (configs/ by name).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -15,6 +14,7 @@
 
 #include "launch/config/config.h"
 #include "launch/config/config_keys.h"
+#include "tests/config/config_test_util.h"
 
 namespace brt::launch {
 namespace {
@@ -119,21 +119,8 @@ TEST(ResolvedConfigs, LadderFilesComposeASizeAndAForm) {
   EXPECT_EQ(composed, 54);  // 6 sizes x 9 forms
 }
 
-class TempDir {
- public:
-  TempDir() : path_(fs::temp_directory_path() / ("brt-config-schema-test-" + std::to_string(::getpid()))) {
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string write(const std::string& name, const std::string& text) const {
-    const fs::path p = path_ / name;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p) << text;
-    return p.string();
-  }
-
- private:
-  fs::path path_;
+struct TempDir : testing::ConfigScratchDir {
+  TempDir() : ConfigScratchDir("brt-config-schema-test-") {}
 };
 
 std::string error_of(const std::string& path) {

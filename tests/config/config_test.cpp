@@ -1,13 +1,12 @@
 // Config files: loading, base inheritance, command-line overrides, error messages that name the
 // key and the file, and render -> parse round trips of every shipped config.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 
 #include "launch/config/config.h"
 #include "launch/config/config_keys.h"
+#include "tests/config/config_test_util.h"
 
 namespace brt::launch {
 namespace {
@@ -16,21 +15,8 @@ namespace fs = std::filesystem;
 const fs::path kConfigs = fs::path(BRT_SOURCE_DIR) / "configs";
 
 // A scratch directory for config files, removed afterwards.
-class TempDir {
- public:
-  TempDir() : path_(fs::temp_directory_path() / ("brt-config-test-" + std::to_string(::getpid()))) {
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string write(const std::string& name, const std::string& text) const {
-    const fs::path p = path_ / name;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p) << text;
-    return p.string();
-  }
-
- private:
-  fs::path path_;
+struct TempDir : testing::ConfigScratchDir {
+  TempDir() : ConfigScratchDir("brt-config-test-") {}
 };
 
 // The ConfigError message of `f`, failing the test when nothing is thrown.

@@ -1,5 +1,5 @@
-// Shared helpers for the data tests: temporary directories, a cached KJV corpus and
-// tokenizer (built once per test process), and an independent reference for word counts.
+// Shared helpers for the data tests: temporary directories, stream options, a cached KJV corpus
+// and tokenizer (built once per test process), and an independent reference for word counts.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 #include <string>
 
 #include "data/corpus/kjv.h"
+#include "data/streams.h"
 #include "data/tokenizer.h"
 
 namespace brt::data::testing {
@@ -37,6 +38,19 @@ class TempDir {
  private:
   fs::path path_;
 };
+
+// Stream options of the stream tests: B streams of N tokens on DP rank `rank` of `ranks`, the
+// epoch permutations drawn from `seed`, batches filled on the calling thread (no prefetch).
+inline StreamOptions test_stream_options(int B, int N, uint64_t seed, int rank = 0, int ranks = 1) {
+  StreamOptions o;
+  o.streams_per_rank = B;
+  o.seq_len = N;
+  o.dp_rank = rank;
+  o.dp_size = ranks;
+  o.seed = seed;
+  o.prefetch = false;
+  return o;
+}
 
 inline void write_file(const fs::path& path, const std::string& bytes) {
   fs::create_directories(path.parent_path());

@@ -53,14 +53,7 @@ std::shared_ptr<const TokenDataset> stream_dataset() {
 }
 
 StreamOptions make_options(int B, int N, int rank = 0, int ranks = 1) {
-  StreamOptions o;
-  o.streams_per_rank = B;
-  o.seq_len = N;
-  o.dp_rank = rank;
-  o.dp_size = ranks;
-  o.seed = 42;
-  o.prefetch = false;
-  return o;
+  return testing::test_stream_options(B, N, 42, rank, ranks);
 }
 
 // One stream's segment, as served.

@@ -28,13 +28,7 @@ std::shared_ptr<const TaskMixture> mixture(double rate, uint64_t seed) {
 }
 
 StreamOptions stream_options(int B, int N, std::shared_ptr<const TaskMixture> tasks, int rank = 0, int ranks = 1) {
-  StreamOptions o;
-  o.streams_per_rank = B;
-  o.seq_len = N;
-  o.dp_rank = rank;
-  o.dp_size = ranks;
-  o.seed = 7;
-  o.prefetch = false;
+  StreamOptions o = testing::test_stream_options(B, N, 7, rank, ranks);
   o.bos_id = testing::task_generator()->corpus().bos_id();
   o.tasks = std::move(tasks);
   return o;

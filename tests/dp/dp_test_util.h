@@ -1,17 +1,25 @@
 // Shared pieces of the data-parallel tests (tests/dp): the small model every test uses, the
-// process groups over MPI_COMM_WORLD, and comparisons.
+// process groups over MPI_COMM_WORLD, one segment of the DP step protocol, the trainer run, and
+// comparisons.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "core/model.h"
+#include "core/sharding/data_parallel.h"
+#include "data/batch.h"
 #include "launch/config/config.h"
+#include "launch/feed/batch_source.h"
+#include "launch/train/trainer.h"
 #include "parallel/process_groups.h"
+#include "tests/common/variant_name.h"
 
 namespace brt::testing {
 
@@ -43,6 +51,39 @@ inline launch::RunConfig small_run(const std::string& variant, int streams, int6
                                         "train.steps=" + std::to_string(steps)};
   overrides.insert(overrides.end(), extra.begin(), extra.end());
   return launch::parse_run_config(toml, "tests/dp small config", overrides);
+}
+
+// One segment of the step protocol on the next batch of `source`: the loss scaled by
+// 1 / (scored targets in the global batch), forward and backward, and with `dpx` the gradient
+// reduced during backward. Returns this rank's loss sums and the global target count.
+struct SegmentLoss {
+  core::LossSums sums;
+  int64_t count = 0;
+};
+template <typename T>
+SegmentLoss forward_backward(core::Model<T>& model, launch::SyntheticMarkovSource& source, data::Batch& batch,
+                             core::DataParallel<T>* dpx = nullptr) {
+  source.next(batch);
+  int64_t count = 0;
+  for (uint8_t m : batch.mask) count += m;
+  if (dpx) count = dpx->global_count(count);
+  model.params().zero_grads();
+  const core::LossSums sums =
+      model.forward({batch.inputs.data(), batch.targets.data(), batch.mask.data(), batch.doc_start.data()},
+                    T(1) / T(count));
+  if (dpx) dpx->begin_backward();
+  model.backward();
+  if (dpx) dpx->end_backward();
+  return {sums, count};
+}
+
+// A quiet trainer run of `cfg`: one process (groups == nullptr) or this rank's part of `groups`.
+inline launch::TrainResult train(const launch::RunConfig& cfg, const parallel::ProcessGroups* groups = nullptr) {
+  launch::TrainOptions o;
+  o.config = cfg;
+  o.quiet = true;
+  o.groups = groups;
+  return launch::run_training(o);
 }
 
 // ||got - want|| / ||want|| over a tensor (0 when both are zero).

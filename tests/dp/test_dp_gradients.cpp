@@ -22,10 +22,6 @@ namespace {
 
 using core::Model;
 
-core::ModelInput input_of(const data::Batch& b) {
-  return {b.inputs.data(), b.targets.data(), b.mask.data(), b.doc_start.data()};
-}
-
 struct StepOutput {
   double loss = 0;
   std::vector<float> grads;
@@ -43,14 +39,9 @@ std::vector<StepOutput> single_process(const launch::RunConfig& cfg) {
   std::vector<StepOutput> out;
   data::Batch batch;
   for (int s = 0; s < kSegments; ++s) {
-    source.next(batch);
-    int64_t count = 0;
-    for (uint8_t m : batch.mask) count += m;
-    model.params().zero_grads();
-    const core::LossSums sums = model.forward(input_of(batch), 1.0f / float(count));
-    model.backward();
+    const SegmentLoss loss = forward_backward(model, source, batch);
     const float* g = model.params().grads();
-    out.push_back({sums.nats / double(count), std::vector<float>(g, g + model.params().total_numel())});
+    out.push_back({loss.sums.nats / double(loss.count), std::vector<float>(g, g + model.params().total_numel())});
   }
   return out;
 }
@@ -67,17 +58,9 @@ std::vector<StepOutput> data_parallel(const launch::RunConfig& cfg, parallel::Co
   std::vector<StepOutput> out;
   data::Batch batch;
   for (int s = 0; s < kSegments; ++s) {
-    source.next(batch);
-    int64_t local = 0;
-    for (uint8_t m : batch.mask) local += m;
-    const int64_t count = dpx.global_count(local);
-    model.params().zero_grads();
-    const core::LossSums sums = model.forward(input_of(batch), 1.0f / float(count));
-    dpx.begin_backward();
-    model.backward();
-    dpx.end_backward();
+    const SegmentLoss loss = forward_backward(model, source, batch, &dpx);
     const float* g = model.params().grads();
-    out.push_back({dpx.global_nats(sums.nats) / double(count),
+    out.push_back({dpx.global_nats(loss.sums.nats) / double(loss.count),
                    std::vector<float>(g, g + model.params().total_numel())});
   }
   return out;
@@ -121,11 +104,7 @@ TEST_P(DpGradients, BucketSizeAndOverlapDoNotChangeABit) {
 
 INSTANTIATE_TEST_SUITE_P(Variants, DpGradients,
                          ::testing::Values("slide", "rec:fixed:skip", "rec:lstm:dual", "feedback:lstm:dual"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n) if (c == ':') c = '_';
-                           return n;
-                         });
+                         variant_name);
 
 }  // namespace
 }  // namespace brt::testing

@@ -20,14 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-launch::TrainResult train(const launch::RunConfig& cfg, const parallel::ProcessGroups* groups) {
-  launch::TrainOptions o;
-  o.config = cfg;
-  o.quiet = true;
-  o.groups = groups;
-  return launch::run_training(o);
-}
-
 int per_rank_streams() { return kGlobalStreams / world_size(); }
 
 // Every float32 dataset under `group` of the newest checkpoint in `dir`, by name.

@@ -1,19 +1,23 @@
-// Helpers shared by the model tests: small configurations, random batches, and a central
-// finite-difference gradient check in float64 (model.md §1–§8).
+// Helpers shared by the model tests: small configurations, random and passkey batches, and a
+// central finite-difference gradient check in float64 (model.md §1–§8).
 #pragma once
 
 #include <cmath>
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "core/model.h"
+#include "core/optim/optim_config.h"
 #include "tests/common/micro_model.h"
+#include "tests/common/variant_name.h"
 
 namespace brt::testing {
 
@@ -49,12 +53,49 @@ inline RandomBatch random_batch(int streams, int seq, int vocab, std::mt19937_64
   return b;
 }
 
-// Test-parameter names for model variants ("rec:fixed:skip" -> "rec_fixed_skip").
-inline std::string variant_name(const ::testing::TestParamInfo<std::string>& info) {
-  std::string n = info.param;
-  for (auto& c : n)
-    if (c == ':') c = '_';
-  return n;
+// A passkey batch: one document per stream, one segment each, [key_mark, key, filler ...,
+// query_mark, filler ...]. Every target is the next input except query_mark's, which is the key
+// and the only target scored.
+struct PasskeyBatch {
+  std::vector<int32_t> inputs, targets;
+  std::vector<uint8_t> mask, doc_start;
+  std::vector<size_t> answer_row;  // stream s's scored row, s·seq + query position
+  std::vector<int32_t> answer;     // stream s's key
+};
+
+// `draw(in)` draws one stream's key and query position, fills its `seq` inputs `in` with filler
+// and returns {key, query position}: the caller's random draws, in the caller's order.
+template <typename Draw>
+PasskeyBatch make_passkey_batch(int streams, int seq, int key_mark, int query_mark, Draw&& draw) {
+  PasskeyBatch b;
+  b.inputs.assign(size_t(streams) * seq, 0);
+  b.targets.assign(size_t(streams) * seq, 0);
+  b.mask.assign(size_t(streams) * seq, 0);
+  b.doc_start.assign(streams, 1);
+  for (int s = 0; s < streams; ++s) {
+    int32_t* in = b.inputs.data() + size_t(s) * seq;
+    const auto [key, query] = draw(in);
+    in[0] = key_mark;
+    in[1] = key;
+    in[query] = query_mark;
+    for (int i = 0; i + 1 < seq; ++i) b.targets[size_t(s) * seq + i] = in[i + 1];
+    const size_t row = size_t(s) * seq + size_t(query);
+    b.targets[row] = key;
+    b.mask[row] = 1;  // only the answer is scored
+    b.answer_row.push_back(row);
+    b.answer.push_back(key);
+  }
+  return b;
+}
+
+// AdamW at `lr` after a linear warmup of `warmup` steps, then constant.
+inline core::OptimConfig constant_adamw(double lr, int64_t warmup) {
+  core::OptimConfig oc;
+  oc.kind = core::OptimKind::kAdamW;
+  oc.lr = lr;
+  oc.warmup = warmup;
+  oc.schedule = core::ScheduleKind::kConstant;
+  return oc;
 }
 
 struct GradError {
@@ -109,6 +150,41 @@ inline GradError check_gradient(const std::function<double()>& f, std::vector<do
   }
   e.norm_rel = std::sqrt(diff2) / std::max(std::sqrt(ref2), 1e-300);
   return e;
+}
+
+// The variables of a finite-difference check: where each lives, its analytic gradient and its
+// name in the report, in check order.
+struct GradCheckVars {
+  std::vector<double*> vars;
+  std::vector<double> analytic;
+  std::vector<std::string> names;
+
+  // Every element of a layer input x ("x[i]"), with its analytic gradient dx.
+  void add_input(std::vector<double>& x, const std::vector<double>& dx) {
+    for (size_t i = 0; i < x.size(); ++i) {
+      vars.push_back(&x[i]);
+      analytic.push_back(dx[i]);
+      names.push_back("x[" + std::to_string(i) + "]");
+    }
+  }
+  // Elements 0, step, 2·step, ... of parameter `p` ("<name>[i]").
+  void add_param(const core::Param<double>& p, int64_t step = 1) {
+    for (int64_t i = 0; i < p.numel(); i += step) {
+      vars.push_back(p.value + i);
+      analytic.push_back(p.grad[i]);
+      names.push_back(p.spec.name + "[" + std::to_string(i) + "]");
+    }
+  }
+};
+
+// check_gradient of f over `v`, reported on one line as "<what>: <n> elements, relative error
+// <norm_rel>, worst element <max_rel> (<where>)".
+inline GradError report_gradient_check(const std::function<double()>& f, const GradCheckVars& v,
+                                       const std::string& what) {
+  const GradError err = check_gradient(f, v.vars, v.analytic, v.names);
+  std::printf("%s: %zu elements, relative error %.3g, worst element %.3g (%s)\n", what.c_str(), v.vars.size(),
+              err.norm_rel, err.max_rel, err.where.c_str());
+  return err;
 }
 
 }  // namespace brt::testing

@@ -194,32 +194,12 @@ TEST(CarriedState, AnEarlyBlockReachesALaterBlockOnlyThroughTheState) {
 constexpr int kKeyMark = 1, kQueryMark = 2, kFirstKey = 3, kKeys = 6, kFirstFiller = 9;
 constexpr int kVocab = 16, kSeq = 32, kWindow = 4, kStreams = 8;
 
-struct PasskeyBatch {
-  std::vector<int32_t> inputs, targets;
-  std::vector<uint8_t> mask, doc_start;
-  std::vector<size_t> answer_row;
-};
-
 PasskeyBatch passkey_batch(std::mt19937_64& rng) {
-  PasskeyBatch b;
-  b.inputs.assign(kStreams * kSeq, 0);
-  b.targets.assign(kStreams * kSeq, 0);
-  b.mask.assign(kStreams * kSeq, 0);
-  b.doc_start.assign(kStreams, 1);
-  for (int s = 0; s < kStreams; ++s) {
-    int32_t* in = b.inputs.data() + s * kSeq;
+  return make_passkey_batch(kStreams, kSeq, kKeyMark, kQueryMark, [&](int32_t* in) {
     const int key = kFirstKey + int(rng() % kKeys), query = 20 + int(rng() % (kSeq - 20));
     for (int i = 0; i < kSeq; ++i) in[i] = kFirstFiller + int(rng() % (kVocab - kFirstFiller));
-    in[0] = kKeyMark;
-    in[1] = key;
-    in[query] = kQueryMark;
-    for (int i = 0; i + 1 < kSeq; ++i) b.targets[size_t(s) * kSeq + i] = in[i + 1];
-    const size_t row = size_t(s) * kSeq + size_t(query);
-    b.targets[row] = key;
-    b.mask[row] = 1;  // only the answer is scored
-    b.answer_row.push_back(row);
-  }
-  return b;
+    return std::pair{key, query};
+  });
 }
 
 // Held-out answers scored teacher-forced from the logits, as `eval --task` scores them.
@@ -248,12 +228,7 @@ TEST(CarriedState, TheBlockAblationChangesTheTaskLossOfAStateReliantModel) {
                                                 .recurrent_layers = {1}});
   core::Model<float> model(cfg, kStreams, *backend);
   model.params().initialize(seed);
-  core::OptimConfig oc;
-  oc.kind = core::OptimKind::kAdamW;
-  oc.lr = 3e-3;
-  oc.warmup = 30;
-  oc.schedule = core::ScheduleKind::kConstant;
-  auto optimizer = core::make_optimizer(oc, model.params());
+  auto optimizer = core::make_optimizer(constant_adamw(3e-3, 30), model.params());
   std::mt19937_64 rng(seed);
   // Trained until it reads the key (some seeds take longer), checked every 200 steps.
   const double chance_nats = std::log(double(kKeys));

@@ -3,7 +3,6 @@
 // segment of several blocks, with one stream continuing from a carried cache/state.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <memory>
 #include <random>
 
@@ -71,23 +70,10 @@ TEST_P(LayerGradCheck, InputAndParameterGradientsMatchFiniteDifferences) {
   std::vector<double> dx(rows * D, 0.0);
   layer->backward(ctx, probe.data(), dx.data(), scratch);
 
-  std::vector<double*> vars;
-  std::vector<double> analytic;
-  std::vector<std::string> names;
-  for (int i = 0; i < rows * D; ++i) {
-    vars.push_back(&x[i]);
-    analytic.push_back(dx[i]);
-    names.push_back("x[" + std::to_string(i) + "]");
-  }
-  for (auto& p : store.params())
-    for (int64_t i = 0; i < p.numel(); ++i) {
-      vars.push_back(p.value + i);
-      analytic.push_back(p.grad[i]);
-      names.push_back(p.spec.name + "[" + std::to_string(i) + "]");
-    }
-  const GradError err = check_gradient(f, vars, analytic, names);
-  std::printf("%s layer: %zu elements, relative error %.3g, worst element %.3g (%s)\n",
-              GetParam().c_str(), vars.size(), err.norm_rel, err.max_rel, err.where.c_str());
+  GradCheckVars vars;
+  vars.add_input(x, dx);
+  for (auto& p : store.params()) vars.add_param(p);
+  const GradError err = report_gradient_check(f, vars, GetParam() + " layer");
   EXPECT_LE(err.norm_rel, 1e-6) << err.where;
   EXPECT_LE(err.max_rel, 1e-4) << err.where;
 }

@@ -13,7 +13,7 @@
 #include "core/model.h"
 #include "core/optim/optimizer.h"
 #include "kernels/backend.h"
-#include "tests/common/micro_model.h"
+#include "model_test_util.h"
 
 namespace brt::testing {
 namespace {
@@ -21,35 +21,14 @@ namespace {
 constexpr int kKeyMark = 1, kQueryMark = 2, kFirstKey = 3, kKeys = 8, kFirstFiller = 11;
 constexpr int kVocab = 24, kSeq = 64, kWindow = 8, kStreams = 16;
 
-struct RecallBatch {
-  std::vector<int32_t> inputs, targets;
-  std::vector<uint8_t> mask, doc_start;
-  std::vector<int> answer_pos, answer;
-};
-
-RecallBatch make_batch(std::mt19937_64& rng) {
-  RecallBatch b;
-  b.inputs.assign(kStreams * kSeq, 0);
-  b.targets.assign(kStreams * kSeq, 0);
-  b.mask.assign(kStreams * kSeq, 0);
-  b.doc_start.assign(kStreams, 1);
+PasskeyBatch make_batch(std::mt19937_64& rng) {
   std::uniform_int_distribution<int> key(0, kKeys - 1), filler(kFirstFiller, kVocab - 1),
       query(44, kSeq - 1);
-  for (int s = 0; s < kStreams; ++s) {
-    int32_t* in = b.inputs.data() + s * kSeq;
-    int32_t* tg = b.targets.data() + s * kSeq;
+  return make_passkey_batch(kStreams, kSeq, kKeyMark, kQueryMark, [&](int32_t* in) {
     const int k = kFirstKey + key(rng), q = query(rng);
     for (int i = 0; i < kSeq; ++i) in[i] = filler(rng);
-    in[0] = kKeyMark;
-    in[1] = k;
-    in[q] = kQueryMark;
-    for (int i = 0; i + 1 < kSeq; ++i) tg[i] = in[i + 1];
-    tg[q] = k;  // the answer: only this target is scored
-    b.mask[s * kSeq + q] = 1;
-    b.answer_pos.push_back(s * kSeq + q);
-    b.answer.push_back(k);
-  }
-  return b;
+    return std::pair{k, q};
+  });
 }
 
 // Accuracy on held-out batches: each key candidate is scored by its loss at the answer
@@ -60,15 +39,15 @@ double held_out_accuracy(core::Model<float>& model, double* answer_loss) {
   int correct = 0, total = 0;
   double loss_sum = 0;
   for (int rep = 0; rep < 8; ++rep) {
-    RecallBatch b = make_batch(eval_rng);
+    PasskeyBatch b = make_batch(eval_rng);
     std::vector<float> best(kStreams, 1e30f);
     std::vector<int> pred(kStreams, -1);
     for (int c = 0; c < kKeys; ++c) {
-      for (int s = 0; s < kStreams; ++s) b.targets[b.answer_pos[s]] = kFirstKey + c;
+      for (int s = 0; s < kStreams; ++s) b.targets[b.answer_row[s]] = kFirstKey + c;
       model.forward({b.inputs.data(), b.targets.data(), b.mask.data(), b.doc_start.data()}, 1.0f);
       const std::vector<float> losses = model.row_losses();
       for (int s = 0; s < kStreams; ++s) {
-        const float loss = losses[b.answer_pos[s]];
+        const float loss = losses[b.answer_row[s]];
         if (loss < best[s]) best[s] = loss, pred[s] = kFirstKey + c;
         if (kFirstKey + c == b.answer[s]) loss_sum += loss;
       }
@@ -92,15 +71,10 @@ RecallResult train_recall(const std::string& variant, int steps) {
                                                 .recurrent_layers = {1}});
   core::Model<float> model(cfg, kStreams, *backend);
   model.params().initialize(7);
-  core::OptimConfig oc;
-  oc.kind = core::OptimKind::kAdamW;
-  oc.lr = 3e-3;
-  oc.warmup = 50;
-  oc.schedule = core::ScheduleKind::kConstant;
-  auto opt = core::make_optimizer(oc, model.params());
+  auto opt = core::make_optimizer(constant_adamw(3e-3, 50), model.params());
   std::mt19937_64 rng(11);
   for (int step = 0; step < steps; ++step) {
-    RecallBatch b = make_batch(rng);
+    PasskeyBatch b = make_batch(rng);
     model.params().zero_grads();
     model.forward({b.inputs.data(), b.targets.data(), b.mask.data(), b.doc_start.data()},
                   1.0f / kStreams);

@@ -41,7 +41,6 @@ std::string shared_temp_dir(const std::string& tag);
 namespace {
 
 using core::Model;
-using core::TensorParallel;
 
 constexpr uint64_t kDataSeed = 5;
 const std::vector<std::string> kAdafactorKeys = {"optim.kind=adafactor", "optim.min_dim_to_factor=8",
@@ -54,41 +53,22 @@ struct Snapshots {
 // Ten Adafactor steps on kGlobalStreams global streams, one process or this rank's part of a
 // (DP, TP) layout (ZeRO-1 optional); weights gathered over TP.
 Snapshots run_adafactor(const std::string& variant, const parallel::ProcessGroups* groups, bool zero) {
-  const int dp_size = groups ? groups->dp().size() : 1, dp_rank = groups ? groups->dp_rank() : 0;
-  const int B = kGlobalStreams / dp_size;
-  const launch::RunConfig cfg = tp_run(variant, B, 10, kAdafactorKeys);
-  const TensorParallel tp = groups ? TensorParallel(groups->tp()) : TensorParallel();
-  auto backend = kernels::make_cpu_backend<double>();
-  Model<double> model(cfg.model, B, *backend, tp);
-  model.params().initialize(uint64_t(cfg.train.seed));
-  launch::SyntheticMarkovSource source(cfg.model.vocab, B, cfg.model.seq_len, kDataSeed, dp_rank * B);
-  std::unique_ptr<core::DataParallel<double>> dpx;
-  if (groups)
-    dpx = std::make_unique<core::DataParallel<double>>(groups->dp(), model,
-                                                        core::DpSettings{false, 4.0, zero});
-  auto optimizer = core::make_optimizer(cfg.optim, model.params(),
-                                        dpx ? dpx->owned_mask() : std::vector<bool>{});
-  core::TensorParallelStatReducer<double> reducer(model.params(), tp);
-  if (tp.active()) optimizer->set_reducer(&reducer);
+  const launch::RunConfig cfg = tp_run(variant, rank_streams(groups), 10, kAdafactorKeys);
+  TpRankRun<double> r(cfg, groups, kDataSeed, core::DpSettings{false, 4.0, zero});
+  auto optimizer = core::make_optimizer(cfg.optim, r.model.params(),
+                                        r.dpx ? r.dpx->owned_mask() : std::vector<bool>{});
+  core::TensorParallelStatReducer<double> reducer(r.model.params(), r.tp);
+  if (r.tp.active()) optimizer->set_reducer(&reducer);
   Snapshots out;
-  out.initial = gather_all(model.params(), tp, false);
+  out.initial = gather_all(r.model.params(), r.tp, false);
   data::Batch batch;
   for (int step = 1; step <= 10; ++step) {
-    source.next(batch);
-    int64_t count = 0;
-    for (uint8_t m : batch.mask) count += m;
-    if (dpx) count = dpx->global_count(count);
-    model.params().zero_grads();
-    model.forward({batch.inputs.data(), batch.targets.data(), batch.mask.data(), batch.doc_start.data()},
-                  1.0 / double(count));
-    if (dpx) dpx->begin_backward();
-    model.backward();
-    if (dpx) dpx->end_backward();
+    forward_backward(r.model, r.source, batch, r.dpx.get());
     optimizer->step();
-    if (dpx) dpx->after_update();
-    if (step == 1) out.after_one = gather_all(model.params(), tp, false);
+    if (r.dpx) r.dpx->after_update();
+    if (step == 1) out.after_one = gather_all(r.model.params(), r.tp, false);
   }
-  out.after_ten = gather_all(model.params(), tp, false);
+  out.after_ten = gather_all(r.model.params(), r.tp, false);
   return out;
 }
 
@@ -99,17 +79,11 @@ std::vector<double> minus(const std::vector<double>& a, const std::vector<double
 }
 
 TEST(TpAdafactor, EveryRanksUpdateIsTheSliceOfTheSingleProcessUpdate) {
-  struct Layout {
-    int tp;
-    bool zero;
-  };
-  std::vector<Layout> layouts = {{world_size(), false}};
-  if (world_size() == 4) layouts.push_back({2, true});
   for (const std::string variant : {"slide", "rec:lstm:dual"}) {
     const Snapshots ref = run_adafactor(variant, nullptr, false);
     auto backend = kernels::make_cpu_backend<float>();
     Model<float> names(tp_run(variant, 1, 1).model, 1, *backend);
-    for (const Layout& layout : layouts) {
+    for (const TpLayout& layout : tp_layouts()) {
       const auto groups = parallel::make_mpi_process_groups(MPI_COMM_WORLD, layout.tp);
       const Snapshots got = run_adafactor(variant, &groups, layout.zero);
       double worst_w = 0, worst_d = 0;
@@ -144,14 +118,6 @@ TEST(TpAdafactor, EveryRanksUpdateIsTheSliceOfTheSingleProcessUpdate) {
   }
 }
 
-launch::TrainResult train(const launch::RunConfig& cfg, const parallel::ProcessGroups* groups) {
-  launch::TrainOptions o;
-  o.config = cfg;
-  o.quiet = true;
-  o.groups = groups;
-  return launch::run_training(o);
-}
-
 TEST(TpAdafactor, TrainerRunsItAndItsCheckpointResumesInOneProcess) {
   const std::string dir = shared_temp_dir("adafactor");
   const int tp = world_size();
@@ -162,22 +128,8 @@ TEST(TpAdafactor, TrainerRunsItAndItsCheckpointResumesInOneProcess) {
   ASSERT_EQ(uninterrupted.losses.size(), 10u);
   for (size_t i = 0; i < 10; ++i)
     EXPECT_NEAR(uninterrupted.losses[i], ref.losses[i], 1e-5 * ref.losses[i]) << "step " << i;
-  auto first = whole_run;
-  first.train.steps = 5;
-  first.checkpoint.dir = dir + "/tp";
-  train(first, &groups);
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (world_rank() == 0) {  // R and C are stored whole: TP = 1 continues the run
-    auto rest = whole_run;
-    rest.checkpoint.dir = dir + "/tp";
-    rest.checkpoint.resume = true;
-    const auto resumed = train(rest, nullptr);
-    ASSERT_EQ(resumed.losses.size(), 5u);
-    for (size_t i = 0; i < 5; ++i)
-      EXPECT_NEAR(resumed.losses[i], uninterrupted.losses[5 + i], 1e-5 * uninterrupted.losses[5 + i])
-          << "step " << 5 + i;
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
+  // R and C are stored whole: TP = 1 continues the run.
+  expect_one_process_resume(whole_run, groups, dir + "/tp", 5, uninterrupted, "");
 }
 
 }  // namespace

@@ -38,10 +38,6 @@ using core::TensorParallel;
 constexpr uint64_t kDataSeed = 99;
 constexpr int kSegments = 2;
 
-core::ModelInput input_of(const data::Batch& b) {
-  return {b.inputs.data(), b.targets.data(), b.mask.data(), b.doc_start.data()};
-}
-
 struct StepOutput {
   double loss = 0;
   std::vector<std::vector<float>> grads;  // full tensors, store order
@@ -49,29 +45,13 @@ struct StepOutput {
 
 // One process holding all global streams, or this rank's part of a (DP, TP) layout.
 std::vector<StepOutput> run(const launch::RunConfig& cfg, const parallel::ProcessGroups* groups) {
-  const int dp_size = groups ? groups->dp().size() : 1, dp_rank = groups ? groups->dp_rank() : 0;
-  const int B = kGlobalStreams / dp_size;
-  const TensorParallel tp = groups ? TensorParallel(groups->tp()) : TensorParallel();
-  auto backend = kernels::make_cpu_backend<float>();
-  Model<float> model(cfg.model, B, *backend, tp);
-  model.params().initialize(uint64_t(cfg.train.seed));
-  launch::SyntheticMarkovSource source(cfg.model.vocab, B, cfg.model.seq_len, kDataSeed, dp_rank * B);
-  std::unique_ptr<core::DataParallel<float>> dpx;
-  if (groups) dpx = std::make_unique<core::DataParallel<float>>(groups->dp(), model, core::DpSettings{});
+  TpRankRun<float> r(cfg, groups, kDataSeed);
   std::vector<StepOutput> out;
   data::Batch batch;
   for (int s = 0; s < kSegments; ++s) {
-    source.next(batch);
-    int64_t count = 0;
-    for (uint8_t m : batch.mask) count += m;
-    if (dpx) count = dpx->global_count(count);
-    model.params().zero_grads();
-    const core::LossSums sums = model.forward(input_of(batch), 1.0f / float(count));
-    if (dpx) dpx->begin_backward();
-    model.backward();
-    if (dpx) dpx->end_backward();
-    const double nats = dpx ? dpx->global_nats(sums.nats) : sums.nats;
-    out.push_back({nats / double(count), gather_all(model.params(), tp, true)});
+    const SegmentLoss loss = forward_backward(r.model, r.source, batch, r.dpx.get());
+    const double nats = r.dpx ? r.dpx->global_nats(loss.sums.nats) : loss.sums.nats;
+    out.push_back({nats / double(loss.count), gather_all(r.model.params(), r.tp, true)});
   }
   return out;
 }
@@ -115,19 +95,7 @@ INSTANTIATE_TEST_SUITE_P(Variants, TpModel,
                          ::testing::Values("slide", "xl", "rec:fixed:skip", "rec:lstm:dual",
                                            "feedback:fixed:skip", "feedback:lstm:dual",
                                            "bst:sh:s4d", "bst:mf:unstructured"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n) if (c == ':') c = '_';
-                           return n;
-                         });
-
-launch::TrainResult train(const launch::RunConfig& cfg, const parallel::ProcessGroups* groups) {
-  launch::TrainOptions o;
-  o.config = cfg;
-  o.quiet = true;
-  o.groups = groups;
-  return launch::run_training(o);
-}
+                         variant_name);
 
 // AdamW with a clip norm the gradients exceed, so the clip scale (from the global norm over
 // every TP shard) shapes every update.
@@ -135,15 +103,9 @@ const std::vector<std::string> kTrainKeys = {"optim.kind=adamw", "optim.clip_nor
 
 TEST(TpTraining, TwentyStepsTrackTheSingleProcessLossCurve) {
   // (DP, TP) = (1, world); with 4 ranks also (2, 2) with ZeRO-1 over the DP groups.
-  struct Layout {
-    int tp;
-    bool zero;
-  };
-  std::vector<Layout> layouts = {{world_size(), false}};
-  if (world_size() == 4) layouts.push_back({2, true});
   for (const std::string variant : {"rec:fixed:skip", "rec:lstm:dual", "bst:mh:s4d"}) {
     const auto ref = train(tp_run(variant, kGlobalStreams, 20, kTrainKeys), nullptr);
-    for (const Layout& layout : layouts) {
+    for (const TpLayout& layout : tp_layouts()) {
       const auto groups = parallel::make_mpi_process_groups(MPI_COMM_WORLD, layout.tp);
       const int dp = world_size() / layout.tp;
       auto keys = kTrainKeys;
@@ -205,31 +167,13 @@ TEST_P(TpCheckpoint, SavedUnderTpResumesInOneProcessOnTheSameCurve) {
   const auto groups = parallel::make_mpi_process_groups(MPI_COMM_WORLD, tp);
   auto whole_run = tp_run(GetParam(), kGlobalStreams, 12, kTrainKeys);
   const auto uninterrupted = train(whole_run, &groups);
-  auto first = whole_run;
-  first.train.steps = 6;
-  first.checkpoint.dir = dir + "/tp";
-  train(first, &groups);
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (world_rank() == 0) {  // the checkpoint holds full tensors: TP = 1 continues it
-    auto rest = whole_run;
-    rest.checkpoint.dir = dir + "/tp";
-    rest.checkpoint.resume = true;
-    const auto resumed = train(rest, nullptr);
-    ASSERT_EQ(resumed.losses.size(), 6u);
-    for (size_t i = 0; i < 6; ++i)
-      EXPECT_NEAR(resumed.losses[i], uninterrupted.losses[6 + i], 1e-5 * uninterrupted.losses[6 + i])
-          << GetParam() << " step " << 6 + i;
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
+  // The checkpoint holds full tensors: TP = 1 continues it.
+  expect_one_process_resume(whole_run, groups, dir + "/tp", 6, uninterrupted, GetParam() + " ");
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, TpCheckpoint,
                          ::testing::Values("rec:lstm:dual", "bst:sh:s4d", "bst:mf:unstructured"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n) if (c == ':') c = '_';
-                           return n;
-                         });
+                         variant_name);
 
 }  // namespace
 }  // namespace brt::testing
