@@ -55,7 +55,7 @@ class NcclCommunicator final : public Communicator {
   // True after an error or timeout aborted the NCCL communicator; later collectives throw.
   bool aborted() const;
   // For a host that waits on a stream behind this communicator's collectives (the CUDA
-  // backend's wait watch, kernels/cuda/stream_wait.h): an asynchronous NCCL error aborts the
+  // backend's wait watch, kernels/cuda/device/stream_wait.h): an asynchronous NCCL error aborts the
   // communicator and throws CommError naming the collective and `waiter`; a collective still
   // incomplete past CommOptions::timeout after it was issued aborts the communicator and ends
   // the job with the timeout report (exit 124). Cheap enough to call every millisecond.

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/cuda/device_arena.h"
+#include "kernels/cuda/device/device_arena.h"
 #include "kernels/cuda/launchers.h"
 
 namespace {

@@ -10,7 +10,7 @@
 // optimizer_kernels.h) on the memory the ParamStore lives in, and all state (moments, factors,
 // scratch, the chunk and tensor tables) is allocated there too. Without kernels given the CPU
 // implementation runs (the store must be in host memory); for a store in device memory pass the
-// backend's optimizer kernels (kernels/cuda/cuda_optimizer_kernels.h). Only small per-chunk /
+// backend's optimizer kernels (kernels/cuda/optim/cuda_optimizer_kernels.h). Only small per-chunk /
 // per-parameter / per-factor-entry double arrays come to the host (for the StatReducer and the
 // per-parameter scalars).
 #pragma once

@@ -10,7 +10,7 @@
 
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/fft_conv.h"
+#include "kernels/cuda/ssm/fft_conv.h"
 
 namespace brt::kernels::cuda {
 

@@ -78,7 +78,7 @@ CUstream_st* stream_handle(Backend<float>& backend);
 // its stream and calls `watch(seconds waited)` between polls, instead of blocking in
 // cudaStreamSynchronize: a run with NCCL collectives on that stream installs the communicators'
 // health check here, so a dead peer ends the job with the timeout report instead of a hang
-// (kernels/cuda/stream_wait.h). An empty watch restores plain waits. Throws
+// (kernels/cuda/device/stream_wait.h). An empty watch restores plain waits. Throws
 // std::invalid_argument for another backend.
 void set_wait_watch(Backend<float>& backend, std::function<void(double waited_seconds)> watch);
 

@@ -11,11 +11,11 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/cuda/device_arena.h"
-#include "kernels/cuda/device_memory.h"
+#include "kernels/cuda/device/device_arena.h"
+#include "kernels/cuda/device/device_memory.h"
 #include "kernels/cuda/launchers.h"
-#include "kernels/cuda/ssm_state_staged.h"
-#include "kernels/cuda/stream_wait.h"
+#include "kernels/cuda/ssm/ssm_state_staged.h"
+#include "kernels/cuda/device/stream_wait.h"
 
 namespace brt::kernels::cuda {
 class CufftWorkArea;  // fft_conv.h

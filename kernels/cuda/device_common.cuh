@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device_arena.h"
+#include "kernels/cuda/device/device_arena.h"
 
 namespace brt::kernels::cuda {
 

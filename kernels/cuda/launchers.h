@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "kernels/cuda/device_arena.h"
+#include "kernels/cuda/device/device_arena.h"
 
 namespace brt::kernels::cuda {
 

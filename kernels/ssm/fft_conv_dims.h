@@ -14,7 +14,7 @@ struct FftConvDims {
 // Smallest n >= min_n whose only prime factors are 2, 3 and 5 (fast FFTW sizes).
 int fft_friendly_size(int min_n);
 
-// Device memory of the CUDA convolver (kernels/cuda/fft_conv.h) planned for (length, channels,
+// Device memory of the CUDA convolver (kernels/cuda/ssm/fft_conv.h) planned for (length, channels,
 // max_batch, max_features), for brt-dist plan: `buffers` its staging rows [B·C·F, n_fft] and
 // five spectra (each 256-byte aligned, exactly what it allocates); `work_area` the model of the
 // cuFFT work area its largest plan needs (one copy of that plan's complex data; the real need is

@@ -13,7 +13,7 @@ std::size_t cuda_workspace_bytes(const core::ModelConfig& model, int streams, bo
   // Operand pairs: activation × weight (rows·widest + widest·D) or activation × activation
   // (the weight gradients, at most 2·rows·widest), two bytes an element.
   const double gemm = bf16 ? 2.0 * (2.0 * rows * widest + widest * model.d_model) : 0.0;
-  // bf16 window attention on the tensor cores (kernels/cuda/attention_tc.cu), backward: bf16
+  // bf16 window attention on the tensor cores (kernels/cuda/attention/attention_tc.cu), backward: bf16
   // copies of Q, dO (2 B each per element of [B·N, A]) and of the K, V windows (twice as many
   // rows), the fp32 dQ and dK, dV windows, and per score tile (H·2W per row) dP in fp32 plus
   // dSb and Pb in bf16. Same arena as the GEMM operands, used by another call: the larger counts.

@@ -12,7 +12,7 @@
 
 #ifdef BRT_WITH_CUDA
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/cuda/cuda_optimizer_kernels.h"
+#include "kernels/cuda/optim/cuda_optimizer_kernels.h"
 #endif
 #ifdef BRT_WITH_NCCL
 #include "parallel/nccl_communicator.h"

@@ -2,7 +2,7 @@
 
 #ifdef BRT_WITH_CUDA
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/cuda/device_versions.h"
+#include "kernels/cuda/device/device_versions.h"
 #endif
 #ifdef BRT_WITH_NCCL
 #include "parallel/nccl_communicator.h"

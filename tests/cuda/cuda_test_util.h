@@ -17,7 +17,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/cuda/device_arena.h"
+#include "kernels/cuda/device/device_arena.h"
 #include "tests/cuda/gpu_required.h"
 
 namespace brt::kernels::cuda::test {

@@ -18,7 +18,7 @@
 #include "core/model.h"
 #include "core/optim/optimizer.h"
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/cuda/cuda_optimizer_kernels.h"
+#include "kernels/cuda/optim/cuda_optimizer_kernels.h"
 #include "launch/config/config.h"
 #include "launch/feed/batch_source.h"
 #include "tests/cuda/gpu_required.h"

@@ -15,7 +15,7 @@
 #include "core/optim/grad_clip.h"
 #include "core/optim/optimizer.h"
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/cuda/cuda_optimizer_kernels.h"
+#include "kernels/cuda/optim/cuda_optimizer_kernels.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace brt::core {

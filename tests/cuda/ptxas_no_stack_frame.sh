@@ -11,7 +11,7 @@ trap 'rm -rf "$work"' EXIT
 kernels=0 bad=0
 for src in "${sources[@]}"; do
   # --cubin: the device code alone, which is all ptxas sees (the host pass took half the time).
-  "$nvcc" -std=c++17 -arch=sm_90 -O3 -I"$repo" -Xptxas -v --cubin "$repo/kernels/cuda/$src.cu" \
+  "$nvcc" -std=c++17 -arch=sm_90 -O3 -I"$repo" -Xptxas -v --cubin "$repo/kernels/cuda/attention/$src.cu" \
     -o "$work/$src.cubin" >"$work/$src.log" 2>&1 || { cat "$work/$src.log"; exit 1; }
   # "Function properties for NAME" is followed by "N bytes stack frame, ..." for each kernel.
   while read -r name frame; do

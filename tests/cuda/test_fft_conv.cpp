@@ -1,9 +1,9 @@
-// cuFFT convolution (kernels/cuda/fft_conv.h, model.md §7.1) against the CPU FftConv<float> on
+// cuFFT convolution (kernels/cuda/ssm/fft_conv.h, model.md §7.1) against the CPU FftConv<float> on
 // fresh random inputs: forward, backward (accumulating into random gradients), with and
 // without the skip term, a call smaller than the plan, and a bit-identical rerun.
 #include <vector>
 
-#include "kernels/cuda/fft_conv.h"
+#include "kernels/cuda/ssm/fft_conv.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace brt::kernels::cuda::test {

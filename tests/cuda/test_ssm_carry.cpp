@@ -1,4 +1,4 @@
-// The BST SSM's backend calls besides the convolution (kernels/cuda/ssm.cu, model.md §7.1, §7.3)
+// The BST SSM's backend calls besides the convolution (kernels/cuda/ssm/ssm.cu, model.md §7.1, §7.3)
 // against the CPU backend on fresh random inputs: strided row copies (bit-identical), the S4D
 // carry's update (double state), response (accumulated into random y) and parameter gradient
 // (accumulated into random gradients, one stream inactive), and a bit-identical rerun; S4D

@@ -1,4 +1,4 @@
-// Host emulation check of the bf16 tensor-core attentions (kernels/cuda/attention_tc.cu, window;
+// Host emulation check of the bf16 tensor-core attentions (kernels/cuda/attention/attention_tc.cu, window;
 // cross_attention_tc.cu;
 // tests/cuda_emulation/run.sh <build> tc, and ctest's cuda_emulated_tensor_core_attention):
 // forward and backward against the fp32 CPU backend at bf16's tolerance, and every cuBLAS call
@@ -11,7 +11,7 @@
 #include "kernels/backend.h"
 #include "compare.h"
 #include "kernels/cuda/launchers.h"
-#include "kernels/cuda/device_arena.h"
+#include "kernels/cuda/device/device_arena.h"
 #include "t5_table.h"
 using namespace brt::kernels;
 using namespace brt::kernels::cuda;

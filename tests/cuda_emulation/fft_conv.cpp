@@ -3,7 +3,7 @@
 #include <random>
 #include <vector>
 #include "compare.h"
-#include "kernels/cuda/fft_conv.h"
+#include "kernels/cuda/ssm/fft_conv.h"
 using namespace brt::kernels;
 static std::mt19937 gen(7);
 std::vector<float> normal(size_t n) { std::normal_distribution<float> d(0, 1); std::vector<float> v(n); for (auto& x : v) x = d(gen); return v; }

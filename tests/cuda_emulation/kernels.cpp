@@ -11,7 +11,7 @@
 #include "kernels/backend.h"
 #include "compare.h"
 #include "kernels/cuda/launchers.h"
-#include "kernels/cuda/device_arena.h"
+#include "kernels/cuda/device/device_arena.h"
 #include "t5_table.h"
 using namespace brt::kernels;
 using namespace brt::kernels::cuda;

@@ -9,7 +9,7 @@
 #include <vector>
 #include "core/optim/grad_clip.h"
 #include "core/optim/optimizer.h"
-#include "kernels/cuda/optimizer_launchers.h"
+#include "kernels/cuda/optim/optimizer_launchers.h"
 #include "compare.h"
 using namespace brt;
 using namespace brt::kernels;

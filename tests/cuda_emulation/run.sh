@@ -49,6 +49,16 @@ libs=("$build/kernels/libbrt_kernels.a" -fopenmp $(pkg-config --libs openblas ff
 core=("$build/core/libbrt_core.a" "$build/parallel/libbrt_parallel.a")
 mpi_libs=($(pkg-config --libs ompi-c))
 k=$out/src/kernels/cuda
+# ksrc NAME...: the emulated kernels/cuda sources NAME.cpp, found in whichever room holds them
+# (by name, so an EMU_REPO checkout of another layout works too).
+ksrc() {
+  local name path
+  for name; do
+    path=$(find "$k" -name "$name.cpp" | head -n 1)
+    [ -n "$path" ] || { echo "run.sh: no $name.cpp under $k" >&2; return 1; }
+    echo "$path"
+  done
+}
 # build BINARY COMMAND...: makes $out/BINARY with COMMAND (its -o included) unless it is already
 # there; under EMU_COMPILE_ONLY=1 in the background, two at a time (build_wait collects them).
 build_pids=()
@@ -93,7 +103,7 @@ timed() {
 backend_objects() {
   [ -d "$out/obj" ] && return
   mkdir -p "$out/obj.tmp"
-  ls "$k"/*.cpp | grep -vE '/(gemm_peak|device_versions)\.cpp$' |
+  find "$k" -name '*.cpp' | grep -vE '/(gemm_peak|device_versions)\.cpp$' |
     xargs -P 2 -I{} sh -c 'g++ "$@" -c {} -o "'"$out"'/obj.tmp/$(basename {} .cpp).o"' _ "${flags[@]}" "${mpi_flags[@]}"
   mv "$out/obj.tmp" "$out/obj"
 }
@@ -101,28 +111,29 @@ objects() { ls "$out"/obj/*.o; }
 
 if wants strict; then
   # The emulator's own rules: each one makes the call or launch it should fail fail.
-  build "strict" g++ "${flags[@]}" "$out/src/strict_selftest.cpp" "$k/device_arena.cpp" "${libs[@]}" -o "$out/strict"
+  build "strict" g++ "${flags[@]}" "$out/src/strict_selftest.cpp" $(ksrc device_arena) "${libs[@]}" -o "$out/strict"
   timed strict "$out/strict"
 fi
 if wants kernels; then
   build "kernels" g++ "${flags[@]}" "$here/kernels.cpp" \
-    "$k"/{attention_reduce,window_attention,attention_tc,cross_attention_tc,cross_attention,xent,xent_split,norms,gates,elementwise,embedding,implicit_filter}.cpp \
-    "$k/device_arena.cpp" "${libs[@]}" -o "$out/kernels"
+    $(ksrc attention_reduce window_attention attention_tc cross_attention_tc cross_attention xent xent_split \
+      norms gates elementwise embedding implicit_filter) \
+    $(ksrc device_arena) "${libs[@]}" -o "$out/kernels"
   timed kernels "$out/kernels"
 fi
 if wants tc; then
   # The bf16 tensor-core window attention and the cuBLAS calls it makes (attention_tc.cpp).
-  build "attention_tc" g++ "${flags[@]}" "$here/attention_tc.cpp" "$k"/{attention_reduce,window_attention,attention_tc,cross_attention_tc}.cpp \
-    "$k/device_arena.cpp" "${libs[@]}" -o "$out/attention_tc"
+  build "attention_tc" g++ "${flags[@]}" "$here/attention_tc.cpp" $(ksrc attention_reduce window_attention attention_tc cross_attention_tc) \
+    $(ksrc device_arena) "${libs[@]}" -o "$out/attention_tc"
   timed tc "$out/attention_tc"
 fi
 if wants fft; then
-  build "fft_conv" g++ "${flags[@]}" "$here/fft_conv.cpp" "$k"/{fft_conv,fft_conv_kernels}.cpp "$k/device_arena.cpp" \
+  build "fft_conv" g++ "${flags[@]}" "$here/fft_conv.cpp" $(ksrc fft_conv fft_conv_kernels) $(ksrc device_arena) \
     "${libs[@]}" -o "$out/fft_conv"
   timed fft "$out/fft_conv"
 fi
 if wants optimizer; then
-  build "optimizer" g++ "${flags[@]}" "$here/optimizer.cpp" "$k/optimizer.cpp" "${core[@]}" "${libs[@]}" -o "$out/optimizer"
+  build "optimizer" g++ "${flags[@]}" "$here/optimizer.cpp" $(ksrc optimizer) "${core[@]}" "${libs[@]}" -o "$out/optimizer"
   timed optimizer "$out/optimizer"
 fi
 if wants training; then

@@ -16,7 +16,7 @@
 #include "core/model.h"
 #include "core/optim/optimizer.h"
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/cuda/cuda_optimizer_kernels.h"
+#include "kernels/cuda/optim/cuda_optimizer_kernels.h"
 #include "compare.h"
 #include "training_common.h"
 

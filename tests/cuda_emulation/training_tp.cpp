@@ -25,7 +25,7 @@
 #include "core/optim/optimizer.h"
 #include "core/sharding/tensor_parallel.h"
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/cuda/cuda_optimizer_kernels.h"
+#include "kernels/cuda/optim/cuda_optimizer_kernels.h"
 #include "parallel/mpi/mpi_communicator.h"
 #include "parallel/nccl_communicator.h"
 #include "parallel/process_groups.h"

@@ -1,5 +1,6 @@
-"""Copies kernels/cuda/ into <out>/kernels/cuda/ rewritten as plain C++ for the strict host
-emulator (docs/gpu.md "The host emulator"), .cu files becoming .cpp:
+"""Copies kernels/cuda/ and its rooms into <out>/kernels/cuda/ (same relative paths) rewritten
+as plain C++ for the strict host emulator (docs/gpu.md "The host emulator"), .cu files becoming
+.cpp:
   kernel<A><<<grid, block, smem, stream>>>(args);
     -> emu::launch(emu::config(grid, block, smem, stream), [=]() { kernel<A>(args); },
                    "kernel", "kernel<A>", BOUNDS);
@@ -57,12 +58,14 @@ def main():
     out = pathlib.Path(sys.argv[2])
     dst = out / 'kernels' / 'cuda'
     dst.mkdir(parents=True, exist_ok=True)
-    files = [f for ext in ('*.cu', '*.cuh', '*.h', '*.cpp') for f in src.glob(ext)]
+    files = [f for ext in ('*.cu', '*.cuh', '*.h', '*.cpp') for f in src.rglob(ext)]
     extra = [pathlib.Path(p) for p in sys.argv[3:]]
     texts = {f: f.read_text() for f in files + extra}
     bounds = launch_bounds(texts.values())
     for f, text in texts.items():
-        target = (dst if f in files else out) / (f.name[:-3] + '.cpp' if f.suffix == '.cu' else f.name)
+        folder = dst / f.parent.relative_to(src) if f in files else out
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / (f.name[:-3] + '.cpp' if f.suffix == '.cu' else f.name)
         target.write_text(rewrite(text, bounds))
 
 

@@ -71,7 +71,7 @@ TEST(DeviceSettings, Bf16ScratchHoldsTheLargestOperandPair) {
   const double rows = 4.0 * 4096;
   // dlogits [B·N, V] and the embedding [V, D], both as bf16.
   const double logits_pair = 2.0 * (rows * m.vocab + double(m.vocab) * m.d_model);
-  // The tensor-core window attention's backward (kernels/cuda/attention_tc.cu, counted from its
+  // The tensor-core window attention's backward (kernels/cuda/attention/attention_tc.cu, counted from its
   // layouts): bf16 Qh, dOh [B·N, A] and K, V windows [2·B·N, A]; fp32 dQh and the dK, dV windows;
   // per score (B·N·H·2W of them) dP in fp32, dS and P in bf16.
   const double A = m.attn_width(), W = m.window;

@@ -131,7 +131,7 @@ inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cubla
 }
 
 // Strided-batched GemmEx (bf16 operands, fp32 output, fp32 compute only: the tensor-core
-// attention's calls, kernels/cuda/attention_tc.cu). Every call is recorded so the emulator
+// attention's calls, kernels/cuda/attention/attention_tc.cu). Every call is recorded so the emulator
 // check can assert the types the GPU will see.
 namespace emu {
 struct BatchedGemmRecord { cudaDataType a, b, c; cublasComputeType_t compute; int m, n, k, batch; };

@@ -1,4 +1,4 @@
-// Host emulation of the cuFFT calls kernels/cuda/fft_conv.cpp makes, executed by FFTW in
+// Host emulation of the cuFFT calls kernels/cuda/ssm/fft_conv.cpp makes, executed by FFTW in
 // stream order. Strict about plans and work areas:
 //   cufftPlanMany (32-bit sizes) refuses n × batch over INT32_MAX (CUFFT_INVALID_SIZE) and
 //   allocates its work area with cudaMalloc, so it fails inside a capture;

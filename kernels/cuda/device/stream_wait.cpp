@@ -1,4 +1,4 @@
-#include "kernels/cuda/stream_wait.h"
+#include "kernels/cuda/device/stream_wait.h"
 
 #include <algorithm>
 #include <chrono>

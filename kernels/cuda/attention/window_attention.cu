@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/attention_core.cuh"
+#include "kernels/cuda/attention/attention_core.cuh"
 #include "kernels/cuda/launchers.h"
 
 namespace brt::kernels::cuda {

@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cuda/attention_core.cuh"
-#include "kernels/cuda/attention_tc.cuh"
+#include "kernels/cuda/attention/attention_core.cuh"
+#include "kernels/cuda/attention/attention_tc.cuh"
 #include "kernels/cuda/launchers.h"
 
 namespace brt::kernels::cuda {

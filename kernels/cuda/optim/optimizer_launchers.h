@@ -1,4 +1,4 @@
-// Host-side entry points of the optimizer kernels (kernels/cuda/optimizer.cu; internal to
+// Host-side entry points of the optimizer kernels (kernels/cuda/optim/optimizer.cu; internal to
 // kernels/cuda): each enqueues its kernels on `stream` and checks the launch. Semantics and
 // pointer conventions are kernels/optimizer_kernels.h's (all pointers in device memory).
 #pragma once

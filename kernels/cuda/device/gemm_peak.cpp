@@ -13,7 +13,7 @@
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device_arena.h"
+#include "kernels/cuda/device/device_arena.h"
 
 namespace brt::kernels::cuda {
 

@@ -1,4 +1,4 @@
-#include "kernels/cuda/device_memory.h"
+#include "kernels/cuda/device/device_memory.h"
 
 #include <stdexcept>
 

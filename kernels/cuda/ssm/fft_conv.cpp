@@ -1,4 +1,4 @@
-#include "kernels/cuda/fft_conv.h"
+#include "kernels/cuda/ssm/fft_conv.h"
 
 #include <cuda_runtime.h>
 #include <cufft.h>
@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device_arena.h"
+#include "kernels/cuda/device/device_arena.h"
 #include "kernels/cuda/launchers.h"
 
 namespace brt::kernels::cuda {

@@ -8,7 +8,7 @@
 // fp32 element math with double accumulations, as on the CPU (nvcc may contract a*b+c to an
 // FMA, hence rounding-level differences from the CPU).
 #include "kernels/cuda/device_common.cuh"
-#include "kernels/cuda/optimizer_launchers.h"
+#include "kernels/cuda/optim/optimizer_launchers.h"
 
 namespace brt::kernels::cuda {
 

@@ -1,4 +1,4 @@
-#include "kernels/cuda/device_versions.h"
+#include "kernels/cuda/device/device_versions.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

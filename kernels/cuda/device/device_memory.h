@@ -8,7 +8,7 @@
 
 #include <memory>
 
-#include "kernels/cuda/stream_wait.h"
+#include "kernels/cuda/device/stream_wait.h"
 #include "kernels/memory.h"
 
 namespace brt::kernels::cuda {

@@ -1,12 +1,12 @@
 // CudaOptimizerKernels: kernels::OptimizerKernels<float> on a CudaBackend's stream and memory
 // (the launchers are in optimizer.cu).
-#include "kernels/cuda/cuda_optimizer_kernels.h"
+#include "kernels/cuda/optim/cuda_optimizer_kernels.h"
 
 #include <stdexcept>
 #include <string>
 
 #include "kernels/cuda/cuda_backend_impl.h"
-#include "kernels/cuda/optimizer_launchers.h"
+#include "kernels/cuda/optim/optimizer_launchers.h"
 
 namespace brt::kernels::cuda {
 namespace {

@@ -1,4 +1,4 @@
-#include "kernels/cuda/ssm_state_staged.h"
+#include "kernels/cuda/ssm/ssm_state_staged.h"
 
 #include <cstdint>
 #include <vector>

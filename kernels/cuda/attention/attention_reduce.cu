@@ -1,6 +1,6 @@
 // The last step of both attention backwards: per-block partials of the bias and scale
 // gradients summed per head in a fixed order (attention_core.cuh).
-#include "kernels/cuda/attention_core.cuh"
+#include "kernels/cuda/attention/attention_core.cuh"
 
 namespace brt::kernels::cuda {
 

@@ -1,4 +1,4 @@
-#include "kernels/cuda/device_arena.h"
+#include "kernels/cuda/device/device_arena.h"
 
 #include <cuda_runtime.h>
 
