@@ -4,7 +4,7 @@
 #include <string>
 
 #include "checkpoint/types.h"
-#include "launch/cli/commands.h"
+#include "launch/cli/commands/commands.h"
 #include "launch/cli/crash_report.h"
 #include "launch/cli/help.h"
 #include "launch/cli/version.h"

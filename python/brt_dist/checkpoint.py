@@ -48,7 +48,7 @@ class VerifyReport:
     bytes: int = 0
 
     def lines(self, path):
-        """The lines `brt-dist ckpt verify FILE` prints (launch/cli/command_ckpt.cpp)."""
+        """The lines `brt-dist ckpt verify FILE` prints (launch/cli/commands/command_ckpt.cpp)."""
         out = ["DAMAGED: " + p for p in self.problems]
         out.append("%s: %s (%d datasets, %d chunks, %d bytes checked)" % (
             path, "OK" if self.ok else "DAMAGED", self.datasets, self.chunks, self.bytes))

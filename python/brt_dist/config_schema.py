@@ -19,7 +19,7 @@ SCHEMA_PATH = Path(__file__).resolve().with_name("config_keys.json")
 # The schema's text when this module lives without config_keys.json beside it: `brt-dist
 # export --hf` writes a copy of this file into a Hugging Face folder, and transformers' remote-code
 # loader copies only the .py files, so the export replaces this line with the schema itself
-# (launch/cli/hf_python.cpp).
+# (launch/cli/export/hf_python.cpp).
 EMBEDDED_SCHEMA = None
 # The schema's type names and the Python types a TOML reader gives for them.
 PYTHON_TYPES = {"int": int, "float": float, "string": str, "bool": bool, "int_list": list}

@@ -1,5 +1,5 @@
 // The Python modeling code of a Hugging Face export (`brt-dist export --hf`, docs/huggingface.md):
-// python/brt_dist's modules, embedded in the binary at build time (launch/cli/embed_python.cmake
+// python/brt_dist's modules, embedded in the binary at build time (launch/cli/export/embed_python.cmake
 // generates their table into the build directory), written into the export's flat folder with
 // their package-relative imports rewritten, so the binary exports without the repository.
 #pragma once

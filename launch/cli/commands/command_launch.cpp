@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "launch/cli/cli.h"
-#include "launch/cli/commands.h"
+#include "launch/cli/commands/commands.h"
 #include "launch/supervise/supervisor.h"
 #include "parallel/mpi/launch_env.h"
 

@@ -23,7 +23,7 @@
 #include "data/output_file.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "launch/cli/cli.h"
-#include "launch/cli/commands.h"
+#include "launch/cli/commands/commands.h"
 #include "launch/process/checkpoint_space.h"
 #include "launch/cli/version.h"
 #include "launch/preflight/doctor_cluster.h"

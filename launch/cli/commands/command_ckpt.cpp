@@ -10,7 +10,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "launch/cli/cli.h"
-#include "launch/cli/commands.h"
+#include "launch/cli/commands/commands.h"
 #include "runtime/numerics.h"
 
 namespace brt::launch {

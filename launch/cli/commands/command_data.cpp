@@ -12,7 +12,7 @@
 #include "data/corpus/kjv.h"
 #include "data/prepare.h"
 #include "launch/cli/cli.h"
-#include "launch/cli/commands.h"
+#include "launch/cli/commands/commands.h"
 #include "launch/config/config.h"
 #include "launch/preflight/preflight.h"
 #include "launch/process/fault_injection.h"

@@ -12,7 +12,7 @@
 #include "data/tasks/task_eval.h"
 #include "launch/cli/checkpoint_model.h"
 #include "launch/cli/cli.h"
-#include "launch/cli/commands.h"
+#include "launch/cli/commands/commands.h"
 #include "launch/config/config.h"
 #include "launch/eval/evaluator.h"
 #include "launch/eval/mqar_evaluator.h"

@@ -1,7 +1,7 @@
 // `brt-dist export --hf DIR CHECKPOINT`: a folder transformers loads with
 // AutoModelForCausalLM.from_pretrained(DIR, trust_remote_code=True) (docs/huggingface.md):
 // config.json (every [model] key, auto_map), model.safetensors (the parameters, float32, named
-// "model.<model.md §9 name>"), the modeling code (launch/cli/hf_python.h) and, when the run had
+// "model.<model.md §9 name>"), the modeling code (launch/cli/export/hf_python.h) and, when the run had
 // one, the SentencePiece tokenizer with a tokenizer_config.json naming LlamaTokenizer.
 #pragma once
 

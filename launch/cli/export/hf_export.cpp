@@ -1,4 +1,4 @@
-#include "launch/cli/hf_export.h"
+#include "launch/cli/export/hf_export.h"
 
 #include <cstring>
 #include <fstream>
@@ -9,7 +9,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "data/tokenizer.h"
-#include "launch/cli/hf_python.h"
+#include "launch/cli/export/hf_python.h"
 #include "launch/cli/version.h"
 #include "launch/config/config_keys.h"
 #include "launch/eval/tokenizer_match.h"

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "launch/cli/cli.h"
-#include "launch/cli/commands.h"
+#include "launch/cli/commands/commands.h"
 #include "launch/cli/help.h"
 #include "launch/config/config.h"
 #include "launch/config/config_keys.h"

@@ -1,13 +1,13 @@
 // `brt-dist export --hf DIR CHECKPOINT`: a checkpoint as a Hugging Face folder
-// (launch/cli/hf_export.h, docs/huggingface.md). One process; the checkpoint argument resolves
+// (launch/cli/export/hf_export.h, docs/huggingface.md). One process; the checkpoint argument resolves
 // as eval's does (a file, or a checkpoint.dir's newest committed checkpoint).
 #include <cstdio>
 #include <string>
 
 #include "launch/cli/checkpoint_model.h"
 #include "launch/cli/cli.h"
-#include "launch/cli/commands.h"
-#include "launch/cli/hf_export.h"
+#include "launch/cli/commands/commands.h"
+#include "launch/cli/export/hf_export.h"
 #include "parallel/mpi/mpi_session.h"
 
 namespace brt::launch {

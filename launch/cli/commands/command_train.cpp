@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "launch/cli/cli.h"
-#include "launch/cli/commands.h"
+#include "launch/cli/commands/commands.h"
 #include "launch/config/config.h"
 #include "launch/preflight/config_agreement.h"
 #include "launch/preflight/numerics_agreement.h"

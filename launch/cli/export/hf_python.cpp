@@ -1,4 +1,4 @@
-#include "launch/cli/hf_python.h"
+#include "launch/cli/export/hf_python.h"
 
 #include <fstream>
 #include <regex>

@@ -20,7 +20,7 @@
 #include "core/tp_split.h"
 #include "data/output_file.h"
 #include "launch/cli/cli.h"
-#include "launch/cli/commands.h"
+#include "launch/cli/commands/commands.h"
 #include "launch/config/config.h"
 #include "launch/plan/plan_rates.h"
 #include "launch/plan/planner.h"

@@ -9,7 +9,7 @@
 #include "data/tokenizer.h"
 #include "launch/cli/checkpoint_model.h"
 #include "launch/cli/cli.h"
-#include "launch/cli/commands.h"
+#include "launch/cli/commands/commands.h"
 #include "launch/config/config.h"
 #include "launch/eval/generator.h"
 #include "launch/eval/tokenizer_match.h"
