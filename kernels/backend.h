@@ -263,7 +263,7 @@ class Backend {
   virtual void s4d_summary_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p,
                                     const T* u, const double* dh, T* du,
                                     const ssm::S4dGrads<T>& g) = 0;
-  // The implicit filter network of model.md §7.1 `unstructured` (kernels/ssm/implicit_filter.h
+  // The implicit filter network of model.md §7.1 `unstructured` (kernels/implicit_filter.h
   // composes it from these, gemm and the column sums), so it runs where its parameters live.
   // Its activation over a, s [n, O]: s[i, o] = sin(freq[o]·a[i, o]) (overwrites s).
   virtual void sine_forward(const T* a, const T* freq, int n, int O, T* s) = 0;

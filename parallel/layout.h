@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/mpi/launch_refused.h"
+#include "parallel/launch_refused.h"
 
 namespace brt::parallel {
 

@@ -6,6 +6,13 @@
              Communicator), and inside launch/ a room includes only itself and the rooms below
              it (cli -> train -> eval -> run -> plan -> config; eval -> feed -> config;
              eval -> process -> plan; cli -> preflight -> run, process; cli -> supervise);
+  cycles     inside every folder, its rooms point one way too: no chain of includes leaves a
+             room and comes back to it. A folder without subfolders is one room; in a folder
+             with subfolders (core/, kernels/, kernels/cuda/, ...) each subfolder is a room and
+             each module at its root (NAME.h with NAME.cpp) stands alone, so the root may hold
+             both what the rooms build on (core/param_store.h) and what is built from them
+             (core/model.h); modules of one root may use each other;
+  files      no file of the product is longer than MAX_FILE_LINES lines;
   functions  no function of the product (every folder of TOP) is longer than MAX_LINES lines,
              counted from its signature to its closing brace (declarative tables, listed in
              TABLES, aside).
@@ -20,6 +27,7 @@ import re
 import sys
 
 MAX_LINES = 80
+MAX_FILE_LINES = 600
 
 # What each top-level folder may include (itself always).
 TOP = {
@@ -95,6 +103,93 @@ def check_rooms(root):
                     if to_room not in rooms[room]:
                         problems.append(f'{path}: includes launch/{rest} (launch/{room}/ may use '
                                         f'{", ".join(sorted(rooms[room] - {room})) or "no other room"})')
+    return problems
+
+
+def room_node(root, path):
+    """The node of PATH in the include graph: its folder when that folder has no subfolders,
+    otherwise its module (the path without extension) at that folder's root."""
+    folder = os.path.dirname(path)
+    full = os.path.join(root, folder)
+    if any(os.path.isdir(os.path.join(full, entry)) for entry in os.listdir(full)):
+        return os.path.splitext(path)[0]
+    return folder
+
+
+def include_graph(root):
+    """node -> {node: (including file, included file)} over the product's own includes."""
+    graph = {}
+    for top in TOP:
+        for path in source_files(root, top):
+            text = open(os.path.join(root, path), encoding='utf-8', errors='replace').read()
+            a = room_node(root, path)
+            for m in INCLUDE.finditer(text):
+                target = f'{m.group(1)}/{m.group(2)}'
+                if m.group(1) not in TOP or not os.path.isfile(os.path.join(root, target)):
+                    continue
+                b = room_node(root, target)
+                if b != a:
+                    graph.setdefault(a, {}).setdefault(b, (path, target))
+    return graph
+
+
+def strongly_connected(graph):
+    """The strongly connected components of more than one node (Tarjan, iterative)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.get(start, {}))))]
+        index[start] = low[start] = counter[0]; counter[0] += 1
+        stack.append(start); on.add(start)
+        while work:
+            v, edges = work[-1]
+            w = next(edges, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = counter[0]; counter[0] += 1
+                    stack.append(w); on.add(w)
+                    work.append((w, iter(sorted(graph.get(w, {})))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                component = []
+                while True:
+                    w = stack.pop(); on.discard(w); component.append(w)
+                    if w == v:
+                        break
+                if len(component) > 1:
+                    out.append(sorted(component))
+    return out
+
+
+def check_cycles(root):
+    """Every cycle of includes that crosses rooms, with the includes that close it."""
+    graph = include_graph(root)
+    problems = []
+    for component in strongly_connected(graph):
+        rooms = {node if os.path.isdir(os.path.join(root, node)) else os.path.dirname(node)
+                 for node in component}
+        if len(rooms) < 2:
+            continue  # modules of one folder's root using each other
+        edges = [f'{src} -> {dst}' for a in component for b, (src, dst) in sorted(graph[a].items())
+                 if b in component]
+        problems.append(f'include cycle between rooms {", ".join(sorted(rooms))}: ' + '; '.join(edges))
+    return problems
+
+
+def check_file_lengths(root):
+    problems = []
+    for top in TOP:
+        for path in source_files(root, top):
+            with open(os.path.join(root, path), encoding='utf-8', errors='replace') as f:
+                n = sum(1 for _ in f)
+            if n > MAX_FILE_LINES:
+                problems.append(f'{path}: {n} lines (at most {MAX_FILE_LINES}; split it by concern)')
     return problems
 
 
@@ -194,7 +289,7 @@ def main(argv):
             if n > threshold:
                 print(f'{n:5d}  {path}:{line}  {name}')
         return 0
-    problems = check_rooms(root)
+    problems = check_rooms(root) + check_cycles(root) + check_file_lengths(root)
     if '--functions' in argv:
         problems += check_functions(root)
     for p in problems:

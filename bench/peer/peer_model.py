@@ -246,7 +246,7 @@ def s4d_powers(dr, di, count):
 
 
 def implicit_filter(p, C, Ds, L):
-    """model.md §7.1 `unstructured` (kernels/ssm/implicit_filter.cpp) -> K [C, Ds, L]."""
+    """model.md §7.1 `unstructured` (kernels/implicit_filter.cpp) -> K [C, Ds, L]."""
     dtype = p["ssm.filter.w0"].dtype
     t = torch.arange(L, dtype=torch.float64, device=p["ssm.filter.w0"].device) / L
     h = torch.stack([t, torch.cos(2 * math.pi * t), torch.sin(2 * math.pi * t)], -1).to(dtype)

@@ -21,7 +21,7 @@
 // backend's memory and every data-sized step (B·N rows: norm, projections, the FFT convolution
 // through Backend::make_fft_conv, the carry terms, the MF row gather) is a backend call, and so
 // is the kernel generation — S4D modes (Backend::s4d_kernel_*) or the implicit filter network
-// (kernels/ssm/implicit_filter.h: gemm and the filter ops), from [C, Ds, M]-sized parameters
+// (kernels/implicit_filter.h: gemm and the filter ops), from [C, Ds, M]-sized parameters
 // to a [C, Ds, N] kernel, once per step. Nothing is staged through the host.
 //
 // Context parallelism (core/sharding/context_parallel.h, s4d only): this rank's rows are chunk r of the
@@ -48,7 +48,7 @@
 #include "core/param_store.h"
 #include "core/sharding/tensor_parallel.h"
 #include "kernels/backend.h"
-#include "kernels/ssm/implicit_filter.h"
+#include "kernels/implicit_filter.h"
 #include "kernels/ssm/s4d_kernel.h"
 
 namespace brt::core {

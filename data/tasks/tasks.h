@@ -15,7 +15,7 @@
 // stream adds): filler drawn from the split's documents (seeded document and offset), the
 // statements (each "\n" + sentence + "\n"), the question ("\n" + question) and the answer, which
 // ends the document. Everything is a pure function of (spec, corpus, tokenizer): the same
-// document in every run and on every rank. Scoring (data/tasks/task_eval.h): teacher-forced over the
+// document in every run and on every rank. Scoring (data/task_eval.h): teacher-forced over the
 // answer tokens. Format and grid: docs/evaluation.md, "Long-range tasks".
 #pragma once
 

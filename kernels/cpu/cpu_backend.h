@@ -12,7 +12,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/workspace.h"
-#include "kernels/ssm/implicit_filter.h"
+#include "kernels/implicit_filter.h"
 
 namespace brt::kernels::cpu {
 
@@ -187,7 +187,7 @@ class CpuBackend final : public Backend<T> {
                             const double* dh, T* du, const ssm::S4dGrads<T>& g) override {
     ssm::s4d_summary_backward(d, p, u, dh, du, g);
   }
-  // The implicit filter network's ops (kernels/ssm/implicit_filter.cpp).
+  // The implicit filter network's ops (kernels/implicit_filter.cpp).
   void sine_forward(const T* a, const T* freq, int n, int O, T* s) override {
     ssm::sine_forward(a, freq, n, O, s);
   }

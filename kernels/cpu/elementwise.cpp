@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "kernels/cpu/ops.h"
-#include "kernels/cpu/parallel.h"
+#include "kernels/cpu_parallel.h"
 
 namespace brt::kernels::cpu {
 

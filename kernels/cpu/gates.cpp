@@ -3,7 +3,7 @@
 
 #include "kernels/cpu/fast_math.h"
 #include "kernels/cpu/ops.h"
-#include "kernels/cpu/parallel.h"
+#include "kernels/cpu_parallel.h"
 
 namespace brt::kernels::cpu {
 

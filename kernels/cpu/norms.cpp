@@ -2,7 +2,7 @@
 #include <cmath>
 
 #include "kernels/cpu/ops.h"
-#include "kernels/cpu/parallel.h"
+#include "kernels/cpu_parallel.h"
 
 namespace brt::kernels::cpu {
 

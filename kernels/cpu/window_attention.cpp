@@ -12,7 +12,7 @@
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/fast_math.h"
 #include "kernels/cpu/ops.h"
-#include "kernels/cpu/parallel.h"
+#include "kernels/cpu_parallel.h"
 #include "kernels/cpu/window_geometry.h"
 
 namespace brt::kernels::cpu {

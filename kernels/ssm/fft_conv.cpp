@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cpu/parallel.h"
+#include "kernels/cpu_parallel.h"
 
 namespace brt::kernels::ssm {
 

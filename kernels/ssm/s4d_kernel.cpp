@@ -6,7 +6,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "kernels/cpu/parallel.h"
+#include "kernels/cpu_parallel.h"
 #include "kernels/ssm/s4d_modes.h"
 
 namespace brt::kernels::ssm {

@@ -42,7 +42,7 @@ struct TrainConfig {
   double peak_gflops = 0.0;         // MFU denominator; 0 = measure the sgemm peak at start
   int64_t eval_every = 0;           // steps between evaluations; 0 = none
   int64_t eval_batches = 0;         // batches per evaluation; 0 = the whole eval split
-  // Parallel layout (core/sharding/data_parallel.h). DP = ranks / tp.
+  // Parallel layout (core/data_parallel.h). DP = ranks / tp.
   int tp = 1;                       // tensor-parallel size (--tp); docs/parallelism.md
   int cp = 1;                       // context-parallel size (--cp): chunks of each segment
   bool overlap = true;              // DP: reduce gradient buckets during backward (--no-overlap)

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/tasks/task_eval.h"
+#include "data/task_eval.h"
 #include "data/tasks/task_random.h"
 #include "launch/eval/logit_rows.h"
 #include "launch/process/progress.h"

@@ -1,7 +1,7 @@
 // `brt-dist eval --task passkey|needle|facts` (docs/evaluation.md, "Long-range tasks"): a grid
 // of document lengths x depths of one task kind, the documents read segment by segment with the
 // caches and states carried (as evaluate_split reads a book), scored teacher-forced on their
-// answer tokens (data/tasks/task_eval.h), per cell and in all; with --ablate the same grid with the
+// answer tokens (data/task_eval.h), per cell and in all; with --ablate the same grid with the
 // carried state reset per segment and per block (core/diagnostics.h).
 #pragma once
 
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/model.h"
-#include "data/tasks/task_eval.h"
+#include "data/task_eval.h"
 #include "launch/eval/evaluator.h"
 
 namespace brt::launch {

@@ -7,7 +7,7 @@
 // core/layers/output_projection.cpp, core/layers/cached_window_attention.cpp, core/layers/gate.cpp: every
 // std::vector assigned in a constructor), parameter shapes follow model.md §9 in declaration
 // order, optimizer state model.md §10c (Adafactor's factored R/C exact), the ZeRO-1 shard the
-// partition of core/sharding/data_parallel.h. Step time: model.md §10 FLOPs ÷ (peak × efficiency) plus an
+// partition of core/data_parallel.h. Step time: model.md §10 FLOPs ÷ (peak × efficiency) plus an
 // α-β model of the collectives the trainer issues (docs/parallelism.md). Pure functions.
 //
 // Tensor parallelism (docs/parallelism.md, "Tensor parallelism"): parameters are the rank's

@@ -5,7 +5,7 @@
 
 #include "core/optim/adafactor.h"
 #include "core/sharding/context_parallel.h"
-#include "core/sharding/data_parallel.h"
+#include "core/data_parallel.h"
 #include "core/tp_split.h"
 #include "kernels/backend.h"
 #include "launch/plan/planner.h"
@@ -268,7 +268,7 @@ LayerElems bst_layer_elems(const RankDims& d, const core::ModelConfig& c, int64_
     e.reported_bytes += (c.ssm_carry ? 0 : B * R * M * 2 * 8) + (4 + 2 * cp) * B * R * M * 2 * 8 + B;
   }
   if (mf && cp > 1) e.reported += 2 * B * c.ctx_states * D;  // the last block end sent and received
-  // The implicit filter network on the backend (kernels/ssm/implicit_filter.h, order 64):
+  // The implicit filter network on the backend (kernels/implicit_filter.h, order 64):
   // z [N, 3], a_i and s_i [N, 64] x 3 layers, the decay rates [R] (doubles); dact, dpre scratch.
   if (!s4d) {
     e.reported += N * (3 + 6 * 64);

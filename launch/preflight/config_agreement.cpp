@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "launch/config/config_keys.h"
-#include "parallel/mpi/launch_refused.h"
+#include "parallel/launch_refused.h"
 #include "parallel/mpi/mpi_communicator.h"
 #include "parallel/mpi/mpi_session.h"
 #include "runtime/numerics.h"

@@ -8,7 +8,7 @@
 
 #include "launch/preflight/config_agreement.h"
 #include "launch/run/gpu_binding.h"
-#include "parallel/mpi/launch_refused.h"
+#include "parallel/launch_refused.h"
 #include "parallel/mpi/mpi_communicator.h"
 #include "parallel/mpi/mpi_session.h"
 

@@ -22,7 +22,7 @@
 #include "launch/run/gpu_binding.h"
 #include "parallel/communicator.h"
 #include "parallel/mpi/launch_env.h"
-#include "parallel/mpi/launch_refused.h"
+#include "parallel/launch_refused.h"
 #include "parallel/mpi/mpi_communicator.h"
 #include "parallel/mpi/mpi_session.h"
 

@@ -16,7 +16,7 @@
 #include "checkpoint/directory.h"
 #include "launch/preflight/errno_text.h"
 #include "parallel/communicator.h"
-#include "parallel/mpi/launch_refused.h"
+#include "parallel/launch_refused.h"
 
 namespace brt::launch {
 

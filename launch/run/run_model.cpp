@@ -66,7 +66,7 @@ void RunModel<T>::check_parameters() {
                            " parameters but model.md §9 shapes give " + std::to_string(expected));
 }
 
-// Data parallelism (core/sharding/data_parallel.h) over the dp group; on the GPU its gradient buckets and
+// Data parallelism (core/data_parallel.h) over the dp group; on the GPU its gradient buckets and
 // ZeRO-1 broadcasts run on NCCL over the same ranks.
 template <typename T>
 void RunModel<T>::build_data_parallel(const RunConfig& cfg, const parallel::ProcessGroups& groups) {

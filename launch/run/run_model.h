@@ -20,7 +20,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/sharding/data_parallel.h"
+#include "core/data_parallel.h"
 #include "core/model.h"
 #include "core/optim/optimizer.h"
 #include "core/sharding/tensor_parallel.h"

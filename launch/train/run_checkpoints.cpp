@@ -9,7 +9,7 @@
 #include "launch/train/resume.h"
 #include "parallel/communicator.h"
 #include "parallel/health/job_monitor.h"
-#include "parallel/mpi/launch_refused.h"
+#include "parallel/launch_refused.h"
 #include "runtime/numerics.h"
 
 namespace brt::launch {

@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #ifdef BRT_WITH_CUDA
-#include "kernels/cuda/device/stream_graph.h"
+#include "kernels/cuda/stream_graph.h"
 #endif
 
 namespace brt::launch {

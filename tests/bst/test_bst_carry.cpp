@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "bst_test_util.h"
-#include "kernels/ssm/implicit_filter.h"
+#include "kernels/implicit_filter.h"
 
 namespace brt::testing {
 namespace {

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/ssm/implicit_filter.h"
+#include "kernels/implicit_filter.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace brt::kernels::cuda::test {

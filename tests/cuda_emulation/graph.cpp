@@ -20,7 +20,7 @@
 #include "core/optim/optimizer.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/optim/cuda_optimizer_kernels.h"
-#include "kernels/cuda/device/stream_graph.h"
+#include "kernels/cuda/stream_graph.h"
 #include <cuda_runtime.h>  // the emulator's runtime header: its launch counts
 #if __has_include("launch/train/step_graphs.h")
 #include "launch/train/step_graphs.h"

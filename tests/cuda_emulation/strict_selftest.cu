@@ -199,7 +199,7 @@ void streams() {
 }
 
 void capture() {
-  std::printf("stream capture (cudaStreamCaptureModeThreadLocal, as kernels/cuda/device/stream_graph.cpp)\n");
+  std::printf("stream capture (cudaStreamCaptureModeThreadLocal, as kernels/cuda/stream_graph.cpp)\n");
   cudaStream_t s = nullptr;
   cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   cudaGraph_t graph = nullptr;

@@ -1,4 +1,4 @@
-// Long-range task documents (data/tasks/tasks.h, data/tasks/task_eval.h): reproducible for a
+// Long-range task documents (data/tasks/tasks.h, data/task_eval.h): reproducible for a
 // seed (across runs and ranks), distances exact, answer spans that decode to the answer, filler
 // that is the corpus's own text, grid cells of exact length and distance with one haystack per
 // length, single-pass streams that serve every document once and mark its answer, and scoring.
@@ -10,7 +10,7 @@
 #include <numeric>
 #include <set>
 
-#include "data/tasks/task_eval.h"
+#include "data/task_eval.h"
 #include "data/tasks/tasks.h"
 #include "task_test_util.h"
 #include "tests/common/test_seed.h"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/model.h"
-#include "core/sharding/data_parallel.h"
+#include "core/data_parallel.h"
 #include "data/batch.h"
 #include "launch/config/config.h"
 #include "launch/feed/batch_source.h"

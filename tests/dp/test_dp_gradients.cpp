@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/sharding/data_parallel.h"
+#include "core/data_parallel.h"
 #include "core/model.h"
 #include "data/batch.h"
 #include "kernels/backend.h"

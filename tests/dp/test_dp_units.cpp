@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/sharding/data_parallel.h"
+#include "core/data_parallel.h"
 #include "parallel/grad_buckets.h"
 
 namespace brt::testing {

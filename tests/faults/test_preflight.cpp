@@ -15,7 +15,7 @@
 #include "launch/plan/planner.h"
 #include "launch/preflight/config_agreement.h"
 #include "launch/preflight/preflight.h"
-#include "parallel/mpi/launch_refused.h"
+#include "parallel/launch_refused.h"
 
 namespace brt::launch {
 namespace {

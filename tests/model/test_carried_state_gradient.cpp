@@ -12,7 +12,7 @@
 //    W·L) through the state only: it changes with them, but not with the block ablation (every
 //    block reads Σ0) and not in the slide model.
 //  - A micro model trained on a passkey-like task relies on the state: the block ablation
-//    sends its teacher-forced answer loss (data/tasks/task_eval.h's scoring, as `eval --task`
+//    sends its teacher-forced answer loss (data/task_eval.h's scoring, as `eval --task`
 //    scores) up and its exact-match accuracy down.
 #include <gtest/gtest.h>
 
@@ -23,7 +23,7 @@
 
 #include "core/model.h"
 #include "core/optim/optimizer.h"
-#include "data/tasks/task_eval.h"
+#include "data/task_eval.h"
 #include "kernels/backend.h"
 #include "model_test_util.h"
 #include "tests/common/test_seed.h"

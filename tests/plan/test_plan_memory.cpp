@@ -1,7 +1,7 @@
 // The planner's memory prediction (launch/plan/planner.h) against what a real run
 // allocates, for 9 configs × 4 layouts ((TP, DP) = (1, 1), (1, 2) and (2, 1), (2, 2); DP = 2 with
 // ZeRO-1, each rank's optimizer built in-process with that rank's ownership mask, as
-// core/sharding/data_parallel.cpp does; TP = 2: TP rank 0's sharded model built in-process over a
+// core/data_parallel.cpp does; TP = 2: TP rank 0's sharded model built in-process over a
 // group that must not communicate), and for the variants context parallelism splits 3 more
 // ((TP, DP x CP, CP) = (1, 2, 2), (2, 2, 2), (1, 4, 4): chunk 0 of each segment):
 //  - the shapes the planner derives from model.md §9 equal the ParamStore's, in order;
@@ -22,7 +22,7 @@
 #include <tuple>
 
 #include "core/sharding/context_parallel.h"
-#include "core/sharding/data_parallel.h"
+#include "core/data_parallel.h"
 #include "core/model.h"
 #include "core/optim/optimizer.h"
 #include "core/sharding/tensor_parallel.h"

@@ -9,7 +9,7 @@
 #include <numbers>
 
 #include "kernels/backend.h"
-#include "kernels/ssm/implicit_filter.h"
+#include "kernels/implicit_filter.h"
 #include "tests/ssm/ssm_test_util.h"
 
 namespace brt::kernels::test {

@@ -8,7 +8,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/ssm/fft_conv.h"
-#include "kernels/ssm/implicit_filter.h"
+#include "kernels/implicit_filter.h"
 #include "kernels/ssm/s4d_kernel.h"
 #include "tests/ssm/ssm_test_util.h"
 

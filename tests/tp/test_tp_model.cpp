@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
-#include "core/sharding/data_parallel.h"
+#include "core/data_parallel.h"
 #include "core/model.h"
 #include "data/batch.h"
 #include "kernels/backend.h"

@@ -14,7 +14,7 @@
 
 #include "core/model.h"
 #include "core/param_store.h"
-#include "core/sharding/data_parallel.h"
+#include "core/data_parallel.h"
 #include "core/sharding/tensor_parallel.h"
 #include "kernels/backend.h"
 #include "launch/feed/batch_source.h"

@@ -1,7 +1,7 @@
 // The implicit (Hyena) filter network's element-wise ops (model.md §7.1 `unstructured`;
-// kernels/ssm/implicit_filter.h composes the network from these, cuBLAS gemm and the column
+// kernels/implicit_filter.h composes the network from these, cuBLAS gemm and the column
 // sums, so it runs on the device with its parameters). Same arithmetic as the CPU's
-// kernels/ssm/implicit_filter.cpp: sinf/cosf in fp32, the decay factor in double.
+// kernels/implicit_filter.cpp: sinf/cosf in fp32, the decay factor in double.
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/launchers.h"
 

@@ -32,7 +32,7 @@
 #include "launch/run/gpu_binding.h"
 #include "parallel/comm_benchmark.h"
 #include "parallel/mpi/launch_env.h"
-#include "parallel/mpi/launch_refused.h"
+#include "parallel/launch_refused.h"
 #include "parallel/mpi/mpi_session.h"
 #include "parallel/process_groups.h"
 #include "runtime/gemm_peak.h"

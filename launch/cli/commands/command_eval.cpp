@@ -9,7 +9,7 @@
 
 #include "data/dataset.h"
 #include "data/output_file.h"
-#include "data/tasks/task_eval.h"
+#include "data/task_eval.h"
 #include "launch/cli/checkpoint_model.h"
 #include "launch/cli/cli.h"
 #include "launch/cli/commands/commands.h"

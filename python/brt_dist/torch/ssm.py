@@ -17,7 +17,7 @@ from .blocks import StandardLayer, _carry
 from .layers import (Attention, Mlp, RMSNorm, cross_attention, head_l2_norm, new_param,
                      rms_norm, window_attention)
 
-FILTER_ORDER = 64    # the implicit filter's width (kernels/ssm/implicit_filter.h)
+FILTER_ORDER = 64    # the implicit filter's width (kernels/implicit_filter.h)
 FILTER_EMBED = 3     # z(t) = [t, cos 2πt, sin 2πt]
 
 
@@ -35,7 +35,7 @@ def causal_conv(u, kernel, dskip):
 
 
 class ImplicitFilter(nn.Module):
-    """layers.{i}.ssm.filter.*: model.md §7.1 `unstructured` (kernels/ssm/implicit_filter.cpp).
+    """layers.{i}.ssm.filter.*: model.md §7.1 `unstructured` (kernels/implicit_filter.cpp).
     h = Linear(3→64) → sin(ω⊙·) → Linear(64→64) → sin(ω⊙·) → Linear(64→64) → sin(ω⊙·) →
     Linear(64→R, no bias), one ω shared by the three sines; K[r, l] = h_r(t_l)·exp(−t_l·|δ_r|)
     with t_l = l / N_seg and δ_r linear in r over [ln(1e−2)/1.5, ln(1e−2)/0.3]."""

@@ -1,4 +1,4 @@
-#include "data/tasks/task_eval.h"
+#include "data/task_eval.h"
 
 #include <algorithm>
 #include <stdexcept>

@@ -1,4 +1,4 @@
-#include "kernels/cuda/device/stream_graph.h"
+#include "kernels/cuda/stream_graph.h"
 
 #include <cuda_runtime.h>
 

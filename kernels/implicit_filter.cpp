@@ -1,12 +1,12 @@
 // Hyena-style implicit filter (model.md §7.1 `unstructured`); see implicit_filter.h.
-#include "kernels/ssm/implicit_filter.h"
+#include "kernels/implicit_filter.h"
 
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cpu/parallel.h"
+#include "kernels/cpu_parallel.h"
 
 namespace brt::kernels::ssm {
 

@@ -1,4 +1,4 @@
-#include "core/sharding/data_parallel.h"
+#include "core/data_parallel.h"
 
 #include <chrono>
 #include <cmath>
