@@ -1,6 +1,6 @@
 // A communicator that forwards every collective to another and counts it: calls by kind and
 // size, and the bytes this rank sends in them. For the checks that the planner's traffic model
-// (launch/plan/planner.h) is the traffic the layers issue (tests/plan, tests/cp) and for the
+// (launch/plan/planner.h) is the traffic the layers issue (tests/launch/plan, tests/core/cp) and for the
 // benchmarks that report bytes per step (bench/cp).
 #pragma once
 

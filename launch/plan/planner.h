@@ -98,7 +98,7 @@ struct TpCollective {
 };
 
 // The collectives of one step for `streams` streams per rank at TP = tp (empty for tp = 1),
-// as the layers issue them (tests/plan checks the list against a recorded TP = 2 step). The
+// as the layers issue them (tests/launch/plan checks the list against a recorded TP = 2 step). The
 // optimizer's statistics all-reduces (a few small messages per step) are not listed.
 std::vector<TpCollective> tp_collectives_per_step(const core::ModelConfig& cfg, int streams, int tp,
                                                   int elem_bytes = 4);
@@ -108,7 +108,7 @@ double tp_step_seconds(const core::ModelConfig& cfg, int streams, int tp, double
                        double alpha_s);
 
 // Context parallelism (core/sharding/context_parallel.h): one kind of exchange over the cp group per
-// step, as the layers issue it (tests/cp checks the list against a recorded step).
+// step, as the layers issue it (tests/core/cp checks the list against a recorded step).
 struct CpExchange {
   char kind = 'x';          // 'x' cyclic shift (one piece to a neighbour), 'g' all-gather
   int64_t piece_bytes = 0;  // what each rank sends per call ('g': to each of the others)

@@ -240,7 +240,7 @@ void add_state_side(LayerElems& e, const RankDims& d, const core::ModelConfig& c
 }
 
 // core/layers/bst_ssm.cpp + core/layers/bst_context.cpp + core/layers/bst_layer.cpp constructors (model.md §7).
-// Under TP: this rank's features Ds/P, heads and hidden units (tests/plan checks every
+// Under TP: this rank's features Ds/P, heads and hidden units (tests/launch/plan checks every
 // category against the allocation at TP 1 and 2).
 LayerElems bst_layer_elems(const RankDims& d, const core::ModelConfig& c, int64_t B, int tp,
                            int elem_bytes, int cp) {

@@ -6,8 +6,8 @@
 # (-DBRT_MARCH_NATIVE=OFF); with --from it stages an existing build (the rehearsal does).
 
 # The binaries carried, by path in the build dir; the first two are required.
-BUNDLE_BINARIES="launch/brt-dist tests/cuda/test_cuda_kernels tests/cuda/test_cuda_optimizer
-tests/cuda/test_cuda_training bench/cuda/bench_cuda_attention bench/cuda/bench_cuda_train"
+BUNDLE_BINARIES="launch/brt-dist tests/kernels/cuda/test_cuda_kernels tests/kernels/cuda/test_cuda_optimizer
+tests/kernels/cuda/test_cuda_training bench/cuda/bench_cuda_attention bench/cuda/bench_cuda_train"
 
 # Libraries the GPU machine provides and the bundle must never carry: glibc's own (a copy
 # would not match the machine's loader), the C++ runtime (the machine's is as new or newer),

@@ -39,7 +39,7 @@ failures=0
 command -v debootstrap >/dev/null || skip "no debootstrap (scripts/install-deps.sh installs it)"
 command -v patchelf >/dev/null || skip "no patchelf (scripts/install-deps.sh installs it)"
 unshare -m --propagation private true 2>/dev/null || skip "cannot make a mount namespace (unshare -m)"
-if [ ! -x "$build/launch/brt-dist" ] || [ ! -x "$build/tests/cuda/test_cuda_kernels" ]; then
+if [ ! -x "$build/launch/brt-dist" ] || [ ! -x "$build/tests/kernels/cuda/test_cuda_kernels" ]; then
   skip "no CUDA build in $build"
 fi
 [ -e "$cuda_lib/libcublas.so.13" ] || skip "no CUDA 13 libraries in $cuda_lib"

@@ -9,7 +9,7 @@
 #include <stdexcept>
 
 #include "parallel/mpi/mpi_session.h"
-#include "tests/dp/dp_test_util.h"
+#include "tests/core/dp/dp_test_util.h"
 
 namespace brt::testing {
 

@@ -1,5 +1,5 @@
 // Test-parameter names for model variants, shared by the suites that are parameterised by
-// variant (tests/model, tests/bst, tests/dp, tests/tp).
+// variant (tests/core/model, tests/core/bst, tests/core/dp, tests/core/tp).
 #pragma once
 
 #include <gtest/gtest.h>

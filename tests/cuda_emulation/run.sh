@@ -5,16 +5,16 @@
 # Usage: tests/cuda_emulation/run.sh <build dir with libbrt_kernels.a, libbrt_core.a,
 #   libbrt_parallel.a> [check ...]   (default: all)
 # Checks: strict (the emulator's own rules), kernels, tc, fft, optimizer, training, tp, cp, graph,
-#   xent_graph, gputest (tests/cuda GPU test files, GTest, against the emulated backend) and
-#   nccltest (tests/cuda/nccl_communicator_main.cpp), nccl_stall (a host wait behind a
+#   xent_graph, gputest (tests/kernels/cuda GPU test files, GTest, against the emulated backend) and
+#   nccltest (tests/kernels/cuda/nccl_communicator_main.cpp), nccl_stall (a host wait behind a
 #   collective that never completes, or an NCCL error: stall.cpp); tp, nccltest and nccl_stall
 #   run under mpirun -np 2.
 #   CI runs tc, strict + gputest, a micro graph case and xent_graph (tests/kernels/CMakeLists.txt).
 # Environment: EMU_SEED (every shuffled choice; printed), EMU_SEEDS ("1 2 3": each check once
-#   per seed), EMU_REPO (the source tree to emulate, default this one: kernels/cuda, tests/cuda,
+#   per seed), EMU_REPO (the source tree to emulate, default this one: kernels/cuda, tests/kernels/cuda,
 #   launch/train/step_graphs.cpp and parallel/nccl_communicator.cpp come from it, for before/after
 #   runs against an old checkout with its own build dir), EMU_TRAINING_CASE, EMU_TP_CASE,
-#   EMU_GRAPH_VARIANTS, EMU_GPU_TESTS ("file[:gtest filter] ..." of tests/cuda),
+#   EMU_GRAPH_VARIANTS, EMU_GPU_TESTS ("file[:gtest filter] ..." of tests/kernels/cuda),
 #   EMU_PREBUILT=DIR (the emulated sources, the backend's objects and the checks' binaries are
 #   kept in DIR and taken from it when there; without it they are made in a temporary folder and
 #   removed), EMU_COMPILE_ONLY=1 (with EMU_PREBUILT: DIR emptied, then everything the named
@@ -183,9 +183,9 @@ if wants xent_graph; then
   timed xent_graph "$out/graph" --bad-target
 fi
 if wants nccltest; then
-  # The NCCL communicator's GPU test (tests/cuda/nccl_communicator_main.cpp) under mpirun -np 2,
+  # The NCCL communicator's GPU test (tests/kernels/cuda/nccl_communicator_main.cpp) under mpirun -np 2,
   # over the NCCL emulation, each rank with its own emulated device.
-  build "nccl_test" g++ "${flags[@]}" "${mpi_flags[@]}" "$repo/tests/cuda/nccl_communicator_main.cpp" "$repo/parallel/nccl_communicator.cpp" \
+  build "nccl_test" g++ "${flags[@]}" "${mpi_flags[@]}" "$repo/tests/kernels/cuda/nccl_communicator_main.cpp" "$repo/parallel/nccl_communicator.cpp" \
     "${core[@]}" "${libs[@]}" "${mpi_libs[@]}" $(pkg-config --libs gtest 2>/dev/null || echo -lgtest -pthread) -o "$out/nccl_test"
   timed nccltest mpirun --allow-run-as-root --oversubscribe -np 2 -x EMU_DEVICES=2 "$out/nccl_test"
   # Again with every collective answering ncclInProgress before it is on its stream (stubs/nccl.h):
@@ -215,15 +215,15 @@ if wants nccl_stall; then
   timed nccl_stall stall_case error EMU_NCCL_ASYNC_ERROR_AT 3 "CommError: all_reduce\\(sum\\).*NCCL: remote process exited.*the check's read-back"
 fi
 if wants gputest; then
-  # GPU tests of tests/cuda (GTest) run against the emulated CudaBackend, smallest shapes.
+  # GPU tests of tests/kernels/cuda (GTest) run against the emulated CudaBackend, smallest shapes.
   backend_objects
   status=0
   for spec in ${EMU_GPU_TESTS:-test_norms_gates_xent "test_attention:CudaWindowAttention*"}; do
     file=${spec%%:*}
     filter=${spec#*:}; [ "$filter" = "$spec" ] && filter='*'
-    extra=()  # the attention tests' float64 reference (tests/cuda/CMakeLists.txt links it too)
+    extra=()  # the attention tests' float64 reference (tests/kernels/cuda/CMakeLists.txt links it too)
     [ -f "$repo/tests/kernels/reference.cpp" ] && extra+=("$repo/tests/kernels/reference.cpp")
-    build "$file" g++ "${flags[@]}" "$repo/tests/cuda/$file.cpp" "$repo/tests/cuda/cuda_test_util.cpp" "${extra[@]}" $(objects) "${core[@]}" \
+    build "$file" g++ "${flags[@]}" "$repo/tests/kernels/cuda/$file.cpp" "$repo/tests/kernels/cuda/cuda_test_util.cpp" "${extra[@]}" $(objects) "${core[@]}" \
       "${libs[@]}" "${mpi_libs[@]}" $(pkg-config --libs gtest_main 2>/dev/null || echo -lgtest_main -lgtest -pthread) -o "$out/$file"
     timed "$file" env BRT_REQUIRE_GPU=1 BRT_SMALL_SHAPES=1 "$out/$file" --gtest_filter="$filter" || status=1
   done

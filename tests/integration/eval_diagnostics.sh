@@ -4,7 +4,7 @@
 # state ablations change nothing for slide (to the bit) and change the loss of the recurrent
 # and BST models; gate and state-share statistics are reported; two ranks report what one does.
 # (That the ablation sends a model which relies on its state back to chance is
-# tests/model/test_recall.cpp.)
+# tests/core/model/test_recall.cpp.)
 source "$(dirname "$0")/common.sh"
 bin=$(realpath "$1")
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT

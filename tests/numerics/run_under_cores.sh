@@ -19,9 +19,9 @@ mpi=("$mpiexec" --allow-run-as-root --oversubscribe -np 2)
 # name | command: the layout comparisons of the suite (each states its own contract).
 tests=(
   "test_blas_core|$build/tests/numerics/test_blas_core"
-  "dp_mpi_np2|${mpi[*]} $build/tests/dp/test_dp_mpi"
-  "tp_mpi_np2|${mpi[*]} $build/tests/tp/test_tp_mpi"
-  "cp_mpi_np2|${mpi[*]} $build/tests/cp/test_cp_mpi"
+  "dp_mpi_np2|${mpi[*]} $build/tests/core/dp/test_dp_mpi"
+  "tp_mpi_np2|${mpi[*]} $build/tests/core/tp/test_tp_mpi"
+  "cp_mpi_np2|${mpi[*]} $build/tests/core/cp/test_cp_mpi"
   "task_mixture_and_eval|bash $src/tests/integration/task_eval.sh $bin"
 )
 failed=()

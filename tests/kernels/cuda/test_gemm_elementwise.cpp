@@ -1,0 +1,136 @@
+// GPU gemm (fp32 and bf16), element-wise helpers, column sums and embedding against the CPU
+// backend on fresh random inputs; determinism of the reductions (two runs bit-identical).
+#include <vector>
+
+#include "tests/kernels/cuda/cuda_test_util.h"
+
+namespace brt::kernels::cuda::test {
+namespace {
+
+
+class CudaGemmTest : public CudaTest {
+ public:
+  void check_all(double tol) {
+    for (Trans ta : {Trans::N, Trans::T}) {
+      for (Trans tb : {Trans::N, Trans::T}) {
+        SCOPED_TRACE(std::string("ta=") + (ta == Trans::N ? "N" : "T") +
+                     " tb=" + (tb == Trans::N ? "N" : "T"));
+        // Odd sizes and padded strides catch transposition and leading-dimension mistakes.
+        const int M = 67, N = 45, K = 131, pad = 3;
+        const int a_rows = ta == Trans::N ? M : K, a_cols = ta == Trans::N ? K : M;
+        const int b_rows = tb == Trans::N ? K : N, b_cols = tb == Trans::N ? N : K;
+        const int lda = a_cols + pad, ldb = b_cols + pad, ldc = N + pad;
+        const auto A = rng_.normal(std::size_t(a_rows) * lda);
+        const auto B = rng_.normal(std::size_t(b_rows) * ldb);
+        auto C = rng_.normal(std::size_t(M) * ldc);
+        float* dA = upload(A);
+        float* dB = upload(B);
+        float* dC = upload(C);
+        gpu_->gemm(ta, tb, M, N, K, 0.7f, dA, lda, dB, ldb, -0.4f, dC, ldc);
+        cpu_->gemm(ta, tb, M, N, K, 0.7f, A.data(), lda, B.data(), ldb, -0.4f, C.data(), ldc);
+        EXPECT_REL_CLOSE(download(dC, C.size()), C, tol, "gemm");
+      }
+    }
+  }
+};
+
+TEST_F(CudaGemmTest, Fp32MatchesCpuForAllTranspositions) {
+  SCOPED_TRACE(rng_.trace());
+  check_all(kFp32Tolerance);
+}
+
+class CudaGemmBf16Test : public CudaGemmTest {
+ protected:
+  CudaOptions options() const override {
+    CudaOptions o;
+    o.precision = Precision::kBf16;
+    return o;
+  }
+};
+
+TEST_F(CudaGemmBf16Test, Bf16OperandsMatchCpuWithinBf16Rounding) {
+  SCOPED_TRACE(rng_.trace());
+  check_all(kBf16Tolerance);
+}
+
+using CudaElementwiseTest = CudaTest;
+
+TEST_F(CudaElementwiseTest, FillCopyAddScaleReluMatchCpu) {
+  SCOPED_TRACE(rng_.trace());
+  const int64_t n = 100003;
+  const auto x = rng_.normal(n);
+  auto y = rng_.normal(n);
+  float* dx = upload(x);
+  float* dy = upload(y);
+  float* dz = poisoned(n);
+  gpu_->copy(dx, n, dz);
+  EXPECT_TRUE(bit_identical(download(dz, n), x)) << "copy";
+  gpu_->fill(dz, n, 2.5f);
+  EXPECT_EQ(download(dz, n), std::vector<float>(n, 2.5f)) << "fill";
+  gpu_->add_inplace(dy, dx, n);
+  gpu_->scale_inplace(dy, n, -1.5f);
+  cpu_->add_inplace(y.data(), x.data(), n);
+  cpu_->scale_inplace(y.data(), n, -1.5f);
+  EXPECT_TRUE(bit_identical(download(dy, n), y)) << "add_inplace + scale_inplace";
+  std::vector<float> r(n), dr = rng_.normal(n);
+  const auto g = rng_.normal(n);
+  float* d_r = poisoned(n);
+  float* d_dr = upload(dr);
+  gpu_->relu_forward(dx, n, d_r);
+  gpu_->relu_backward(d_r, upload(g), n, d_dr);
+  cpu_->relu_forward(x.data(), n, r.data());
+  cpu_->relu_backward(r.data(), g.data(), n, dr.data());
+  EXPECT_TRUE(bit_identical(download(d_r, n), r)) << "relu_forward";
+  EXPECT_TRUE(bit_identical(download(d_dr, n), dr)) << "relu_backward";
+}
+
+TEST_F(CudaElementwiseTest, ColumnSumAndBroadcastMatchCpuAndAreDeterministic) {
+  SCOPED_TRACE(rng_.trace());
+  const int n = 3001, D = 77, rows_table = 7;
+  const auto dz = rng_.normal(std::size_t(n) * D);
+  auto db = rng_.normal(D);
+  const auto table = rng_.normal(std::size_t(rows_table) * D);
+  auto out = rng_.normal(std::size_t(n) * D);
+  float* d_dz = upload(dz);
+  float* d_db = upload(db);
+  float* d_db2 = upload(db);
+  float* d_out = upload(out);
+  gpu_->column_sum_accumulate(d_dz, n, D, d_db);
+  gpu_->column_sum_accumulate(d_dz, n, D, d_db2);
+  gpu_->add_rows_broadcast(d_out, upload(table), n, rows_table, D);
+  cpu_->column_sum_accumulate(dz.data(), n, D, db.data());
+  cpu_->add_rows_broadcast(out.data(), table.data(), n, rows_table, D);
+  const auto got = download(d_db, D);
+  EXPECT_REL_CLOSE(got, db, kFp32Tolerance, "column_sum_accumulate");
+  EXPECT_TRUE(bit_identical(got, download(d_db2, D))) << "column sum not deterministic";
+  EXPECT_TRUE(bit_identical(download(d_out, out.size()), out)) << "add_rows_broadcast";
+}
+
+TEST_F(CudaElementwiseTest, EmbeddingMatchesCpuWithRepeatedTokens) {
+  SCOPED_TRACE(rng_.trace());
+  const int V = 50, D = 96, n = 2000;  // many repeats per row: the owner sums them in order
+  const auto tokens = rng_.ints(n, 0, V - 1);
+  const auto table = rng_.normal(std::size_t(V) * D);
+  const auto dout = rng_.normal(std::size_t(n) * D);
+  auto dtable = rng_.normal(std::size_t(V) * D);
+  int32_t* d_tokens = upload(tokens);
+  float* d_out = poisoned(std::size_t(n) * D);
+  float* d_dtable = upload(dtable);
+  float* d_dtable2 = upload(dtable);
+  float* d_dout = upload(dout);
+  gpu_->embedding_forward(d_tokens, n, upload(table), D, d_out);
+  gpu_->embedding_backward(d_tokens, n, d_dout, D, d_dtable);
+  gpu_->embedding_backward(d_tokens, n, d_dout, D, d_dtable2);
+  std::vector<float> out(std::size_t(n) * D);
+  cpu_->embedding_forward(tokens.data(), n, table.data(), D, out.data());
+  cpu_->embedding_backward(tokens.data(), n, dout.data(), D, dtable.data());
+  EXPECT_TRUE(bit_identical(download(d_out, out.size()), out)) << "embedding_forward";
+  const auto got = download(d_dtable, dtable.size());
+  // Same order of additions as the CPU (row order per table row): bit-identical.
+  EXPECT_TRUE(bit_identical(got, dtable)) << "embedding_backward vs CPU";
+  EXPECT_TRUE(bit_identical(got, download(d_dtable2, dtable.size())))
+      << "embedding_backward not deterministic";
+}
+
+}  // namespace
+}  // namespace brt::kernels::cuda::test
