@@ -20,7 +20,7 @@ namespace brt::checkpoint {
 // not yet shown to hold weights training can go on from. A provisional file is neither counted
 // toward keep_last nor deleted by pruning, so saves made while a run diverges can never push
 // the checkpoints from before it out. The trainer marks its saves provisional before they
-// commit and confirms them once training has gone on from them (launch/train/checkpoint_trust.h).
+// commit and confirms them once training has gone on from them (launch/train/checkpoint/checkpoint_trust.h).
 class GoodCheckpoints {
  public:
   void mark(const std::filesystem::path& file);

@@ -11,7 +11,7 @@
 #include "launch/process/fault_injection.h"
 #include "launch/run/gpu_binding.h"
 #include "launch/run/threads.h"
-#include "launch/train/training_checkpoint.h"
+#include "launch/train/checkpoint/training_checkpoint.h"
 #include "parallel/cpu_share.h"
 #include "parallel/mpi/launch_env.h"
 #include "parallel/mpi/mpi_session.h"

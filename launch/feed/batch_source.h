@@ -20,7 +20,7 @@ class BatchSource {
   // The loader's position as a flat array (for checkpoints), and its restoration.
   virtual std::vector<int64_t> cursor() const = 0;
   virtual void restore(const std::vector<int64_t>& cursor) = 0;
-  // Data parallelism (model.md §8; launch/train/training_checkpoint.cpp): the cursor of all global
+  // Data parallelism (model.md §8; launch/train/checkpoint/training_checkpoint.cpp): the cursor of all global
   // streams from every DP rank's cursor() in rank order, and this rank's restoration from
   // such a global cursor (any DP size with the same global stream count). The defaults treat
   // cursor() as equal per-stream records, so the global cursor is their concatenation.

@@ -305,7 +305,7 @@ TrainPreflight preflight_train(parallel::MpiSession& session, const RunConfig& c
   const bool rank0 = session.world_rank() == 0;
   const parallel::CpuShare share = parallel::query_cpu_share(MPI_COMM_WORLD);
   const int64_t device_bytes = cfg.train.memory_check ? device_memory_bytes(cfg) : 0;
-  // --resume of a path that does not exist is refused by the resume plan (launch/train/resume.h) with
+  // --resume of a path that does not exist is refused by the resume plan (launch/train/checkpoint/resume.h) with
   // its own message before anything is written: checkpoint.dir (by default that path) is then
   // neither created nor locked here.
   std::error_code ec;

@@ -6,7 +6,7 @@
 //                         log.every steps, at the first step and at the last
 //   EvalComponent         the held-out loss every train.eval_every steps
 //   StopComponent         a stop signal (Ctrl-C, SIGTERM, SIGUSR1) seen by any rank stops all
-//   CheckpointComponent   a save when one is due (launch/train/run_checkpoints.h)
+//   CheckpointComponent   a save when one is due (launch/train/checkpoint/run_checkpoints.h)
 // Every message, event and record they write is the one `brt-dist train` always wrote.
 #pragma once
 
@@ -22,9 +22,9 @@
 #include "launch/run/run_model.h"
 #include "launch/train/metrics_log.h"
 #include "launch/train/mfu.h"
-#include "launch/train/run_checkpoints.h"
+#include "launch/train/checkpoint/run_checkpoints.h"
 #include "launch/train/step_guard.h"
-#include "launch/train/training_checkpoint.h"
+#include "launch/train/checkpoint/training_checkpoint.h"
 
 namespace brt::launch {
 

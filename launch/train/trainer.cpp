@@ -52,7 +52,7 @@ void write_resolved_config(const RunConfig& cfg) {
   data::write_file_atomically(path, render_toml(cfg));  // checked, errno named (data/output_file.h)
 }
 
-// The layout checkpoints are saved from and loaded into (launch/train/training_checkpoint.h).
+// The layout checkpoints are saved from and loaded into (launch/train/checkpoint/training_checkpoint.h).
 template <typename T>
 CheckpointRanks checkpoint_ranks(const RunModel<T>& run, const TrainOptions& options) {
   const parallel::ProcessGroups* groups = options.groups;
@@ -194,7 +194,7 @@ std::string Trainer<T>::graphs_setting() {
   return "";
 }
 
-// Where the run starts (launch/train/resume.h): the newest good checkpoint, a given one, or step 0;
+// Where the run starts (launch/train/checkpoint/resume.h): the newest good checkpoint, a given one, or step 0;
 // checkpoint.init_from's weights on a fresh start (with train.steps = 0, saved as step 0).
 template <typename T>
 void Trainer<T>::start() {

@@ -21,11 +21,11 @@
 #include "launch/train/grad_accum.h"
 #include "launch/train/metrics_log.h"
 #include "launch/train/mfu.h"
-#include "launch/train/run_checkpoints.h"
+#include "launch/train/checkpoint/run_checkpoints.h"
 #include "launch/train/step_graphs.h"
 #include "launch/train/step_guard.h"
 #include "launch/train/train_components.h"
-#include "launch/train/training_checkpoint.h"
+#include "launch/train/checkpoint/training_checkpoint.h"
 
 namespace brt::parallel {
 class ProcessGroups;

@@ -76,7 +76,7 @@ TEST(Retention, PruneSetsAsideUnverifiedDamagedCheckpointsInsteadOfCountingThem)
 }
 
 TEST(Retention, ProvisionalCheckpointsAreNeitherCountedNorDeleted) {
-  // Saves made while a run may be diverging are provisional (launch/train/checkpoint_trust.h): however
+  // Saves made while a run may be diverging are provisional (launch/train/checkpoint/checkpoint_trust.h): however
   // many follow, keep = 2 keeps the two newest confirmed checkpoints from before them.
   ScratchDir dir;
   GoodCheckpoints good;

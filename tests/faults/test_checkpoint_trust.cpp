@@ -1,4 +1,4 @@
-// Which checkpoints count as good (launch/train/checkpoint_trust.h): provisional when saved,
+// Which checkpoints count as good (launch/train/checkpoint/checkpoint_trust.h): provisional when saved,
 // confirmed after checkpoint.confirm_steps applied steps, recomputed by a later start from the
 // checkpoints' own step and skip counts, set aside unconfirmed when the step guard gives up.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "checkpoint/checkpoint.h"
-#include "launch/train/checkpoint_trust.h"
+#include "launch/train/checkpoint/checkpoint_trust.h"
 
 namespace brt::launch {
 namespace {

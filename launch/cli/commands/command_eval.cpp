@@ -20,7 +20,7 @@
 #include "launch/eval/tokenizer_match.h"
 #include "launch/preflight/preflight.h"
 #include "launch/run/run_groups.h"
-#include "launch/train/training_checkpoint.h"
+#include "launch/train/checkpoint/training_checkpoint.h"
 #include "parallel/mpi/mpi_session.h"
 #include "parallel/process_groups.h"
 

@@ -41,7 +41,7 @@ TrainOptions train_options(int argc, char** argv) {
     throw UsageError("command line: unexpected argument '" + cl.positional[1] + "' (see brt-dist train --help)");
   std::vector<std::string> overrides = cl.overrides;
   // --resume FILE|DIR: continue from exactly that checkpoint, or DIR's newest good one; it must
-  // exist (launch/train/resume.h). Saves go to checkpoint.dir, by default the checkpoint's directory.
+  // exist (launch/train/checkpoint/resume.h). Saves go to checkpoint.dir, by default the checkpoint's directory.
   if (auto it = cl.flags.find("resume"); it != cl.flags.end()) overrides.push_back("checkpoint.resume_from=" + it->second);
   // --no-overlap: reduce gradients only after backward (the data-parallel benchmark's reference).
   if (cl.flags.count("no-overlap")) overrides.push_back("train.overlap=false");

@@ -13,7 +13,7 @@
 #include "launch/cli/version.h"
 #include "launch/config/config_keys.h"
 #include "launch/eval/tokenizer_match.h"
-#include "launch/train/training_checkpoint.h"
+#include "launch/train/checkpoint/training_checkpoint.h"
 
 namespace brt::launch {
 

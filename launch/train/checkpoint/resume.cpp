@@ -1,4 +1,4 @@
-#include "launch/train/resume.h"
+#include "launch/train/checkpoint/resume.h"
 
 #include <algorithm>
 #include <cstring>
@@ -36,7 +36,7 @@ void refuse_if_all_damaged(const CheckpointConfig& cfg, const ck::LatestGood& fo
   const auto aside = ck::list_set_aside(dir);
   if (found.damaged.empty() && aside.empty()) return;
   if (cfg.allow_fresh_start) return set_aside_all(found, dir, plan);
-  // Checkpoints the step guard set aside unconfirmed (launch/train/checkpoint_trust.h) are no start
+  // Checkpoints the step guard set aside unconfirmed (launch/train/checkpoint/checkpoint_trust.h) are no start
   // either: they may hold diverged weights. A fresh start over them would lose the run silently.
   const bool unconfirmed_only = found.damaged.empty() && std::all_of(aside.begin(), aside.end(), [](const fs::path& f) {
     return f.filename().string().find(ck::kUnconfirmedSuffix) != std::string::npos;

@@ -1,4 +1,4 @@
-#include "launch/train/checkpoint_trust.h"
+#include "launch/train/checkpoint/checkpoint_trust.h"
 
 #include <algorithm>
 #include <sstream>

@@ -1,4 +1,4 @@
-#include "launch/train/run_checkpoints.h"
+#include "launch/train/checkpoint/run_checkpoints.h"
 
 #include <chrono>
 #include <cstdio>
@@ -6,7 +6,7 @@
 
 #include "launch/process/progress.h"
 #include "launch/process/stop_signal.h"
-#include "launch/train/resume.h"
+#include "launch/train/checkpoint/resume.h"
 #include "parallel/communicator.h"
 #include "parallel/health/job_monitor.h"
 #include "parallel/launch_refused.h"

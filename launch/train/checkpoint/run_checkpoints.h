@@ -1,5 +1,5 @@
 // A training run's checkpoints as one concern (docs/reliability.md): where it starts
-// (launch/train/resume.h), its saves (under the watchdog's deadline, phase by phase, with the fault
+// (launch/train/checkpoint/resume.h), its saves (under the watchdog's deadline, phase by phase, with the fault
 // suite's injection points), what happens when a save fails, and rollback to the last good
 // checkpoint for the step guard. The trainer calls it; it owns the run's known-good set.
 #pragma once
@@ -18,10 +18,10 @@
 #include "launch/config/config.h"
 #include "launch/feed/batch_source.h"
 #include "launch/process/fault_injection.h"
-#include "launch/train/checkpoint_trust.h"
+#include "launch/train/checkpoint/checkpoint_trust.h"
 #include "launch/train/metrics_log.h"
 #include "launch/train/step_guard.h"
-#include "launch/train/training_checkpoint.h"
+#include "launch/train/checkpoint/training_checkpoint.h"
 
 namespace brt::parallel {
 class Communicator;
@@ -42,7 +42,7 @@ class RunCheckpoints {
   RunCheckpoints(const RunCheckpoints&) = delete;
   RunCheckpoints& operator=(const RunCheckpoints&) = delete;
 
-  // Chooses the start (launch/train/resume.h) and loads it into model, optimizer, data and guard.
+  // Chooses the start (launch/train/checkpoint/resume.h) and loads it into model, optimizer, data and guard.
   // Returns the position (step 0 for a fresh start). Prints the notes on the printing rank.
   RunPosition start(core::Model<T>& model, core::Optimizer<T>& optimizer, BatchSource& data,
                     const std::string& tokenizer_hash, StepGuard& guard);
@@ -57,7 +57,7 @@ class RunCheckpoints {
             const std::string& tokenizer_hash, StepGuard& guard, MetricsLog& log, bool final_save);
   // Waits for the save in flight, if any, and reports it as save() would.
   void finish_pending(MetricsLog& log);
-  // After each step (launch/train/checkpoint_trust.h): an applied step counts toward confirming the
+  // After each step (launch/train/checkpoint/checkpoint_trust.h): an applied step counts toward confirming the
   // provisional checkpoints; then a save is made when one is due (checkpoint.every, the last
   // step, a stop), but never inside a run of skipped steps (the weights may be diverged): such
   // a save is deferred to the next step outside it, with a log event. The last step inside such
@@ -81,7 +81,7 @@ class RunCheckpoints {
   // the watchdog's deadline; the optimizer and data cursor stay fresh.
   void init_weights(core::Model<T>& model, const std::string& file, const std::string& tokenizer_hash);
 
-  // The newest confirmed checkpoint (launch/train/checkpoint_trust.h): the rollback target, if any.
+  // The newest confirmed checkpoint (launch/train/checkpoint/checkpoint_trust.h): the rollback target, if any.
   const std::optional<std::filesystem::path>& last_good() const { return trust_.last_confirmed(); }
 
   // Reloads last_good() (model, optimizer, data cursor, carried state, guard) and returns its

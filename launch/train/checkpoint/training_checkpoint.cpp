@@ -1,4 +1,4 @@
-#include "launch/train/training_checkpoint.h"
+#include "launch/train/checkpoint/training_checkpoint.h"
 
 #include <algorithm>
 #include <optional>
