@@ -117,18 +117,12 @@ double EvalComponent<T>::held_out_loss() {
   return total.count ? total.nats / double(total.count) : 0.0;
 }
 
-// ---- StopComponent, CheckpointComponent ----
+// ---- StopComponent ----
 
 template <typename T>
 void StopComponent<T>::on_step_end(StepEnd& end) {
   core::DataParallel<T>* dp = run_.dp();
   end.stopping = dp ? dp->any(StopSignal::requested()) : StopSignal::requested();
-}
-
-template <typename T>
-void CheckpointComponent<T>::on_step_end(StepEnd& end) {
-  checkpoints_.after_step(run_.model(), run_.optimizer(), data_, end.position, tokenizer_hash_, guard_, log_,
-                          end.outcome.applied(), end.last, end.stopping);
 }
 
 template class EvalComponent<float>;

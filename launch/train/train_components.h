@@ -22,32 +22,12 @@
 #include "launch/run/run_model.h"
 #include "launch/train/metrics_log.h"
 #include "launch/train/mfu.h"
+#include "launch/train/step_end.h"
 #include "launch/train/checkpoint/run_checkpoints.h"
 #include "launch/train/step_guard.h"
 #include "launch/train/checkpoint/training_checkpoint.h"
 
 namespace brt::launch {
-
-// What one step did (Trainer::step).
-struct StepOutcome {
-  bool skipped_batch = false;   // rolled back past it (train.rollback): no forward
-  StepVerdict verdict = StepVerdict::kApply;
-  double loss = 0;              // mean nats per target of the global batch; NaN: never computed
-  double grad_norm = 0;         // global, before clipping
-  core::LossSums sums;          // global
-  core::StepStats stats;        // the optimizer's, when applied
-  bool applied() const { return !skipped_batch && verdict == StepVerdict::kApply; }
-};
-
-// A step as the components see it.
-struct StepEnd {
-  int64_t number = 0;       // the step just run, from 1 (as the progress lines count)
-  bool last = false;        // number == train.steps
-  StepOutcome outcome;
-  double seconds = 0;       // its wall time, the device work it queued included
-  RunPosition position;     // where the run stands after it
-  bool stopping = false;    // set by StopComponent: the run stops after this step
-};
 
 class TrainComponent {
  public:
@@ -124,18 +104,11 @@ class StopComponent : public TrainComponent {
 template <typename T>
 class CheckpointComponent : public TrainComponent {
  public:
-  CheckpointComponent(RunCheckpoints<T>& checkpoints, RunModel<T>& run, BatchSource& data,
-                      const std::string& tokenizer_hash, StepGuard& guard, MetricsLog& log)
-      : checkpoints_(checkpoints), run_(run), data_(data), tokenizer_hash_(tokenizer_hash), guard_(guard), log_(log) {}
-  void on_step_end(StepEnd& end) override;
+  explicit CheckpointComponent(RunCheckpoints<T>& checkpoints) : checkpoints_(checkpoints) {}
+  void on_step_end(StepEnd& end) override { checkpoints_.after_step(end); }
 
  private:
   RunCheckpoints<T>& checkpoints_;
-  RunModel<T>& run_;
-  BatchSource& data_;
-  const std::string& tokenizer_hash_;
-  StepGuard& guard_;
-  MetricsLog& log_;
 };
 
 }  // namespace brt::launch

@@ -165,15 +165,14 @@ Trainer<T>::Trainer(const TrainOptions& options)
   // train.steps=0 with checkpoint.init_from: the step-0 checkpoint of those weights, a full file that resumes.
   if (!checkpoints_->resumed() && !cfg_.checkpoint.init_from.empty() && cfg_.train.steps == 0 &&
       !cfg_.checkpoint.dir.empty())
-    checkpoints_->save(run_.model(), run_.optimizer(), *train_source_, pos_, tokenizer_hash_, guard_, *log_, true);
+    checkpoints_->save(pos_, true);
   // MFU over every rank's peak (model.md §10): data x context x tensor parallel ranks all compute.
   const int ranks = options_.groups ? options_.groups->layout().world : 1;
   components_.push_back(std::make_unique<ProgressComponent>(cfg_, *log_, peak_, flops_, tokens_per_step_, ranks,
                                                             guard_, pos_.step));
   components_.push_back(std::make_unique<EvalComponent<T>>(cfg_, run_, std::move(eval_source), *log_));
   components_.push_back(std::make_unique<StopComponent<T>>(run_));
-  components_.push_back(std::make_unique<CheckpointComponent<T>>(*checkpoints_, run_, *train_source_,
-                                                                 tokenizer_hash_, guard_, *log_));
+  components_.push_back(std::make_unique<CheckpointComponent<T>>(*checkpoints_));
 }
 
 template <typename T>
@@ -199,19 +198,19 @@ std::string Trainer<T>::graphs_setting() {
 template <typename T>
 void Trainer<T>::start() {
   tokenizer_hash_ = train_source_->tokenizer_hash();
-  checkpoints_ = std::make_unique<RunCheckpoints<T>>(cfg_, ck_ranks_, options_.groups ? &options_.groups->world() : nullptr,
-                                                     options_.monitor, options_.faults, world_rank_, print_);
-  if (stream_groups_->groups() > 1) checkpoints_->set_carried_state(stream_groups_->carried_state());
-  core::Model<T>& model = run_.model();
-  if (!cfg_.checkpoint.dir.empty())
-    pos_ = checkpoints_->start(model, run_.optimizer(), *train_source_, tokenizer_hash_, guard_);
+  TrainState<T> state{cfg_, run_.model(), run_.optimizer(), *train_source_, guard_, tokenizer_hash_};
+  if (stream_groups_->groups() > 1) state.carried = stream_groups_->carried_state();
+  const CheckpointJob job{options_.faults, options_.groups ? &options_.groups->world() : nullptr, options_.monitor,
+                          world_rank_, print_};
+  checkpoints_ = std::make_unique<RunCheckpoints<T>>(std::move(state), ck_ranks_, job);
+  if (!cfg_.checkpoint.dir.empty()) pos_ = checkpoints_->start();
   // A resume at or past train.steps trains nothing; say so instead of ending in silence.
   if (checkpoints_->resumed() && pos_.step >= cfg_.train.steps && print_)
     std::printf("nothing to train: the run is at step %lld and train.steps = %lld (raise train.steps to train on)\n",
                 (long long)pos_.step, (long long)cfg_.train.steps);
   // checkpoint.init_from: a fresh start's weights (a resumed run has its own, and keeps them).
   if (!checkpoints_->resumed() && !cfg_.checkpoint.init_from.empty()) {
-    checkpoints_->init_weights(model, cfg_.checkpoint.init_from, tokenizer_hash_);
+    checkpoints_->init_weights(cfg_.checkpoint.init_from);
   }
 }
 
@@ -228,6 +227,7 @@ void Trainer<T>::open_metrics() {
                   run.moved_to.c_str(), run.id.c_str());
   }
   log_ = std::make_unique<MetricsLog>(print_ ? path : std::string(), print_, run.id);
+  checkpoints_->set_metrics_log(*log_);
   if (!print_ || path.empty()) return;
   write_resolved_config(cfg_);
   log_->event(run.continued ? "resume" : "start", {{"step", double(pos_.step)}},
@@ -386,7 +386,7 @@ void Trainer<T>::roll_back(const StepEnd& end) {
                           std::to_string(run.front()) + ".." + std::to_string(run.back()) + ", last: " +
                           verdict_reason(end.outcome.verdict) + "; train.max_skipped_steps = " +
                           std::to_string(cfg_.train.max_skipped_steps) + ")";
-  checkpoints_->give_up(*log_);  // the checkpoints not yet confirmed may hold the diverged weights
+  checkpoints_->give_up();  // the checkpoints not yet confirmed may hold the diverged weights
   if (!cfg_.train.rollback)
     throw std::runtime_error(why + "; the run stops. " +
                              (checkpoints_->last_good()
@@ -398,7 +398,7 @@ void Trainer<T>::roll_back(const StepEnd& end) {
                              " rollbacks (train.max_rollbacks); the run stops");
   const std::vector<int64_t> bad = run;
   const int rollbacks = guard_.rollbacks();
-  pos_ = checkpoints_->reload(run_.model(), run_.optimizer(), *train_source_, tokenizer_hash_, guard_, why);
+  pos_ = checkpoints_->reload(why);
   guard_.add_skip_batches(bad);  // on top of the checkpoint's own list
   while (guard_.rollbacks() <= rollbacks) guard_.note_rollback();
   log_->event("rollback", {{"step", double(pos_.step)}, {"rollbacks", double(guard_.rollbacks())}},

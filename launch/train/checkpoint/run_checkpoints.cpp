@@ -25,10 +25,9 @@ struct WatchedOperation {
   const FaultInjection* faults;
   int world_rank;
   Progress shown;
-  CheckpointIo io(checkpoint::GoodCheckpoints* good, StepGuard* step_guard) {
+  CheckpointIo io(checkpoint::GoodCheckpoints* good) {
     CheckpointIo out;
     out.good = good;
-    out.guard = step_guard;
     out.on_phase = [this](const std::string& phase) {
       guard.phase(phase);
       faults->at_phase(operation + ": " + phase, world_rank);
@@ -127,12 +126,11 @@ WatchedOperation watch(parallel::JobMonitor* monitor, const std::string& operati
 }  // namespace
 
 template <typename T>
-RunCheckpoints<T>::RunCheckpoints(const RunConfig& cfg, const CheckpointRanks& ranks, parallel::Communicator* world,
-                                  parallel::JobMonitor* monitor, const FaultInjection& faults, int world_rank,
-                                  bool print)
-    : cfg_(cfg), ranks_(ranks), world_(world), monitor_(monitor), faults_(faults), world_rank_(world_rank),
-      print_(print), trust_(cfg.checkpoint.dir, cfg.checkpoint.confirm_steps, good_, world_rank == 0) {
-  background_ = cfg.checkpoint.async && !cfg.checkpoint.dir.empty();
+RunCheckpoints<T>::RunCheckpoints(TrainState<T> state, const CheckpointRanks& ranks, const CheckpointJob& job)
+    : state_(std::move(state)), cfg_(state_.config), ranks_(ranks), world_(job.world), monitor_(job.monitor),
+      faults_(job.faults), world_rank_(job.world_rank), print_(job.print),
+      trust_(cfg_.checkpoint.dir, cfg_.checkpoint.confirm_steps, good_, job.world_rank == 0) {
+  background_ = cfg_.checkpoint.async && !cfg_.checkpoint.dir.empty();
   int initialized = 0, level = MPI_THREAD_SINGLE;
   MPI_Initialized(&initialized);
   if (!initialized) {
@@ -152,15 +150,12 @@ RunCheckpoints<T>::RunCheckpoints(const RunConfig& cfg, const CheckpointRanks& r
 }
 
 template <typename T>
-RunPosition RunCheckpoints<T>::load(const std::filesystem::path& file, core::Model<T>& model,
-                                    core::Optimizer<T>& optimizer, BatchSource& data,
-                                    const std::string& tokenizer_hash, StepGuard& guard, const char* verb) {
+RunPosition RunCheckpoints<T>::load(const std::filesystem::path& file, const char* verb) {
   WatchedOperation watched = watch(monitor_, "checkpoint load", faults_, world_rank_, print_);
-  const CheckpointIo io = watched.io(&good_, &guard);
-  checkpoint::IoStats stats;
-  std::string stored_numerics;
-  const RunPosition pos = load_training_checkpoint(file, cfg_, model, optimizer, &data, tokenizer_hash, &stats,
-                                                   ranks_, io, &stored_numerics, carried());
+  const LoadedCheckpoint loaded = load_training_checkpoint(file, state_, ranks_, watched.io(&good_));
+  const RunPosition& pos = loaded.position;
+  const checkpoint::IoStats& stats = loaded.stats;
+  const std::string& stored_numerics = loaded.numerics;
   StopSignal::note_last_good(file.string());
   if (print_)
     std::printf("%s %s at step %lld (%.3f GB in %.2f s, %.3f GB/s)\n", verb, file.c_str(), (long long)pos.step,
@@ -176,12 +171,11 @@ RunPosition RunCheckpoints<T>::load(const std::filesystem::path& file, core::Mod
 }
 
 template <typename T>
-RunPosition RunCheckpoints<T>::start(core::Model<T>& model, core::Optimizer<T>& optimizer, BatchSource& data,
-                                     const std::string& tokenizer_hash, StepGuard& guard) {
+RunPosition RunCheckpoints<T>::start() {
   ResumePlan plan;
   {
     WatchedOperation watched = watch(monitor_, "checkpoint resume", faults_, world_rank_, print_);
-    plan = plan_resume(cfg_.checkpoint, world_, good_, watched.io(&good_, nullptr).on_phase);
+    plan = plan_resume(cfg_.checkpoint, world_, good_, watched.io(&good_).on_phase);
   }
   if (print_)
     for (const auto& note : plan.notes) std::fprintf(stderr, "checkpoint warning: %s\n", note.c_str());
@@ -190,8 +184,8 @@ RunPosition RunCheckpoints<T>::start(core::Model<T>& model, core::Optimizer<T>& 
   if (plan.from) {
     refuse_another_seed(*plan.from, cfg_);
     if (print_) warn_of_changes(*plan.from, cfg_);
-    pos = load(*plan.from, model, optimizer, data, tokenizer_hash, guard, "resumed from");
-    trust_.start(*plan.from, pos.step, guard.total_skipped(), world_);  // provisional until a step is applied
+    pos = load(*plan.from, "resumed from");
+    trust_.start(*plan.from, pos.step, state_.guard.total_skipped(), world_);  // provisional until a step is applied
   } else if (print_ && !cfg_.checkpoint.dir.empty()) {
     std::printf("no checkpoint in %s: starting from step 0\n", cfg_.checkpoint.dir.c_str());
   }
@@ -199,30 +193,28 @@ RunPosition RunCheckpoints<T>::start(core::Model<T>& model, core::Optimizer<T>& 
   // so no save pays for allocating (and faulting in) gigabytes while the run waits.
   if (background_) {
     WatchedOperation sizing = watch(monitor_, "checkpoint snapshot", faults_, world_rank_, false);
-    take_training_snapshot(snapshot_, cfg_, model, optimizer, data, pos, tokenizer_hash, ranks_, &guard, carried());
+    take_training_snapshot(snapshot_, state_, pos, ranks_);
   }
   return pos;
 }
 
 template <typename T>
-void RunCheckpoints<T>::init_weights(core::Model<T>& model, const std::string& file,
-                                     const std::string& tokenizer_hash) {
+void RunCheckpoints<T>::init_weights(const std::string& file) {
   WatchedOperation watched = watch(monitor_, "checkpoint.init_from", faults_, world_rank_, print_);
-  load_model_parameters(file, model, watched.io(nullptr, nullptr).on_phase, tokenizer_hash);
+  load_model_parameters(file, state_.model, watched.io(nullptr).on_phase, state_.tokenizer_hash);
   if (print_)
     std::printf("checkpoint.init_from: the weights of %s (a fresh optimizer, data from the start)\n",
                 file.c_str());
 }
 
 template <typename T>
-RunPosition RunCheckpoints<T>::reload(core::Model<T>& model, core::Optimizer<T>& optimizer, BatchSource& data,
-                                      const std::string& tokenizer_hash, StepGuard& guard, const std::string& why) {
+RunPosition RunCheckpoints<T>::reload(const std::string& why) {
   if (!last_good())
     throw std::runtime_error(why + "; train.rollback=true, but this run has no confirmed checkpoint to roll back to "
                              "(one is confirmed once checkpoint.confirm_steps steps were applied after it; lower "
                              "optim.lr, or save earlier with checkpoint.every)");
   const std::filesystem::path target = *last_good();
-  return load(target, model, optimizer, data, tokenizer_hash, guard, "rolled back to");
+  return load(target, "rolled back to");
 }
 
 // The outcome of a save on every rank alike: only the ranks that write (TP rank 0's DP group)
@@ -244,13 +236,14 @@ void RunCheckpoints<T>::agree(SaveOutcome& outcome) {
 
 // Confirmations are routine (one per save): the metrics record them, the console does not.
 template <typename T>
-void RunCheckpoints<T>::note_confirmed(const std::vector<int64_t>& steps, MetricsLog& log) {
-  for (const int64_t step : steps) log.event("checkpoint_confirmed", {{"step", double(step)}});
+void RunCheckpoints<T>::note_confirmed(const std::vector<int64_t>& steps) {
+  for (const int64_t step : steps) log().event("checkpoint_confirmed", {{"step", double(step)}});
   if (!steps.empty()) StopSignal::note_last_good(last_good()->string());
 }
 
 template <typename T>
-void RunCheckpoints<T>::report(const SaveOutcome& outcome, MetricsLog& log, bool final_save) {
+void RunCheckpoints<T>::report(const SaveOutcome& outcome, bool final_save) {
+  MetricsLog& log = this->log();
   const std::filesystem::path file = std::filesystem::path(cfg_.checkpoint.dir) / checkpoint::checkpoint_file_name(outcome.step);
   if (outcome.error.empty()) {
     const checkpoint::IoStats& s = outcome.result.stats;
@@ -265,7 +258,7 @@ void RunCheckpoints<T>::report(const SaveOutcome& outcome, MetricsLog& log, bool
                              {"background", outcome.background ? 1.0 : 0.0}}, msg);
     if (print_)
       for (const auto& w : outcome.result.warnings) std::fprintf(stderr, "checkpoint warning: %s\n", w.c_str());
-    note_confirmed(trust_.saved(file, outcome.step, true), log);
+    note_confirmed(trust_.saved(file, outcome.step, true));
     return;
   }
   trust_.saved(file, outcome.step, false);
@@ -295,22 +288,20 @@ void RunCheckpoints<T>::report(const SaveOutcome& outcome, MetricsLog& log, bool
 }
 
 template <typename T>
-void RunCheckpoints<T>::finish_pending(MetricsLog& log) {
+void RunCheckpoints<T>::finish_pending() {
   if (!pending_.valid()) return;
   const auto t0 = std::chrono::steady_clock::now();
   SaveOutcome outcome = pending_.get();  // the writer thread's; its own errors are caught there
   outcome.stall_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   last_stall_s_ = outcome.stall_s;
   agree(outcome);
-  report(outcome, log, /*final_save=*/false);
+  report(outcome, /*final_save=*/false);
 }
 
 template <typename T>
-void RunCheckpoints<T>::save(core::Model<T>& model, core::Optimizer<T>& optimizer, const BatchSource& data,
-                             const RunPosition& pos, const std::string& tokenizer_hash, StepGuard& guard,
-                             MetricsLog& log, bool final_save) {
+void RunCheckpoints<T>::save(const RunPosition& pos, bool final_save) {
   const auto t0 = std::chrono::steady_clock::now();
-  finish_pending(log);  // at most one save in flight
+  finish_pending();  // at most one save in flight
   // Provisional from before its commit, whose pruning must not count it (checkpoint_trust.h).
   trust_.saving(std::filesystem::path(cfg_.checkpoint.dir) / checkpoint::checkpoint_file_name(pos.step));
   if (!background_ || final_save) {
@@ -319,8 +310,7 @@ void RunCheckpoints<T>::save(core::Model<T>& model, core::Optimizer<T>& optimize
     try {
       const SaveInProgress saving(cfg_.checkpoint.dir, pos.step);
       WatchedOperation watched = watch(monitor_, "checkpoint save", faults_, world_rank_, print_);
-      const CheckpointIo io = watched.io(&good_, &guard);
-      outcome.result = save_training_checkpoint(cfg_, model, optimizer, data, pos, tokenizer_hash, ranks_, io, carried());
+      outcome.result = save_training_checkpoint(state_, pos, ranks_, watched.io(&good_));
     } catch (const NonFiniteStateError& e) {
       outcome.error = e.what();
       outcome.refused = true;
@@ -330,7 +320,7 @@ void RunCheckpoints<T>::save(core::Model<T>& model, core::Optimizer<T>& optimize
     outcome.stall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     last_stall_s_ = outcome.stall_s;
     agree(outcome);
-    report(outcome, log, final_save);
+    report(outcome, final_save);
     return;
   }
   // Asynchronous (checkpoint.async): the state is copied to the host now, between steps (the
@@ -339,7 +329,7 @@ void RunCheckpoints<T>::save(core::Model<T>& model, core::Optimizer<T>& optimize
   // retention and every failure path are the synchronous save's: the same code writes.
   {
     WatchedOperation snapshotting = watch(monitor_, "checkpoint snapshot", faults_, world_rank_, false);
-    take_training_snapshot(snapshot_, cfg_, model, optimizer, data, pos, tokenizer_hash, ranks_, &guard, carried());
+    take_training_snapshot(snapshot_, state_, pos, ranks_);
   }
   const double snapshot_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   pending_ = std::async(std::launch::async, [this, step = pos.step, snapshot_s] {
@@ -351,8 +341,7 @@ void RunCheckpoints<T>::save(core::Model<T>& model, core::Optimizer<T>& optimize
     try {
       const SaveInProgress saving(cfg_.checkpoint.dir, step);
       WatchedOperation watched = watch(monitor_, "checkpoint save", faults_, world_rank_, false);
-      const CheckpointIo io = watched.io(&good_, nullptr);
-      outcome.result = write_training_snapshot(snapshot_, cfg_.checkpoint.dir, cfg_.checkpoint.keep, writer_comm_, io);
+      outcome.result = write_training_snapshot(snapshot_, cfg_.checkpoint, writer_comm_, watched.io(&good_));
     } catch (const NonFiniteStateError& e) {
       outcome.error = e.what();
       outcome.refused = true;
@@ -364,10 +353,11 @@ void RunCheckpoints<T>::save(core::Model<T>& model, core::Optimizer<T>& optimize
 }
 
 template <typename T>
-void RunCheckpoints<T>::after_step(core::Model<T>& model, core::Optimizer<T>& optimizer, const BatchSource& data,
-                                   const RunPosition& pos, const std::string& tokenizer_hash, StepGuard& guard,
-                                   MetricsLog& log, bool applied, bool last, bool stopping) {
-  if (applied) note_confirmed(trust_.step_applied(), log);
+void RunCheckpoints<T>::after_step(const StepEnd& end) {
+  const RunPosition& pos = end.position;
+  const bool applied = end.outcome.applied(), last = end.last, stopping = end.stopping;
+  const StepGuard& guard = state_.guard;
+  if (applied) note_confirmed(trust_.step_applied());
   const bool due = (cfg_.checkpoint.every > 0 && pos.step % cfg_.checkpoint.every == 0) || deferred_ || last || stopping;
   if (!due || cfg_.checkpoint.dir.empty()) return;
   // A save follows an applied step, or ends a run outside a run of skipped steps: a skipped
@@ -375,12 +365,12 @@ void RunCheckpoints<T>::after_step(core::Model<T>& model, core::Optimizer<T>& op
   const bool streak_open = guard.consecutive_skips() > 0;
   if (!streak_open && (applied || last || stopping)) {
     deferred_ = false;
-    save(model, optimizer, data, pos, tokenizer_hash, guard, log, last || stopping);
+    save(pos, last || stopping);
     return;
   }
-  if (streak_open && (last || stopping)) return end_inside_skips(guard, pos, log, last);
+  if (streak_open && (last || stopping)) return end_inside_skips(pos, last);
   if (!deferred_)
-    log.event("checkpoint_deferred", {{"step", double(pos.step)}},
+    log().event("checkpoint_deferred", {{"step", double(pos.step)}},
               "checkpoint deferred at step " + std::to_string(pos.step) + ": " +
                   (streak_open ? "inside a run of " + skip_run_text(guard) : "its batch was skipped (rolled back past it)") +
                   "; the next checkpoint follows the next applied step");
@@ -391,14 +381,15 @@ void RunCheckpoints<T>::after_step(core::Model<T>& model, core::Optimizer<T>& op
 // may be diverged). The last step gives up and fails the run, so the job's status says its end
 // was not reached; a stop leaves the provisional checkpoints for the next start to judge.
 template <typename T>
-void RunCheckpoints<T>::end_inside_skips(const StepGuard& guard, const RunPosition& pos, MetricsLog& log, bool last) {
+void RunCheckpoints<T>::end_inside_skips(const RunPosition& pos, bool last) {
+  const StepGuard& guard = state_.guard;
   if (!last) {
     if (print_)
       std::printf("not saving at step %lld: it ends a run of %s; the next start resumes from the newest checkpoint "
                   "and judges those steps again\n", (long long)pos.step, skip_run_text(guard).c_str());
     return;
   }
-  give_up(log);
+  give_up();
   throw std::runtime_error("the run ended inside a run of " + skip_run_text(guard) + "; its end is not saved (it may "
                            "hold diverged weights). " +
                            (last_good() ? "The last good checkpoint, " + last_good()->string() +
@@ -409,10 +400,18 @@ void RunCheckpoints<T>::end_inside_skips(const StepGuard& guard, const RunPositi
 }
 
 template <typename T>
-void RunCheckpoints<T>::give_up(MetricsLog& log) {
-  finish_pending(log);  // a save in flight is provisional too
-  deferred_ = false;    // a save due on the abandoned steps is not made
-  for (const std::string& note : trust_.give_up()) log.event("checkpoint_unconfirmed", {}, note);
+void RunCheckpoints<T>::give_up() {
+  finish_pending();   // a save in flight is provisional too
+  deferred_ = false;  // a save due on the abandoned steps is not made
+  for (const std::string& note : trust_.give_up()) log().event("checkpoint_unconfirmed", {}, note);
+}
+
+template <typename T>
+MetricsLog& RunCheckpoints<T>::log() const {
+  if (state_.log == nullptr)
+    throw std::logic_error("RunCheckpoints: a save or its report before set_metrics_log (the trainer opens the "
+                           "metrics log after start())");
+  return *state_.log;
 }
 
 template <typename T>

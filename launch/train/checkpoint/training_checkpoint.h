@@ -16,6 +16,8 @@
 #include "core/optim/optimizer.h"
 #include "launch/config/config.h"
 #include "launch/feed/batch_source.h"
+#include "launch/train/checkpoint/train_state.h"
+#include "launch/train/run_position.h"
 #include "launch/train/step_guard.h"
 
 namespace brt::launch {
@@ -45,11 +47,6 @@ struct CheckpointRanks {
   int data_size() const { return dp_size / cp_size; }
 };
 
-struct RunPosition {
-  int64_t step = 0;         // training steps completed (applied or skipped)
-  int64_t tokens_seen = 0;  // input tokens consumed by training
-};
-
 // What a save or load reports and shares beyond the tensors.
 struct CheckpointIo {
   // The run's known-good checkpoints (checkpoint/retention.h): saves add theirs, pruning counts
@@ -59,9 +56,6 @@ struct CheckpointIo {
   checkpoint::PhaseCallback on_phase;
   // Tensor bytes written or read so far (progress of a long save or load).
   std::function<void(int64_t bytes)> on_bytes;
-  // The step guard's state (skip counters, z-score windows, batches to skip) is saved with the
-  // run and restored on load (/data/guard_*, /data/skip_batches). Null: none.
-  StepGuard* guard = nullptr;
 };
 
 // Everything a save writes, copied to the host (asynchronous checkpoints):
@@ -92,17 +86,13 @@ struct TrainingSnapshot {
   int64_t bytes() const;  // tensor bytes held
 };
 
-// The carried state a checkpoint holds under /state: null = the model's own (B streams per
-// rank); gradient accumulation passes every stream group's ([train.grad_accum·B, ...],
-// launch/train/grad_accum.h), the layout of train.batch = grad_accum·B.
+// Copies everything a save of `state` at `pos` writes into `out` (its buffers reused): the
+// parameters, the optimizer state, the carried state, the data cursor and the step guard's state
+// (/data/guard_*, /data/skip_batches). Collective over the TP group (the gathers) and the DP group
+// (the cursors).
 template <typename T>
-using CarriedTensors = std::vector<core::TensorRef<T>>;
-
-template <typename T>
-void take_training_snapshot(TrainingSnapshot<T>& out, const RunConfig& config, core::Model<T>& model,
-                            core::Optimizer<T>& optimizer, const BatchSource& data, const RunPosition& pos,
-                            const std::string& tokenizer_hash, const CheckpointRanks& ranks,
-                            const StepGuard* guard, const CarriedTensors<T>* carried = nullptr);
+void take_training_snapshot(TrainingSnapshot<T>& out, const TrainState<T>& state, const RunPosition& pos,
+                            const CheckpointRanks& ranks);
 // A save refused because what it would write holds NaN or inf values (diverged parameters,
 // optimizer state or carried state): nothing was written, earlier checkpoints are untouched.
 // The message names the tensors and how many of their values are not finite.
@@ -115,32 +105,30 @@ class NonFiniteStateError : public checkpoint::SaveError {
 // training thread uses the others). Returns {} on ranks that do not write. Checks every tensor
 // of the snapshot first and throws NonFiniteStateError (on every writing rank alike) before
 // creating any file if one holds a NaN or inf.
+// Writes into where.dir, keeping where.keep checkpoints.
 template <typename T>
-checkpoint::SaveResult write_training_snapshot(const TrainingSnapshot<T>& snapshot, const std::string& dir, int keep,
+checkpoint::SaveResult write_training_snapshot(const TrainingSnapshot<T>& snapshot, const CheckpointConfig& where,
                                                MPI_Comm comm, const CheckpointIo& io = {});
 
 // take_training_snapshot + write_training_snapshot on this thread: the synchronous save.
 template <typename T>
-checkpoint::SaveResult save_training_checkpoint(const RunConfig& config, core::Model<T>& model,
-                                                core::Optimizer<T>& optimizer,
-                                                const BatchSource& data, const RunPosition& pos,
-                                                const std::string& tokenizer_hash,
-                                                const CheckpointRanks& ranks = {},
-                                                const CheckpointIo& io = {},
-                                                const CarriedTensors<T>* carried = nullptr);
+checkpoint::SaveResult save_training_checkpoint(const TrainState<T>& state, const RunPosition& pos,
+                                                const CheckpointRanks& ranks, const CheckpointIo& io = {});
 
-// Loads `file` into the model, optimizer and data source and returns where the run stood.
+// What a load returns beside the state it filled.
+struct LoadedCheckpoint {
+  RunPosition position;        // where the run stood
+  checkpoint::IoStats stats;   // bytes read and the time it took
+  std::string numerics;        // the numerics record of the job that wrote it ("": none)
+};
+
+// Loads `file` into `state` (model, optimizer, carried state, data cursor, step guard).
 // Refuses (checkpoint::MismatchError / CheckpointError naming the file and what differs) a
 // checkpoint of another model shape, another tokenizer or a newer format. Any DP size loads a
 // checkpoint of any other as long as the global stream count dp_size*B is the same.
 template <typename T>
-RunPosition load_training_checkpoint(const std::filesystem::path& file, const RunConfig& config,
-                                     core::Model<T>& model, core::Optimizer<T>& optimizer,
-                                     BatchSource* data, const std::string& tokenizer_hash,
-                                     checkpoint::IoStats* stats = nullptr,
-                                     const CheckpointRanks& ranks = {},
-                                     const CheckpointIo& io = {}, std::string* stored_numerics = nullptr,
-                                     const CarriedTensors<T>* carried = nullptr);
+LoadedCheckpoint load_training_checkpoint(const std::filesystem::path& file, const TrainState<T>& state,
+                                          const CheckpointRanks& ranks, const CheckpointIo& io = {});
 
 // Loads only the model parameters (evaluation, generation, checkpoint.init_from): any layout,
 // each process reads what it holds. A non-empty tokenizer_hash must be the file's.

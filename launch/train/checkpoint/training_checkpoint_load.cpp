@@ -137,11 +137,11 @@ void restore_guard(ck::CheckpointReader& reader, const std::filesystem::path& fi
 }  // namespace
 
 template <typename T>
-RunPosition load_training_checkpoint(const std::filesystem::path& file, const RunConfig& config,
-                                     core::Model<T>& model, core::Optimizer<T>& optimizer,
-                                     BatchSource* data, const std::string& tokenizer_hash,
-                                     ck::IoStats* stats, const CheckpointRanks& ranks, const CheckpointIo& io,
-                                     std::string* stored_numerics, const CarriedTensors<T>* carried) {
+LoadedCheckpoint load_training_checkpoint(const std::filesystem::path& file, const TrainState<T>& state,
+                                          const CheckpointRanks& ranks, const CheckpointIo& io) {
+  const RunConfig& config = state.config;
+  core::Model<T>& model = state.model;
+  const std::string& tokenizer_hash = state.tokenizer_hash;
   ck::ReaderOptions reader_options;
   reader_options.on_phase = io.on_phase;
   ck::CheckpointReader reader(file, ranks.comm, reader_options);
@@ -156,17 +156,14 @@ RunPosition load_training_checkpoint(const std::filesystem::path& file, const Ru
   TensorLoader<T> loader(reader, model.memory(), io);
   for (auto& p : model.params().params())
     loader.read(ck::join_path(ck::kModelGroup, p.spec.name), ck::Slice::whole(p.spec.shape), p.spec, p.value);
-  load_optimizer_state(loader, file, config, model, optimizer);
-  load_carried_state(loader, file, config, meta, carried ? *carried : model.carried_state(), ranks);
+  load_optimizer_state(loader, file, config, model, state.optimizer);
+  load_carried_state(loader, file, config, meta, state.carried.empty() ? model.carried_state() : state.carried, ranks);
   const auto opt_step = reader.attr_int("optimizer_step");
-  optimizer.set_step_count(opt_step ? *opt_step : meta.step);
-  if (data != nullptr)
-    data->restore_global(reader.read_whole<int64_t>(ck::join_path(ck::kDataGroup, "cursor")),
-                         ranks.data_rank(), ranks.data_size());
-  if (io.guard != nullptr) restore_guard(reader, file, *io.guard);
-  if (stats != nullptr) *stats = reader.load_stats();
-  if (stored_numerics != nullptr) *stored_numerics = meta.numerics;
-  return {meta.step, meta.tokens_seen};
+  state.optimizer.set_step_count(opt_step ? *opt_step : meta.step);
+  state.data.restore_global(reader.read_whole<int64_t>(ck::join_path(ck::kDataGroup, "cursor")),
+                            ranks.data_rank(), ranks.data_size());
+  restore_guard(reader, file, state.guard);
+  return {{meta.step, meta.tokens_seen}, reader.load_stats(), meta.numerics};
 }
 
 template <typename T>
@@ -202,12 +199,8 @@ RunConfig config_of_checkpoint(const std::filesystem::path& file) {
 }
 
 #define BRT_INSTANTIATE_CKPT_LOAD(T)                                                           \
-  template RunPosition load_training_checkpoint<T>(const std::filesystem::path&,               \
-                                                   const RunConfig&, core::Model<T>&,          \
-                                                   core::Optimizer<T>&, BatchSource*,          \
-                                                   const std::string&, ck::IoStats*,           \
-                                                   const CheckpointRanks&, const CheckpointIo&, \
-                                                   std::string*, const CarriedTensors<T>*);     \
+  template LoadedCheckpoint load_training_checkpoint<T>(const std::filesystem::path&, const TrainState<T>&, \
+                                                        const CheckpointRanks&, const CheckpointIo&);       \
   template void load_model_parameters<T>(const std::filesystem::path&, core::Model<T>&,         \
                                          const ck::PhaseCallback&, const std::string&);
 

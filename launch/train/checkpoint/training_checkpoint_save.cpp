@@ -213,40 +213,39 @@ int64_t TrainingSnapshot<T>::bytes() const {
 }
 
 template <typename T>
-void take_training_snapshot(TrainingSnapshot<T>& out, const RunConfig& config, core::Model<T>& model,
-                            core::Optimizer<T>& optimizer, const BatchSource& data, const RunPosition& pos,
-                            const std::string& tokenizer_hash, const CheckpointRanks& ranks,
-                            const StepGuard* guard, const CarriedTensors<T>* carried) {
+void take_training_snapshot(TrainingSnapshot<T>& out, const TrainState<T>& state, const RunPosition& pos,
+                            const CheckpointRanks& ranks) {
+  core::Model<T>& model = state.model;
+  const BatchSource& data = state.data;
+  const StepGuard& guard = state.guard;
   // Under TP the DP group of TP rank 0 writes; every TP rank takes part in the gathers, in the
   // same order (collective over the TP group), and every DP rank in the cursor gather.
   out.writes = ranks.tensor_parallel.rank() == 0;
   out.dp_rank = ranks.dp_rank;
   out.meta.step = pos.step;
   out.meta.tokens_seen = pos.tokens_seen;
-  out.meta.config_toml = render_toml(config);
-  out.meta.tokenizer_hash = tokenizer_hash;
+  out.meta.config_toml = render_toml(state.config);
+  out.meta.tokenizer_hash = state.tokenizer_hash;
   out.meta.layout = {ranks.world, ranks.data_size(), ranks.tp};
   out.meta.numerics = ranks.numerics;
-  out.optimizer_step = optimizer.step_count();
+  out.optimizer_step = state.optimizer.step_count();
   out.model_variant = model.config().variant;
-  out.precision = config.train.precision;
+  out.precision = state.config.train.precision;
   SnapshotTensors<T> tensors(out);
-  add_run_tensors(tensors, model, optimizer, ranks, carried ? *carried : model.carried_state());
+  add_run_tensors(tensors, model, state.optimizer, ranks, state.carried.empty() ? model.carried_state() : state.carried);
   tensors.copy_and_gather(model.memory(), ranks.tensor_parallel);
   // The data cursor of every global stream, merged from all DP ranks (written by DP rank 0).
   out.ints.clear();
   out.ints.push_back({ck::join_path(ck::kDataGroup, "cursor"),
                       data.merge_cursors(chunk_zero_cursors(gather_cursors(data.cursor(), ranks.comm), ranks))});
-  out.guard_windows.clear();
-  out.has_guard = guard != nullptr;
-  if (guard != nullptr) {  // the same on every rank (every decision is on global values)
-    // skip_batches as [n, step...]: never zero-size (MPI-IO cannot write an empty dataset).
-    std::vector<int64_t> skips = guard->skip_batches();
-    skips.insert(skips.begin(), int64_t(skips.size()));
-    out.ints.push_back({ck::join_path(ck::kDataGroup, "guard_counters"), guard->counters()});
-    out.ints.push_back({ck::join_path(ck::kDataGroup, "skip_batches"), std::move(skips)});
-    out.guard_windows = guard->windows();
-  }
+  // The step guard's state, the same on every rank (every decision is on global values);
+  // skip_batches as [n, step...]: never zero-size (MPI-IO cannot write an empty dataset).
+  std::vector<int64_t> skips = guard.skip_batches();
+  skips.insert(skips.begin(), int64_t(skips.size()));
+  out.ints.push_back({ck::join_path(ck::kDataGroup, "guard_counters"), guard.counters()});
+  out.ints.push_back({ck::join_path(ck::kDataGroup, "skip_batches"), std::move(skips)});
+  out.has_guard = true;
+  out.guard_windows = guard.windows();
 }
 
 namespace {
@@ -285,13 +284,14 @@ void refuse_without_space(const TrainingSnapshot<T>& snap, const std::string& di
 }  // namespace
 
 template <typename T>
-ck::SaveResult write_training_snapshot(const TrainingSnapshot<T>& snap, const std::string& dir, int keep,
+ck::SaveResult write_training_snapshot(const TrainingSnapshot<T>& snap, const CheckpointConfig& where,
                                        MPI_Comm comm, const CheckpointIo& io) {
   if (!snap.writes) return {};
+  const std::string& dir = where.dir;
   refuse_non_finite(snap, comm);
   refuse_without_space(snap, dir, comm);
   ck::WriterOptions options;
-  options.keep_last = keep;
+  options.keep_last = where.keep;
   options.good = io.good;
   options.on_phase = io.on_phase;
   options.on_bytes = io.on_bytes;
@@ -311,30 +311,21 @@ ck::SaveResult write_training_snapshot(const TrainingSnapshot<T>& snap, const st
 }
 
 template <typename T>
-ck::SaveResult save_training_checkpoint(const RunConfig& config, core::Model<T>& model,
-                                        core::Optimizer<T>& optimizer, const BatchSource& data,
-                                        const RunPosition& pos,
-                                        const std::string& tokenizer_hash,
-                                        const CheckpointRanks& ranks, const CheckpointIo& io,
-                                        const CarriedTensors<T>* carried) {
+ck::SaveResult save_training_checkpoint(const TrainState<T>& state, const RunPosition& pos,
+                                        const CheckpointRanks& ranks, const CheckpointIo& io) {
   TrainingSnapshot<T> snap;
-  take_training_snapshot(snap, config, model, optimizer, data, pos, tokenizer_hash, ranks, io.guard, carried);
-  return write_training_snapshot(snap, config.checkpoint.dir, config.checkpoint.keep, ranks.comm, io);
+  take_training_snapshot(snap, state, pos, ranks);
+  return write_training_snapshot(snap, state.config.checkpoint, ranks.comm, io);
 }
 
 #define BRT_INSTANTIATE_CKPT_SAVE(T)                                                           \
   template struct TrainingSnapshot<T>;                                                         \
-  template void take_training_snapshot<T>(TrainingSnapshot<T>&, const RunConfig&, core::Model<T>&, \
-                                          core::Optimizer<T>&, const BatchSource&, const RunPosition&, \
-                                          const std::string&, const CheckpointRanks&, const StepGuard*, \
-                                          const CarriedTensors<T>*);                          \
-  template ck::SaveResult write_training_snapshot<T>(const TrainingSnapshot<T>&, const std::string&, int, \
+  template void take_training_snapshot<T>(TrainingSnapshot<T>&, const TrainState<T>&, const RunPosition&, \
+                                          const CheckpointRanks&);                              \
+  template ck::SaveResult write_training_snapshot<T>(const TrainingSnapshot<T>&, const CheckpointConfig&, \
                                                      MPI_Comm, const CheckpointIo&);            \
-  template ck::SaveResult save_training_checkpoint<T>(const RunConfig&, core::Model<T>&,       \
-                                                      core::Optimizer<T>&, const BatchSource&, \
-                                                      const RunPosition&, const std::string&,  \
-                                                      const CheckpointRanks&, const CheckpointIo&, \
-                                                      const CarriedTensors<T>*);
+  template ck::SaveResult save_training_checkpoint<T>(const TrainState<T>&, const RunPosition&, \
+                                                      const CheckpointRanks&, const CheckpointIo&);
 
 BRT_INSTANTIATE_CKPT_SAVE(float)
 BRT_INSTANTIATE_CKPT_SAVE(double)
