@@ -29,9 +29,8 @@ FlopBreakdown flops_per_token(const ModelConfig& cfg) {
   }
   if (cfg.family == ModelFamily::kBST) {
     // model.md §10 BST extra over a standard layer (counted with the recurrent extras).
-    const double Ds = D / 4.0, H = cfg.heads;
+    const double Ds = cfg.ssm_features(), H = cfg.heads, C = cfg.ssm_channels();
     const bool mf = cfg.bst_variant == BstVariant::kMF, mh = cfg.bst_variant == BstVariant::kMH;
-    const double C = mf ? cfg.ctx_states : mh ? H : 1;
     const double r = mf ? cfg.ctx_states / W : 1, k_c = mf ? cfg.ctx_states : W / 2;
     const double u = mf ? cfg.ctx_states / W : mh ? H : 1;
     const double extra = 2 * (D * A + A * D) + 4 * D * A * r + 4 * A * k_c + 2 * D * Ds +

@@ -121,6 +121,15 @@ bool ModelConfig::is_bst_layer(int i) const {
   return family == ModelFamily::kBST && std::find(bst_layers.begin(), bst_layers.end(), i) != bst_layers.end();
 }
 
+int ModelConfig::ssm_channels() const {
+  switch (bst_variant) {
+    case BstVariant::kSH: return 1;
+    case BstVariant::kMH: return heads;
+    case BstVariant::kMF: return ctx_states;
+  }
+  return 1;
+}
+
 void ModelConfig::resolve() {
   resolve_variant(*this);
   check_sizes(*this);

@@ -55,6 +55,11 @@ struct ModelConfig {
 
   int attn_width() const { return heads * head_dim; }  // A
   int blocks() const { return seq_len / window; }      // T
+  // The BST SSM sublayer's shapes (model.md §7.1), derived here only: its features Ds = D/4
+  // (resolve() refuses a BST model with D % 4 != 0) and its channels C: 1 (SH), H (MH) or
+  // S_ctx (MF).
+  int ssm_features() const { return d_model / 4; }  // Ds
+  int ssm_channels() const;                         // C
   bool is_recurrent_layer(int i) const;
   bool is_bst_layer(int i) const;
 

@@ -35,8 +35,8 @@ int64_t feedback_layer_extra(const ModelConfig& c) {
 }
 
 int64_t bst_layer_extra(const ModelConfig& c) {
-  const int64_t D = c.d_model, A = c.attn_width(), H = c.heads, Ds = D / 4;
-  const int64_t C = c.bst_variant == BstVariant::kSH ? 1 : c.bst_variant == BstVariant::kMH ? H : c.ctx_states;
+  const int64_t D = c.d_model, A = c.attn_width(), H = c.heads, Ds = c.ssm_features();
+  const int64_t C = c.ssm_channels();
   int64_t ssm = D /*norm*/ + D * Ds /*w_dn*/ + (c.bst_variant == BstVariant::kMH ? H : 1) * Ds * D /*w_up*/ +
                 C * Ds /*dskip*/;
   if (c.ssm_kernel == SsmKernel::kS4D) {

@@ -5,7 +5,7 @@ namespace brt::core {
 std::vector<parallel::SplitByTp> tensor_parallel_splits(const ModelConfig& m) {
   std::vector<parallel::SplitByTp> split = {{"model.heads", m.heads}, {"model.d_ff", m.d_ff}, {"model.vocab", m.vocab}};
   if (m.family == ModelFamily::kRecurrent) split.push_back({"model.state_size", m.state_size});
-  if (m.family == ModelFamily::kBST) split.push_back({"model.d_model / 4 (the BST SSM features Ds)", m.d_model / 4});
+  if (m.family == ModelFamily::kBST) split.push_back({"model.d_model / 4 (the BST SSM features Ds)", m.ssm_features()});
   return split;
 }
 

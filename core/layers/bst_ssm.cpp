@@ -12,15 +12,6 @@ namespace ssm = kernels::ssm;
 
 namespace {
 
-int ssm_channels(const ModelConfig& cfg) {
-  switch (cfg.bst_variant) {
-    case BstVariant::kSH: return 1;
-    case BstVariant::kMH: return cfg.heads;
-    case BstVariant::kMF: return cfg.ctx_states;
-  }
-  return 1;
-}
-
 template <typename T>
 int declare_with(ParamStore<T>& store, const std::string& name, std::vector<int64_t> shape,
                  InitSpec init, ShardSpec shard = {}) {
@@ -52,9 +43,9 @@ BstSsm<T>::BstSsm(ParamStore<T>& store, const ModelConfig& cfg, const std::strin
       prefix_(prefix + "ssm."),
       memory_(backend.memory()),
       streams_(streams),
-      channels_(ssm_channels(cfg)),
-      d_full_(cfg.d_model / 4),
-      d_small_(tp.local(cfg.d_model / 4, "model.d_model / 4 (the BST SSM features Ds)")),
+      channels_(cfg.ssm_channels()),
+      d_full_(cfg.ssm_features()),
+      d_small_(tp.local(cfg.ssm_features(), "model.d_model / 4 (the BST SSM features Ds)")),
       modes_(cfg.ssm_state / 2),
       s4d_(cfg.ssm_kernel == SsmKernel::kS4D),
       carry_(cfg.ssm_carry),

@@ -41,10 +41,9 @@ CudaWorkspaceBytes cuda_backend_workspace(const core::ModelConfig& model_in, int
   w.cublas = int64_t{32} << 20;  // kernels/cuda/cuda_backend.cpp kCublasWorkspaceBytes
   // One convolver per BST layer (core/layers/bst_ssm.cpp): length N, or 2N for the unstructured
   // kernel's carry over [U_prev; U]; channels 1 (SH), H (MH) or S_ctx (MF); Ds = D/4 per rank.
-  const bool mf = model.bst_variant == core::BstVariant::kMF, mh = model.bst_variant == core::BstVariant::kMH;
-  const int channels = mf ? model.ctx_states : mh ? model.heads : 1;
+  const int channels = model.ssm_channels();
   const bool ext = model.ssm_kernel != core::SsmKernel::kS4D && model.ssm_carry;
-  const int length = ext ? 2 * model.seq_len : model.seq_len, features = model.d_model / 4 / std::max(1, tp);
+  const int length = ext ? 2 * model.seq_len : model.seq_len, features = model.ssm_features() / std::max(1, tp);
   for (int i = 0; i < model.layers; ++i) {
     if (!model.is_bst_layer(i)) continue;
     const auto fft = kernels::ssm::cuda_fft_conv_device_bytes(length, channels, streams, features);

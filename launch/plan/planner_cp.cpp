@@ -24,8 +24,8 @@ std::vector<CpExchange> cp_exchanges_per_step(const core::ModelConfig& cfg_in, i
   if (cfg.family != core::ModelFamily::kBST) return out;
   int64_t bst = 0;
   for (int i = 0; i < cfg.layers; ++i) bst += cfg.is_bst_layer(i) ? 1 : 0;
-  const bool mf = cfg.bst_variant == core::BstVariant::kMF, mh = cfg.bst_variant == core::BstVariant::kMH;
-  const int64_t C = mf ? cfg.ctx_states : mh ? cfg.heads : 1, R = C * (D / 4 / tp), M = cfg.ssm_state / 2;
+  const bool mf = cfg.bst_variant == core::BstVariant::kMF;
+  const int64_t C = cfg.ssm_channels(), R = C * (cfg.ssm_features() / tp), M = cfg.ssm_state / 2;
   const int64_t state = B * R * M * 2 * int64_t(sizeof(double));  // independent of N
   out.push_back({'g', state, bst, "S4D forward: the chunks' state summaries"});
   out.push_back({'g', state, bst, "S4D backward: the chunks' state gradients"});

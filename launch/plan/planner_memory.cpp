@@ -55,9 +55,9 @@ void add_mlp(Declared& s, int64_t D, int64_t F) {
 // then the attention, the MLP, and MF's context IDs and initial context. Under TP the SSM
 // features Ds and the heads are split (docs/parallelism.md, BST rows).
 void add_bst_layer(Declared& s, const core::ModelConfig& c) {
-  const int64_t D = c.d_model, A = c.attn_width(), H = c.heads, F = c.d_ff, Ds = D / 4;
+  const int64_t D = c.d_model, A = c.attn_width(), H = c.heads, F = c.d_ff, Ds = c.ssm_features();
   const bool mf = c.bst_variant == core::BstVariant::kMF, mh = c.bst_variant == core::BstVariant::kMH;
-  const int64_t C = mf ? c.ctx_states : mh ? H : 1, M = c.ssm_state / 2, O = 64;
+  const int64_t C = c.ssm_channels(), M = c.ssm_state / 2, O = 64;
   s.add({D}, -1);                                 // ssm.norm.scale
   s.add({D, Ds}, 1);                              // ssm.w_dn: features
   if (mh)
@@ -245,10 +245,10 @@ void add_state_side(LayerElems& e, const RankDims& d, const core::ModelConfig& c
 LayerElems bst_layer_elems(const RankDims& d, const core::ModelConfig& c, int64_t B, int tp,
                            int elem_bytes, int cp) {
   const int64_t D = d.D, A = d.A, H = d.H, F = d.F, N = d.N, W = d.W, Tb = d.Tb, rows = B * N,
-                cache = B * W * A, Ds = D / 4 / tp;
+                cache = B * W * A, Ds = c.ssm_features() / tp;
   const bool mf = c.bst_variant == core::BstVariant::kMF, mh = c.bst_variant == core::BstVariant::kMH;
   const bool s4d = c.ssm_kernel == core::SsmKernel::kS4D;
-  const int64_t C = mf ? c.ctx_states : mh ? c.heads : 1, R = C * Ds, M = c.ssm_state / 2;
+  const int64_t C = c.ssm_channels(), R = C * Ds, M = c.ssm_state / 2;
   const bool ext = !s4d && c.ssm_carry;  // unstructured carry convolves [U_prev; U]
   const int64_t Lc = ext ? 2 * N : N, y = B * C * Lc * Ds, y_end = mf ? B * Tb * C * Ds : 0;
   // MH keeps every head's context (the row-parallel W_up output is all-reduced whole) and
