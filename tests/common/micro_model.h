@@ -17,8 +17,8 @@ namespace brt::testing {
 struct MicroSizes {
   int layers = 0, d_model = 0, heads = 0, head_dim = 0, d_ff = 0, vocab = 0, seq_len = 0, window = 0;
   int state_size = 0;                 // S, the recurrent state's rows (model.md §5)
-  std::vector<int> recurrent_layers;  // which layers are recurrent (rec:*, feedback:*)
-  std::vector<int> bst_layers;        // which layers are BST (bst:*, model.md §7)
+  std::vector<int> recurrent_layers{};  // which layers are recurrent (rec:*, feedback:*)
+  std::vector<int> bst_layers{};        // which layers are BST (bst:*, model.md §7)
   int ssm_state = 0;                  // N_s (model.md §7.1)
   int ctx_states = 0;                 // S_ctx (model.md §7.2)
 };
