@@ -16,15 +16,16 @@
 //
 // The halos move by a cyclic shift (each rank sends one block to its right neighbour, or its
 // gradient to the left: Communicator::shift_async, point-to-point on MPI and NCCL); the S4D
-// summaries, a few KB whatever N, by an all-gather. Both on the backend's memory like
-// TensorParallel's collectives. A default-constructed context is CP = 1.
+// summaries, a few KB whatever N, by an all-gather. Both on the backend's memory, by the
+// machinery tensor parallelism uses too (core/sharding/group_collectives.h). A default-constructed context is CP = 1.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "core/model_config.h"
-#include "core/sharding/tensor_parallel.h"
+#include "core/sharding/group_collectives.h"
 
 namespace brt::core {
 
@@ -32,7 +33,7 @@ class ContextParallel {
  public:
   ContextParallel() = default;  // CP = 1
   // `group`: the cp group (consecutive chunks in rank order). Host-accessible buffers until
-  // bound_to(); the device communicator and stream as for TensorParallel.
+  // bound_to(); the device communicator and stream as for GroupCollectives.
   explicit ContextParallel(parallel::Communicator& group) : link_(group) {}
   ContextParallel(parallel::Communicator& group, kernels::Memory& memory,
                   parallel::Communicator* device_group, parallel::Stream stream)
@@ -64,8 +65,8 @@ class ContextParallel {
   }
 
  private:
-  explicit ContextParallel(TensorParallel link) : link_(std::move(link)) {}
-  TensorParallel link_;  // the collectives on bound memory (the same machinery as TP's)
+  explicit ContextParallel(GroupCollectives link) : link_(std::move(link)) {}
+  GroupCollectives link_;  // the cp group's collectives on bound memory (core/sharding/group_collectives.h)
 };
 
 // Empty when `cfg` (resolved) can run with `cp` chunks per segment; otherwise why not, naming

@@ -19,37 +19,27 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+#include <utility>
 
 #include "core/optim/optim_stats.h"
 #include "core/param.h"
 #include "core/param_store.h"
+#include "core/sharding/group_collectives.h"
 #include "kernels/memory.h"
 #include "parallel/communicator.h"
 
 namespace brt::core {
 
-namespace detail {
-struct TpLink;  // where the collectives' buffers live and how they reach the group (shared)
-}
-
-// Where the layers' collectives run (docs/parallelism.md, "Tensor parallelism on the GPU"):
-//  - host-accessible memory (the CPU backend): the tp group's host communicator (MPI) works on
-//    the buffers directly, as before;
-//  - other memory with a device communicator (NCCL over the same ranks): the collective is
-//    enqueued on the backend's stream on the device pointers, so the kernels issued after it
-//    see its result without a host wait;
-//  - other memory without one (tests' guarded memory, or a GPU build without NCCL): staged
-//    through a host vector (Memory::to_host, the host collective, Memory::from_host).
-class TensorParallel {
+// The context of a tensor-parallel layer: its TP group's collectives (core/sharding/
+// group_collectives.h, on the backend's memory) and how its declarations are sharded.
+class TensorParallel : public GroupCollectives {
  public:
   TensorParallel() = default;  // TP = 1
   // Uses `group` (the tp group of parallel::ProcessGroups, a host communicator); a group of
   // one rank is TP = 1. Collectives take host-accessible buffers until bound_to() says
   // otherwise.
   explicit TensorParallel(parallel::Communicator& group);
-  // The same, for buffers in `memory`. `device_group` (may be null): a communicator over the
-  // same ranks in the same order that takes `memory`'s pointers (NCCL); its collectives are
-  // ordered on `stream` (the backend's, not an overlap stream).
+  // The same, for buffers in `memory`; `device_group` and `stream` as for GroupCollectives.
   TensorParallel(parallel::Communicator& group, kernels::Memory& memory,
                  parallel::Communicator* device_group, parallel::Stream stream);
 
@@ -57,42 +47,14 @@ class TensorParallel {
   // copy that stages through the host (host-accessible memory needs no staging).
   TensorParallel bound_to(kernels::Memory& memory) const;
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-  bool active() const { return comm_ != nullptr; }
-  // The host communicator (host pointers only: checkpoints, statistics, generation).
-  parallel::Communicator* group() const { return comm_; }
-  // True when collectives run on a device communicator without staging.
-  bool on_device_group() const;
-
   // n / size(); throws naming `what` (a config key) when it does not divide.
   int local(int n, const std::string& what) const;
 
   // Shards for declarations. [in, out] matrices: columns() splits out (column-parallel),
   // rows(pieces) splits in block by block (row-parallel). Per-head tensors [H, ...]: heads().
-  ShardSpec columns() const { return {1, rank_, size_, 1}; }
-  ShardSpec rows(int pieces = 1) const { return {0, rank_, size_, pieces}; }
-  ShardSpec heads() const { return {0, rank_, size_, 1}; }
-
-  // In-place collectives over the TP group on buffers in the bound memory (host memory when
-  // unbound); no-ops at TP = 1.
-  template <typename T>
-  void all_reduce_sum(T* data, int64_t n) const { all_reduce(data, n, parallel::ReduceOp::kSum); }
-  template <typename T>
-  void all_reduce_max(T* data, int64_t n) const { all_reduce(data, n, parallel::ReduceOp::kMax); }
-  // recv [size() * n] = every rank's send [n], rank-major (bound memory).
-  template <typename T>
-  void all_gather(const T* send, T* recv, int64_t n) const;
-  // recv [n] = the sum over ranks of their send block rank() (send [size() * n]; bound memory).
-  template <typename T>
-  void reduce_scatter(const T* send, T* recv, int64_t n) const;
-  // recv [n] = the send [n] of rank (rank() − offset) mod size() (a cyclic shift; bound memory):
-  // context parallelism's halo exchange (core/sharding/context_parallel.h), on the same machinery.
-  template <typename T>
-  void shift(const T* send, T* recv, int64_t n, int offset) const;
-  // The same sum on host memory whatever the binding (statistics for the optimizer).
-  template <typename T>
-  void host_all_reduce_sum(T* data, int64_t n) const;
+  ShardSpec columns() const { return {1, rank(), size(), 1}; }
+  ShardSpec rows(int pieces = 1) const { return {0, rank(), size(), pieces}; }
+  ShardSpec heads() const { return {0, rank(), size(), 1}; }
 
   // The conjugate collectives, named for the call sites.
   template <typename T>
@@ -101,15 +63,7 @@ class TensorParallel {
   void reduce_input_grad(T* dx, int64_t n) const { all_reduce_sum(dx, n); }  // column backward
 
  private:
-  template <typename T>
-  void all_reduce(T* data, int64_t n, parallel::ReduceOp op) const;
-  // TP = 1: all_gather and reduce_scatter are a copy of send into recv (bound memory).
-  template <typename T>
-  void copy_alone(const T* send, T* recv, int64_t n) const;
-
-  parallel::Communicator* comm_ = nullptr;
-  int rank_ = 0, size_ = 1;
-  std::shared_ptr<detail::TpLink> link_;  // null: host memory, host communicator
+  explicit TensorParallel(GroupCollectives collectives) : GroupCollectives(std::move(collectives)) {}
 };
 
 // Layout-independent views of sharded tensors (checkpoints, tests): `spec` describes this

@@ -51,7 +51,9 @@ TEST(GradAccum, MatchesTheBigBatch) {
     const auto cursor_acc = checkpoint_tensors(acc_dir, "/data"), cursor_big = checkpoint_tensors(big_dir, "/data");
     ASSERT_EQ(cursor_acc.size(), cursor_big.size());
     for (size_t i = 0; i < cursor_acc.size(); ++i)
-      if (cursor_acc[i].first == "/data/cursor") EXPECT_EQ(cursor_acc[i].second, cursor_big[i].second) << variant;
+      if (cursor_acc[i].first == "/data/cursor") {
+        EXPECT_EQ(cursor_acc[i].second, cursor_big[i].second) << variant;
+      }
     std::printf("%-15s worst relative difference vs batch 4: loss %.2e, gradient norm %.2e, parameters %.2e, "
                 "carried state %.2e (tolerance %.2e)\n", variant.c_str(), worst_loss, worst_norm, worst_param,
                 worst_state, tol);

@@ -46,7 +46,9 @@ TEST(GradAccumParallel, DataParallelMatchesTheBigBatch) {
       expect_checkpoints_close(acc_dir, ref_dir, "/state", tol, &worst_state);
       const auto a = checkpoint_tensors(acc_dir, "/data"), r = checkpoint_tensors(ref_dir, "/data");
       for (size_t i = 0; i < a.size() && i < r.size(); ++i)
-        if (a[i].first == "/data/cursor") EXPECT_EQ(a[i].second, r[i].second) << variant << " cursor";
+        if (a[i].first == "/data/cursor") {
+          EXPECT_EQ(a[i].second, r[i].second) << variant << " cursor";
+        }
       std::printf("%-15s DP 2 x batch 1 x grad_accum 2 vs one process of 4: worst relative difference loss %.2e, "
                   "gradient norm %.2e, parameters %.2e, carried state %.2e (tolerance %.2e)\n", variant.c_str(),
                   worst_loss, worst_norm, worst_param, worst_state, tol);
