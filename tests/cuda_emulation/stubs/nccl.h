@@ -36,7 +36,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -140,16 +139,16 @@ inline const char* ncclGetErrorString(ncclResult_t result) {
   return "unknown result code (emulated)";
 }
 
-// Random bytes and the process id: distinct for the groups made at the same time.
+// The process id and this process's count of ids made: distinct for the groups made at the same
+// time (each by its own first rank, a process of its own, or one after another by one process),
+// and the same from run to run, so an emulated run replays exactly.
 inline ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
-  std::random_device entropy;
+  static uint64_t made = 0;
   std::memset(id->internal, 0, sizeof(id->internal));
-  for (size_t i = 0; i + sizeof(unsigned) <= sizeof(id->internal); i += sizeof(unsigned)) {
-    const unsigned word = entropy();
-    std::memcpy(id->internal + i, &word, sizeof(word));
-  }
   const pid_t pid = getpid();
+  const uint64_t number = ++made;
   std::memcpy(id->internal, &pid, sizeof(pid));
+  std::memcpy(id->internal + sizeof(pid), &number, sizeof(number));
   return ncclSuccess;
 }
 
