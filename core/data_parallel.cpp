@@ -46,8 +46,7 @@ ParamPartition partition_parameters(const std::vector<int64_t>& param_numels, in
 int64_t expected_optimizer_state_elems(const core::OptimConfig& config,
                                        const std::vector<core::ParamSpec>& specs,
                                        const std::vector<bool>& owned) {
-  core::OptimConfig c = config;
-  c.resolve();
+  const core::OptimConfig& c = config;  // kind and min_dim_to_factor need no resolve()
   int64_t total = 0;
   for (size_t p = 0; p < specs.size(); ++p) {
     if (!owned.empty() && !owned[p]) continue;

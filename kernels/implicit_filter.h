@@ -81,7 +81,7 @@ class ImplicitFilter {
   int order() const { return order_; }
   // Number of learned scalars: 3·O + O + 2·(O·O + O) + O + O·R.
   int64_t parameter_count() const;
-  // Backend memory the constructor allocated (launch/plan/planner_memory.cpp counts the same):
+  // Backend memory the constructor allocated (what the planner counts, launch/plan/planner_memory.cpp):
   // z, the activations a_i, s_i and the decay rates; the backward scratch dact, dpre.
   int64_t activation_bytes() const;
   int64_t scratch_bytes() const { return dact_.bytes() + dpre_.bytes(); }

@@ -2,13 +2,13 @@
 // description and a global batch of streams, every (DP, TP, ZeRO, micro-batch) layout with its
 // predicted memory per device and step time, best first.
 //
-// Memory mirrors what the code allocates (core/model.cpp, core/standard_layer.cpp,
-// core/layers/recurrent_layer.cpp, core/layers/recurrent_state.cpp, core/layers/projections.cpp, core/layers/mlp.cpp,
-// core/layers/output_projection.cpp, core/layers/cached_window_attention.cpp, core/layers/gate.cpp: every
-// std::vector assigned in a constructor), parameter shapes follow model.md §9 in declaration
-// order, optimizer state model.md §10c (Adafactor's factored R/C exact), the ZeRO-1 shard the
-// partition of core/data_parallel.h. Step time: model.md §10 FLOPs ÷ (peak × efficiency) plus an
-// α-β model of the collectives the trainer issues (docs/parallelism.md). Pure functions.
+// Memory is what the code allocates, counted: the model itself is built on meta memory
+// (kernels/meta_memory.h, count_model_memory below), so a new layer, form or parameter is
+// declared once, in its layer; optimizer state follows model.md §10c (Adafactor's factored R/C
+// exact) from the declared specs, the ZeRO-1 shard the partition of core/data_parallel.h.
+// Step time: model.md §10 FLOPs ÷ (peak × efficiency) plus an α-β model of the collectives the
+// trainer issues (docs/parallelism.md). Pure functions (the counted model lives and dies inside
+// a call).
 //
 // Tensor parallelism (docs/parallelism.md, "Tensor parallelism"): parameters are the rank's
 // slices of model.md §9's shapes, activations those of heads, F, vocabulary and state rows divided
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/model_config.h"
+#include "core/param.h"
 #include "core/optim/optim_config.h"
 
 namespace brt::launch {
@@ -49,10 +50,9 @@ ClusterSpec parse_cluster(std::string_view toml_text, const std::string& source_
 ClusterSpec load_cluster(const std::string& path);
 
 // model.md §9 logical shapes in the order the model declares them (embed, layers 0..L-1 — a
-// recurrent layer's state side first —, final_norm). `cfg` must be resolve()d.
+// recurrent layer's state side first —, final_norm), read from the model's own declarations
+// (count_model_memory below).
 std::vector<std::vector<int64_t>> model_param_shapes(const core::ModelConfig& cfg);
-// The tensor-parallel split axis of each of those parameters (-1: replicated), same order.
-std::vector<int> model_param_split_dims(const core::ModelConfig& cfg);
 
 // Bytes per device. `activations` is what Model::memory_report() counts; `backward_scratch`
 // the recurrent layers' backward buffers it does not list (allocated all the same).
@@ -64,13 +64,30 @@ struct MemoryPrediction {
   }
 };
 
-// Optimizer-state elements for the parameters in `owned` (empty = all), model.md §10c. Under TP,
-// `shapes` are the whole tensors' (they decide the factoring) and `local_shapes` the rank's
-// slices (empty: the same as shapes).
-int64_t optimizer_state_elems(const core::OptimConfig& optim,
-                              const std::vector<std::vector<int64_t>>& shapes,
-                              const std::vector<bool>& owned,
-                              const std::vector<std::vector<int64_t>>& local_shapes = {});
+// What one rank's model allocates, counted by building the model itself on meta memory
+// (kernels/meta_memory.h) as rank 0 of a TP group of `tp` and a CP group of `cp` (the ranks of
+// a group allocate alike): every MemoryPrediction category but the optimizer's, and the
+// parameters' specs (whole shapes, this rank's slices and split axes) in declaration order. A
+// new layer, form or parameter is thus declared once, in its layer. Throws
+// std::invalid_argument naming the key that TP or CP cannot split, or an elem_bytes other than
+// 4 (float) or 8 (double).
+struct CountedModel {
+  MemoryPrediction memory;  // optimizer 0
+  std::vector<core::ParamSpec> specs;
+  int elem_bytes = 4;
+  int64_t backend_bytes = 0;  // everything the model allocated in backend memory
+};
+// A model of more than `max_counted_blocks` blocks per rank is built at max/2 and max blocks
+// and counted along the line through them (every buffer is fixed or grows by the same bytes per
+// block; building millions of blocks' buffer sets would take minutes).
+constexpr int kMaxCountedBlocks = 256;
+CountedModel count_model_memory(const core::ModelConfig& cfg, int streams, int elem_bytes = 4, int tp = 1,
+                                int cp = 1, int max_counted_blocks = kMaxCountedBlocks);
+// `model` with the optimizer state of model.md §10c (core::expected_optimizer_state_elems): all
+// of it, or with `zero` and dp_cp > 1 that of `dp_cp_rank`'s ZeRO-1 run (core/data_parallel.h's
+// partition of this rank's slices).
+MemoryPrediction with_optimizer_state(const CountedModel& model, const core::OptimConfig& optim, int dp_cp,
+                                      bool zero, int dp_cp_rank);
 
 // One rank's memory for `streams` streams (B) with elements of `elem_bytes` bytes. With
 // `zero` and dp > 1 the optimizer state is that of `dp_rank`'s ZeRO-1 run (over this TP rank's

@@ -213,8 +213,9 @@ LayoutPlan plan_layout(const core::ModelConfig& cfg, const core::OptimConfig& op
   const double intra = cluster.intra_node_gbps * 1e9, inter = cluster.inter_node_gbps * 1e9;
   LayoutPlan plan;
   plan.layout = layout;
+  const CountedModel counted = count_model_memory(cfg, B, 4, tp, cp);  // built once per layout
   for (int r = 0; r < (layout.zero ? grad_ranks : 1); ++r) {  // ZeRO-1 runs differ: take the largest
-    const MemoryPrediction m = predict_rank_memory(cfg, optim, B, grad_ranks, layout.zero, r, 4, tp, cp);
+    const MemoryPrediction m = with_optimizer_state(counted, optim, grad_ranks, layout.zero, r);
     if (m.total() > plan.memory.total()) plan.memory = m;
   }
   plan_compute_time(plan, flops, double(B) * cfg.seq_len / cp, cluster);

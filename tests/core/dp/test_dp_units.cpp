@@ -89,6 +89,11 @@ TEST(OptimizerStateCount, FollowsModel10c) {
   // a factored: m + R (256) + C (512); b: m + v; c factored over (300, 200): m + 4*200 + 4*300.
   EXPECT_EQ(core::expected_optimizer_state_elems(ada, specs, {}),
             (256 * 512 + 256 + 512) + 2 * 512 + (4 * 300 * 200 + 4 * 200 + 4 * 300));
+  // Below min_dim_to_factor an axis is not factored: [64, 512] keeps m and a full v; an owned
+  // mask counts only the owned tensors; AdamW is m and v whatever the shape.
+  const std::vector<core::ParamSpec> narrow = {{"d", {64, 512}, {}}};
+  EXPECT_EQ(core::expected_optimizer_state_elems(ada, narrow, {}), 2 * 64 * 512);
+  EXPECT_EQ(core::expected_optimizer_state_elems(ada, specs, {true, false, false}), 256 * 512 + 256 + 512);
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 // core/data_parallel.cpp does; TP = 2: TP rank 0's sharded model built in-process over a
 // group that must not communicate), and for the variants context parallelism splits 3 more
 // ((TP, DP x CP, CP) = (1, 2, 2), (2, 2, 2), (1, 4, 4): chunk 0 of each segment):
-//  - the shapes the planner derives from model.md §9 equal the ParamStore's, in order;
+//  - the planner counts the model built on meta memory (kernels/meta_memory.h): the backend
+//    bytes it counts equal the real model's backend allocation exactly, and its parameter
+//    names, shapes, slices and split axes are the ParamStore's, in order;
 //  - each category equals Model::memory_report() / the optimizer's allocated state exactly
 //    (TP = 2 included), and the total is within 5% (the bound);
 //  - Model::memory_report() plus the optimizer state is checked against the bytes actually
@@ -30,21 +32,27 @@
 #include "launch/config/config.h"
 #include "launch/plan/planner.h"
 #include "parallel/communicator.h"
+#include "parallel/unconnected_communicator.h"
 #include "tests/common/guarded_backend.h"
 
 namespace {
 std::atomic<long long> g_live_bytes{0};
+std::atomic<long long> g_peak_bytes{0};  // the most live at once (reset by the tests)
 constexpr std::size_t kHeader = 16;  // keeps malloc's 16-byte alignment
 }  // namespace
 
 // Counting replacements: every operator new records its size in a header so delete can
-// subtract it; live bytes = allocated - freed.
+// subtract it; live bytes = allocated - freed, and their peak.
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void* operator new(std::size_t n) {
   auto* p = static_cast<unsigned char*>(std::malloc(n + kHeader));
   if (p == nullptr) throw std::bad_alloc();
   std::memcpy(p, &n, sizeof n);
-  g_live_bytes.fetch_add(static_cast<long long>(n), std::memory_order_relaxed);
+  const auto size = static_cast<long long>(n);
+  const long long live = g_live_bytes.fetch_add(size, std::memory_order_relaxed) + size;
+  long long peak = g_peak_bytes.load(std::memory_order_relaxed);
+  while (live > peak && !g_peak_bytes.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
   return p + kHeader;
 }
 void* operator new[](std::size_t n) { return operator new(n); }
@@ -63,35 +71,6 @@ void operator delete[](void* q, std::size_t) noexcept { operator delete(q); }
 
 namespace brt::launch {
 namespace {
-
-// A tensor-parallel group seen from one rank, for building a TP rank's model in-process:
-// building a model and its optimizer must not communicate, so every collective is an error.
-class SilentGroup final : public parallel::Communicator {
- public:
-  SilentGroup(int rank, int size) : rank_(rank), size_(size) {}
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  const std::string& name() const override { return name_; }
-  int world_rank_of(int group_rank) const override { return group_rank; }
-  uint64_t sequence() const override { return 0; }
-
- protected:
-  parallel::Request start_all_reduce(const void*, void*, int64_t, parallel::DataType, parallel::ReduceOp,
-                                     parallel::Stream) override { return fail(); }
-  parallel::Request start_reduce_scatter(const void*, void*, int64_t, parallel::DataType,
-                                         parallel::ReduceOp, parallel::Stream) override { return fail(); }
-  parallel::Request start_all_gather(const void*, void*, int64_t, parallel::DataType,
-                                     parallel::Stream) override { return fail(); }
-  parallel::Request start_broadcast(void*, int64_t, parallel::DataType, int, parallel::Stream) override {
-    return fail();
-  }
-  parallel::Request start_barrier(parallel::Stream) override { return fail(); }
-
- private:
-  static parallel::Request fail() { throw std::logic_error("SilentGroup: a collective while building"); }
-  int rank_, size_;
-  std::string name_ = "tp (silent)";
-};
 
 struct Case {
   const char* name;
@@ -125,14 +104,16 @@ TEST_P(PlanMemory, PredictionMatchesAllocationForDpTpAndZero1) {
   if (core::context_parallel_problem(cfg, 4).empty())
     layouts.insert(layouts.end(), {{1, 2, 2}, {2, 2, 2}, {1, 4, 4}});
   for (const auto& [tp, dp, cp] : layouts) {
-    SilentGroup group(0, tp), cp_group(0, cp);
+    parallel::UnconnectedCommunicator group("tp", 0, tp), cp_group("cp", 0, cp);
     const core::TensorParallel tpx = tp > 1 ? core::TensorParallel(group) : core::TensorParallel();
     const core::ContextParallel cpx = cp > 1 ? core::ContextParallel(cp_group) : core::ContextParallel();
     for (int rank = 0; rank < dp; ++rank) {
       SCOPED_TRACE("tp " + std::to_string(tp) + " dp " + std::to_string(dp) + " cp " + std::to_string(cp) +
                    " rank " + std::to_string(rank));
       const long long before = g_live_bytes.load() + backend_memory.live_bytes();
+      const long long backend_before = backend_memory.live_bytes();
       core::Model<float> model(cfg, B, backend, tpx, cpx);
+      const long long model_backend_bytes = backend_memory.live_bytes() - backend_before;
       std::vector<bool> owned;
       if (dp > 1) {
         std::vector<int64_t> numels;
@@ -144,17 +125,17 @@ TEST_P(PlanMemory, PredictionMatchesAllocationForDpTpAndZero1) {
       auto optimizer = core::make_optimizer(rc.optim, model.params(), owned);
       const double heap = double(g_live_bytes.load() + backend_memory.live_bytes() - before);
 
-      // Shapes: the planner's model.md §9 list is the store's, in declaration order, and so are
-      // the TP split axes.
-      const auto shapes = model_param_shapes(cfg);
-      const auto split = model_param_split_dims(cfg);
-      ASSERT_EQ(shapes.size(), size_t(model.params().size()));
-      for (size_t p = 0; p < shapes.size(); ++p) {
+      // The planner's meta-memory build declared the store's parameters in order (names,
+      // whole shapes, this rank's slice) and allocated, byte for byte, what the real model did.
+      const CountedModel counted = count_model_memory(cfg, B, 4, tp, cp);
+      EXPECT_EQ(counted.backend_bytes, model_backend_bytes);
+      ASSERT_EQ(counted.specs.size(), size_t(model.params().size()));
+      for (size_t p = 0; p < counted.specs.size(); ++p) {
         const core::ParamSpec& spec = model.params()[int(p)].spec;
-        ASSERT_EQ(shapes[p], spec.shape) << spec.name;
-        if (tp > 1) {
-          EXPECT_EQ(split[p], spec.shard.sharded() ? spec.shard.dim : -1) << spec.name;
-        }
+        ASSERT_EQ(counted.specs[p].name, spec.name);
+        ASSERT_EQ(counted.specs[p].shape, spec.shape) << spec.name;
+        EXPECT_EQ(counted.specs[p].local_shape(), spec.local_shape()) << spec.name;
+        EXPECT_EQ(counted.specs[p].shard.dim, spec.shard.dim) << spec.name;
       }
 
       const MemoryPrediction pred = predict_rank_memory(cfg, rc.optim, B, dp, dp > 1, rank, 4, tp, cp);
@@ -183,6 +164,62 @@ TEST_P(PlanMemory, PredictionMatchesAllocationForDpTpAndZero1) {
         EXPECT_LT(pred.optimizer, predict_rank_memory(cfg, rc.optim, B, 1, false, 0, 4, tp, cp).optimizer);
       }
     }
+  }
+}
+
+// The planner counts a 1.3B-parameter model without its bytes: the layers are built on meta
+// memory, so the host heap's peak while counting stays below 1% of what it predicts (the
+// counted model's own host-side vectors: names, shapes, per-stream flags).
+TEST(PlanMemoryCount, CountsALargeModelWithoutAllocatingIt) {
+  const RunConfig rc = load_run_config("configs/1.3b.toml");
+  const long long live_before = g_live_bytes.load();
+  g_peak_bytes.store(live_before);
+  const CountedModel counted = count_model_memory(rc.model, rc.train.batch);
+  const long long heap_peak = g_peak_bytes.load() - live_before;
+  const MemoryPrediction m = with_optimizer_state(counted, rc.optim, 1, false, 0);
+  std::printf("1.3b: predicted %.2f GB, counted in backend memory %.2f GB, host heap peak while counting %.2f MB\n",
+              double(m.total()) / 1e9, double(counted.backend_bytes) / 1e9, double(heap_peak) / 1e6);
+  EXPECT_GT(m.parameters, int64_t(4) * 1000 * 1000 * 1000);  // > 1e9 float parameters
+  EXPECT_GE(counted.backend_bytes, m.parameters + m.gradients + m.activations);
+  EXPECT_LT(double(heap_peak), 0.01 * double(m.total()));
+}
+
+// A long model is counted at two shorter lengths and carried along the line through them: for
+// every variant (and under TP and CP), the line at 40 blocks per rank equals the whole build
+// of 40 blocks, category by category, and the backend bytes too.
+TEST(PlanMemoryCount, TheLineThroughTwoLengthsIsTheWholeBuild) {
+  const char* variants[] = {"slide", "xl", "rec:fixed:skip", "rec:lstm:dual", "feedback:fixed:skip",
+                            "feedback:lstm:dual", "bst:sh:s4d", "bst:mh:s4d", "bst:mf:s4d",
+                            "bst:sh:unstructured", "bst:mh:unstructured", "bst:mf:unstructured"};
+  for (const char* variant : variants) {
+    for (const auto& [tp, cp] : {std::pair{1, 1}, std::pair{2, 1}, std::pair{1, 2}}) {
+      const RunConfig rc = load_run_config("configs/tiny.toml", {std::string("model.variant=") + variant,
+                                                                 "model.layers=2", "model.seq_len=" + std::to_string(40 * 8 * cp),
+                                                                 "model.window=8"});
+      core::ModelConfig cfg = rc.model;
+      cfg.resolve();
+      if (cp > 1 && !core::context_parallel_problem(cfg, cp).empty()) continue;
+      SCOPED_TRACE(std::string(variant) + " tp " + std::to_string(tp) + " cp " + std::to_string(cp));
+      const CountedModel whole = count_model_memory(cfg, 2, 4, tp, cp, 1 << 20);
+      const CountedModel line = count_model_memory(cfg, 2, 4, tp, cp, 8);  // built at 4 and 8 blocks
+      EXPECT_EQ(line.memory.parameters, whole.memory.parameters);
+      EXPECT_EQ(line.memory.activations, whole.memory.activations);
+      EXPECT_EQ(line.memory.backward_scratch, whole.memory.backward_scratch);
+      EXPECT_EQ(line.memory.carried_state, whole.memory.carried_state);
+      EXPECT_EQ(line.backend_bytes, whole.backend_bytes);
+      EXPECT_EQ(line.specs.size(), whole.specs.size());
+    }
+  }
+}
+
+// Only float (4) and double (8) models are built; another element size is refused by name.
+TEST(PlanMemoryCount, RefusesAnElementSizeItCannotBuild) {
+  const RunConfig rc = load_run_config("configs/tiny.toml");
+  try {
+    count_model_memory(rc.model, 1, 2);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("elements of 2 bytes"), std::string::npos) << e.what();
   }
 }
 

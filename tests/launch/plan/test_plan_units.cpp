@@ -88,18 +88,6 @@ TEST(PlanComm, RingAllReduceFormula) {
   EXPECT_DOUBLE_EQ(ring_all_reduce_seconds(1e9, 1, 1e10, 1e-3, 3), 0.0);
 }
 
-TEST(PlanOptimizer, StateCountsByHand) {
-  core::OptimConfig ada;  // Adafactor, min_dim_to_factor 128
-  // [256, 512] factored: m 131072 + R 256 + C 512; [64, 512]: m + full v; [512]: m + v.
-  EXPECT_EQ(optimizer_state_elems(ada, {{256, 512}}, {}), 131072 + 256 + 512);
-  EXPECT_EQ(optimizer_state_elems(ada, {{64, 512}}, {}), 2 * 32768);
-  EXPECT_EQ(optimizer_state_elems(ada, {{512}}, {}), 1024);
-  EXPECT_EQ(optimizer_state_elems(ada, {{256, 512}, {512}}, {false, true}), 1024);
-  core::OptimConfig adamw;
-  adamw.kind = core::OptimKind::kAdamW;
-  EXPECT_EQ(optimizer_state_elems(adamw, {{256, 512}, {512}}, {}), 2 * (131072 + 512));
-}
-
 TEST(PlanShapes, ParameterCountMatchesModel12) {
   for (const char* name : {"configs/150m.toml", "configs/40m-slide.toml", "configs/tiny.toml"}) {
     core::ModelConfig cfg = load_run_config(name).model;
