@@ -50,7 +50,7 @@ struct SaveResult {
 //   CheckpointWriter writer(dir, step, comm, options);   // creates <dir>/ckpt-<step>.h5.tmp
 //   writer.set_metadata(meta);
 //   writer.write<float>("/model/embed", {V, D}, Slice::along({V, D}, 0, row0, rows), my_rows);
-//   writer.write_whole<float>("/model/final_norm.scale", {D}, gains, /*this_rank_writes=*/dp_rank == 0);
+//   writer.write_whole<float>("/model/final_norm.scale", {D}, gains, /*this_rank_writes=*/dp_cp_rank == 0);
 //   writer.write<float>("/state/x", shape, std::nullopt, {});  // this rank holds none of it
 //   SaveResult result = writer.commit();
 // Each element must be written by exactly one rank (replicated tensors: one owner); the writer

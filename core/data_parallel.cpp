@@ -68,22 +68,22 @@ int64_t expected_optimizer_state_elems(const core::OptimConfig& config,
 }
 
 template <typename T>
-DataParallel<T>::DataParallel(parallel::Communicator& dp, core::Model<T>& model, const DpSettings& settings,
-                              parallel::Communicator* device_dp, parallel::Stream stream)
-    : dp_(dp), arena_comm_(device_dp ? *device_dp : dp), stream_(stream), model_(model), settings_(settings) {
-  if (device_dp != nullptr && device_dp->size() != dp.size())
-    throw std::logic_error("DataParallel: device group '" + device_dp->name() + "' has " +
-                           std::to_string(device_dp->size()) + " ranks, the dp group " +
-                           std::to_string(dp.size()));
+DataParallel<T>::DataParallel(parallel::Communicator& group, core::Model<T>& model, const DpSettings& settings,
+                              parallel::Communicator* device_group, parallel::Stream stream)
+    : group_(group), arena_comm_(device_group ? *device_group : group), stream_(stream), model_(model), settings_(settings) {
+  if (device_group != nullptr && device_group->size() != group.size())
+    throw std::logic_error("DataParallel: device group '" + device_group->name() + "' has " +
+                           std::to_string(device_group->size()) + " ranks, the dp_cp group " +
+                           std::to_string(group.size()));
   auto& store = model.params();
   std::vector<int64_t> numels;
   for (const auto& p : store.params()) numels.push_back(p.numel());
-  partition_ = partition_parameters(numels, dp.size());
-  if (settings.zero && dp.size() > 1) {
+  partition_ = partition_parameters(numels, group.size());
+  if (settings.zero && group.size() > 1) {
     owned_.assign(numels.size(), false);
-    for (size_t p = 0; p < numels.size(); ++p) owned_[p] = partition_.owner[p] == dp.rank();
+    for (size_t p = 0; p < numels.size(); ++p) owned_[p] = partition_.owner[p] == group.rank();
   }
-  if (dp.size() > 1) {
+  if (group.size() > 1) {
     if (!(settings.bucket_mb > 0))
       throw std::invalid_argument("train.bucket_mb must be > 0 (got " + std::to_string(settings.bucket_mb) + ")");
     const int64_t bucket_elems =
@@ -112,9 +112,9 @@ int DataParallel<T>::buckets() const {
 template <typename T>
 int64_t DataParallel<T>::global_count(int64_t local_count) {
   times_ = {};
-  if (dp_.size() == 1) return local_count;
+  if (group_.size() == 1) return local_count;
   const auto t0 = Clock::now();
-  const int64_t global = dp_.all_reduce_value<int64_t>(local_count);
+  const int64_t global = group_.all_reduce_value<int64_t>(local_count);
   times_.other += seconds_since(t0);
   return global;
 }
@@ -140,7 +140,7 @@ void DataParallel<T>::after_update() {
   const auto t0 = Clock::now();
   T* values = model_.params().values();
   std::vector<parallel::Request> pending;
-  for (int r = 0; r < dp_.size(); ++r) {
+  for (int r = 0; r < group_.size(); ++r) {
     const auto [b, e] = partition_.rank_ranges[size_t(r)];
     if (e > b) pending.push_back(arena_comm_.broadcast_async(std::span<T>(values + b, size_t(e - b)), r, stream_));
   }
@@ -150,18 +150,18 @@ void DataParallel<T>::after_update() {
 
 template <typename T>
 double DataParallel<T>::global_nats(double local_nats) {
-  if (dp_.size() == 1) return local_nats;
+  if (group_.size() == 1) return local_nats;
   const auto t0 = Clock::now();
-  const double global = dp_.all_reduce_value<double>(local_nats);
+  const double global = group_.all_reduce_value<double>(local_nats);
   times_.other += seconds_since(t0);
   return global;
 }
 
 template <typename T>
 bool DataParallel<T>::any(bool flag) {
-  if (dp_.size() == 1) return flag;
+  if (group_.size() == 1) return flag;
   const auto t0 = Clock::now();
-  const int64_t v = dp_.all_reduce_value<int64_t>(flag ? 1 : 0, parallel::ReduceOp::kMax);
+  const int64_t v = group_.all_reduce_value<int64_t>(flag ? 1 : 0, parallel::ReduceOp::kMax);
   times_.other += seconds_since(t0);
   return v != 0;
 }

@@ -1,6 +1,6 @@
 // Data parallelism for the step loop (model.md §8, §10b).
 //
-// Each DP rank holds B = train.batch streams, the global streams [dp_rank*B, (dp_rank+1)*B).
+// Each DP rank holds B = train.batch streams, the global streams [data_rank*B, (data_rank+1)*B).
 // The loss is the mean over every unmasked target of the GLOBAL batch (model.md §10b): the target
 // count is all-reduced before forward and the loss gradient scaled by 1 / global count, so the
 // all-reduce SUM of the ranks' gradients is the gradient of the global mean. Gradients are
@@ -29,7 +29,7 @@ namespace brt::core {
 struct DpSettings {
   bool overlap = true;     // start bucket all-reduces during backward
   double bucket_mb = 4.0;  // bucket size in MiB of gradient
-  bool zero = false;       // ZeRO-1: shard optimizer state over DP ranks
+  bool zero = false;       // ZeRO-1: shard optimizer state over the group's ranks (dp_cp: DP x CP)
 };
 
 // Contiguous runs of whole parameters, one per rank, balanced by element count: the cut after
@@ -73,19 +73,19 @@ DpMemoryReport rank_memory_report(const core::Model<T>& model, core::Optimizer<T
 template <typename T>
 class DataParallel {
  public:
-  // Installs the backward hook on `model`. With dp.size() == 1 nothing is communicated.
-  // `device_dp` (optional): the same group on the device's communicator (NCCL) for the
+  // Installs the backward hook on `model`. With group.size() == 1 nothing is communicated.
+  // `device_group` (optional): the same group on the device's communicator (NCCL) for the
   // gradient arena and ZeRO-1 parameter broadcasts when the model lives in device memory,
-  // ordered after the backend's `stream`; `dp` (MPI) then carries only host scalars.
-  DataParallel(parallel::Communicator& dp, core::Model<T>& model, const DpSettings& settings,
-               parallel::Communicator* device_dp = nullptr, parallel::Stream stream = {});
+  // ordered after the backend's `stream`; `group` (MPI) then carries only host scalars.
+  DataParallel(parallel::Communicator& group, core::Model<T>& model, const DpSettings& settings,
+               parallel::Communicator* device_group = nullptr, parallel::Stream stream = {});
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
 
-  int rank() const { return dp_.rank(); }
-  int size() const { return dp_.size(); }
-  parallel::Communicator& group() const { return dp_; }
+  int rank() const { return group_.rank(); }
+  int size() const { return group_.size(); }
+  parallel::Communicator& group() const { return group_; }
   const DpSettings& settings() const { return settings_; }
   // Parameters this rank updates (empty = all: ZeRO-1 off or one rank). Pass to make_optimizer.
   const std::vector<bool>& owned_mask() const { return owned_; }
@@ -111,8 +111,8 @@ class DataParallel {
   int buckets() const;
 
  private:
-  parallel::Communicator& dp_;
-  parallel::Communicator& arena_comm_;  // gradients and parameters: dp_ or the device group
+  parallel::Communicator& group_;
+  parallel::Communicator& arena_comm_;  // gradients and parameters: group_ or the device group
   parallel::Stream stream_;
   core::Model<T>& model_;
   DpSettings settings_;

@@ -110,9 +110,9 @@ int64_t segments_for_document(int64_t tokens, const StreamOptions& options) {
 StreamSet::StreamSet(std::shared_ptr<const TokenDataset> dataset, const StreamOptions& options,
                      const StreamCursor* resume)
     : dataset_(std::move(dataset)), options_(options) {
-  if (options_.streams_per_rank < 1 || options_.seq_len < 1 || options_.dp_size < 1 ||
-      options_.dp_rank < 0 || options_.dp_rank >= options_.dp_size) {
-    throw std::runtime_error("stream options: need B >= 1, N >= 1 and 0 <= dp_rank < dp_size");
+  if (options_.streams_per_rank < 1 || options_.seq_len < 1 || options_.data_size < 1 ||
+      options_.data_rank < 0 || options_.data_rank >= options_.data_size) {
+    throw std::runtime_error("stream options: need B >= 1, N >= 1 and 0 <= data_rank < data_size");
   }
   for (int64_t i = 0; i < dataset_->num_documents(); ++i) {
     if (effective_length(i) >= 2) eligible_.push_back(i);
@@ -121,8 +121,8 @@ StreamSet::StreamSet(std::shared_ptr<const TokenDataset> dataset, const StreamOp
     throw std::runtime_error("document streams: split " + std::string(split_name(dataset_->split())) +
                              " has no document with at least two tokens");
   }
-  global_streams_ = int64_t{options_.dp_size} * options_.streams_per_rank;
-  first_stream_ = int64_t{options_.dp_rank} * options_.streams_per_rank;
+  global_streams_ = int64_t{options_.data_size} * options_.streams_per_rank;
+  first_stream_ = int64_t{options_.data_rank} * options_.streams_per_rank;
   positions_.assign(static_cast<size_t>(options_.streams_per_rank), StreamPosition{});
   checks_.assign(positions_.size(), DocumentCheck{});
   tasks_.assign(positions_.size(), CurrentTask{});
@@ -153,7 +153,7 @@ StreamSet::StreamSet(std::shared_ptr<const TokenDataset> dataset, const StreamOp
     if (skip < 0 || skip + options_.streams_per_rank > static_cast<int64_t>(resume->positions.size())) {
       throw std::runtime_error("stream cursor holds streams [" + std::to_string(resume->first_stream) + ", " +
                                std::to_string(resume->first_stream + static_cast<int64_t>(resume->positions.size())) +
-                               ") but rank " + std::to_string(options_.dp_rank) + " needs streams starting at " +
+                               ") but rank " + std::to_string(options_.data_rank) + " needs streams starting at " +
                                std::to_string(first_stream_));
     }
     std::copy_n(resume->positions.begin() + skip, options_.streams_per_rank, positions_.begin());

@@ -3,7 +3,7 @@
 //
 // Layout independence: the documents of epoch e are a seeded permutation P_e of the split's
 // documents; the epochs are concatenated into one sequence Q = P_0 P_1 P_2 ... and dealt
-// round-robin to the G = dp_size * B global streams: global stream g takes Q[g], Q[g + G],
+// round-robin to the G = data_size * B global streams: global stream g takes Q[g], Q[g + G],
 // Q[g + 2G], ... Rank r owns global streams [r*B, (r+1)*B). So the set of streams (and what
 // each reads) depends only on G, the seed and the split, never on how G is split into ranks;
 // each epoch's documents go to exactly one stream each, and a stream that has taken its share
@@ -32,8 +32,8 @@ class TaskMixture;
 struct StreamOptions {
   int streams_per_rank = 1;  // B
   int seq_len = 512;         // N
-  int dp_rank = 0;
-  int dp_size = 1;
+  int data_rank = 0;
+  int data_size = 1;
   uint64_t seed = 0;
   bool shuffle = true;       // false: documents in index order (epoch permutation = identity)
   // Evaluation: every document exactly once (no further epochs); streams that run out go idle
@@ -66,7 +66,7 @@ struct StreamPosition {
 };
 
 // The loader's serialisable position. A rank's cursor holds its own streams
-// (first_stream = dp_rank * B); gather_global_cursor() assembles all G of them so a run can
+// (first_stream = data_rank * B); gather_global_cursor() assembles all G of them so a run can
 // resume on another layout with the same G.
 struct StreamCursor {
   uint64_t seed = 0;

@@ -68,12 +68,12 @@ std::vector<TaskCellResult> task_cell_results(const std::vector<TaskCell>& cells
 TaskDocumentStreams::TaskDocumentStreams(std::shared_ptr<const TaskGenerator> generator, std::vector<TaskSpec> specs,
                                          const StreamOptions& options)
     : generator_(std::move(generator)), specs_(std::move(specs)), options_(options) {
-  if (options_.streams_per_rank < 1 || options_.seq_len < 1 || options_.dp_size < 1 || options_.dp_rank < 0 ||
-      options_.dp_rank >= options_.dp_size) {
-    throw std::invalid_argument("task streams: need B >= 1, N >= 1 and 0 <= dp_rank < dp_size");
+  if (options_.streams_per_rank < 1 || options_.seq_len < 1 || options_.data_size < 1 || options_.data_rank < 0 ||
+      options_.data_rank >= options_.data_size) {
+    throw std::invalid_argument("task streams: need B >= 1, N >= 1 and 0 <= data_rank < data_size");
   }
-  global_streams_ = int64_t{options_.dp_size} * options_.streams_per_rank;
-  first_stream_ = int64_t{options_.dp_rank} * options_.streams_per_rank;
+  global_streams_ = int64_t{options_.data_size} * options_.streams_per_rank;
+  first_stream_ = int64_t{options_.data_rank} * options_.streams_per_rank;
   taken_.assign(static_cast<size_t>(options_.streams_per_rank), 0);
   current_.resize(static_cast<size_t>(options_.streams_per_rank));
   const int64_t bos = options_.add_bos ? 1 : 0;

@@ -100,7 +100,7 @@ std::vector<TaskCellResult> task_cell_results(const std::vector<TaskCell>& cells
                                               const std::vector<AnswerScore>& scores, int window);
 
 // Single-pass streams over a list of task specs: document j is read by global stream
-// j mod G (G = dp_size x B, as DocumentStreams deals a split), segment by segment, BOS first
+// j mod G (G = data_size x B, as DocumentStreams deals a split), segment by segment, BOS first
 // (options.add_bos), doc_start at its first segment; a stream with nothing left goes idle
 // (mask 0, doc_id -1). Batch::doc_id is the document's index in the list, Batch::task is 1.
 // Documents are made when a stream starts them, so a long grid never sits in memory at once.

@@ -1,4 +1,4 @@
-// The collective-communication interface for one process group (world, dp or tp), shaped so
+// The collective-communication interface for one process group (world, dp_cp, tp or cp), shaped so
 // that the MPI backend (CPU, tests) and the NCCL backend (GPU) fit behind it unchanged:
 //  - every collective is non-blocking and returns a Request (NCCL: enqueued on a stream;
 //    MPI: point-to-point messages progressed by test()/wait());

@@ -75,9 +75,9 @@ std::vector<GradBucket> plan_grad_buckets(int64_t total,
 }
 
 template <typename T>
-GradBuckets<T>::GradBuckets(Communicator& dp, T* grads, std::vector<GradBucket> buckets, bool overlap,
+GradBuckets<T>::GradBuckets(Communicator& group, T* grads, std::vector<GradBucket> buckets, bool overlap,
                             Stream stream)
-    : dp_(dp), grads_(grads), buckets_(std::move(buckets)), overlap_(overlap), stream_(stream) {
+    : group_(group), grads_(grads), buckets_(std::move(buckets)), overlap_(overlap), stream_(stream) {
   requests_.resize(buckets_.size());
 }
 
@@ -91,7 +91,7 @@ void GradBuckets<T>::begin_step() {
 template <typename T>
 void GradBuckets<T>::start(size_t i) {
   const GradBucket& b = buckets_[i];
-  requests_[i] = dp_.all_reduce_async(std::span<T>(grads_ + b.begin, size_t(b.end - b.begin)),
+  requests_[i] = group_.all_reduce_async(std::span<T>(grads_ + b.begin, size_t(b.end - b.begin)),
                                       ReduceOp::kSum, stream_);
 }
 

@@ -57,7 +57,7 @@ class GradBuckets {
   // gradient of the global mean (model.md §10b).
   // `stream`: where the gradients are produced (a device backend's stream with overlap set,
   // for NCCL; the host Stream for MPI).
-  GradBuckets(Communicator& dp, T* grads, std::vector<GradBucket> buckets, bool overlap,
+  GradBuckets(Communicator& group, T* grads, std::vector<GradBucket> buckets, bool overlap,
               Stream stream = {});
   GradBuckets(const GradBuckets&) = delete;
   GradBuckets& operator=(const GradBuckets&) = delete;
@@ -77,7 +77,7 @@ class GradBuckets {
   void start(size_t i);
   void progress();
 
-  Communicator& dp_;
+  Communicator& group_;
   T* grads_;
   std::vector<GradBucket> buckets_;
   bool overlap_;

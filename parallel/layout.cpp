@@ -6,13 +6,13 @@ namespace brt::parallel {
 
 std::vector<int> GridLayout::tp_group_members(int world_rank) const {
   std::vector<int> members;
-  for (int t = 0; t < tp; ++t) members.push_back(dp_rank(world_rank) * tp + t);
+  for (int t = 0; t < tp; ++t) members.push_back(dp_cp_rank(world_rank) * tp + t);
   return members;
 }
 
-std::vector<int> GridLayout::dp_group_members(int world_rank) const {
+std::vector<int> GridLayout::dp_cp_group_members(int world_rank) const {
   std::vector<int> members;
-  for (int d = 0; d < dp(); ++d) members.push_back(d * tp + tp_rank(world_rank));
+  for (int d = 0; d < dp_cp(); ++d) members.push_back(d * tp + tp_rank(world_rank));
   return members;
 }
 
@@ -27,11 +27,11 @@ std::string GridLayout::cp_group_name(int world_rank) const {
 }
 
 std::string GridLayout::tp_group_name(int world_rank) const {
-  return "tp[" + std::to_string(dp_rank(world_rank)) + "]";
+  return "tp[" + std::to_string(dp_cp_rank(world_rank)) + "]";
 }
 
-std::string GridLayout::dp_group_name(int world_rank) const {
-  return "dp[" + std::to_string(tp_rank(world_rank)) + "]";
+std::string GridLayout::dp_cp_group_name(int world_rank) const {
+  return "dp_cp[" + std::to_string(tp_rank(world_rank)) + "]";
 }
 
 namespace {

@@ -1,7 +1,7 @@
 // The NCCL backend of Communicator (parallel/communicator.h), for device buffers on GPUs.
 // Built only with the CUDA backend and NCCL (docs/gpu.md); the MPI backend stays the CPU path.
 //
-//  - Setup is collective over an MPI communicator (one per process group: world, dp, tp): rank
+//  - Setup is collective over an MPI communicator (one per process group: world, dp_cp, tp, cp): rank
 //    0 makes an ncclUniqueId, MPI broadcasts it, every member creates a non-blocking NCCL
 //    communicator (ncclCommInitRankConfig, blocking = 0) on its current CUDA device (pick it
 //    first with select_gpu_for_local_rank) and polls it under CommOptions::timeout: a member

@@ -5,12 +5,12 @@
 namespace brt::parallel {
 
 ProcessGroups::ProcessGroups(GridLayout layout, int world_rank, std::unique_ptr<Communicator> world,
-                             std::unique_ptr<Communicator> dp, std::unique_ptr<Communicator> tp,
+                             std::unique_ptr<Communicator> dp_cp, std::unique_ptr<Communicator> tp,
                              std::unique_ptr<Communicator> cp)
     : layout_(layout),
       world_rank_(world_rank),
       world_(std::move(world)),
-      dp_(std::move(dp)),
+      dp_cp_(std::move(dp_cp)),
       tp_(std::move(tp)),
       cp_(std::move(cp)) {
   if (!cp_) {
@@ -20,8 +20,8 @@ ProcessGroups::ProcessGroups(GridLayout layout, int world_rank, std::unique_ptr<
   if (cp_->size() != layout_.cp || cp_->rank() != cp_rank())
     throw std::logic_error("ProcessGroups: the cp group does not match the grid layout on world rank " +
                            std::to_string(world_rank));
-  if (world_->size() != layout_.world || dp_->size() != layout_.dp() ||
-      tp_->size() != layout_.tp || tp_->rank() != tp_rank() || dp_->rank() != dp_rank()) {
+  if (world_->size() != layout_.world || dp_cp_->size() != layout_.dp_cp() ||
+      tp_->size() != layout_.tp || tp_->rank() != tp_rank() || dp_cp_->rank() != dp_cp_rank()) {
     throw std::logic_error("ProcessGroups: communicators do not match the grid layout on world rank " +
                            std::to_string(world_rank));
   }
@@ -36,21 +36,21 @@ ProcessGroups make_mpi_process_groups(MPI_Comm world, int tp, CommOptions option
   const GridLayout layout{world_size, tp, cp};
 
   // Colors pick the group, keys the rank order inside it (parallel/layout.h).
-  MPI_Comm tp_comm = MPI_COMM_NULL, dp_comm = MPI_COMM_NULL;
-  MPI_Comm_split(world, layout.dp_rank(world_rank), layout.tp_rank(world_rank), &tp_comm);
-  MPI_Comm_split(world, layout.tp_rank(world_rank), layout.dp_rank(world_rank), &dp_comm);
+  MPI_Comm tp_comm = MPI_COMM_NULL, dp_cp_comm = MPI_COMM_NULL;
+  MPI_Comm_split(world, layout.dp_cp_rank(world_rank), layout.tp_rank(world_rank), &tp_comm);
+  MPI_Comm_split(world, layout.tp_rank(world_rank), layout.dp_cp_rank(world_rank), &dp_cp_comm);
   auto world_group = std::make_unique<MpiCommunicator>(world, "world", options);
   auto tp_group = std::make_unique<MpiCommunicator>(tp_comm, layout.tp_group_name(world_rank), options);
-  auto dp_group = std::make_unique<MpiCommunicator>(dp_comm, layout.dp_group_name(world_rank), options);
+  auto dp_cp_group = std::make_unique<MpiCommunicator>(dp_cp_comm, layout.dp_cp_group_name(world_rank), options);
   // CP: the same data rank and TP rank, in chunk order.
   MPI_Comm cp_comm = MPI_COMM_NULL;
   MPI_Comm_split(world, layout.data_rank(world_rank) * tp + layout.tp_rank(world_rank),
                  layout.cp_rank(world_rank), &cp_comm);
   auto cp_group = std::make_unique<MpiCommunicator>(cp_comm, layout.cp_group_name(world_rank), options);
   MPI_Comm_free(&tp_comm);  // the communicators hold their own duplicates
-  MPI_Comm_free(&dp_comm);
+  MPI_Comm_free(&dp_cp_comm);
   MPI_Comm_free(&cp_comm);
-  return ProcessGroups(layout, world_rank, std::move(world_group), std::move(dp_group),
+  return ProcessGroups(layout, world_rank, std::move(world_group), std::move(dp_cp_group),
                        std::move(tp_group), std::move(cp_group));
 }
 

@@ -140,15 +140,15 @@ double step_seconds(const std::string& variant, int n, int cp, int steps) {
       launch::take_chunk(batch, groups.cp_rank(), cp, chunk);
       int64_t local = 0;
       for (uint8_t m : chunk.mask) local += m;
-      const int64_t count = run.dp()->global_count(local);
+      const int64_t count = run.data_parallel()->global_count(local);
       run.model().params().zero_grads();
       run.model().forward({chunk.inputs.data(), chunk.targets.data(), chunk.mask.data(), chunk.doc_start.data()},
                           1.0f / float(count));
-      run.dp()->begin_backward();
+      run.data_parallel()->begin_backward();
       run.model().backward();
-      run.dp()->end_backward();
+      run.data_parallel()->end_backward();
       run.optimizer().apply(run.optimizer().grad_norm());
-      run.dp()->after_update();
+      run.data_parallel()->after_update();
       const double s = std::chrono::duration<double>(Clock::now() - t0).count();
       if (step >= 0) seconds += groups.world().all_reduce_value<double>(s, parallel::ReduceOp::kMax);
     }

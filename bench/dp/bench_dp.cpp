@@ -56,9 +56,9 @@ ModeResult run_mode(launch::RunConfig cfg, const parallel::ProcessGroups& groups
   cfg.train.overlap = overlap;
   launch::RunModel<float> run(cfg, launch::RunPlace{&groups, -1}, launch::RunModelOptions::train(cfg));
   core::Model<float>& model = run.model();
-  core::DataParallel<float>& dpx = *run.dp();
+  core::DataParallel<float>& dpx = *run.data_parallel();
   core::Optimizer<float>& optimizer = run.optimizer();
-  parallel::Communicator& dp = groups.dp();
+  parallel::Communicator& dp = groups.dp_cp();
   launch::SyntheticMarkovSource source(cfg.model.vocab, cfg.train.batch, cfg.model.seq_len,
                                        uint64_t(cfg.train.seed), dp.rank() * cfg.train.batch);
   data::Batch batch;
@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
     }
     const launch::RunConfig cfg = launch::load_run_config(argv[1], overrides);
     const auto groups = parallel::make_mpi_process_groups(MPI_COMM_WORLD, 1);
-    parallel::Communicator& dp = groups.dp();
+    parallel::Communicator& dp = groups.dp_cp();
     const bool print = session.world_rank() == 0;
     const auto& m = cfg.model;
     if (print) {

@@ -12,7 +12,7 @@
 // every halo to the right; the S4D state, computed from every chunk's summary, is the same on
 // every rank. Checkpoints take chunk 0's carried state, so they do not depend on C. Parameters
 // are replicated over the group; their gradients are partial sums that the gradient reduction
-// adds up over DP × CP (launch/run: the dp group spans both).
+// adds up over DP × CP (launch/run: the dp_cp group spans both).
 //
 // The halos move by a cyclic shift (each rank sends one block to its right neighbour, or its
 // gradient to the left: Communicator::shift_async, point-to-point on MPI and NCCL); the S4D

@@ -31,7 +31,7 @@ struct CorpusFile {
   // A document inside the file (data/corpus/corpus_formats.h): bytes [begin, end) of the decompressed
   // file (end = -1: the whole file); line > 0: a JSONL record, its text in the field json_key.
   int64_t begin = 0, end = -1, line = 0;
-  std::string json_key;
+  std::string json_key{};
 
   bool whole_file() const { return end < 0; }
   // The document's name in messages and the index: the path, path:LINE for a JSONL record,

@@ -47,7 +47,7 @@ struct TrainConfig {
   int cp = 1;                       // context-parallel size (--cp): chunks of each segment
   bool overlap = true;              // DP: reduce gradient buckets during backward (--no-overlap)
   double bucket_mb = 4.0;           // DP: gradient bucket size in MiB
-  int zero = 0;                     // 1: ZeRO-1, optimizer state sharded over DP ranks
+  int zero = 0;                     // 1: ZeRO-1, optimizer state sharded over the dp_cp group
   // Never lose a run (docs/reliability.md).
   double timeout_s = 600;           // a wait (collective, checkpoint I/O) longer than this ends the job
   int max_skipped_steps = 5;        // consecutive skipped steps (non-finite, spikes) before stopping

@@ -225,7 +225,7 @@ std::vector<KeySpec> build_keys() {
                       "context-parallel size (--cp): each segment's N/cp tokens per rank (slide, xl, bst:*:s4d)"));
   k.push_back(bool_key("train.overlap", train(&TrainConfig::overlap), "DP: all-reduce gradient buckets during backward"));
   k.push_back(float_key("train.bucket_mb", train(&TrainConfig::bucket_mb), 0.0, "DP: gradient bucket size, MiB"));
-  k.push_back(int_key("train.zero", train(&TrainConfig::zero), 0, 1, "1: ZeRO-1, optimizer state sharded over DP ranks"));
+  k.push_back(int_key("train.zero", train(&TrainConfig::zero), 0, 1, "1: ZeRO-1, optimizer state sharded over the dp_cp group (DP x CP ranks)"));
   k.push_back(float_key("train.timeout_s", train(&TrainConfig::timeout_s), 1.0,
                         "a stalled wait (collective, checkpoint I/O) ends the job after this many seconds"));
   k.push_back(int_key("train.max_skipped_steps", train(&TrainConfig::max_skipped_steps), 1, kIntMax,

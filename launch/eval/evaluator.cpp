@@ -189,7 +189,7 @@ std::vector<double> evaluate_pass(core::Model<T>& model,
   data::Batch batch;
   int64_t steps = 0, local_tokens = 0;
   Progress shown(label, opt.progress);
-  const double expected_tokens = double(dataset->totals().tokens) / std::max(1, opt.dp_size);  // about
+  const double expected_tokens = double(dataset->totals().tokens) / std::max(1, opt.data_size);  // about
   const core::ContextParallel* cp = opt.cp != nullptr && opt.cp->active() ? opt.cp : nullptr;
   data::Batch chunk;
   std::vector<T> losses;
@@ -340,8 +340,8 @@ EvalReport evaluate_split(core::Model<T>& model, const RunConfig& cfg, const std
   data::StreamOptions stream_options;
   stream_options.streams_per_rank = model.streams();
   stream_options.seq_len = model.config().seq_len;
-  stream_options.dp_rank = opt.dp_rank;
-  stream_options.dp_size = opt.dp_size;
+  stream_options.data_rank = opt.data_rank;
+  stream_options.data_size = opt.data_size;
   stream_options.single_pass = true;
   stream_options.shuffle = false;
   stream_options.bos_id = dataset->bos_id();  // of the tokenizer.model that opening checked

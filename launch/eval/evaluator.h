@@ -59,7 +59,7 @@ struct EvalReport {
 using SumReducer = std::function<void(std::vector<double>&)>;
 
 struct EvalOptions {
-  int dp_rank = 0, dp_size = 1;  // this rank's share of the documents (its data rank under CP)
+  int data_rank = 0, data_size = 1;  // this rank's share of the documents (its data rank under CP)
   // Context parallelism (null: none): the model runs this rank's chunk of each segment; the
   // chunks' losses are gathered and chunk 0 accounts for the segment.
   const core::ContextParallel* cp = nullptr;

@@ -52,21 +52,21 @@ std::vector<data::MqarSpec> mqar_grid_specs(const MqarGrid& grid, int window) {
 namespace {
 
 // One pass over the grid: per document (answers, hits, nats) summed over ranks, then per cell
-// in grid order. Document j is read by global stream j mod G (G = dp_size x B), so each is
+// in grid order. Document j is read by global stream j mod G (G = data_size x B), so each is
 // scored on exactly one rank and the sum only adds zeros.
 template <typename T>
 MqarPassResult mqar_pass(core::Model<T>& model, const std::vector<data::MqarSpec>& specs, const MqarEvalOptions& opt,
                          const std::string& label) {
   clear_carried_state(model);
   const int B = model.streams();
-  const int64_t G = int64_t(B) * opt.dp_size;
+  const int64_t G = int64_t(B) * opt.data_size;
   const auto at = [&specs, G](int64_t stream, int64_t k) -> std::optional<data::MqarSource> {
     const int64_t j = stream + k * G;
     if (j >= int64_t(specs.size())) return std::nullopt;
     return data::MqarSource{j, specs[size_t(j)]};
   };
   data::MqarStreams streams(data::MqarVocabulary::of(model.config().vocab), at, B, model.config().seq_len,
-                            int64_t(opt.dp_rank) * B, true);
+                            int64_t(opt.data_rank) * B, true);
   std::vector<double> acc(specs.size() * 3, 0.0);
   data::Batch batch;
   std::vector<T> row;

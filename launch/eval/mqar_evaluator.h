@@ -55,7 +55,7 @@ struct MqarReport {
 struct MqarEvalOptions {
   MqarGrid grid;
   std::string checkpoint;
-  int dp_rank = 0, dp_size = 1;
+  int data_rank = 0, data_size = 1;
   SumReducer reduce;
   bool progress = false;
   int64_t trained_seq_len = 0;  // set with the other evaluators' options; MQAR documents do not depend on it

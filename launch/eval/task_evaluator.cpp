@@ -115,8 +115,8 @@ TaskSetup task_setup(std::shared_ptr<const data::TaskGenerator> generator, const
   setup.generator = std::move(generator);
   setup.streams.streams_per_rank = streams;
   setup.streams.seq_len = seq_len;
-  setup.streams.dp_rank = opt.dp_rank;
-  setup.streams.dp_size = opt.dp_size;
+  setup.streams.data_rank = opt.data_rank;
+  setup.streams.data_size = opt.data_size;
   setup.streams.single_pass = true;
   setup.streams.shuffle = false;
   setup.streams.bos_id = setup.generator->corpus().bos_id();  // the tokenizer that made the filler

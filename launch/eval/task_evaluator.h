@@ -43,7 +43,7 @@ struct TaskEvalOptions {
   data::TaskGrid grid;
   std::string split;       // the filler's split
   std::string checkpoint;  // named in the report
-  int dp_rank = 0, dp_size = 1;  // this rank's share of the documents
+  int data_rank = 0, data_size = 1;  // this rank's share of the documents
   SumReducer reduce;             // sums the per-document scores over the ranks that evaluate together
   bool progress = false;
   int64_t trained_seq_len = 0;   // 0: the model's

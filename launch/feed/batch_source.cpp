@@ -105,14 +105,14 @@ std::vector<int64_t> BatchSource::merge_cursors(const std::vector<std::vector<in
   return global;
 }
 
-void BatchSource::restore_global(const std::vector<int64_t>& global, int dp_rank, int dp_size) {
+void BatchSource::restore_global(const std::vector<int64_t>& global, int data_rank, int data_size) {
   const size_t mine = cursor().size();
-  if (global.size() != mine * size_t(dp_size))
+  if (global.size() != mine * size_t(data_size))
     throw std::invalid_argument("data cursor of " + std::to_string(global.size()) + " entries does not hold " +
-                                std::to_string(dp_size) + " ranks x " + std::to_string(mine) +
+                                std::to_string(data_size) + " ranks x " + std::to_string(mine) +
                                 " (the global stream count train.batch x ranks must equal the saving run's)");
-  restore(std::vector<int64_t>(global.begin() + std::ptrdiff_t(mine) * dp_rank,
-                               global.begin() + std::ptrdiff_t(mine) * (dp_rank + 1)));
+  restore(std::vector<int64_t>(global.begin() + std::ptrdiff_t(mine) * data_rank,
+                               global.begin() + std::ptrdiff_t(mine) * (data_rank + 1)));
 }
 
 }  // namespace brt::launch

@@ -25,7 +25,7 @@ class BatchSource {
   // such a global cursor (any DP size with the same global stream count). The defaults treat
   // cursor() as equal per-stream records, so the global cursor is their concatenation.
   virtual std::vector<int64_t> merge_cursors(const std::vector<std::vector<int64_t>>& per_rank) const;
-  virtual void restore_global(const std::vector<int64_t>& global, int dp_rank, int dp_size);
+  virtual void restore_global(const std::vector<int64_t>& global, int data_rank, int data_size);
   // Hash of the tokenizer that made the tokens ("" for synthetic data).
   virtual std::string tokenizer_hash() const { return ""; }
 };
@@ -66,7 +66,7 @@ std::unique_ptr<BatchSource> make_mqar_source(const RunConfig& cfg, const std::s
 // `streams`: this rank's streams; 0 = train.batch (gradient accumulation's training source holds
 // train.batch x train.grad_accum, launch/train/grad_accum.h).
 std::unique_ptr<BatchSource> make_shard_source(const RunConfig& cfg, const std::string& split,
-                                               int dp_rank = 0, int dp_size = 1, bool tasks = false,
+                                               int data_rank = 0, int data_size = 1, bool tasks = false,
                                                int streams = 0);
 
 }  // namespace brt::launch

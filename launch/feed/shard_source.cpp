@@ -53,9 +53,9 @@ std::shared_ptr<const data::TaskMixture> make_task_mixture(const RunConfig& cfg,
 
 class ShardSource : public BatchSource {
  public:
-  ShardSource(const RunConfig& cfg, const std::string& split, int dp_rank, int dp_size,
+  ShardSource(const RunConfig& cfg, const std::string& split, int data_rank, int data_size,
               bool single_pass, bool tasks, int streams)
-      : split_name_(split), dp_rank_(dp_rank) {
+      : split_name_(split), data_rank_(data_rank) {
     if (cfg.data.path.empty())
       throw std::invalid_argument("data.path: empty, but data.source = \"shards\" needs the "
                                   "directory written by `brt-dist prepare`");
@@ -69,13 +69,13 @@ class ShardSource : public BatchSource {
                                   " has no documents");
     options_.streams_per_rank = streams > 0 ? streams : cfg.train.batch;
     options_.seq_len = cfg.model.seq_len;
-    options_.dp_rank = dp_rank;
-    options_.dp_size = dp_size;
+    options_.data_rank = data_rank;
+    options_.data_size = data_size;
     options_.seed = uint64_t(cfg.train.seed);
     options_.single_pass = single_pass;
     options_.shuffle = !single_pass;
     options_.bos_id = dataset_->bos_id();  // of the tokenizer.model that opening checked
-    if (tasks) refuse_repeated_streams(cfg, split, dp_size);
+    if (tasks) refuse_repeated_streams(cfg, split, data_size);
     if (tasks && cfg.data.tasks_rate > 0) options_.tasks = make_task_mixture(cfg, dataset_);
     streams_ = std::make_unique<data::DocumentStreams>(dataset_, options_);
   }
@@ -83,17 +83,17 @@ class ShardSource : public BatchSource {
   // Training streams never silently read the same text (data/streams.h): fewer documents than
   // global streams is refused, naming both numbers and the ways out, unless data.share_documents
   // asks for streams at distinct offsets of the same documents (then a warning says so).
-  void refuse_repeated_streams(const RunConfig& cfg, const std::string& split, int dp_size) {
+  void refuse_repeated_streams(const RunConfig& cfg, const std::string& split, int data_size) {
     const int64_t documents = dataset_->num_documents();
-    const int64_t global = int64_t(dp_size) * options_.streams_per_rank;
+    const int64_t global = int64_t(data_size) * options_.streams_per_rank;
     if (documents >= global) return;
     const std::string counts = "split '" + split + "' of " + cfg.data.path + " has " + std::to_string(documents) +
                                " document" + (documents == 1 ? "" : "s") + " for " + std::to_string(global) +
                                " global streams (" + std::to_string(options_.streams_per_rank) + " per rank x " +
-                               std::to_string(dp_size) + " data-parallel ranks)";
+                               std::to_string(data_size) + " data-parallel ranks)";
     if (cfg.data.share_documents) {
       options_.stagger_shared_documents = true;
-      if (dp_rank_ == 0)
+      if (data_rank_ == 0)
         std::fprintf(stderr, "warning: data: %s: data.share_documents = true, so streams share documents, each "
                      "starting at a distinct offset of its text\n", counts.c_str());
       return;
@@ -103,7 +103,7 @@ class ShardSource : public BatchSource {
         " streams would read the same text as another, for the compute of " + std::to_string(global) +
         " streams on the data of " + std::to_string(documents) + ". Prepare more documents (brt-dist prepare "
         "--max-document-mb cuts a long text into documents), lower train.batch to " +
-        std::to_string(std::max<int64_t>(1, documents / dp_size)) + ", or set data.share_documents=true to start the "
+        std::to_string(std::max<int64_t>(1, documents / data_size)) + ", or set data.share_documents=true to start the "
         "streams at distinct offsets of the same text");
   }
 
@@ -139,7 +139,7 @@ class ShardSource : public BatchSource {
 
  private:
   std::string split_name_;
-  int dp_rank_ = 0;
+  int data_rank_ = 0;
   std::shared_ptr<const data::TokenDataset> dataset_;
   data::StreamOptions options_;
   std::unique_ptr<data::DocumentStreams> streams_;
@@ -148,8 +148,8 @@ class ShardSource : public BatchSource {
 }  // namespace
 
 std::unique_ptr<BatchSource> make_shard_source(const RunConfig& cfg, const std::string& split,
-                                               int dp_rank, int dp_size, bool tasks, int streams) {
-  return std::make_unique<ShardSource>(cfg, split, dp_rank, dp_size, false, tasks, streams);
+                                               int data_rank, int data_size, bool tasks, int streams) {
+  return std::make_unique<ShardSource>(cfg, split, data_rank, data_size, false, tasks, streams);
 }
 
 }  // namespace brt::launch

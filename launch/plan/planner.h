@@ -90,12 +90,12 @@ MemoryPrediction with_optimizer_state(const CountedModel& model, const core::Opt
                                       bool zero, int dp_cp_rank);
 
 // One rank's memory for `streams` streams (B) with elements of `elem_bytes` bytes. With
-// `zero` and dp > 1 the optimizer state is that of `dp_rank`'s ZeRO-1 run (over this TP rank's
+// `zero` and dp_cp > 1 the optimizer state is that of `dp_cp_rank`'s ZeRO-1 run (over this TP rank's
 // slices). `cfg` is the whole model's config; `tp` ranks share each layer; `cp` ranks share each
-// segment (core/sharding/context_parallel.h: the layers hold N/cp tokens plus the exchange buffers; dp
-// and dp_rank are then the dp group's, DP x CP).
+// segment (core/sharding/context_parallel.h: the layers hold N/cp tokens plus the exchange buffers; dp_cp
+// and dp_cp_rank are the dp_cp group's, DP x CP).
 MemoryPrediction predict_rank_memory(const core::ModelConfig& cfg, const core::OptimConfig& optim,
-                                     int streams, int dp, bool zero, int dp_rank,
+                                     int streams, int dp_cp, bool zero, int dp_cp_rank,
                                      int elem_bytes = 4, int tp = 1, int cp = 1);
 
 struct Layout {
@@ -151,11 +151,11 @@ struct StepTimePrediction {
   double gemm_s = 0;       //   matrix-product FLOPs ÷ gemm rate
   double attention_s = 0;  //   attention FLOPs (core::FlopBreakdown::attention) ÷ attention rate
   double memory_s = 0;     //   memory-bound bytes (memory_bound_bytes) ÷ memory bandwidth
-  double dp_grad_s = 0;    // bucketed ring all-reduce of the gradient arena
+  double dp_cp_grad_s = 0;    // bucketed ring all-reduce of the gradient arena
   double zero_bcast_s = 0; // ZeRO-1: every run broadcast from its owner
   double tp_s = 0;         // TP collectives of a step (tp_collectives_per_step)
   double cp_s = 0;         // CP exchanges of a step (cp_exchanges_per_step)
-  double total() const { return compute_s + dp_grad_s + zero_bcast_s + tp_s + cp_s; }
+  double total() const { return compute_s + dp_cp_grad_s + zero_bcast_s + tp_s + cp_s; }
 };
 
 // Bytes a training step's memory-bound kernels move on one rank (element-wise ops, norms,
@@ -188,7 +188,7 @@ double ring_all_reduce_seconds(double bytes, int p, double bytes_per_s, double a
 
 // Every layout with DP·CP·TP = the cluster's world, TP dividing what it splits (core/tp_split.h),
 // CP > 1 only where the variant and N split (core::context_parallel_problem), DP dividing
-// `global_batch`, ZeRO 0 and 1 (1 only when DP·CP > 1: ZeRO-1 shards over the dp group).
+// `global_batch`, ZeRO 0 and 1 (1 only when DP·CP > 1: ZeRO-1 shards over the dp_cp group).
 // Sorted: runnable and fitting first, then by predicted step time. Throws std::invalid_argument
 // when no DP divides the global batch.
 std::vector<LayoutPlan> plan_layouts(const core::ModelConfig& cfg, const core::OptimConfig& optim,

@@ -208,7 +208,7 @@ LayoutPlan plan_layout(const core::ModelConfig& cfg, const core::OptimConfig& op
                        const core::FlopBreakdown& flops, int global_batch, const PlanOptions& options,
                        const Layout& layout) {
   const int world = cluster.world(), dp = layout.dp, tp = layout.tp, cp = layout.cp, B = layout.micro_batch;
-  const int grad_ranks = dp * cp;  // the dp group: gradients summed and ZeRO-1 owned over DP x CP
+  const int grad_ranks = dp * cp;  // the dp_cp group: gradients summed and ZeRO-1 owned over DP x CP
   const double alpha = cluster.alpha_us * 1e-6, capacity = cluster.gpu_memory_gb * 1e9;
   const double intra = cluster.intra_node_gbps * 1e9, inter = cluster.inter_node_gbps * 1e9;
   LayoutPlan plan;
@@ -219,14 +219,14 @@ LayoutPlan plan_layout(const core::ModelConfig& cfg, const core::OptimConfig& op
     if (m.total() > plan.memory.total()) plan.memory = m;
   }
   plan_compute_time(plan, flops, double(B) * cfg.seq_len / cp, cluster);
-  // DP group is strided (docs/parallelism.md): it stays in a node only if the world does.
-  const double dp_bw = world <= cluster.gpus_per_node ? intra : inter;
+  // The dp_cp group is strided (docs/parallelism.md): it stays in a node only if the world does.
+  const double dp_cp_bw = world <= cluster.gpus_per_node ? intra : inter;
   const double grad_bytes = double(plan.memory.gradients);
   const int buckets = std::max(1, int(std::ceil(grad_bytes / (options.bucket_mb * 1048576.0))));
-  plan.time.dp_grad_s = ring_all_reduce_seconds(grad_bytes, grad_ranks, dp_bw, alpha, buckets);
+  plan.time.dp_cp_grad_s = ring_all_reduce_seconds(grad_bytes, grad_ranks, dp_cp_bw, alpha, buckets);
   // ZeRO-1: each owner broadcasts its run (≈ 1/DP of the weights) linearly to the others.
   if (layout.zero)
-    plan.time.zero_bcast_s = grad_ranks * (grad_ranks - 1) * alpha + (grad_ranks - 1.0) / grad_ranks * grad_bytes / dp_bw;
+    plan.time.zero_bcast_s = grad_ranks * (grad_ranks - 1) * alpha + (grad_ranks - 1.0) / grad_ranks * grad_bytes / dp_cp_bw;
   if (tp > 1) {  // the TP group is consecutive ranks: within a node if tp fits in one
     const double tp_bw = tp <= cluster.gpus_per_node ? intra : inter;
     plan.time.tp_s = tp_step_seconds(cfg, B, tp, tp_bw, alpha);
@@ -293,7 +293,7 @@ std::string format_plans(const std::vector<LayoutPlan>& plans, const ClusterSpec
   std::snprintf(line, sizeof line,
                 "%-4s %-4s %-4s %-5s %-4s %10s %10s %10s %10s %10s %10s %10s | %9s %9s %9s %9s %9s %9s %12s  %s\n",
                 "DP", "TP", "ZeRO", "B", "CP", "params", "grads", "optim", "activ", "carried", "gpu-ws", "total",
-                "compute", "dp-ar", "zero-bc", "tp-ar", "cp-ag", "step", "tokens/s", "status");
+                "compute", "dp_cp-ar", "zero-bc", "tp-ar", "cp-ag", "step", "tokens/s", "status");
   out += line;
   for (const auto& p : plans) {
     const auto& m = p.memory;
@@ -303,7 +303,7 @@ std::string format_plans(const std::vector<LayoutPlan>& plans, const ClusterSpec
                   "%8.4fs %8.4fs %8.4fs %8.4fs %12.0f  %s\n",
                   p.layout.dp, p.layout.tp, p.layout.zero ? 1 : 0, p.layout.micro_batch, p.layout.cp, mb(m.parameters),
                   mb(m.gradients), mb(m.optimizer), mb(m.activations + m.backward_scratch), mb(m.carried_state),
-                  mb(p.workspace), mb(m.total() + p.workspace), p.time.compute_s, p.time.dp_grad_s, p.time.zero_bcast_s, p.time.tp_s,
+                  mb(p.workspace), mb(m.total() + p.workspace), p.time.compute_s, p.time.dp_cp_grad_s, p.time.zero_bcast_s, p.time.tp_s,
                   p.time.cp_s, p.time.total(), p.tokens_per_s, p.note.empty() ? "ok" : p.note.c_str());
     out += line;
   }

@@ -120,9 +120,9 @@ MemoryPrediction with_optimizer_state(const CountedModel& model, const core::Opt
 }
 
 MemoryPrediction predict_rank_memory(const core::ModelConfig& cfg, const core::OptimConfig& optim,
-                                     int streams, int dp, bool zero, int dp_rank, int elem_bytes,
+                                     int streams, int dp_cp, bool zero, int dp_cp_rank, int elem_bytes,
                                      int tp, int cp) {
-  return with_optimizer_state(count_model_memory(cfg, streams, elem_bytes, tp, cp), optim, dp, zero, dp_rank);
+  return with_optimizer_state(count_model_memory(cfg, streams, elem_bytes, tp, cp), optim, dp_cp, zero, dp_cp_rank);
 }
 
 }  // namespace brt::launch

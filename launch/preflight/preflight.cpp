@@ -198,11 +198,11 @@ void refuse_unusable_directory(const fs::path& dir, const std::string& what) {
 }
 
 MemoryNeed train_memory_need(const RunConfig& cfg, int world_size, int world_rank) {
-  const int tp = std::max(1, cfg.train.tp), dp = std::max(1, world_size / tp), dp_rank = world_rank / tp;
+  const int tp = std::max(1, cfg.train.tp), dp_cp = std::max(1, world_size / tp), dp_cp_rank = world_rank / tp;
   const int elem_bytes = cfg.train.precision == "fp64" ? 8 : 4;
-  // dp, dp_rank: the dp group's (DP x CP); the layers hold N / train.cp tokens.
-  MemoryPrediction m = predict_rank_memory(cfg.model, cfg.optim, cfg.train.batch, dp, cfg.train.zero == 1,
-                                           dp_rank, elem_bytes, tp, std::max(1, cfg.train.cp));
+  // dp_cp, dp_cp_rank: the dp_cp group's (DP x CP); the layers hold N / train.cp tokens.
+  MemoryPrediction m = predict_rank_memory(cfg.model, cfg.optim, cfg.train.batch, dp_cp, cfg.train.zero == 1,
+                                           dp_cp_rank, elem_bytes, tp, std::max(1, cfg.train.cp));
   // Gradient accumulation (launch/train/grad_accum.h): every micro-step group's carried state
   // beside the model's own (a save copies the groups', so the snapshot below is generous by one).
   if (cfg.train.grad_accum > 1) m.carried_state *= int64_t{cfg.train.grad_accum} + 1;

@@ -42,7 +42,7 @@ RunModel<T>::RunModel(const RunConfig& cfg, const RunPlace& place, const RunMode
   if (options.training && place.groups) build_data_parallel(cfg, *place.groups);
   // Host waits on the GPU check the NCCL collectives' errors and deadline (no hang on a dead peer).
   device_waits_ = std::make_unique<DeviceWaitWatch>(*backend_, std::vector<parallel::Communicator*>{
-                                                                   device_tp_.get(), device_dp_.get(), device_cp_.get()});
+                                                                   device_tp_.get(), device_dp_cp_.get(), device_cp_.get()});
   if (options.training) {
     build_optimizer(cfg);
   } else {
@@ -66,21 +66,21 @@ void RunModel<T>::check_parameters() {
                            " parameters but model.md §9 shapes give " + std::to_string(expected));
 }
 
-// Data parallelism (core/data_parallel.h) over the dp group; on the GPU its gradient buckets and
+// Data parallelism (core/data_parallel.h) over the dp_cp group; on the GPU its gradient buckets and
 // ZeRO-1 broadcasts run on NCCL over the same ranks.
 template <typename T>
 void RunModel<T>::build_data_parallel(const RunConfig& cfg, const parallel::ProcessGroups& groups) {
-  const auto* mpi_dp = dynamic_cast<const parallel::MpiCommunicator*>(&groups.dp());
-  if (mpi_dp == nullptr) throw std::logic_error("checkpoints need the MPI backend's dp group");
-  if (on_gpu_ && groups.dp().size() > 1) device_dp_ = make_device_group(mpi_dp->mpi_comm(), "dp", mpi_dp->options());
+  const auto* mpi_dp_cp = dynamic_cast<const parallel::MpiCommunicator*>(&groups.dp_cp());
+  if (mpi_dp_cp == nullptr) throw std::logic_error("checkpoints need the MPI backend's dp_cp group");
+  if (on_gpu_ && groups.dp_cp().size() > 1) device_dp_cp_ = make_device_group(mpi_dp_cp->mpi_comm(), "dp_cp", mpi_dp_cp->options());
   // Gradient buckets run on NCCL's stream after the backend's kernels that produced them; under
   // TP on the backend's stream itself, so a rank's DP and TP collectives keep one program order
   // (two NCCL communicators unordered on one GPU can deadlock across ranks).
   parallel::Stream grads_stream = backend_stream(*backend_);
   grads_stream.overlap = groups.tp().size() == 1;
-  dp_ = std::make_unique<core::DataParallel<T>>(
-      groups.dp(), *model_, core::DpSettings{cfg.train.overlap, cfg.train.bucket_mb, cfg.train.zero == 1},
-      device_dp_.get(), device_dp_ ? grads_stream : parallel::Stream{});
+  data_parallel_ = std::make_unique<core::DataParallel<T>>(
+      groups.dp_cp(), *model_, core::DpSettings{cfg.train.overlap, cfg.train.bucket_mb, cfg.train.zero == 1},
+      device_dp_cp_.get(), device_dp_cp_ ? grads_stream : parallel::Stream{});
 }
 
 // The optimizer runs where the parameters live (fused CUDA kernels on the GPU). The global
@@ -105,7 +105,7 @@ core::Optimizer<T>& RunModel<T>::optimizer() {
 template <typename T>
 const std::vector<bool>& RunModel<T>::owned_mask() const {
   static const std::vector<bool> all;
-  return dp_ ? dp_->owned_mask() : all;
+  return data_parallel_ ? data_parallel_->owned_mask() : all;
 }
 
 template class RunModel<float>;

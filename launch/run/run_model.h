@@ -10,7 +10,7 @@
 // device settings checked, backend, TP context (NCCL over the tp group, collective), CP
 // context (this rank's chunk of each segment; NCCL over the cp group, collective), model,
 // parameters initialised, their count checked against model.md §9, then for training the dp
-// group's NCCL communicator (collective; under context parallelism the dp group spans DP x CP,
+// group's NCCL communicator (collective; under context parallelism the dp_cp group spans DP x CP,
 // parallel/layout.h) and DataParallel (its backward hook), the watch of the device
 // communicators, the optimizer (ZeRO-1: the parameters this rank owns) and this rank's memory
 // report, whose optimizer state is checked against model.md §10c.
@@ -62,7 +62,7 @@ struct RunModelOptions {
 template <typename T>
 class RunModel {
  public:
-  // Collective over place.groups' tp group (and dp group when training) on the GPU. Throws
+  // Collective over place.groups' tp group (and dp_cp group when training) on the GPU. Throws
   // naming the key on a bad device setting, std::logic_error on a model that declares other
   // parameters than model.md §9's or an optimizer with other state than model.md §10c's.
   RunModel(const RunConfig& cfg, const RunPlace& place, const RunModelOptions& options);
@@ -77,12 +77,12 @@ class RunModel {
   const core::Model<T>& model() const { return *model_; }
   // Training only (std::logic_error otherwise).
   core::Optimizer<T>& optimizer();
-  // Data parallelism over place.groups' dp group; null: one process, or not training.
-  core::DataParallel<T>* dp() { return dp_.get(); }
-  const core::DataParallel<T>* dp() const { return dp_.get(); }
-  int dp_rank() const { return dp_ ? dp_->rank() : 0; }
-  int dp_size() const { return dp_ ? dp_->size() : 1; }
-  // The streams this rank reads (data_rank of data_size): the dp group's without context
+  // Data parallelism over place.groups' dp_cp group; null: one process, or not training.
+  core::DataParallel<T>* data_parallel() { return data_parallel_.get(); }
+  const core::DataParallel<T>* data_parallel() const { return data_parallel_.get(); }
+  int dp_cp_rank() const { return data_parallel_ ? data_parallel_->rank() : 0; }
+  int dp_cp_size() const { return data_parallel_ ? data_parallel_->size() : 1; }
+  // The streams this rank reads (data_rank of data_size): the dp_cp group's without context
   // parallelism; under CP the cp ranks of a segment share them (parallel/layout.h).
   int data_rank() const { return data_rank_; }
   int data_size() const { return data_size_; }
@@ -105,12 +105,12 @@ class RunModel {
   bool on_gpu_ = false;
   std::unique_ptr<kernels::Backend<T>> backend_;
   // NCCL over the tp and dp groups (cuda, TP > 1 / DP > 1); they outlive what uses them.
-  std::unique_ptr<parallel::Communicator> device_tp_, device_dp_, device_cp_;
+  std::unique_ptr<parallel::Communicator> device_tp_, device_dp_cp_, device_cp_;
   core::TensorParallel tp_;
   core::ContextParallel cp_;
   int data_rank_ = 0, data_size_ = 1;
   std::unique_ptr<core::Model<T>> model_;
-  std::unique_ptr<core::DataParallel<T>> dp_;
+  std::unique_ptr<core::DataParallel<T>> data_parallel_;
   std::unique_ptr<DeviceWaitWatch> device_waits_;  // after the communicators it watches
   std::unique_ptr<kernels::OptimizerKernels<T>> optimizer_kernels_;
   std::unique_ptr<core::Optimizer<T>> optimizer_;

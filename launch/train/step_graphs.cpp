@@ -9,10 +9,10 @@
 
 namespace brt::launch {
 
-std::string step_capture_obstacle(const TrainConfig& train, int dp_size, int tp_size) {
+std::string step_capture_obstacle(const TrainConfig& train, int dp_cp_size, int tp_size) {
   if (train.device != "cuda") return "graphs are a CUDA feature (train.device=" + train.device + ")";
 #ifndef BRT_WITH_CUDA
-  (void)dp_size;
+  (void)dp_cp_size;
   (void)tp_size;
   return "this binary has no CUDA backend";
 #else
@@ -23,7 +23,7 @@ std::string step_capture_obstacle(const TrainConfig& train, int dp_size, int tp_
   if (train.grad_accum > 1)
     return "train.grad_accum > 1 runs each step as several micro-steps, each swapping its streams' carried "
            "state in (launch/train/grad_accum.h); capturing them is not supported yet";
-  if (dp_size > 1 && train.overlap)
+  if (dp_cp_size > 1 && train.overlap)
     return "data parallelism with train.overlap=true reduces gradient buckets from hooks during "
            "backward; train.overlap=false reduces them after the graph";
   return "";

@@ -28,10 +28,10 @@
 namespace brt::launch {
 
 // Why a run's step cannot be captured on this configuration, or "" when it can.
-// dp_size, tp_size: the run's data- and tensor-parallel group sizes. DP > 1 is capturable with
+// dp_cp_size, tp_size: the run's data- and tensor-parallel group sizes. DP > 1 is capturable with
 // train.overlap=false: its hooks do nothing, and the buckets are all-reduced after the graph.
 // train.grad_accum > 1 is not captured: such steps run eagerly.
-std::string step_capture_obstacle(const TrainConfig& train, int dp_size, int tp_size);
+std::string step_capture_obstacle(const TrainConfig& train, int dp_cp_size, int tp_size);
 
 struct StepGraphStats {
   int64_t eager_steps = 0;     // run without a graph (first sight, cache full, or off)

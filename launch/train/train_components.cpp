@@ -87,13 +87,13 @@ void EvalComponent<T>::on_step_end(StepEnd& end) {
 template <typename T>
 double EvalComponent<T>::held_out_loss() {
   core::Model<T>& model = run_.model();
-  core::DataParallel<T>* dp = run_.dp();
+  core::DataParallel<T>* dp = run_.data_parallel();
   const auto saved = model.snapshot_carried_state();
   core::LossSums total;
   if (cfg_.data.source == "shards" && cfg_.train.eval_batches == 0) {
     EvalOptions options;
-    options.dp_rank = run_.data_rank();
-    options.dp_size = run_.data_size();
+    options.data_rank = run_.data_rank();
+    options.data_size = run_.data_size();
     options.cp = &run_.cp();
     if (dp != nullptr && dp->size() > 1) options.reduce = [dp](std::vector<double>& v) { dp->group().all_reduce(v); };
     const EvalReport r = evaluate_split(model, cfg_, cfg_.data.eval_split, options);
@@ -121,7 +121,7 @@ double EvalComponent<T>::held_out_loss() {
 
 template <typename T>
 void StopComponent<T>::on_step_end(StepEnd& end) {
-  core::DataParallel<T>* dp = run_.dp();
+  core::DataParallel<T>* dp = run_.data_parallel();
   end.stopping = dp ? dp->any(StopSignal::requested()) : StopSignal::requested();
 }
 

@@ -28,21 +28,21 @@ std::string gib(int64_t bytes) {
   return buf;
 }
 
-// This rank's streams of `split`: global streams [dp_rank*B, (dp_rank+1)*B) (model.md §8).
+// This rank's streams of `split`: global streams [data_rank*B, (data_rank+1)*B) (model.md §8).
 // `training`: the streams trained on, the only ones data.tasks mixes task documents into; with
 // gradient accumulation B = train.batch x train.grad_accum, every micro-step's groups
 // (launch/train/grad_accum.h), the streams of a run with that train.batch.
-std::unique_ptr<BatchSource> make_source(const RunConfig& cfg, const std::string& split, int dp_rank, int dp_size,
+std::unique_ptr<BatchSource> make_source(const RunConfig& cfg, const std::string& split, int data_rank, int data_size,
                                          bool training) {
   const int streams = cfg.train.batch * (training ? cfg.train.grad_accum : 1);
-  if (cfg.data.tasks_kinds == "mqar") return make_mqar_source(cfg, split, dp_rank * streams, streams);
+  if (cfg.data.tasks_kinds == "mqar") return make_mqar_source(cfg, split, data_rank * streams, streams);
   if (cfg.data.source == "synthetic") {
     // A different seed for the held-out stream, so evaluation sees unseen documents.
     const uint64_t seed = uint64_t(cfg.train.seed) * 2654435761ull + (split == "train" ? 0 : 17);
     return std::make_unique<SyntheticMarkovSource>(cfg.model.vocab, streams, cfg.model.seq_len, seed,
-                                                   dp_rank * streams);
+                                                   data_rank * streams);
   }
-  return make_shard_source(cfg, split, dp_rank, dp_size, training, streams);
+  return make_shard_source(cfg, split, data_rank, data_size, training, streams);
 }
 
 // The resolved config beside the metrics (runs/x/metrics.jsonl -> runs/x/metrics.config.toml),
@@ -56,19 +56,19 @@ void write_resolved_config(const RunConfig& cfg) {
 template <typename T>
 CheckpointRanks checkpoint_ranks(const RunModel<T>& run, const TrainOptions& options) {
   const parallel::ProcessGroups* groups = options.groups;
-  if (groups == nullptr || run.dp() == nullptr) {
+  if (groups == nullptr || run.data_parallel() == nullptr) {
     CheckpointRanks one;
     one.numerics = options.numerics_record;
     return one;
   }
-  const auto& mpi_dp = dynamic_cast<const parallel::MpiCommunicator&>(groups->dp());  // RunModel checked it
+  const auto& mpi_dp_cp = dynamic_cast<const parallel::MpiCommunicator&>(groups->dp_cp());  // RunModel checked it
   CheckpointRanks ranks;
-  ranks.comm = mpi_dp.mpi_comm();
-  ranks.dp_rank = run.dp_rank();
-  ranks.dp_size = run.dp_size();
+  ranks.comm = mpi_dp_cp.mpi_comm();
+  ranks.dp_cp_rank = run.dp_cp_rank();
+  ranks.dp_cp_size = run.dp_cp_size();
   ranks.world = groups->layout().world;
   ranks.tp = groups->layout().tp;
-  ranks.param_owner = run.dp()->partition().owner;
+  ranks.param_owner = run.data_parallel()->partition().owner;
   ranks.tensor_parallel = run.tp();
   ranks.cp_rank = groups->cp_rank();
   ranks.cp_size = groups->layout().cp;
@@ -80,7 +80,7 @@ CheckpointRanks checkpoint_ranks(const RunModel<T>& run, const TrainOptions& opt
 template <typename T>
 void print_parallel_layout(const RunModel<T>& run, const RunConfig& cfg) {
   const core::ModelConfig& mc = run.model().config();
-  const core::DataParallel<T>* dp = run.dp();
+  const core::DataParallel<T>* dp = run.data_parallel();
   const int tp = run.tp().size(), cp = run.cp().size();
   const int streams = cfg.train.batch * cfg.train.grad_accum;  // every micro-step's (grad_accum.h)
   if (run.tp().active())
@@ -128,7 +128,7 @@ double run_graph_step(core::Model<float>& model, StepGraphs& graphs, const data:
   model.stage_step(model_input<float>(batch));
   if (dp) dp->begin_backward();
   graphs.run(grad_scale);
-  if (dp) dp->end_backward();  // gradients summed over DP ranks, after the graph's backward
+  if (dp) dp->end_backward();  // gradients summed over the dp_cp group, after the graph's backward
   const double nats = model.step_nats();
   const StepGraphStats& s = graphs.stats();
   if (s.graphs != graphs_before)
@@ -183,7 +183,7 @@ template <typename T>
 std::string Trainer<T>::graphs_setting() {
   if constexpr (std::is_same_v<T, float>) {
     if (run_.on_gpu()) {
-      const std::string why = cfg_.train.cuda_graph ? step_capture_obstacle(cfg_.train, run_.dp_size(), run_.tp().size())
+      const std::string why = cfg_.train.cuda_graph ? step_capture_obstacle(cfg_.train, run_.dp_cp_size(), run_.tp().size())
                                                     : "train.cuda_graph=false";
       if (why.empty()) graphs_ = std::make_unique<StepGraphs>(run_.model(), run_.backend());
       return why.empty() ? "; CUDA graphs on (one per reset pattern, from a pattern's second step)"
@@ -292,7 +292,7 @@ StepOutcome Trainer<T>::step(int64_t number, data::Batch& batch) {
   int64_t local_count = 0;
   for (uint8_t m : batch.mask) local_count += m;
   // model.md §10b: the mean over the GLOBAL batch's unmasked targets.
-  core::DataParallel<T>* dp = run_.dp();
+  core::DataParallel<T>* dp = run_.data_parallel();
   const int64_t count = dp ? dp->global_count(local_count) : local_count;
   out.sums = forward_backward(number, batch, count);
   out.loss = count ? out.sums.nats / double(count) : 0.0;
@@ -313,7 +313,7 @@ StepOutcome Trainer<T>::step(int64_t number, data::Batch& batch) {
 }
 
 // Forward and backward of `batch`, its loss gradient scaled by 1 / the global target count;
-// the gradients summed over DP ranks. Returns the global loss sums.
+// the gradients summed over the dp_cp group. Returns the global loss sums.
 // With train.grad_accum = M the batch's streams run as M micro-steps of train.batch each
 // (launch/train/grad_accum.h), every group's carried state swapped in before and out after its
 // own. Backward adds into the gradient arena and every micro-step scales its loss gradient by
@@ -323,7 +323,7 @@ StepOutcome Trainer<T>::step(int64_t number, data::Batch& batch) {
 template <typename T>
 core::LossSums Trainer<T>::forward_backward(int64_t number, const data::Batch& batch, int64_t count) {
   core::Model<T>& model = run_.model();
-  core::DataParallel<T>* dp = run_.dp();
+  core::DataParallel<T>* dp = run_.data_parallel();
   const T spike = options_.faults.grad_spike_at(number) ? T(1000) : T(1);
   model.params().zero_grads();
   const T grad_scale = count ? spike / T(count) : T(0);
@@ -347,14 +347,14 @@ core::LossSums Trainer<T>::forward_backward(int64_t number, const data::Batch& b
 template <typename T>
 double Trainer<T>::micro_step(const data::Batch& batch, T grad_scale, bool reduce) {
   core::Model<T>& model = run_.model();
-  core::DataParallel<T>* dp = run_.dp();
+  core::DataParallel<T>* dp = run_.data_parallel();
   if constexpr (std::is_same_v<T, float>)
     if (graphs_) return run_graph_step(model, *graphs_, batch, grad_scale, dp, *log_);
   const double nats = model.forward(model_input<T>(batch), grad_scale).nats;
   if (dp && reduce) dp->begin_backward();
   if (dp && !reduce) dp->begin_partial_backward();
   model.backward();
-  if (dp && reduce) dp->end_backward();  // gradients summed over DP ranks
+  if (dp && reduce) dp->end_backward();  // gradients summed over the dp_cp group
   return nats;
 }
 
@@ -412,7 +412,7 @@ void Trainer<T>::print_start() {
   for (const std::string& warning : config_warnings(cfg_)) std::fprintf(stderr, "warning: %s\n", warning.c_str());
   const core::ModelConfig& mc = run_.model().config();
   const core::DpMemoryReport& mem = run_.memory();
-  const core::DataParallel<T>* dp = run_.dp();
+  const core::DataParallel<T>* dp = run_.data_parallel();
   std::printf("brt-dist train: %s, %d layers, D %d, H %d x %d, F %d, V %d, N %d, W %d, S %d\n", mc.variant.c_str(),
               mc.layers, mc.d_model, mc.heads, mc.head_dim, mc.d_ff, mc.vocab, mc.seq_len, mc.window, mc.state_size);
   std::printf("parameters: %lld (%.2fM; non-embedding %.2fM; matches model.md §9 shapes)\n", (long long)run_.parameters(),

@@ -20,7 +20,7 @@ inline constexpr const char* kLocalGroup = "local";  // the group of a rank's ow
 
 struct FlightEntry {
   std::string op;          // "all_reduce(sum)", or a local operation's description
-  std::string group;       // "world", "dp[0]", "tp[1]", ... or kLocalGroup
+  std::string group;       // "world", "dp_cp[0]", "tp[1]", ... or kLocalGroup
   uint64_t sequence = 0;   // the group's collective number (local: this rank's count)
   int64_t bytes = 0;
   double start = 0;        // wall-clock seconds since the epoch (comparable across hosts)

@@ -94,7 +94,7 @@ TEST(DoctorLinks, ClusterFileTakesTheSlowestPair) {
 
 TEST(FlightDivergence, NamesTheHostsOfRanksWaitingOnEachOther) {
   auto rank = [](int r, const char* host, bool finished) {
-    parallel::FlightEntry e{"all_reduce(sum)", "dp[0]", 6, 8, 10.0, finished ? 11.0 : -1.0, 0};
+    parallel::FlightEntry e{"all_reduce(sum)", "dp_cp[0]", 6, 8, 10.0, finished ? 11.0 : -1.0, 0};
     return std::optional<parallel::RankFlight>(parallel::RankFlight{r, host, 1.0, {e}});
   };
   const std::string both = parallel::describe_divergence({rank(0, "h1", false), rank(1, "h2", false)}, 20);

@@ -45,8 +45,8 @@ inline StreamOptions test_stream_options(int B, int N, uint64_t seed, int rank =
   StreamOptions o;
   o.streams_per_rank = B;
   o.seq_len = N;
-  o.dp_rank = rank;
-  o.dp_size = ranks;
+  o.data_rank = rank;
+  o.data_size = ranks;
   o.seed = seed;
   o.prefetch = false;
   return o;

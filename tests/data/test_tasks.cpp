@@ -257,8 +257,8 @@ std::map<int64_t, Served> serve(const std::vector<TaskSpec>& specs, int B, int N
   StreamOptions options;
   options.streams_per_rank = B;
   options.seq_len = N;
-  options.dp_rank = rank;
-  options.dp_size = ranks;
+  options.data_rank = rank;
+  options.data_size = ranks;
   options.bos_id = testing::task_generator()->corpus().bos_id();
   TaskDocumentStreams streams(testing::task_generator(), specs, options);
   std::map<int64_t, Served> served;

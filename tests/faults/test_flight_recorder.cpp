@@ -56,7 +56,7 @@ RankFlight rank_with(int rank, std::vector<FlightEntry> entries) {
   return {rank, "h" + std::to_string(rank), 1.0, std::move(entries)};
 }
 FlightEntry op(const char* name, uint64_t seq, int64_t bytes, bool finished) {
-  return {name, "dp[0]", seq, bytes, 10.0, finished ? 11.0 : -1.0, 0};
+  return {name, "dp_cp[0]", seq, bytes, 10.0, finished ? 11.0 : -1.0, 0};
 }
 
 TEST(FlightRecorder, NamesTheFirstSequenceNumberWhereRanksDiverge) {
@@ -68,7 +68,7 @@ TEST(FlightRecorder, NamesTheFirstSequenceNumberWhereRanksDiverge) {
   ranks[1] = rank_with(1, {op("all_reduce(sum)", 4, 8, true), op("broadcast(root 0)", 5, 8, false)});
   const std::string text = describe_divergence(ranks, 20.0);
   EXPECT_NE(text.find("no flight record from world rank 2"), std::string::npos) << text;
-  EXPECT_NE(text.find("group 'dp[0]': the ranks diverge at #5"), std::string::npos) << text;
+  EXPECT_NE(text.find("group 'dp_cp[0]': the ranks diverge at #5"), std::string::npos) << text;
   EXPECT_NE(text.find("world rank 0: all_reduce(sum) (8 bytes), unfinished after 10.0 s"), std::string::npos) << text;
   EXPECT_NE(text.find("world rank 1: broadcast(root 0) (8 bytes), unfinished"), std::string::npos) << text;
   // One rank behind: rank 1 never reached #6.

@@ -64,7 +64,7 @@ int run_mismatch(double timeout_s) {
 int run_checksum(int tp) {
   bp::ProcessGroups groups = bp::make_mpi_process_groups(MPI_COMM_WORLD, tp);
   uint64_t h = 1469598103934665603ull;
-  for (bp::Communicator* group : {&groups.world(), &groups.dp(), &groups.tp()}) {
+  for (bp::Communicator* group : {&groups.world(), &groups.dp_cp(), &groups.tp()}) {
     for (int64_t n : {1, 1000, 65537}) {
       std::vector<float> x(static_cast<size_t>(n));
       std::vector<double> y(static_cast<size_t>(n));
@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
     if (mode == "checksum") return run_checksum(std::stoi(argv[2]));
     if (mode == "layout") {
       bp::ProcessGroups groups = bp::make_mpi_process_groups(MPI_COMM_WORLD, std::stoi(argv[2]));
-      if (groups.world_rank() == 0) std::printf("layout ok: dp %d tp %d\n", groups.layout().dp(), groups.layout().tp);
+      if (groups.world_rank() == 0) std::printf("layout ok: dp_cp %d tp %d\n", groups.layout().dp_cp(), groups.layout().tp);
       return 0;
     }
     std::fprintf(stderr, "failure_driver: unknown mode %s\n", mode.c_str());

@@ -95,7 +95,7 @@ case $case_name in
     [ "$(grep -c 'does not fit' "$out")" -eq 1 ] || fail "the refusal should be printed once"
     run 20 "${mpirun_[@]}" -np 4 "$driver" layout 2
     [ "$status" -eq 0 ] || fail "--tp 2 on 4 ranks should be accepted"
-    expect_text "layout ok: dp 2 tp 2"
+    expect_text "layout ok: dp_cp 2 tp 2"
     ;;
   srun_without_pmi)
     run 10 env -u OMPI_COMM_WORLD_RANK -u PMIX_RANK SLURM_PROCID=1 SLURM_LOCALID=1 SLURM_NTASKS=2 \

@@ -89,7 +89,7 @@ class Collectives : public ::testing::TestWithParam<int> {
     std::vector<int> world(static_cast<size_t>(layout.world));
     for (int i = 0; i < layout.world; ++i) world[static_cast<size_t>(i)] = i;
     return {{&groups_->world(), world},
-            {&groups_->dp(), layout.dp_group_members(r)},
+            {&groups_->dp_cp(), layout.dp_cp_group_members(r)},
             {&groups_->tp(), layout.tp_group_members(r)}};
   }
 
@@ -122,7 +122,7 @@ TEST_P(Collectives, GroupsMatchTheLayout) {
     for (int g = 0; g < k.comm->size(); ++g) EXPECT_EQ(k.comm->world_rank_of(g), k.members[static_cast<size_t>(g)]);
   }
   EXPECT_EQ(groups_->tp().name(), groups_->layout().tp_group_name(me()));
-  EXPECT_EQ(groups_->dp().name(), groups_->layout().dp_group_name(me()));
+  EXPECT_EQ(groups_->dp_cp().name(), groups_->layout().dp_cp_group_name(me()));
 }
 
 TEST_P(Collectives, AllReduceEqualsSerialFoldBitForBit) {

@@ -10,13 +10,13 @@ namespace bp = brt::parallel;
 
 TEST(GridLayout, TpGroupsAreConsecutiveAndDpGroupsStrided) {
   const bp::GridLayout g{8, 2};
-  EXPECT_EQ(g.dp(), 4);
+  EXPECT_EQ(g.dp_cp(), 4);
   EXPECT_EQ(g.tp_group_members(5), (std::vector<int>{4, 5}));
-  EXPECT_EQ(g.dp_group_members(5), (std::vector<int>{1, 3, 5, 7}));
+  EXPECT_EQ(g.dp_cp_group_members(5), (std::vector<int>{1, 3, 5, 7}));
   EXPECT_EQ(g.tp_rank(5), 1);
-  EXPECT_EQ(g.dp_rank(5), 2);
+  EXPECT_EQ(g.dp_cp_rank(5), 2);
   EXPECT_EQ(g.tp_group_name(5), "tp[2]");
-  EXPECT_EQ(g.dp_group_name(5), "dp[1]");
+  EXPECT_EQ(g.dp_cp_group_name(5), "dp_cp[1]");
 }
 
 TEST(GridLayout, GroupsPartitionTheWorldAndRankPositionsMatch) {
@@ -25,11 +25,11 @@ TEST(GridLayout, GroupsPartitionTheWorldAndRankPositionsMatch) {
     std::set<std::vector<int>> tp_groups, dp_groups;
     for (int r = 0; r < world; ++r) {
       const auto t = g.tp_group_members(r);
-      const auto d = g.dp_group_members(r);
+      const auto d = g.dp_cp_group_members(r);
       ASSERT_EQ(static_cast<int>(t.size()), tp);
       ASSERT_EQ(static_cast<int>(d.size()), world / tp);
       EXPECT_EQ(t[g.tp_rank(r)], r);  // group rank = position in the ascending member list
-      EXPECT_EQ(d[g.dp_rank(r)], r);
+      EXPECT_EQ(d[g.dp_cp_rank(r)], r);
       tp_groups.insert(t);
       dp_groups.insert(d);
     }

@@ -157,11 +157,11 @@ void check_numerics(parallel::MpiSession& session, const parallel::LaunchInfo& i
 template <typename Say>
 void check_communication(const parallel::ProcessGroups& groups, std::vector<std::string>& problems, const Say& say) {
   int bad = 0;
-  for (parallel::Communicator* g : {&groups.world(), &groups.dp()})
+  for (parallel::Communicator* g : {&groups.world(), &groups.dp_cp()})
     if (!all_reduce_sum_correct(*g)) bad = 1;
   bad = int(groups.world().all_reduce_value(int64_t(bad), parallel::ReduceOp::kMax));
   if (bad) problems.push_back("an all-reduce returned a wrong sum on some rank");
-  for (parallel::Communicator* g : {&groups.world(), &groups.dp()}) say("comm: " + bandwidth_line(*g));
+  for (parallel::Communicator* g : {&groups.world(), &groups.dp_cp()}) say("comm: " + bandwidth_line(*g));
 }
 
 int run_doctor(parallel::MpiSession& session, const DoctorOptions& opt) {

@@ -30,10 +30,10 @@ namespace {
 
 // Each document is one stream's: streams beyond this rank's share of the documents would only
 // compute padding, so there are at most that many (the numbers do not depend on it).
-int eval_streams(const RunConfig& cfg, const std::string& split, int dp_size) {
+int eval_streams(const RunConfig& cfg, const std::string& split, int data_size) {
   try {
     const int64_t documents = data::TokenDataset::open(cfg.data.path, data::parse_split(split))->num_documents();
-    const int64_t share = (documents + dp_size - 1) / dp_size;
+    const int64_t share = (documents + data_size - 1) / data_size;
     return int(std::clamp<int64_t>(share, 1, cfg.train.batch));
   } catch (const std::exception&) {
     // Unreadable data: evaluate_split opens it again and reports it, after the checkpoint has
@@ -79,15 +79,15 @@ EvalConfig eval_config(parallel::MpiSession& mpi, const CommandLine& cl) {
 }
 
 // What plain and task evaluation share: this rank's share of the documents with the totals
-// summed over the dp group (every layout reports the same numbers), progress on the printing
+// summed over the dp_cp group (every layout reports the same numbers), progress on the printing
 // rank, the trained length, and --ablate.
 template <typename Options>
 void set_shared_eval_options(Options& o, const parallel::ProcessGroups& groups, const CommandLine& cl, bool root,
                              int64_t trained_seq_len) {
-  parallel::Communicator* dp = &groups.dp();  // outlives the evaluation (the command's groups)
-  o.dp_rank = groups.data_rank();  // under CP the cp ranks of a data rank share its documents
-  o.dp_size = groups.data_size();
-  o.reduce = [dp](std::vector<double>& v) { dp->all_reduce(v); };
+  parallel::Communicator* dp_cp = &groups.dp_cp();  // outlives the evaluation (the command's groups)
+  o.data_rank = groups.data_rank();  // under CP the cp ranks of a data rank share its documents
+  o.data_size = groups.data_size();
+  o.reduce = [dp_cp](std::vector<double>& v) { dp_cp->all_reduce(v); };
   o.progress = root && !cl.flags.count("quiet");
   o.trained_seq_len = trained_seq_len;
   o.ablate = cl.flags.count("ablate") > 0;
@@ -109,16 +109,16 @@ int run_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
   preflight_inference_memory(groups.world(), cfg, streams, "eval");
   const auto run = load_checkpoint_model(mpi, cfg, groups, streams, ckpt, "eval");
   check_data_tokenizer(ckpt, cfg.data.path, cl.flags.count("allow-tokenizer-mismatch") > 0, mpi.world_rank() == 0);
-  // Documents are dealt to the streams of all DP ranks; totals are summed over the dp group.
+  // Documents are dealt to the streams of all DP ranks; totals are summed over the dp_cp group.
   const bool root = mpi.world_rank() == 0;
   EvalOptions options;
   set_shared_eval_options(options, groups, cl, root, trained_seq_len);
   options.cp = &run->cp();  // --cp: each rank runs its chunk of every segment
   options.layer_stats = true;  // none under TP (core/layer.h)
   options.token_losses = !flag_or(cl, "token-losses", "").empty();
-  if (options.token_losses && options.dp_size > 1)
+  if (options.token_losses && options.data_size > 1)
     throw UsageError("eval --token-losses writes one process's losses: run it with one data-parallel "
-                     "rank (no mpirun, or --tp equal to the ranks), not " + std::to_string(options.dp_size));
+                     "rank (no mpirun, or --tp equal to the ranks), not " + std::to_string(options.data_size));
   const EvalReport r = evaluate_split(run->model(), cfg, split, options);
   if (!root) return 0;
   std::printf("%s", r.text().c_str());  // first: a failed file below still leaves the report
@@ -200,10 +200,10 @@ int run_task_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
   options.split = flag_or(cl, "split", cfg.data.eval_split);
   options.checkpoint = ckpt;
   const parallel::ProcessGroups groups = make_run_groups(mpi, cfg);
-  parallel::Communicator& dp = groups.dp();
+  parallel::Communicator& dp_cp = groups.dp_cp();
   // Each document is one stream's: no more streams than this rank's share of the documents.
   const int64_t documents = int64_t(options.grid.lengths.size() * options.grid.depths.size()) * options.grid.samples;
-  const int streams = int(std::clamp<int64_t>((documents + dp.size() - 1) / dp.size(), 1, cfg.train.batch));
+  const int streams = int(std::clamp<int64_t>((documents + dp_cp.size() - 1) / dp_cp.size(), 1, cfg.train.batch));
   preflight_outputs(groups.world(), {{"--json", flag_or(cl, "json", "")}});
   preflight_inference_memory(groups.world(), cfg, streams, "eval", task_documents_memory(options.grid, streams));
   const auto run = load_checkpoint_model(mpi, cfg, groups, streams, ckpt, "eval");
@@ -247,7 +247,7 @@ int run_mqar_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
                        " keys of model.vocab = " + std::to_string(cfg.model.vocab) + " (" + vocab.describe() + ")");
   const parallel::ProcessGroups groups = make_run_groups(mpi, cfg);
   const int64_t documents = int64_t(options.grid.pairs.size() * options.grid.gap_windows.size()) * options.grid.samples;
-  const int streams = int(std::clamp<int64_t>((documents + groups.dp().size() - 1) / groups.dp().size(), 1, cfg.train.batch));
+  const int streams = int(std::clamp<int64_t>((documents + groups.dp_cp().size() - 1) / groups.dp_cp().size(), 1, cfg.train.batch));
   preflight_outputs(groups.world(), {{"--json", flag_or(cl, "json", "")}});
   preflight_inference_memory(groups.world(), cfg, streams, "eval");
   const auto run = load_checkpoint_model(mpi, cfg, groups, streams, ckpt, "eval");

@@ -217,7 +217,7 @@ RunPosition RunCheckpoints<T>::reload(const std::string& why) {
   return load(target, "rolled back to");
 }
 
-// The outcome of a save on every rank alike: only the ranks that write (TP rank 0's DP group)
+// The outcome of a save on every rank alike: only the ranks that write (TP rank 0's dp_cp group)
 // see a failure, so world rank 0, one of them, tells every rank.
 // Whether it was refused (non-finite state) or failed is agreed on too: the two take different
 // paths, which every rank must follow alike.

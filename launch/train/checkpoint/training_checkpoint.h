@@ -22,29 +22,29 @@
 
 namespace brt::launch {
 
-// The data-parallel layout a run saves from or loads into. `dp_rank`/`dp_size` are the ranks
-// of the group gradients are summed over: DP x CP under context parallelism (parallel/layout.h),
-// DP alone without. Each data rank (data_rank(): dp_rank / cp_size) holds B streams, global
+// The data-parallel layout a run saves from or loads into. `dp_cp_rank`/`dp_cp_size` are the
+// ranks of the group gradients are summed over: DP x CP under context parallelism
+// (parallel/layout.h), DP alone without. Each data rank (data_rank(): dp_cp_rank / cp_size) holds B streams, global
 // streams [data_rank*B, (data_rank+1)*B): its carried state and data cursor are that slice
 // along dim 0 of the global [data_size*B, ...] datasets. Parameters and optimizer state are
-// replicated (or, under ZeRO-1, sharded by whole parameters over the dp group): parameter p and
-// its state are written once, by dp rank param_owner[p] (empty: rank 0).
+// replicated (or, under ZeRO-1, sharded by whole parameters over the dp_cp group): parameter p and
+// its state are written once, by dp_cp rank param_owner[p] (empty: rank 0).
 struct CheckpointRanks {
-  MPI_Comm comm = MPI_COMM_SELF;  // the DP group (collective saves, MPI-IO)
-  int dp_rank = 0, dp_size = 1;
+  MPI_Comm comm = MPI_COMM_SELF;  // the dp_cp group (collective saves, MPI-IO)
+  int dp_cp_rank = 0, dp_cp_size = 1;
   int world = 1, tp = 1;          // recorded as the writing layout
   std::vector<int> param_owner;
   // Tensor parallelism: sharded tensors are gathered over the TP group and written whole by
-  // the DP group of TP rank 0, so a checkpoint does not depend on the layout; loading reads the
+  // the dp_cp group of TP rank 0, so a checkpoint does not depend on the layout; loading reads the
   // whole tensor and keeps this rank's slice.
   core::TensorParallel tensor_parallel;
-  // Context parallelism: the DP group spans DP x CP; the cp ranks of one data rank hold the same
+  // Context parallelism: the dp_cp group spans DP x CP; the cp ranks of one data rank hold the same
   // streams and the same carried state, which chunk 0 writes.
   int cp_rank = 0, cp_size = 1;
   // The job's numerics record (runtime/numerics.h), written as the `numerics` attribute.
   std::string numerics;
-  int data_rank() const { return dp_rank / cp_size; }
-  int data_size() const { return dp_size / cp_size; }
+  int data_rank() const { return dp_cp_rank / cp_size; }
+  int data_size() const { return dp_cp_size / cp_size; }
 };
 
 // What a save or load reports and shares beyond the tensors.
@@ -65,7 +65,7 @@ struct CheckpointIo {
 template <typename T>
 struct TrainingSnapshot {
   bool writes = true;  // false on TP ranks other than 0: they only took part in the gathers
-  int dp_rank = 0;     // DP rank 0 writes the replicated integer arrays
+  int dp_cp_rank = 0;  // dp_cp rank 0 writes the replicated integer arrays
   checkpoint::Metadata meta;
   int64_t optimizer_step = 0;
   std::string model_variant, precision;
@@ -88,7 +88,7 @@ struct TrainingSnapshot {
 
 // Copies everything a save of `state` at `pos` writes into `out` (its buffers reused): the
 // parameters, the optimizer state, the carried state, the data cursor and the step guard's state
-// (/data/guard_*, /data/skip_batches). Collective over the TP group (the gathers) and the DP group
+// (/data/guard_*, /data/skip_batches). Collective over the TP group (the gathers) and the dp_cp group
 // (the cursors).
 template <typename T>
 void take_training_snapshot(TrainingSnapshot<T>& out, const TrainState<T>& state, const RunPosition& pos,
@@ -101,7 +101,7 @@ class NonFiniteStateError : public checkpoint::SaveError {
   using checkpoint::SaveError::SaveError;
 };
 
-// Collective over `comm` (the writing DP group's; a thread of its own may do this while the
+// Collective over `comm` (the writing dp_cp group's; a thread of its own may do this while the
 // training thread uses the others). Returns {} on ranks that do not write. Checks every tensor
 // of the snapshot first and throws NonFiniteStateError (on every writing rank alike) before
 // creating any file if one holds a NaN or inf.
@@ -125,7 +125,7 @@ struct LoadedCheckpoint {
 // Loads `file` into `state` (model, optimizer, carried state, data cursor, step guard).
 // Refuses (checkpoint::MismatchError / CheckpointError naming the file and what differs) a
 // checkpoint of another model shape, another tokenizer or a newer format. Any DP size loads a
-// checkpoint of any other as long as the global stream count dp_size*B is the same.
+// checkpoint of any other as long as the global stream count data_size*B is the same.
 template <typename T>
 LoadedCheckpoint load_training_checkpoint(const std::filesystem::path& file, const TrainState<T>& state,
                                           const CheckpointRanks& ranks, const CheckpointIo& io = {});

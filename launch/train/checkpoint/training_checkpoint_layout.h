@@ -28,8 +28,8 @@ std::vector<ck::ExpectedTensor> expected_parameters(core::Model<T>& model) {
 }
 
 // A per-stream tensor [B, ...] of this rank as part of the global [data_size*B, ...] one.
-inline ck::Shape global_shape(ck::Shape local, int dp_size) {
-  local[0] *= dp_size;
+inline ck::Shape global_shape(ck::Shape local, int data_size) {
+  local[0] *= data_size;
   return local;
 }
 

@@ -27,10 +27,10 @@ std::span<const T> view(const T* data, const std::vector<int64_t>& shape) {
 
 bool writes_param(const CheckpointRanks& ranks, int param) {
   const int owner = ranks.param_owner.empty() ? 0 : ranks.param_owner[size_t(param)];
-  return owner == ranks.dp_rank;
+  return owner == ranks.dp_cp_rank;
 }
 
-// The data ranks' cursors from every dp-group rank's (in dp-group order d·CP + c): under context
+// The data ranks' cursors from every dp_cp rank's (in dp_cp order d·CP + c): under context
 // parallelism the cp ranks of one data rank read the same streams, so chunk 0's stands for them.
 std::vector<std::vector<int64_t>> chunk_zero_cursors(std::vector<std::vector<int64_t>> all,
                                                      const CheckpointRanks& ranks) {
@@ -188,7 +188,7 @@ void add_run_tensors(SnapshotTensors<T>& tensors, core::Model<T>& model, core::O
   for (const auto& st : optimizer.state()) {
     const bool mine = writes_param(ranks, st.param);
     if (mine && st.data == nullptr)
-      throw std::logic_error("checkpoint: DP rank " + std::to_string(ranks.dp_rank) + " writes " + st.name +
+      throw std::logic_error("checkpoint: DP rank " + std::to_string(ranks.dp_cp_rank) + " writes " + st.name +
                              " but holds no optimizer state for it (ZeRO-1 owner mismatch)");
     const core::ParamSpec spec = optimizer_state_spec(st, params[size_t(st.param)].spec);
     tensors.add(ck::join_path(ck::kOptimGroup, st.name), spec.shape,
@@ -218,10 +218,10 @@ void take_training_snapshot(TrainingSnapshot<T>& out, const TrainState<T>& state
   core::Model<T>& model = state.model;
   const BatchSource& data = state.data;
   const StepGuard& guard = state.guard;
-  // Under TP the DP group of TP rank 0 writes; every TP rank takes part in the gathers, in the
+  // Under TP the dp_cp group of TP rank 0 writes; every TP rank takes part in the gathers, in the
   // same order (collective over the TP group), and every DP rank in the cursor gather.
   out.writes = ranks.tensor_parallel.rank() == 0;
-  out.dp_rank = ranks.dp_rank;
+  out.dp_cp_rank = ranks.dp_cp_rank;
   out.meta.step = pos.step;
   out.meta.tokens_seen = pos.tokens_seen;
   out.meta.config_toml = render_toml(state.config);
@@ -234,7 +234,7 @@ void take_training_snapshot(TrainingSnapshot<T>& out, const TrainState<T>& state
   SnapshotTensors<T> tensors(out);
   add_run_tensors(tensors, model, state.optimizer, ranks, state.carried.empty() ? model.carried_state() : state.carried);
   tensors.copy_and_gather(model.memory(), ranks.tensor_parallel);
-  // The data cursor of every global stream, merged from all DP ranks (written by DP rank 0).
+  // The data cursor of every global stream, merged from all data ranks (written by dp_cp rank 0).
   out.ints.clear();
   out.ints.push_back({ck::join_path(ck::kDataGroup, "cursor"),
                       data.merge_cursors(chunk_zero_cursors(gather_cursors(data.cursor(), ranks.comm), ranks))});
@@ -301,7 +301,7 @@ ck::SaveResult write_training_snapshot(const TrainingSnapshot<T>& snap, const Ch
   writer.set_attr_string("model_variant", snap.model_variant);
   writer.set_attr_string("precision", snap.precision);
   for (const auto& t : snap.tensors) writer.write<T>(t.path, t.shape, t.mine, std::span<const T>(t.data));
-  const bool ints_writer = snap.dp_rank == 0;
+  const bool ints_writer = snap.dp_cp_rank == 0;
   for (const auto& i : snap.ints)
     writer.write_whole<int64_t>(i.path, {int64_t(i.values.size())}, std::span<const int64_t>(i.values), ints_writer);
   if (snap.has_guard)

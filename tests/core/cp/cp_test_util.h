@@ -36,7 +36,7 @@ inline std::vector<CpShape> cp_layouts(int world) {
 }
 
 struct CpLayout {
-  int dp = 1, dp_rank = 0;
+  int data_size = 1, data_rank = 0;  // DP alone
   std::unique_ptr<parallel::MpiCommunicator> tp, cp, grad_group;  // grad_group: DP × CP
   core::ContextParallel context() const { return core::ContextParallel(*cp); }
 };
@@ -50,11 +50,11 @@ inline std::unique_ptr<parallel::MpiCommunicator> split(int color, int key, cons
 inline CpLayout make_layout(const CpShape& s) {
   const int r = world_rank(), t = r % s.tp, c = (r / s.tp) % s.cp, d = r / (s.tp * s.cp);
   CpLayout l;
-  l.dp = s.dp;
-  l.dp_rank = d;
+  l.data_size = s.dp;
+  l.data_rank = d;
   l.tp = split(d * s.cp + c, t, "tp");
   l.cp = split(d * s.tp + t, c, "cp");
-  l.grad_group = split(t, r, "dp×cp");
+  l.grad_group = split(t, r, "dp_cp");
   return l;
 }
 

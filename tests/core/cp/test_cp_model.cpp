@@ -40,7 +40,7 @@ struct SegmentResult {
 
 template <typename T>
 std::vector<SegmentResult<T>> run(const core::ModelConfig& cfg, const CpLayout* layout) {
-  const int dp = layout ? layout->dp : 1, d = layout ? layout->dp_rank : 0;
+  const int dp = layout ? layout->data_size : 1, d = layout ? layout->data_rank : 0;
   const int B = kStreams / dp;
   auto backend = kernels::make_cpu_backend<T>();
   const core::TensorParallel tp = layout ? core::TensorParallel(*layout->tp) : core::TensorParallel();
@@ -110,7 +110,7 @@ void check_layouts(const Case& c, double tolerance) {
       EXPECT_LE(loss_rel, tolerance) << at << " loss";
       expect_close(got[s].grads, ref[s].grads, tolerance, at + " gradient", worst_grad);
       // The segment's carried state is chunk 0's (what a checkpoint writes).
-      const auto want = streams_of(ref[s].carried, kStreams, layout.dp_rank * kStreams / layout.dp, kStreams / layout.dp);
+      const auto want = streams_of(ref[s].carried, kStreams, layout.data_rank * kStreams / layout.data_size, kStreams / layout.data_size);
       if (layout.cp->rank() == 0) expect_close(got[s].carried, want, tolerance, at + " carried state", worst_carry);
     }
     if (world_rank() == 0)

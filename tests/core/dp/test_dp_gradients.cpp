@@ -71,9 +71,9 @@ class DpGradients : public ::testing::TestWithParam<std::string> {};
 TEST_P(DpGradients, LossAndEveryGradientMatchOneProcess) {
   const launch::RunConfig cfg = small_run(GetParam(), kGlobalStreams, 1);
   const auto groups = parallel::make_mpi_process_groups(MPI_COMM_WORLD, 1);
-  ASSERT_EQ(kGlobalStreams % groups.dp().size(), 0);
+  ASSERT_EQ(kGlobalStreams % groups.dp_cp().size(), 0);
   const auto ref = single_process(cfg);
-  const auto got = data_parallel(cfg, groups.dp(), {true, 0.001, false});  // ~256-float buckets
+  const auto got = data_parallel(cfg, groups.dp_cp(), {true, 0.001, false});  // ~256-float buckets
 
   auto backend = kernels::make_cpu_backend<float>();
   Model<float> layout(cfg.model, 1, *backend);  // for the parameter names and offsets
@@ -94,8 +94,8 @@ TEST_P(DpGradients, LossAndEveryGradientMatchOneProcess) {
 TEST_P(DpGradients, BucketSizeAndOverlapDoNotChangeABit) {
   const launch::RunConfig cfg = small_run(GetParam(), kGlobalStreams, 1);
   const auto groups = parallel::make_mpi_process_groups(MPI_COMM_WORLD, 1);
-  const auto small_overlapped = data_parallel(cfg, groups.dp(), {true, 0.0005, false});
-  const auto one_bucket_after = data_parallel(cfg, groups.dp(), {false, 64.0, false});
+  const auto small_overlapped = data_parallel(cfg, groups.dp_cp(), {true, 0.0005, false});
+  const auto one_bucket_after = data_parallel(cfg, groups.dp_cp(), {false, 64.0, false});
   for (int s = 0; s < kSegments; ++s) {
     EXPECT_EQ(small_overlapped[s].loss, one_bucket_after[s].loss);
     EXPECT_TRUE(bit_identical(small_overlapped[s].grads, one_bucket_after[s].grads)) << "segment " << s;

@@ -102,7 +102,7 @@ INSTANTIATE_TEST_SUITE_P(Variants, TpModel,
 const std::vector<std::string> kTrainKeys = {"optim.kind=adamw", "optim.clip_norm=0.05"};
 
 TEST(TpTraining, TwentyStepsTrackTheSingleProcessLossCurve) {
-  // (DP, TP) = (1, world); with 4 ranks also (2, 2) with ZeRO-1 over the DP groups.
+  // (DP, TP) = (1, world); with 4 ranks also (2, 2) with ZeRO-1 over the dp_cp groups.
   for (const std::string variant : {"rec:fixed:skip", "rec:lstm:dual", "bst:mh:s4d"}) {
     const auto ref = train(tp_run(variant, kGlobalStreams, 20, kTrainKeys), nullptr);
     for (const TpLayout& layout : tp_layouts()) {

@@ -35,7 +35,7 @@ inline launch::RunConfig tp_run(const std::string& variant, int streams, int64_t
 }
 
 // The (DP, TP) layouts compared with one process: (1, world); with 4 ranks also (2, 2) with
-// ZeRO-1 over the DP groups.
+// ZeRO-1 over the dp_cp groups.
 struct TpLayout {
   int tp;
   bool zero;
@@ -49,7 +49,7 @@ inline std::vector<TpLayout> tp_layouts() {
 // Streams per rank of the kGlobalStreams global streams: all of them in one process (groups ==
 // nullptr), else split over the DP ranks.
 inline int rank_streams(const parallel::ProcessGroups* groups) {
-  return kGlobalStreams / (groups ? groups->dp().size() : 1);
+  return kGlobalStreams / (groups ? groups->dp_cp().size() : 1);
 }
 
 // One process holding all global streams (groups == nullptr), or this rank's part of a (DP, TP)
@@ -69,9 +69,9 @@ struct TpRankRun {
       : B(rank_streams(groups)),
         tp(groups ? core::TensorParallel(groups->tp()) : core::TensorParallel()),
         model(cfg.model, B, *backend, tp),
-        source(cfg.model.vocab, B, cfg.model.seq_len, data_seed, (groups ? groups->dp_rank() : 0) * B) {
+        source(cfg.model.vocab, B, cfg.model.seq_len, data_seed, (groups ? groups->dp_cp_rank() : 0) * B) {
     model.params().initialize(uint64_t(cfg.train.seed));
-    if (groups) dpx = std::make_unique<core::DataParallel<T>>(groups->dp(), model, settings);
+    if (groups) dpx = std::make_unique<core::DataParallel<T>>(groups->dp_cp(), model, settings);
   }
 };
 

@@ -21,7 +21,7 @@ namespace {
 
 TEST(PlanComm, GradientAllReducePredictionMatchesMeasurement) {
   const parallel::ProcessGroups groups = parallel::make_mpi_process_groups(MPI_COMM_WORLD, 1);
-  auto& dp = groups.dp();
+  auto& dp = groups.dp_cp();
   ASSERT_EQ(dp.size(), 2);
   const RunConfig rc = load_run_config("configs/tiny.toml");
   const int p = dp.size();

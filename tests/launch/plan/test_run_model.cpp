@@ -59,8 +59,8 @@ TEST(RunModel, TrainingHoldsTheOptimizerAndThePlannedMemory) {
     const RunConfig cfg = small(v);
     RunModel<float> run(cfg, {}, RunModelOptions::train(cfg));
     EXPECT_EQ(run.parameters(), core::count_parameters(run.model().config()));
-    EXPECT_EQ(run.dp(), nullptr);  // one process
-    EXPECT_EQ(run.dp_size(), 1);
+    EXPECT_EQ(run.data_parallel(), nullptr);  // one process
+    EXPECT_EQ(run.dp_cp_size(), 1);
     EXPECT_GT(run.optimizer().state_elems_allocated(), 0);
     const MemoryPrediction p = predict_rank_memory(cfg.model, cfg.optim, cfg.train.batch, 1, false, 0, 4, 1);
     EXPECT_EQ(run.memory().parameters, p.parameters);
