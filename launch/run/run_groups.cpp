@@ -3,26 +3,21 @@
 #include <chrono>
 #include <vector>
 
-#include "core/sharding/context_parallel.h"
 #include "core/tp_split.h"
 #include "parallel/layout.h"
 #include "parallel/mpi/mpi_session.h"
 
 namespace brt::launch {
 
-void validate_run_layout(int world_size, const RunConfig& cfg) {
+void validate_run_layout(int world_size, const RunConfig& cfg, CpWork work) {
   const std::vector<parallel::SplitByTp> split = core::tensor_parallel_splits(cfg.model);
   parallel::validate_layout(world_size, cfg.train.tp, split);
-  if (const std::string p = parallel::cp_layout_problem(world_size, cfg.train.tp, cfg.train.cp); !p.empty())
-    throw parallel::LayoutError(p);
-  core::ModelConfig model = cfg.model;
-  model.resolve();
-  if (const std::string p = core::context_parallel_problem(model, cfg.train.cp); !p.empty())
+  if (const std::string p = context_parallel_refusal(cfg, world_size, work); !p.empty())
     throw parallel::LayoutError(p);
 }
 
-parallel::ProcessGroups make_run_groups(parallel::MpiSession& session, const RunConfig& cfg) {
-  validate_run_layout(session.world_size(), cfg);
+parallel::ProcessGroups make_run_groups(parallel::MpiSession& session, const RunConfig& cfg, CpWork work) {
+  validate_run_layout(session.world_size(), cfg, work);
   parallel::CommOptions comm;
   comm.timeout = std::chrono::milliseconds(int64_t(cfg.train.timeout_s * 1000));
   comm.monitor = &session.monitor();

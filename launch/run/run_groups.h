@@ -5,6 +5,7 @@
 #pragma once
 
 #include "launch/config/config.h"
+#include "launch/run/context_parallel_refusal.h"
 #include "parallel/process_groups.h"
 
 namespace brt::parallel {
@@ -14,10 +15,12 @@ class MpiSession;
 namespace brt::launch {
 
 // Throws parallel::LayoutError naming every problem and the --tp values that would fit when
-// train.tp does not divide `world_size` or one of the model's split sizes. `cfg` is resolved.
-void validate_run_layout(int world_size, const RunConfig& cfg);
+// train.tp does not divide `world_size` or one of the model's split sizes, or with
+// context_parallel_refusal's reason when train.cp cannot split `work`
+// (launch/run/context_parallel_refusal.h). `cfg` is resolved.
+void validate_run_layout(int world_size, const RunConfig& cfg, CpWork work);
 
-// validate_run_layout, then the world, dp and tp groups over MPI_COMM_WORLD (collective).
-parallel::ProcessGroups make_run_groups(parallel::MpiSession& session, const RunConfig& cfg);
+// validate_run_layout, then the world, dp_cp, tp and cp groups over MPI_COMM_WORLD (collective).
+parallel::ProcessGroups make_run_groups(parallel::MpiSession& session, const RunConfig& cfg, CpWork work);
 
 }  // namespace brt::launch

@@ -1,5 +1,7 @@
 #include "launch/train/step_graphs.h"
 
+#include "launch/run/context_parallel_refusal.h"
+
 #include <cstring>
 #include <stdexcept>
 
@@ -18,8 +20,7 @@ std::string step_capture_obstacle(const TrainConfig& train, int dp_cp_size, int 
 #else
   if (tp_size > 1)
     return "tensor parallelism sums the loss statistics on the host inside the step";
-  if (train.cp > 1)
-    return "context parallelism stages the S4D state passing through the host inside the step";
+  if (const std::string why = context_parallel_capture_obstacle(train); !why.empty()) return why;
   if (train.grad_accum > 1)
     return "train.grad_accum > 1 runs each step as several micro-steps, each swapping its streams' carried "
            "state in (launch/train/grad_accum.h); capturing them is not supported yet";

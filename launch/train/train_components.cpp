@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "launch/eval/evaluator.h"
-#include "launch/feed/context_chunk.h"
 #include "launch/process/stop_signal.h"
 
 namespace brt::launch {
@@ -99,15 +98,12 @@ double EvalComponent<T>::held_out_loss() {
     const EvalReport r = evaluate_split(model, cfg_, cfg_.data.eval_split, options);
     total = {r.nats, r.tokens};
   } else {
-    data::Batch batch, chunk;
+    data::Batch batch;
     const int64_t batches = cfg_.train.eval_batches > 0 ? cfg_.train.eval_batches : 8;
-    const core::ContextParallel& cp = run_.cp();
     for (int64_t i = 0; i < batches; ++i) {
-      source_->next(batch);
-      if (cp.active()) take_chunk(batch, cp.rank(), cp.size(), chunk);  // this rank's chunk
-      const data::Batch& mine = cp.active() ? chunk : batch;
-      const core::LossSums s = model.forward({mine.inputs.data(), mine.targets.data(), mine.mask.data(),
-                                              mine.doc_start.data()}, T(0));
+      source_->next(batch);  // this rank's chunk under context parallelism (the trainer's source)
+      const core::LossSums s = model.forward({batch.inputs.data(), batch.targets.data(), batch.mask.data(),
+                                              batch.doc_start.data()}, T(0));
       total.nats += s.nats;
       total.count += s.count;
     }

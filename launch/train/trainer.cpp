@@ -32,8 +32,8 @@ std::string gib(int64_t bytes) {
 // `training`: the streams trained on, the only ones data.tasks mixes task documents into; with
 // gradient accumulation B = train.batch x train.grad_accum, every micro-step's groups
 // (launch/train/grad_accum.h), the streams of a run with that train.batch.
-std::unique_ptr<BatchSource> make_source(const RunConfig& cfg, const std::string& split, int data_rank, int data_size,
-                                         bool training) {
+std::unique_ptr<BatchSource> segment_source(const RunConfig& cfg, const std::string& split, int data_rank,
+                                            int data_size, bool training) {
   const int streams = cfg.train.batch * (training ? cfg.train.grad_accum : 1);
   if (cfg.data.tasks_kinds == "mqar") return make_mqar_source(cfg, split, data_rank * streams, streams);
   if (cfg.data.source == "synthetic") {
@@ -43,6 +43,15 @@ std::unique_ptr<BatchSource> make_source(const RunConfig& cfg, const std::string
                                                    data_rank * streams);
   }
   return make_shard_source(cfg, split, data_rank, data_size, training, streams);
+}
+
+// What this rank trains or evaluates on, built once for the run: its data rank's segments of
+// `split`, and under context parallelism this rank's chunk of each (launch/feed/context_chunk.h).
+template <typename T>
+std::unique_ptr<BatchSource> make_source(const RunConfig& cfg, const RunModel<T>& run, const std::string& split,
+                                         bool training) {
+  return context_chunks(segment_source(cfg, split, run.data_rank(), run.data_size(), training), run.cp().rank(),
+                        run.cp().size());
 }
 
 // The resolved config beside the metrics (runs/x/metrics.jsonl -> runs/x/metrics.config.toml),
@@ -155,11 +164,11 @@ Trainer<T>::Trainer(const TrainOptions& options)
       guard_({cfg_.train.max_skipped_steps, cfg_.train.skip_loss_z, cfg_.train.skip_grad_z}) {
   stream_groups_ = std::make_unique<StreamGroupState<T>>(run_.model(), cfg_.train.grad_accum);
   if (print_) print_start();
-  train_source_ = make_source(cfg_, cfg_.data.train_split, run_.data_rank(), run_.data_size(), true);
+  train_source_ = make_source(cfg_, run_, cfg_.data.train_split, true);
   // The task documents mixed into training, after the start-up lines (docs/data-format.md, "Task documents").
   if (print_ && (cfg_.data.tasks_rate > 0 || cfg_.data.tasks_kinds == "mqar")) std::printf("data: %s\n", train_source_->describe().c_str());
   std::unique_ptr<BatchSource> eval_source;
-  if (cfg_.train.eval_every > 0) eval_source = make_source(cfg_, cfg_.data.eval_split, run_.data_rank(), run_.data_size(), false);
+  if (cfg_.train.eval_every > 0) eval_source = make_source(cfg_, run_, cfg_.data.eval_split, false);
   start();
   open_metrics();
   // train.steps=0 with checkpoint.init_from: the step-0 checkpoint of those weights, a full file that resumes.
@@ -263,14 +272,11 @@ template <typename T>
 StepEnd Trainer<T>::run_step(int64_t number) {
   options_.faults.at_step(number, world_rank_);
   const auto t0 = Clock::now();
-  train_source_->next(batch_);
-  // Context parallelism: this rank's chunk of the segment (launch/feed/context_chunk.h).
-  const core::ContextParallel& cp = run_.cp();
-  if (cp.active()) take_chunk(batch_, cp.rank(), cp.size(), chunk_);
+  train_source_->next(batch_);  // this rank's chunk of the segment under context parallelism
   StepEnd end;
   end.number = number;
   end.last = number == cfg_.train.steps;
-  end.outcome = step(number, cp.active() ? chunk_ : batch_);
+  end.outcome = step(number, batch_);
   run_.backend().memory().synchronize();
   end.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   result_.steps_done = number;

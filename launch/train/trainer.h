@@ -120,9 +120,8 @@ class Trainer {
   StepGuard guard_;
   RunPosition pos_;
   std::vector<std::unique_ptr<TrainComponent>> components_;  // in schedule order
-  data::Batch batch_;
-  data::Batch chunk_;  // context parallelism: this rank's chunk of batch_
-  data::Batch micro_;  // gradient accumulation: one micro-step's streams of batch_ (or chunk_)
+  data::Batch batch_;  // this rank's streams (its chunk of each segment under context parallelism)
+  data::Batch micro_;  // gradient accumulation: one micro-step's streams of batch_
   TrainResult result_;
 };
 

@@ -101,7 +101,7 @@ int run_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
   const std::string split = flag_or(cl, "split", cfg.data.eval_split);
   // --tp T: T consecutive ranks share each model (vocabulary-parallel cross-entropy: every
   // rank of a TP group gets the whole rows' losses); DP = ranks / T.
-  const parallel::ProcessGroups groups = make_run_groups(mpi, cfg);
+  const parallel::ProcessGroups groups = make_run_groups(mpi, cfg, CpWork::kEval);
   const int streams = eval_streams(cfg, split, groups.data_size());
   // Where it writes and what it allocates, checked before the model (launch/preflight/preflight.h; exit 2).
   preflight_outputs(groups.world(),
@@ -192,14 +192,11 @@ int run_task_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
   const std::string& ckpt = e.checkpoint;
   const RunConfig& cfg = e.cfg;
   const int64_t trained_seq_len = e.trained_seq_len;
-  if (cfg.train.cp > 1)
-    throw UsageError("eval --task scores one answer per document, each a stream of its own: run it without "
-                     "--cp (train.cp = " + std::to_string(cfg.train.cp) + "); plain eval runs under context parallelism");
   TaskEvalOptions options;
   options.grid = task_grid(cl, cfg);  // usage errors before any model
   options.split = flag_or(cl, "split", cfg.data.eval_split);
   options.checkpoint = ckpt;
-  const parallel::ProcessGroups groups = make_run_groups(mpi, cfg);
+  const parallel::ProcessGroups groups = make_run_groups(mpi, cfg, CpWork::kTaskEval);
   parallel::Communicator& dp_cp = groups.dp_cp();
   // Each document is one stream's: no more streams than this rank's share of the documents.
   const int64_t documents = int64_t(options.grid.lengths.size() * options.grid.depths.size()) * options.grid.samples;
@@ -229,7 +226,6 @@ int run_mqar_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
   RunConfig cfg = checkpoint_command_config(mpi, cl, ckpt, "eval", &sources);
   cfg.data.source = "synthetic";
   resolve(cfg, &sources);
-  if (cfg.train.cp > 1) throw UsageError("eval --task mqar: run it without --cp (train.cp = " + std::to_string(cfg.train.cp) + ")");
   MqarEvalOptions options;
   options.checkpoint = ckpt;
   options.grid.pairs.clear();
@@ -245,7 +241,7 @@ int run_mqar_eval(parallel::MpiSession& mpi, const CommandLine& cl) {
     if (p > vocab.keys)
       throw UsageError("--pairs: " + std::to_string(p) + " is more than the " + std::to_string(vocab.keys) +
                        " keys of model.vocab = " + std::to_string(cfg.model.vocab) + " (" + vocab.describe() + ")");
-  const parallel::ProcessGroups groups = make_run_groups(mpi, cfg);
+  const parallel::ProcessGroups groups = make_run_groups(mpi, cfg, CpWork::kMqarEval);
   const int64_t documents = int64_t(options.grid.pairs.size() * options.grid.gap_windows.size()) * options.grid.samples;
   const int streams = int(std::clamp<int64_t>((documents + groups.dp_cp().size() - 1) / groups.dp_cp().size(), 1, cfg.train.batch));
   preflight_outputs(groups.world(), {{"--json", flag_or(cl, "json", "")}});

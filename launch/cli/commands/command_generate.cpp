@@ -52,7 +52,7 @@ int run_generate(parallel::MpiSession& mpi, const CommandLine& cl) {
   if (mpi.world_size() != cfg.train.tp)
     throw UsageError("generate: runs on exactly --tp ranks (" + std::to_string(cfg.train.tp) + "), not " +
                      std::to_string(mpi.world_size()));
-  const parallel::ProcessGroups groups = make_run_groups(mpi, cfg);
+  const parallel::ProcessGroups groups = make_run_groups(mpi, cfg, CpWork::kGenerate);
   const bool root = mpi.world_rank() == 0;
   preflight_inference_memory(groups.world(), cfg, 1, "generate");  // before the model (launch/preflight/preflight.h)
   const auto run = load_checkpoint_model(mpi, cfg, groups, 1, ckpt, "generate");

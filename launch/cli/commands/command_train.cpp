@@ -78,7 +78,7 @@ int command_train(int argc, char** argv) {
     agree_on_config(session, options.config);
     const CheckpointConfig& ck = options.config.checkpoint;
     // --tp against the ranks and everything tensor parallelism splits (launch/run/run_groups.h).
-    validate_run_layout(session.world_size(), options.config);
+    validate_run_layout(session.world_size(), options.config, CpWork::kTrain);
     // Every wait of the run has a deadline (docs/reliability.md): collectives through the
     // communicators' timeout, checkpoint I/O through the monitor's guards.
     parallel::MonitorSettings watch;
@@ -95,7 +95,7 @@ int command_train(int argc, char** argv) {
     // (launch/preflight/preflight.h); the lock is held until the run ends.
     const TrainPreflight preflight = preflight_train(session, options.config, options.threads, command_line_text(argc, argv));
     {
-      const parallel::ProcessGroups groups = make_run_groups(session, options.config);
+      const parallel::ProcessGroups groups = make_run_groups(session, options.config, CpWork::kTrain);
       options.groups = &groups;
       if (groups.world_rank() == 0) std::printf("config: %s\n", options.config_path.c_str());
       if (!placement.empty()) std::printf("%s\n", placement.c_str());

@@ -10,7 +10,7 @@
 #  3. `eval --cp 2` reports one process's documents and tokens exactly and its nats within 1e-5
 #     (a word corpus prepared here);
 #  4. refusals before any work (exit 2): a recurrent variant, a CP that does not divide the ranks,
-#     a segment that does not split into whole blocks; `eval --task --cp` is a usage error.
+#     a segment that does not split into whole blocks; `eval --task --cp` and `eval --task mqar --cp` are refused.
 # usage: cli_cp.sh MPIEXEC BRT_DIST   (run from the source tree: configs/tiny.toml)
 source "$(dirname "$0")/../../integration/common.sh"
 mpiexec=$1 bin=$2
@@ -103,4 +103,6 @@ refused blocks "is not a multiple of cp × model.window" \
   "${mpi[@]}" -np 2 "$bin" train configs/tiny.toml "${SMALL[@]}" model.variant=slide model.window=32 train.steps=1 --cp 2
 refused task "eval --task scores one answer per document" \
   "$bin" eval --checkpoint "$ckpt" --task passkey --cp 2
+refused mqar "eval --task mqar: run it without --cp (train.cp = 2)" \
+  "$bin" eval --checkpoint "$ckpt" --task mqar --cp 2
 echo "cli_cp: train, resume across CP sizes, eval and refusals under --cp"

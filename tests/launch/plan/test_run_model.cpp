@@ -11,6 +11,7 @@
 #include "core/tp_split.h"
 #include "launch/config/config.h"
 #include "launch/plan/planner.h"
+#include "launch/run/context_parallel_refusal.h"
 #include "launch/run/run_model.h"
 
 namespace brt::launch {
@@ -87,6 +88,38 @@ TEST(RunModel, RefusesADeviceSettingNamingTheKey) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("train.precision"), std::string::npos) << e.what();
   }
+}
+
+// Every refusal of context parallelism comes from one function (launch/run/context_parallel_refusal.h),
+// which every command reaches through make_run_groups with its work: what splits is allowed on
+// any command that runs segments; what a command cannot split is named with its flag, before
+// the ranks and the model are looked at; then the ranks, then the variant and length.
+TEST(ContextParallelRefusal, OneFunctionForEveryCommand) {
+  RunConfig cfg = small("slide");
+  cfg.train.cp = 2;
+  EXPECT_EQ(context_parallel_refusal(cfg, 2, CpWork::kTrain), "");
+  EXPECT_EQ(context_parallel_refusal(cfg, 4, CpWork::kEval), "");
+  const auto refused = [&](const RunConfig& c, int world, CpWork work, const std::string& text) {
+    const std::string why = context_parallel_refusal(c, world, work);
+    EXPECT_NE(why.find(text), std::string::npos) << "got: " << why;
+  };
+  refused(cfg, 2, CpWork::kTaskEval, "eval --task scores one answer per document");
+  refused(cfg, 2, CpWork::kMqarEval, "eval --task mqar: run it without --cp (train.cp = 2)");
+  refused(cfg, 1, CpWork::kGenerate, "generate decodes one block per segment");
+  refused(cfg, 3, CpWork::kTrain, "--cp 2 does not fit: 3 ranks");
+  RunConfig rec = small("rec:fixed:skip");
+  rec.train.cp = 2;
+  refused(rec, 2, CpWork::kEval, "the recurrent state is updated block after block");
+  RunConfig unstructured = small("bst:sh:unstructured");
+  unstructured.train.cp = 2;
+  refused(unstructured, 2, CpWork::kTrain, "no finite state");
+  // Without context parallelism nothing is refused, whatever the work and the variant.
+  rec.train.cp = 1;
+  for (CpWork work : {CpWork::kTrain, CpWork::kEval, CpWork::kTaskEval, CpWork::kMqarEval, CpWork::kGenerate})
+    EXPECT_EQ(context_parallel_refusal(rec, 3, work), "");
+  // The CUDA graph capture names context parallelism as its obstacle only under it.
+  EXPECT_EQ(context_parallel_capture_obstacle(rec.train), "");
+  EXPECT_NE(context_parallel_capture_obstacle(cfg.train).find("S4D state passing"), std::string::npos);
 }
 
 }  // namespace
