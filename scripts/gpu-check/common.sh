@@ -37,32 +37,55 @@ pack_logs() {
   sync "$OUT_DIR/logs.tar.gz" 2>/dev/null || true
 }
 
-# STEP NAME LIMIT LOG CMD...: runs CMD under `timeout -k 10 LIMIT` with its output in LOG, if
-# LIMIT (plus the kill grace and the packing) still fits before the deadline; otherwise writes
-# "NAME: skipped: needs N s, M s left" and returns 200. Sets STEP_RC and STEP_S. The caller
-# writes the step's result line (step_result) with what it parses from LOG.
+# STEP NAME EXPECT LIMIT LOG CMD...: runs CMD with its output in LOG when twice EXPECT, its
+# expected seconds (expected.sh), and the packing still fit before the deadline; otherwise
+# writes "NAME: skipped: ..." and returns 200. LIMIT, the step's worst case, is only its kill
+# limit (`timeout -k 5`), cut to what is left, so no step runs past the deadline and a gate is
+# decided by what a step usually takes, not by its worst case. With STEP_LIVE (a grep
+# pattern) the matching lines of CMD's output go to the summary the moment they are printed
+# (at most STEP_LIVE_MAX, 12). Sets STEP_RC and STEP_S. The caller writes the step's result
+# line (step_result) with what it parses from LOG.
 STEP_RC=0
 STEP_S=0
 step() {
-  local name=$1 limit=$2 log=$3
-  shift 3
+  local name=$1 expect=$2 limit=$3 log=$4
+  shift 4
   local rest
   rest=$(left)
-  if [ "$rest" -lt $((limit + 15)) ]; then
-    say "$name: skipped: needs $limit s, $rest s left"
+  if [ "$rest" -lt $((2 * expect + 15)) ]; then
+    say "$name: skipped: expected $expect s, run when $((2 * expect)) s fit; $rest s left"
     SKIPPED=$((SKIPPED + 1))
     STEP_RC=200
     return 200
   fi
+  local kill=$limit
+  [ "$kill" -gt $((rest - 10)) ] && kill=$((rest - 10))
   local t
   t=$(now)
-  {
-    echo "# $name (limit $limit s, at +$(elapsed) s): $*"
-    timeout -k 10 "$limit" "$@"
-  } >"$log" 2>&1
-  STEP_RC=$?
+  if [ -n "${STEP_LIVE:-}" ]; then
+    {
+      echo "# $name (expected $expect s, killed at $kill s, at +$(elapsed) s): $*"
+      timeout -k 5 "$kill" "$@"
+    } 2>&1 | tee "$log" | live_lines "$STEP_LIVE" "${STEP_LIVE_MAX:-12}"
+    STEP_RC=${PIPESTATUS[0]}
+  else
+    {
+      echo "# $name (expected $expect s, killed at $kill s, at +$(elapsed) s): $*"
+      timeout -k 5 "$kill" "$@"
+    } >"$log" 2>&1
+    STEP_RC=$?
+  fi
   STEP_S=$(($(now) - t))
   return "$STEP_RC"
+}
+
+# Lines of stdin matching PATTERN into the summary as they come, indented, at most MAX.
+live_lines() {
+  local pattern=$1 max=$2 n=0 line
+  grep --line-buffered -v '^# ' | grep --line-buffered -E "$pattern" | while IFS= read -r line; do
+    n=$((n + 1))
+    [ "$n" -le "$max" ] && say "    ${line:0:240}"
+  done
 }
 
 # What a return code means, for the summary.

@@ -141,7 +141,7 @@ smoke_load() {
   esac
   what=${what:-"started with no device visible: says skipped"}
   local run_log=$LOGS/start-$name.log
-  if ! step "preflight: start $name" 30 "$run_log" env LD_LIBRARY_PATH="$LDP" "${cmd[@]}"; then
+  if ! step "preflight: start $name" "$(expected "preflight: start")" 30 "$run_log" env LD_LIBRARY_PATH="$LDP" "${cmd[@]}"; then
     [ "$STEP_RC" = 200 ] && { LOADS[$name]="not started (deadline)"; return; }
     errors=$(loader_errors "$run_log")
     LOADS[$name]="$(rc_words "$STEP_RC") at start: $(echo "${errors:-$(tail -2 "$run_log")}" | head -2 | tr '\n' ';')"
@@ -178,7 +178,7 @@ device_check() {
   local listed=$1 log=$LOGS/device-check.log name=""
   if [ "${LOADS[test_cuda_kernels]:-}" != ok ]; then
     DEVICE_WHY="not checked: test_cuda_kernels does not load"
-  elif step "preflight: device" 60 "$log" env LD_LIBRARY_PATH="$LDP" BRT_REQUIRE_GPU=1 \
+  elif step "preflight: device" "$(expected "preflight: device")" 60 "$log" env LD_LIBRARY_PATH="$LDP" BRT_REQUIRE_GPU=1 \
     "$B/bin/test_cuda_kernels" --gtest_filter='CudaDeviceCheck.*' --gtest_output="xml:$LOGS/device-check.xml"; then
     local p f s
     read -r p f s <<<"$(gtest_counts "$log")"
@@ -217,7 +217,7 @@ sanitizer_check() {
     SANITIZER_WHY="compute-sanitizer not found"
   elif [ "$DEVICE_OK" != 1 ]; then
     SANITIZER_WHY="compute-sanitizer not tried: the device is unusable"
-  elif step "preflight: compute-sanitizer" 120 "$log" env LD_LIBRARY_PATH="$LDP" BRT_REQUIRE_GPU=1 \
+  elif step "preflight: compute-sanitizer" "$(expected "preflight: compute-sanitizer")" 120 "$log" env LD_LIBRARY_PATH="$LDP" BRT_REQUIRE_GPU=1 \
     "$s" --tool memcheck --error-exitcode 99 "$B/bin/test_cuda_kernels" --gtest_filter='CudaDeviceCheck.*' &&
     ! grep -v '^# ' "$log" | grep -iE 'not supported|error 999|unable to|failed to' >/dev/null; then
     SANITIZER=$s

@@ -1,10 +1,13 @@
 # shellcheck shell=bash
 # `gpu-check.sh run ARCHIVE [PARTS]` on the GPU machine (docs/gpu.md, "Running the GPU checks"):
 # unpack, describe the machine, preflight, then each part's steps under one deadline.
-#   PARTS: a comma list of unit, bench, plan, sanitize, peer; `tests` = unit,bench,plan,sanitize,
-#          `all` = tests,peer (more than one call's time). Default: tests.
-#   BRT_GPU_CHECK_BUDGET  seconds from the start to the deadline (400; 300 for peer alone: the two
-#                         calls and a machine's start fit a session's 15 device minutes)
+#   PARTS: a comma list of bench, unit, plan, sanitize, peer; `tests` = bench,unit,plan,sanitize
+#          (the figures first), `all` = every part in ONE call, the headline figures first:
+#          bench, the peer's first spec (150m), unit, plan, sanitize, then the peer's --verify
+#          and other specs. Default: tests.
+#   BRT_GPU_CHECK_BUDGET  seconds from the start to the deadline (400; 540 for all, which with
+#                         the packing ends within the device tool's 570 s; 300 for peer alone).
+#                         Each step runs when twice its expected time (expected.sh) still fits.
 #   BRT_GPU_CHECK_WORK    the work folder (/tmp/brt-gpu-check; emptied first)
 #   BRT_GPU_CHECK_CPU=1   the rehearsal's dry run: peer and plan on the CPU with tiny configs,
 #                         PEER_* and PLAN_* defaults as below (nothing runs on a GPU)
@@ -74,17 +77,17 @@ finish() {
 
 run_check() {
   local archive=${1:-$REPO/build-gpu-bundle/gpu-bundle.tar.xz} parts_arg=${2:-tests} p
-  PARTS=$(echo "$parts_arg" | sed 's/\ball\b/tests,peer/; s/\btests\b/unit,bench,plan,sanitize/')
-  for p in ${PARTS//,/ }; do
-    case "$p" in unit | bench | plan | sanitize | peer) ;; *)
-      echo "run: part $p is not unit, bench, plan, sanitize, peer, tests or all" >&2
+  for p in ${parts_arg//,/ }; do
+    case "$p" in unit | bench | plan | sanitize | peer | tests | all) ;; *)
+      echo "run: part $p is not bench, unit, plan, sanitize, peer, tests or all" >&2
       exit 2
       ;;
     esac
   done
+  PARTS=$(echo "$parts_arg" | sed 's/\ball\b/bench,peer_first,unit,plan,sanitize,peer_rest/; s/\btests\b/bench,unit,plan,sanitize/')
   [ -f "$archive" ] && archive=$(cd "$(dirname "$archive")" && pwd)/$(basename "$archive")
   T0=$(now)
-  BUDGET=${BRT_GPU_CHECK_BUDGET:-$([ "$PARTS" = peer ] && echo 300 || echo 400)}
+  BUDGET=${BRT_GPU_CHECK_BUDGET:-$(case "$parts_arg" in peer) echo 300 ;; all) echo 540 ;; *) echo 400 ;; esac)}
   DEADLINE=$((T0 + BUDGET))
   FAILED=0
   SKIPPED=0
@@ -103,9 +106,9 @@ run_check() {
   describe_device >"$OUT_DIR/device.txt" 2>&1
   # xz through tar where xz exists, else Python's tarfile (a bare image has no xz).
   if command -v xz >/dev/null; then
-    step "unpack" 120 "$LOGS/unpack.log" tar -C "$WORK" -xJf "$archive"
+    step "unpack" "$(expected unpack)" 120 "$LOGS/unpack.log" tar -C "$WORK" -xJf "$archive"
   else
-    step "unpack" 120 "$LOGS/unpack.log" "${PEER_PYTHON:-python3}" -c 'import sys, tarfile
+    step "unpack" "$(expected unpack)" 120 "$LOGS/unpack.log" "${PEER_PYTHON:-python3}" -c 'import sys, tarfile
 t = tarfile.open(sys.argv[1])
 t.extractall(sys.argv[2], **({"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}))' \
       "$archive" "$WORK"
@@ -130,6 +133,7 @@ t.extractall(sys.argv[2], **({"filter": "fully_trusted"} if hasattr(tarfile, "fu
   preflight "$listed"
   { echo "--- libraries (preflight)"; cat "$LOGS/libraries.txt"; } >>"$OUT_DIR/device.txt"
   [ "$DEVICE_OK" != 1 ] && [ "${BRT_GPU_CHECK_CPU:-0}" != 1 ] && FAILED=$((FAILED + 1))
+  say_budget
   for p in ${PARTS//,/ }; do
     "part_$p"
   done

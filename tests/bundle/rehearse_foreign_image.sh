@@ -3,11 +3,14 @@
 # the real bundle of BUILD (scripts/gpu-check.sh bundle --from BUILD) unpacked and run in a bare
 # Debian 12 root (debootstrap --variant=minbase: glibc and libstdc++, none of our Debian
 # libraries, no xz, no python, no GPU), as the GPU machine would run it:
-#   1. `gpu-check.sh run ARCHIVE tests`, with an nvidia-smi that lists a GPU the runtime cannot
-#      use (so BRT_REQUIRE_GPU=1), must resolve every library (CUDA's from a stand-in of
-#      the machine's PyTorch venv, /opt/torch/.venv/.../nvidia/cu13/lib, bound read-only from
-#      /usr/local/cuda/lib), start every binary, find the device unusable WITH a CUDA error name,
-#      skip every GPU step, exit non-zero and leave exactly summary.txt, device.txt, logs.tar.gz;
+#   1. `gpu-check.sh run ARCHIVE all` (the one call), with an nvidia-smi that lists a GPU the
+#      runtime cannot use (so BRT_REQUIRE_GPU=1), must resolve every library (CUDA's from a
+#      stand-in of the machine's PyTorch venv, /opt/torch/.venv/.../nvidia/cu13/lib, bound
+#      read-only from /usr/local/cuda/lib), start every binary, find the device unusable WITH a
+#      CUDA error name, skip every GPU step with the figures' steps first, exit non-zero and leave
+#      exactly summary.txt, device.txt, logs.tar.gz; its budget line's arithmetic must hold: the
+#      default part list (tests) expected within 90% of its 400 s, the headline figures (start-up,
+#      bench, the peer's first spec) within half of all's 540 s;
 #   2. `BRT_GPU_CHECK_CPU=1 gpu-check.sh run ARCHIVE peer,plan` (the old dry run): bench/peer and
 #      the planner on the CPU against the bundled brt-dist and Open MPI runtime, must pass.
 # Python and torch come from this machine, read-only at /host, started by this machine's loader
@@ -144,10 +147,10 @@ unshare -m --propagation private bash -c '
     chroot "$root" /usr/bin/env -i PATH=/rehearsal/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin \
       HOME=/root LANG=C.UTF-8 "$@"
   }
-  echo "rehearsal: run ... tests (a GPU listed, no driver: the device must be unusable, with a CUDA error name)"
+  echo "rehearsal: run ... all (a GPU listed, no driver: the device must be unusable, with a CUDA error name)"
   s=$(date +%s)
   in_root bash -c "cd /rehearsal/repo && PATH=/rehearsal/listed-gpu:\$PATH OUT=/rehearsal/out-tests \
-    BRT_GPU_CHECK_WORK=/tmp/gpu-check-tests scripts/gpu-check.sh run /rehearsal/gpu-bundle.tar.xz tests" \
+    BRT_GPU_CHECK_WORK=/tmp/gpu-check-tests scripts/gpu-check.sh run /rehearsal/gpu-bundle.tar.xz all" \
     >"$root/rehearsal/tests.out" 2>&1
   echo "$? $(($(date +%s) - s))" >"$root/rehearsal/tests.rc"
   echo "rehearsal: run ... peer,plan on the CPU (BRT_GPU_CHECK_CPU=1)"
@@ -172,13 +175,33 @@ check_out() { # DIR: exactly the three files, and a readable archive
   [ "$files" = "device.txt logs.tar.gz summary.txt " ] || fail "$(basename "$1") holds: $files(not exactly device.txt logs.tar.gz summary.txt)"
   tar -tzf "$1/logs.tar.gz" 2>/dev/null | grep -c '^logs/.' >/dev/null || fail "$(basename "$1")/logs.tar.gz is not an archive of logs/"
 }
+# The budget line of an `all` run (scripts/gpu-check/expected.sh say_budget): every part's
+# expected seconds; the default part list (tests: start-up, bench, unit, plan, sanitize) must be
+# expected within 90% of its 400 s budget, and the headline figures (start-up, bench, the peer's
+# 150m spec) within half of all's 540 s, so one call returns them however the rest goes.
+check_budget() {
+  local line part n
+  line=$(grep -m1 -E '^budget: expected start-up [0-9]+ s, bench [0-9]+ s, peer_first [0-9]+ s, unit [0-9]+ s, plan [0-9]+ s, sanitize [0-9]+ s, peer_rest [0-9]+ s: [0-9]+ s of 540 s' "$1")
+  [ -n "$line" ] || { fail "no budget line with every part of all in order, against 540 s"; return; }
+  declare -A secs=()
+  for part in start-up bench peer_first unit plan sanitize peer_rest; do
+    n=$(sed -nE "s/.*[ ,]$part ([0-9]+) s.*/\1/p" <<<"$line")
+    secs[$part]=${n:-0}
+  done
+  local tests=$((secs[start-up] + secs[bench] + secs[unit] + secs[plan] + secs[sanitize]))
+  local head=$((secs[start-up] + secs[bench] + secs[peer_first]))
+  echo "budget: tests expected $tests s of 400 s; the headline figures $head s of all's 540 s"
+  [ "${secs[unit]}" -gt 0 ] || fail "the unit suites were not counted (${secs[unit]} s)"
+  [ $((tests * 10)) -le $((400 * 9)) ] || fail "tests is expected to take $tests s: more than 90% of its 400 s"
+  [ $((head * 2)) -le 540 ] || fail "the headline figures are expected at $head s: more than half of all's 540 s"
+}
 read -r tests_rc tests_s <"$R/tests.rc" 2>/dev/null || tests_rc=x
 read -r cpu_rc cpu_s <"$R/cpu.rc" 2>/dev/null || cpu_rc=x
 S=$R/out-tests/summary.txt
-echo "---- tests: rc $tests_rc, ${tests_s:-?} s; summary.txt:"
+echo "---- all: rc $tests_rc, ${tests_s:-?} s; summary.txt:"
 cat "$S" 2>/dev/null || cat "$R/tests.out"
 if [ -f "$S" ]; then
-  [ "$tests_rc" = 1 ] || fail "run ... tests exited $tests_rc, not 1 (no device must be a failure)"
+  [ "$tests_rc" = 1 ] || fail "run ... all exited $tests_rc, not 1 (no device must be a failure)"
   check_out "$R/out-tests"
   expect "$S" '^gpu: NVIDIA H200' "the listed GPU was not reported"
   expect "$S" '^preflight: libraries: ok' "the preflight did not resolve every library"
@@ -190,8 +213,17 @@ if [ -f "$S" ]; then
   expect "$S" '^test_cuda_kernels.*: skipped: the device is unusable \(cudaError' "the GPU tests were not skipped for the device"
   expect "$S" '^RESULT: FAILED' "the result is not FAILED"
   ! grep -q 'PASSED' "$S" || fail "a no-GPU run says PASSED somewhere"
+  check_budget "$S"
+  # Numbers first: the benchmarks' steps come before the unit suites, the peer's first spec too.
+  first_bench=$(grep -n -m1 '^bench' "$S" | cut -d: -f1)
+  first_unit=$(grep -n -m1 '^test_cuda_kernels' "$S" | cut -d: -f1)
+  first_peer=$(grep -n -m1 '^peer' "$S" | cut -d: -f1)
+  if ! [ "${first_bench:-0}" -gt 0 ] || ! [ "${first_peer:-0}" -gt "${first_bench:-0}" ] ||
+    ! [ "${first_unit:-0}" -gt "${first_peer:-0}" ]; then
+    fail "the order is not bench, peer's first spec, unit suites (lines ${first_bench:-?}, ${first_peer:-?}, ${first_unit:-?})"
+  fi
 else
-  fail "run ... tests wrote no summary.txt"
+  fail "run ... all wrote no summary.txt"
 fi
 S=$R/out-cpu/summary.txt
 echo "---- peer,plan on the CPU: rc $cpu_rc, ${cpu_s:-?} s; summary.txt:"
