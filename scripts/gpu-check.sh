@@ -3,7 +3,8 @@
 # The ONE script for the GPU machine (docs/gpu.md, "Running the GPU checks"). The pieces live in
 # scripts/gpu-check/: bundle.sh (what is carried), run.sh (the run and its deadline),
 # preflight.sh (libraries, loads, device, compute-sanitizer), tests.sh (GPU tests, benchmarks,
-# planner, sanitizer), peer.sh (the PyTorch peer), common.sh (summary, steps, log archive),
+# planner, sanitizer), peer.sh (the PyTorch peer), python.sh (the tests only the device image
+# can run: transformers), common.sh (summary, steps, log archive),
 # expected.sh (each step's expected seconds, which the deadline's gates read).
 #
 # The GPU machine has CUDA 13 (its libraries perhaps only as Python wheels) and PyTorch but none
@@ -36,6 +37,8 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$REPO/scripts/gpu-check/tests.sh"
 # shellcheck source=gpu-check/peer.sh
 . "$REPO/scripts/gpu-check/peer.sh"
+# shellcheck source=gpu-check/python.sh
+. "$REPO/scripts/gpu-check/python.sh"
 # shellcheck source=gpu-check/run.sh
 . "$REPO/scripts/gpu-check/run.sh"
 

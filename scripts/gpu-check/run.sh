@@ -3,8 +3,8 @@
 # unpack, describe the machine, preflight, then each part's steps under one deadline.
 #   PARTS: a comma list of bench, unit, plan, sanitize, peer; `tests` = bench,unit,plan,sanitize
 #          (the figures first), `all` = every part in ONE call, the headline figures first:
-#          bench, the peer's first spec (150m), unit, plan, sanitize, then the peer's --verify
-#          and other specs. Default: tests.
+#          bench, the peer's first spec (150m), unit, plan, python (transformers), sanitize,
+#          then the peer's --verify and other specs. Default: tests.
 #   BRT_GPU_CHECK_BUDGET  seconds from the start to the deadline (400; 540 for all, which with
 #                         the packing ends within the device tool's 570 s; 300 for peer alone).
 #                         Each step runs when twice its expected time (expected.sh) still fits.
@@ -78,13 +78,13 @@ finish() {
 run_check() {
   local archive=${1:-$REPO/build-gpu-bundle/gpu-bundle.tar.xz} parts_arg=${2:-tests} p
   for p in ${parts_arg//,/ }; do
-    case "$p" in unit | bench | plan | sanitize | peer | tests | all) ;; *)
-      echo "run: part $p is not bench, unit, plan, sanitize, peer, tests or all" >&2
+    case "$p" in unit | bench | plan | sanitize | peer | python | tests | all) ;; *)
+      echo "run: part $p is not bench, unit, plan, sanitize, peer, python, tests or all" >&2
       exit 2
       ;;
     esac
   done
-  PARTS=$(echo "$parts_arg" | sed 's/\ball\b/bench,peer_first,unit,plan,sanitize,peer_rest/; s/\btests\b/bench,unit,plan,sanitize/')
+  PARTS=$(echo "$parts_arg" | sed 's/\ball\b/bench,peer_first,unit,plan,python,sanitize,peer_rest/; s/\btests\b/bench,unit,plan,sanitize/')
   [ -f "$archive" ] && archive=$(cd "$(dirname "$archive")" && pwd)/$(basename "$archive")
   T0=$(now)
   BUDGET=${BRT_GPU_CHECK_BUDGET:-$(case "$parts_arg" in peer) echo 300 ;; all) echo 540 ;; *) echo 400 ;; esac)}

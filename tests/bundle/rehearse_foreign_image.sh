@@ -106,7 +106,8 @@ bundle_s=$(($(date +%s) - t))
 # the checkout), the Python stand-in and the venv's mount point.
 R=$root/rehearsal
 rm -rf "$R" "$root/opt/torch" && mkdir -p "$R/repo" "$R/bin" "$R/hostlibs" "$R/out-tests" "$R/out-cpu" "$root/$venv_lib" "$root/host"
-cp -r "$repo/scripts" "$repo/configs" "$R/repo/"
+cp -r "$repo/scripts" "$repo/configs" "$repo/python" "$R/repo/"
+mkdir -p "$R/repo/tests" && cp -r "$repo/tests/python" "$R/repo/tests/"
 cp "$cache/gpu-bundle.tar.xz" "$R/"
 # Every library of this machine's ldconfig cache by soname, pointing into /host: Python's
 # loader finds them all (absolute links such as Debian's /etc/alternatives ones resolved here).
@@ -181,10 +182,10 @@ check_out() { # DIR: exactly the three files, and a readable archive
 # 150m spec) within half of all's 540 s, so one call returns them however the rest goes.
 check_budget() {
   local line part n
-  line=$(grep -m1 -E '^budget: expected start-up [0-9]+ s, bench [0-9]+ s, peer_first [0-9]+ s, unit [0-9]+ s, plan [0-9]+ s, sanitize [0-9]+ s, peer_rest [0-9]+ s: [0-9]+ s of 540 s' "$1")
+  line=$(grep -m1 -E '^budget: expected start-up [0-9]+ s, bench [0-9]+ s, peer_first [0-9]+ s, unit [0-9]+ s, plan [0-9]+ s, python [0-9]+ s, sanitize [0-9]+ s, peer_rest [0-9]+ s: [0-9]+ s of 540 s' "$1")
   [ -n "$line" ] || { fail "no budget line with every part of all in order, against 540 s"; return; }
   declare -A secs=()
-  for part in start-up bench peer_first unit plan sanitize peer_rest; do
+  for part in start-up bench peer_first unit plan python sanitize peer_rest; do
     n=$(sed -nE "s/.*[ ,]$part ([0-9]+) s.*/\1/p" <<<"$line")
     secs[$part]=${n:-0}
   done
@@ -214,6 +215,8 @@ if [ -f "$S" ]; then
   expect "$S" '^RESULT: FAILED' "the result is not FAILED"
   ! grep -q 'PASSED' "$S" || fail "a no-GPU run says PASSED somewhere"
   check_budget "$S"
+  # The tests only the device image can run, tried on this python3 (no transformers): skipped, named.
+  expect "$S" "^python hf_transformers: skipped: No module named 'transformers'" "python hf_transformers was not tried and skipped"
   # Numbers first: the benchmarks' steps come before the unit suites, the peer's first spec too.
   first_bench=$(grep -n -m1 '^bench' "$S" | cut -d: -f1)
   first_unit=$(grep -n -m1 '^test_cuda_kernels' "$S" | cut -d: -f1)
