@@ -23,6 +23,7 @@
 #include "core/model_config.h"
 #include "core/param.h"
 #include "core/optim/optim_config.h"
+#include "launch/plan/counted_step.h"
 
 namespace brt::launch {
 
@@ -42,6 +43,10 @@ struct ClusterSpec {
   // (efficiency unused); all three must then be given.
   double gemm_gflops = 0, attention_gflops = 0, memory_gbps = 0;
   bool has_rates() const { return gemm_gflops > 0; }
+  // Optional: "h100" or "h200". Without measured rates, compute time is then the counted step
+  // per component against that device's rates (launch/plan/counted_step.h), not peak ×
+  // efficiency.
+  std::string device;
   int world() const { return gpus_per_node * nodes; }
 };
 
@@ -172,6 +177,7 @@ struct LayoutPlan {
   // cuFFT workspaces; launch/run/device_backend.h cuda_backend_workspace): counted in `fits`.
   int64_t workspace = 0;
   StepTimePrediction time;
+  CountedStep counted;      // with a cluster `device`: the compute per component
   double tokens_per_s = 0;
   bool fits = true;         // memory.total() + workspace <= device memory
   bool runnable = true;     // every layout the planner lists can be run (brt-dist train --tp)

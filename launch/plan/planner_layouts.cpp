@@ -75,7 +75,7 @@ ClusterSpec parse_cluster(std::string_view text, const std::string& source) {
   static constexpr const char* kKnown[] = {"gpus_per_node", "nodes", "gpu_memory_gb", "peak_tflops",
                                            "peak_gflops", "intra_node_gbps", "inter_node_gbps",
                                            "alpha_us", "efficiency", "gemm_tflops",
-                                           "attention_tflops", "memory_gbps"};
+                                           "attention_tflops", "memory_gbps", "device"};
   for (const auto& [key, node] : t) {
     (void)node;
     if (std::find(std::begin(kKnown), std::end(kKnown), key.str()) == std::end(kKnown))
@@ -101,6 +101,13 @@ ClusterSpec parse_cluster(std::string_view text, const std::string& source) {
   c.efficiency = read_number(t, source, "efficiency", false, c.efficiency);
   if (c.efficiency > 1)
     throw std::invalid_argument(cluster_error(source, "field 'efficiency' must be in (0, 1]"));
+  if (const auto device = t["device"].value<std::string>()) {
+    try {
+      c.device = device_rates(*device).name;
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(cluster_error(source, std::string("field 'device': ") + e.what()));
+    }
+  }
   // Measured kernel-class rates: all or none.
   const bool any_rate = t.contains("gemm_tflops") || t.contains("attention_tflops") || t.contains("memory_gbps");
   if (any_rate) {
@@ -218,7 +225,12 @@ LayoutPlan plan_layout(const core::ModelConfig& cfg, const core::OptimConfig& op
     const MemoryPrediction m = with_optimizer_state(counted, optim, grad_ranks, layout.zero, r);
     if (m.total() > plan.memory.total()) plan.memory = m;
   }
-  plan_compute_time(plan, flops, double(B) * cfg.seq_len / cp, cluster);
+  if (!cluster.device.empty() && !cluster.has_rates()) {  // the step counted per component
+    plan.counted = count_step(cfg, B, tp, cp, plan.memory, device_rates(cluster.device));
+    plan.time.compute_s = plan.counted.compute_seconds();
+  } else {
+    plan_compute_time(plan, flops, double(B) * cfg.seq_len / cp, cluster);
+  }
   // The dp_cp group is strided (docs/parallelism.md): it stays in a node only if the world does.
   const double dp_cp_bw = world <= cluster.gpus_per_node ? intra : inter;
   const double grad_bytes = double(plan.memory.gradients);
@@ -318,6 +330,8 @@ std::string format_plans(const std::vector<LayoutPlan>& plans, const ClusterSpec
                   plans.empty() ? 0.0 : plans.front().time.attention_s,
                   plans.empty() ? 0.0 : plans.front().time.memory_s);
     compute_rule = rule;
+  } else if (!cluster.device.empty()) {
+    compute_rule = "the counted step per component on " + cluster.device + " (below)";
   } else {
     char rule[256];
     std::snprintf(rule, sizeof rule, "model.md §10 training FLOPs ÷ (%.0f GFLOP/s × efficiency %.2f)",
@@ -333,6 +347,13 @@ std::string format_plans(const std::vector<LayoutPlan>& plans, const ClusterSpec
                 "context-parallel exchanges of a step (window halos: α + piece/bw; S4D state summaries: α + (p−1)·piece/bw).\n",
                 cluster.gpu_memory_gb, compute_rule.c_str(), cluster.alpha_us);
   out += line;
+  if (!cluster.device.empty() && !cluster.has_rates() && !plans.empty() && !plans.front().counted.components.empty()) {
+    const LayoutPlan& best = plans.front();
+    char what[160];
+    std::snprintf(what, sizeof what, "the first layout: DP %d, TP %d, CP %d, B %d", best.layout.dp, best.layout.tp,
+                  best.layout.cp, best.layout.micro_batch);
+    out += "\n" + format_counted_step(best.counted, device_rates(cluster.device), best.time.total(), what);
+  }
   return out;
 }
 

@@ -82,6 +82,45 @@ TEST(PlanCluster, KernelClassRatesGoTogetherAndSetTheComputeTime) {
                    4.0 * slide.window * slide.attn_width() * slide.layers);
 }
 
+// device = "h100" | "h200": the compute is the counted step per component (launch/plan/
+// counted_step.h): every component's time is max(FLOPs ÷ rate, bytes ÷ bandwidth) + launches ×
+// launch cost, the layout's compute is their sum, and the predicted MFU is model.md §10's
+// FLOPs over the step at the bf16 peak; the H200's wider HBM makes the same step no slower.
+// An unknown device is refused naming the file and the known ones.
+TEST(PlanCluster, ADeviceFieldPlansTheCountedStep) {
+  try {
+    parse_cluster(std::string(kCluster) + "device = \"a100\"\n", "dev.toml");
+    ADD_FAILURE() << "device a100 was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("dev.toml"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("h100 and h200"), std::string::npos) << e.what();
+  }
+  const RunConfig rc = load_run_config("configs/150m.toml");
+  double compute[2] = {0, 0};
+  int i = 0;
+  for (const char* device : {"h100", "h200"}) {
+    const ClusterSpec c = parse_cluster(std::string(kCluster) + "device = \"" + device + "\"\n", "c.toml");
+    EXPECT_EQ(c.device, device);
+    const auto plans = plan_layouts(rc.model, rc.optim, c, 16);
+    ASSERT_FALSE(plans.empty());
+    const LayoutPlan& best = plans.front();
+    ASSERT_EQ(best.counted.components.size(), 7u);  // six kernel classes and the optimizer
+    const DeviceRates rates = device_rates(device);
+    double sum = 0;
+    for (const ComponentTime& t : best.counted.components) {
+      EXPECT_GE(t.seconds, t.bytes / (rates.hbm_gbps * 1e9 * rates.hbm_fraction)) << t.name;
+      sum += t.seconds;
+    }
+    EXPECT_DOUBLE_EQ(best.time.compute_s, sum);
+    const double mfu = best.counted.mfu(best.time.total(), rates);
+    EXPECT_GT(mfu, 0.05) << device;
+    EXPECT_LT(mfu, 0.70) << device;  // below the GEMMs' own fraction
+    EXPECT_NE(format_plans(plans, c).find("predicted MFU"), std::string::npos);
+    compute[i++] = best.time.compute_s;
+  }
+  EXPECT_LE(compute[1], compute[0]);
+}
+
 TEST(PlanComm, RingAllReduceFormula) {
   // 2(p−1)/p · bytes / bw + buckets · α: p = 4, 1 GB at 10 GB/s, 3 buckets of 1 ms.
   EXPECT_DOUBLE_EQ(ring_all_reduce_seconds(1e9, 4, 1e10, 1e-3, 3), 1.5 * 0.1 + 3e-3);

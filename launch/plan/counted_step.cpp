@@ -1,0 +1,142 @@
+#include "launch/plan/counted_step.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <stdexcept>
+
+#include "core/flops.h"
+#include "core/model.h"
+#include "core/sharding/context_parallel.h"
+#include "kernels/counting_backend.h"
+#include "kernels/meta_memory.h"
+#include "launch/plan/planner.h"
+
+namespace brt::launch {
+
+DeviceRates device_rates(std::string_view name) {
+  // Peaks: NVIDIA H100 Tensor Core GPU datasheet (SXM5: bf16 989.4 TFLOP/s dense, fp32 66.9,
+  // HBM3 3.35 TB/s) and NVIDIA H200 Tensor Core GPU datasheet (SXM: the same compute, HBM3e
+  // 4.8 TB/s). Fractions (assumed, to be measured): cuBLAS bf16 GEMMs of these sizes ~0.70 of
+  // peak; brt-dist's own attention kernels 0.25 (not FlashAttention-class); CUDA-core kernels
+  // 0.5 of fp32; a streaming kernel 0.85 of HBM; 4 µs per eager launch.
+  DeviceRates r;
+  r.bf16_tflops = 989.4;
+  r.fp32_tflops = 66.9;
+  r.gemm_fraction = 0.70;
+  r.attention_fraction = 0.25;
+  r.other_fraction = 0.5;
+  r.hbm_fraction = 0.85;
+  r.launch_us = 4.0;
+  if (name == "h100") {
+    r.name = "h100";
+    r.hbm_gbps = 3350;
+    r.source = "NVIDIA H100 SXM5 datasheet";
+  } else if (name == "h200") {
+    r.name = "h200";
+    r.hbm_gbps = 4800;
+    r.source = "NVIDIA H200 SXM datasheet";
+  } else {
+    throw std::invalid_argument("device '" + std::string(name) + "': the planner knows h100 and h200");
+  }
+  return r;
+}
+
+double CountedStep::compute_seconds() const {
+  double s = 0;
+  for (const ComponentTime& c : components) s += c.seconds;
+  return s;
+}
+
+double CountedStep::mfu(double step_seconds, const DeviceRates& rates) const {
+  return step_seconds > 0 ? model10_flops / (step_seconds * rates.bf16_tflops * 1e12) : 0.0;
+}
+
+namespace {
+
+struct Work {
+  std::array<kernels::KernelCounts, kernels::kKernelClasses> counts{};
+  int64_t param_tensors = 0;
+};
+
+// The step's device work at TP 1 on this rank's chunk, counted.
+Work counted_work(const core::ModelConfig& chunk, int streams) {
+  kernels::MetaMemory meta;
+  kernels::CountingBackend<float> backend(meta);
+  core::Model<float> model(chunk, streams, backend);
+  const size_t rows = size_t(streams) * size_t(chunk.seq_len);
+  const std::vector<int32_t> tokens(rows, 0);
+  const std::vector<uint8_t> mask(rows, 1), doc_start(size_t(streams), 1);
+  model.stage_step({tokens.data(), tokens.data(), mask.data(), doc_start.data()});
+  backend.reset();
+  model.device_work();
+  Work w;
+  for (int k = 0; k < kernels::kKernelClasses; ++k) w.counts[size_t(k)] = backend.counts(kernels::KernelClass(k));
+  w.param_tensors = model.params().size();
+  return w;
+}
+
+double rate_of(kernels::KernelClass c, const DeviceRates& r) {
+  switch (c) {
+    case kernels::KernelClass::kGemm: return r.bf16_tflops * 1e12 * r.gemm_fraction;
+    case kernels::KernelClass::kWindowAttention:
+    case kernels::KernelClass::kCrossAttention: return r.bf16_tflops * 1e12 * r.attention_fraction;
+    default: return r.fp32_tflops * 1e12 * r.other_fraction;
+  }
+}
+
+}  // namespace
+
+CountedStep count_step(const core::ModelConfig& cfg, int streams, int tp, int cp, const MemoryPrediction& memory,
+                       const DeviceRates& rates) {
+  core::ModelConfig whole = cfg;
+  whole.resolve();
+  const core::ModelConfig chunk = core::chunk_config(whole, cp);
+  const Work work = counted_work(chunk, streams);
+  CountedStep step;
+  const double hbm = rates.hbm_gbps * 1e9 * rates.hbm_fraction, launch = rates.launch_us * 1e-6;
+  for (int k = 0; k < kernels::kKernelClasses; ++k) {
+    const auto c = kernels::KernelClass(k);
+    const kernels::KernelCounts& n = work.counts[size_t(k)];
+    ComponentTime t{kernels::kernel_class_name(c), n.flops / tp, n.bytes() / tp, n.launches, 0};
+    t.seconds = std::max(t.flops / rate_of(c, rates), t.bytes / hbm) + double(t.launches) * launch;
+    step.components.push_back(t);
+  }
+  // The optimizer reads parameters, gradients and state and writes parameters and state, one
+  // fused pass per tensor (core/optim), ~10 FLOPs per parameter.
+  ComponentTime opt{"optimizer", 10.0 * double(memory.parameters) / 4.0,
+                    double(2 * memory.parameters + memory.gradients + 2 * memory.optimizer), work.param_tensors, 0};
+  opt.seconds = opt.bytes / hbm + double(opt.launches) * launch;
+  step.components.push_back(opt);
+  step.model10_flops = core::flops_per_token(whole).training() * double(streams) * chunk.seq_len / tp;
+  return step;
+}
+
+std::string format_counted_step(const CountedStep& step, const DeviceRates& rates, double step_seconds,
+                                const std::string& what) {
+  std::string out = "counted step on " + rates.name + " (" + what + "): one rank's step issued to a counting "
+                    "backend at its real shapes, each component max(FLOPs ÷ rate, bytes ÷ bandwidth) + launches × " +
+                    std::to_string(int(rates.launch_us)) + " µs\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "  %-18s %12s %12s %9s %10s %7s\n", "component", "GFLOP", "GB moved", "launches",
+                "time", "share");
+  out += line;
+  const double compute = step.compute_seconds();
+  for (const ComponentTime& c : step.components) {
+    std::snprintf(line, sizeof line, "  %-18s %12.1f %12.2f %9lld %9.2fms %6.1f%%\n", c.name.c_str(), c.flops / 1e9,
+                  c.bytes / 1e9, static_cast<long long>(c.launches), c.seconds * 1e3,
+                  compute > 0 ? 100.0 * c.seconds / compute : 0.0);
+    out += line;
+  }
+  std::snprintf(line, sizeof line,
+                "  compute %.2f ms, step %.2f ms with communication; model.md §10 %.1f GFLOP: predicted MFU %.1f%% "
+                "of the %.1f TFLOP/s bf16 peak\n  rates (%s; fractions assumed until measured): GEMM %.2f and "
+                "attention %.2f of bf16 peak, other kernels %.2f of %.1f TFLOP/s fp32, HBM %.0f GB/s x %.2f\n",
+                compute * 1e3, step_seconds * 1e3, step.model10_flops / 1e9, 100.0 * step.mfu(step_seconds, rates),
+                rates.bf16_tflops, rates.source.c_str(), rates.gemm_fraction, rates.attention_fraction,
+                rates.other_fraction, rates.fp32_tflops, rates.hbm_gbps, rates.hbm_fraction);
+  out += line;
+  return out;
+}
+
+}  // namespace brt::launch
