@@ -24,6 +24,7 @@ KernelCounts CountingBackend<T>::total() const {
     t.bytes_read += c.bytes_read;
     t.bytes_written += c.bytes_written;
     t.launches += c.launches;
+    t.seconds += c.seconds;
   }
   return t;
 }
@@ -43,167 +44,262 @@ template <typename T>
 double as_elems(double doubles) {
   return doubles * 8.0 / double(sizeof(T));
 }
+constexpr KernelClass kGemm = KernelClass::kGemm, kWindow = KernelClass::kWindowAttention,
+                      kCross = KernelClass::kCrossAttention, kElem = KernelClass::kElementwise,
+                      kXent = KernelClass::kCrossEntropy, kSsm = KernelClass::kSsm;
 }  // namespace
 
 template <typename T>
-void CountingBackend<T>::gemm(Trans, Trans, int M, int N, int K, T, const T*, int, const T*, int, T beta, T*,
-                              int) {
+void CountingBackend<T>::gemm(Trans ta, Trans tb, int M, int N, int K, T alpha, const T* A, int lda, const T* B,
+                              int ldb, T beta, T* C, int ldc) {
   const double m = M, n = N, k = K;
-  add(KernelClass::kGemm, 2.0 * m * n * k, m * k + k * n + (beta != T(0) ? m * n : 0.0), m * n);
+  add(kGemm, 2.0 * m * n * k, m * k + k * n + (beta != T(0) ? m * n : 0.0), m * n);
+  run(kGemm, [&] { inner_->gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc); });
 }
 
 template <typename T>
-void CountingBackend<T>::column_sum_accumulate(const T*, int n, int D, T*) {
-  add(KernelClass::kElementwise, double(n) * D, double(n) * D + D, double(D));
+void CountingBackend<T>::fill(T* x, int64_t n, T value) {
+  add(kElem, 0, 0, double(n));
+  run(kElem, [&] { inner_->fill(x, n, value); });
 }
 
 template <typename T>
-void CountingBackend<T>::add_rows_broadcast(T*, const T*, int rows_out, int rows_table, int D) {
-  add(KernelClass::kElementwise, double(rows_out) * D, double(rows_out + rows_table) * D, double(rows_out) * D);
+void CountingBackend<T>::copy(const T* x, int64_t n, T* y) {
+  add(kElem, 0, double(n), double(n));
+  run(kElem, [&] { inner_->copy(x, n, y); });
 }
 
 template <typename T>
-void CountingBackend<T>::embedding_forward(const int32_t*, int n, const T*, int D, T*) {
-  add(KernelClass::kElementwise, 0, double(n) * D, double(n) * D);
+void CountingBackend<T>::add_inplace(T* y, const T* x, int64_t n) {
+  add(kElem, double(n), 2.0 * double(n), double(n));
+  run(kElem, [&] { inner_->add_inplace(y, x, n); });
 }
 
 template <typename T>
-void CountingBackend<T>::embedding_backward(const int32_t*, int n, const T*, int D, T*) {
-  add(KernelClass::kElementwise, double(n) * D, 2.0 * n * D, double(n) * D);
+void CountingBackend<T>::scale_inplace(T* x, int64_t n, T alpha) {
+  add(kElem, double(n), double(n), double(n));
+  run(kElem, [&] { inner_->scale_inplace(x, n, alpha); });
 }
 
 template <typename T>
-void CountingBackend<T>::rmsnorm_forward(const T*, const T*, int n, int D, T*, T*) {
-  add(KernelClass::kElementwise, 4.0 * n * D, double(n) * D + D, double(n) * D + n);
+void CountingBackend<T>::column_sum_accumulate(const T* dz, int n, int D, T* db) {
+  add(kElem, double(n) * D, double(n) * D + D, double(D));
+  run(kElem, [&] { inner_->column_sum_accumulate(dz, n, D, db); });
 }
 
 template <typename T>
-void CountingBackend<T>::rmsnorm_backward(const T*, const T*, const T*, const T*, int n, int D, T*, T*) {
-  add(KernelClass::kElementwise, 8.0 * n * D, 2.0 * n * D + D + n, double(n) * D + D);
+void CountingBackend<T>::add_rows_broadcast(T* out, const T* table, int rows_out, int rows_table, int D) {
+  add(kElem, double(rows_out) * D, double(rows_out + rows_table) * D, double(rows_out) * D);
+  run(kElem, [&] { inner_->add_rows_broadcast(out, table, rows_out, rows_table, D); });
 }
 
 template <typename T>
-void CountingBackend<T>::head_l2norm_forward(const T*, int n, int H, int dh, T*, T*) {
+void CountingBackend<T>::embedding_forward(const int32_t* tokens, int n, const T* table, int D, T* out) {
+  add(kElem, 0, double(n) * D, double(n) * D);
+  run(kElem, [&] { inner_->embedding_forward(tokens, n, table, D, out); });
+}
+
+template <typename T>
+void CountingBackend<T>::embedding_backward(const int32_t* tokens, int n, const T* dout, int D, T* dtable) {
+  add(kElem, double(n) * D, 2.0 * n * D, double(n) * D);
+  run(kElem, [&] { inner_->embedding_backward(tokens, n, dout, D, dtable); });
+}
+
+template <typename T>
+void CountingBackend<T>::rmsnorm_forward(const T* x, const T* gamma, int n, int D, T* y, T* rstd) {
+  add(kElem, 4.0 * n * D, double(n) * D + D, double(n) * D + n);
+  run(kElem, [&] { inner_->rmsnorm_forward(x, gamma, n, D, y, rstd); });
+}
+
+template <typename T>
+void CountingBackend<T>::rmsnorm_backward(const T* x, const T* gamma, const T* rstd, const T* dy, int n, int D,
+                                          T* dx, T* dgamma) {
+  add(kElem, 8.0 * n * D, 2.0 * n * D + D + n, double(n) * D + D);
+  run(kElem, [&] { inner_->rmsnorm_backward(x, gamma, rstd, dy, n, D, dx, dgamma); });
+}
+
+template <typename T>
+void CountingBackend<T>::head_l2norm_forward(const T* x, int n, int H, int dh, T* y, T* rnorm) {
   const double a = double(n) * H * dh;
-  add(KernelClass::kElementwise, 3.0 * a, a, a + double(n) * H);
+  add(kElem, 3.0 * a, a, a + double(n) * H);
+  run(kElem, [&] { inner_->head_l2norm_forward(x, n, H, dh, y, rnorm); });
 }
 
 template <typename T>
-void CountingBackend<T>::head_l2norm_backward(const T*, const T*, const T*, int n, int H, int dh, T*) {
+void CountingBackend<T>::head_l2norm_backward(const T* y, const T* rnorm, const T* dy, int n, int H, int dh,
+                                              T* dx) {
   const double a = double(n) * H * dh;
-  add(KernelClass::kElementwise, 6.0 * a, 3.0 * a + double(n) * H, a);
+  add(kElem, 6.0 * a, 3.0 * a + double(n) * H, a);
+  run(kElem, [&] { inner_->head_l2norm_backward(y, rnorm, dy, n, H, dh, dx); });
 }
 
 // Every query scores the whole band of 2W keys (its block and the previous one, masked).
 template <typename T>
-void CountingBackend<T>::window_attention_forward(const WindowAttnDims& d, const T*, const T*, const T*,
-                                                  const T*, const T*, const T*, const T*, T*, T*) {
+void CountingBackend<T>::window_attention_forward(const WindowAttnDims& d, const T* q, const T* k, const T* v,
+                                                  const T* k_cache, const T* v_cache, const T* rel_bias,
+                                                  const T* scale, T* out, T* probs) {
   const double rows = double(d.batch) * d.seq, A = d.width(), band = 2.0 * d.window;
   const double scores = rows * d.heads * band;
-  add(KernelClass::kWindowAttention, 4.0 * rows * band * A + 5.0 * scores,
-      3.0 * rows * A + 2.0 * d.batch * d.window * A, rows * A + scores);
+  add(kWindow, 4.0 * rows * band * A + 5.0 * scores, 3.0 * rows * A + 2.0 * d.batch * d.window * A,
+      rows * A + scores);
+  run(kWindow, [&] { inner_->window_attention_forward(d, q, k, v, k_cache, v_cache, rel_bias, scale, out, probs); });
 }
 
 template <typename T>
-void CountingBackend<T>::window_attention_backward(const WindowAttnDims& d, const T*, const T*, const T*,
-                                                   const T*, const T*, const T*, const T*, const T*, const T*,
-                                                   T*, T*, T*, T*, T*) {
+void CountingBackend<T>::window_attention_backward(const WindowAttnDims& d, const T* q, const T* k, const T* v,
+                                                   const T* k_cache, const T* v_cache, const T* rel_bias,
+                                                   const T* scale, const T* probs, const T* dout, T* dq, T* dk,
+                                                   T* dv, T* drel_bias, T* dscale) {
   const double rows = double(d.batch) * d.seq, A = d.width(), band = 2.0 * d.window;
   const double scores = rows * d.heads * band;
-  add(KernelClass::kWindowAttention, 8.0 * rows * band * A + 5.0 * scores,
-      4.0 * rows * A + 2.0 * d.batch * d.window * A + scores, 3.0 * rows * A);
+  add(kWindow, 8.0 * rows * band * A + 5.0 * scores, 4.0 * rows * A + 2.0 * d.batch * d.window * A + scores,
+      3.0 * rows * A);
+  run(kWindow, [&] {
+    inner_->window_attention_backward(d, q, k, v, k_cache, v_cache, rel_bias, scale, probs, dout, dq, dk, dv,
+                                      drel_bias, dscale);
+  });
 }
 
 template <typename T>
-void CountingBackend<T>::cross_attention_forward(const CrossAttnDims& d, const T*, const T*, const T*,
-                                                 const T*, T*, T*) {
-  const double q = double(d.batch) * d.queries, k = double(d.batch) * d.keys, A = d.width();
-  const double scores = q * d.heads * d.keys;
-  add(KernelClass::kCrossAttention, 4.0 * q * d.keys * A + 5.0 * scores, q * A + 2.0 * k * A, q * A + scores);
+void CountingBackend<T>::cross_attention_forward(const CrossAttnDims& d, const T* q, const T* k, const T* v,
+                                                 const T* scale, T* out, T* probs) {
+  const double nq = double(d.batch) * d.queries, nk = double(d.batch) * d.keys, A = d.width();
+  const double scores = nq * d.heads * d.keys;
+  add(kCross, 4.0 * nq * d.keys * A + 5.0 * scores, nq * A + 2.0 * nk * A, nq * A + scores);
+  run(kCross, [&] { inner_->cross_attention_forward(d, q, k, v, scale, out, probs); });
 }
 
 template <typename T>
-void CountingBackend<T>::cross_attention_backward(const CrossAttnDims& d, const T*, const T*, const T*,
-                                                  const T*, const T*, const T*, T*, T*, T*, T*) {
-  const double q = double(d.batch) * d.queries, k = double(d.batch) * d.keys, A = d.width();
-  const double scores = q * d.heads * d.keys;
-  add(KernelClass::kCrossAttention, 8.0 * q * d.keys * A + 5.0 * scores, 2.0 * q * A + 2.0 * k * A + scores,
-      q * A + 2.0 * k * A);
+void CountingBackend<T>::cross_attention_backward(const CrossAttnDims& d, const T* q, const T* k, const T* v,
+                                                  const T* scale, const T* probs, const T* dout, T* dq, T* dk,
+                                                  T* dv, T* dscale) {
+  const double nq = double(d.batch) * d.queries, nk = double(d.batch) * d.keys, A = d.width();
+  const double scores = nq * d.heads * d.keys;
+  add(kCross, 8.0 * nq * d.keys * A + 5.0 * scores, 2.0 * nq * A + 2.0 * nk * A + scores, nq * A + 2.0 * nk * A);
+  run(kCross, [&] { inner_->cross_attention_backward(d, q, k, v, scale, probs, dout, dq, dk, dv, dscale); });
 }
 
 template <typename T>
-void CountingBackend<T>::fixed_gate_forward(const T*, const T*, const T*, int n, int D, T*) {
+void CountingBackend<T>::relu_forward(const T* x, int64_t n, T* y) {
+  add(kElem, double(n), double(n), double(n));
+  run(kElem, [&] { inner_->relu_forward(x, n, y); });
+}
+
+template <typename T>
+void CountingBackend<T>::relu_backward(const T* y, const T* dy, int64_t n, T* dx) {
+  add(kElem, double(n), 3.0 * double(n), double(n));
+  run(kElem, [&] { inner_->relu_backward(y, dy, n, dx); });
+}
+
+template <typename T>
+void CountingBackend<T>::fixed_gate_forward(const T* carry, const T* u, const T* bias, int n, int D, T* out) {
   const double e = double(n) * D;
-  add(KernelClass::kElementwise, 4.0 * e, 2.0 * e + D, e);
+  add(kElem, 4.0 * e, 2.0 * e + D, e);
+  run(kElem, [&] { inner_->fixed_gate_forward(carry, u, bias, n, D, out); });
 }
 
 template <typename T>
-void CountingBackend<T>::fixed_gate_backward(const T*, const T*, const T*, const T*, int n, int D, T*, T*, T*) {
+void CountingBackend<T>::fixed_gate_backward(const T* carry, const T* u, const T* bias, const T* dout, int n,
+                                             int D, T* dcarry, T* du, T* dbias) {
   const double e = double(n) * D;
-  add(KernelClass::kElementwise, 6.0 * e, 3.0 * e + D, 2.0 * e + D);
+  add(kElem, 6.0 * e, 3.0 * e + D, 2.0 * e + D);
+  run(kElem, [&] { inner_->fixed_gate_backward(carry, u, bias, dout, n, D, dcarry, du, dbias); });
 }
 
 template <typename T>
-void CountingBackend<T>::lstm_gate_forward(const T*, const T*, const T*, const T*, int n, int D, T*, T*, T*) {
+void CountingBackend<T>::lstm_gate_forward(const T* carry, const T* u, const T* zf, const T* zi, int n, int D,
+                                           T* out, T* f, T* i) {
   const double e = double(n) * D;
-  add(KernelClass::kElementwise, 10.0 * e, 4.0 * e, 3.0 * e);
+  add(kElem, 10.0 * e, 4.0 * e, 3.0 * e);
+  run(kElem, [&] { inner_->lstm_gate_forward(carry, u, zf, zi, n, D, out, f, i); });
 }
 
 template <typename T>
-void CountingBackend<T>::lstm_gate_backward(const T*, const T*, const T*, const T*, const T*, int n, int D, T*,
-                                            T*, T*, T*) {
+void CountingBackend<T>::lstm_gate_backward(const T* carry, const T* u, const T* f, const T* i, const T* dout,
+                                            int n, int D, T* dcarry, T* du, T* dzf, T* dzi) {
   const double e = double(n) * D;
-  add(KernelClass::kElementwise, 14.0 * e, 5.0 * e, 4.0 * e);
+  add(kElem, 14.0 * e, 5.0 * e, 4.0 * e);
+  run(kElem, [&] { inner_->lstm_gate_backward(carry, u, f, i, dout, n, D, dcarry, du, dzf, dzi); });
 }
 
 template <typename T>
-void CountingBackend<T>::copy_2d(const T*, int64_t, int rows, int64_t cols, T*, int64_t, bool accumulate) {
+void CountingBackend<T>::copy_2d(const T* x, int64_t ldx, int rows, int64_t cols, T* y, int64_t ldy,
+                                 bool accumulate) {
   const double e = double(rows) * double(cols);
-  add(KernelClass::kElementwise, accumulate ? e : 0.0, accumulate ? 2.0 * e : e, e);
+  add(kElem, accumulate ? e : 0.0, accumulate ? 2.0 * e : e, e);
+  run(kElem, [&] { inner_->copy_2d(x, ldx, rows, cols, y, ldy, accumulate); });
 }
 
 template <typename T>
-void CountingBackend<T>::xent_split_max(const T*, int n, int V, double*) {
-  add(KernelClass::kCrossEntropy, double(n) * V, double(n) * V, as_elems<T>(n));
+void CountingBackend<T>::xent_split_max(const T* logits, int n, int V, double* row_max) {
+  add(kXent, double(n) * V, double(n) * V, as_elems<T>(n));
+  run(kXent, [&] { inner_->xent_split_max(logits, n, V, row_max); });
 }
 
 template <typename T>
-void CountingBackend<T>::xent_split_sums(const T*, const int32_t*, const uint8_t*, int n, int V, const double*,
-                                         double*, double*) {
-  add(KernelClass::kCrossEntropy, 3.0 * n * V, double(n) * V + as_elems<T>(n), as_elems<T>(2.0 * n));
+void CountingBackend<T>::xent_split_sums(const T* logits, const int32_t* local_targets, const uint8_t* mask,
+                                         int n, int V, const double* row_max, double* sum_exp,
+                                         double* target_logit) {
+  add(kXent, 3.0 * n * V, double(n) * V + as_elems<T>(n), as_elems<T>(2.0 * n));
+  run(kXent, [&] { inner_->xent_split_sums(logits, local_targets, mask, n, V, row_max, sum_exp, target_logit); });
 }
 
 template <typename T>
-double CountingBackend<T>::xent_split_finish(const T*, const int32_t*, const uint8_t*, int n, int V, T,
-                                             const double*, const double*, const double*, T*, T*) {
-  add(KernelClass::kCrossEntropy, 4.0 * n * V, double(n) * V + as_elems<T>(3.0 * n), double(n) * V + n);
-  return 0.0;
+double CountingBackend<T>::xent_split_finish(const T* logits, const int32_t* local_targets, const uint8_t* mask,
+                                             int n, int V, T grad_scale, const double* row_max,
+                                             const double* sum_exp, const double* target_logit, T* dlogits,
+                                             T* row_loss) {
+  add(kXent, 4.0 * n * V, double(n) * V + as_elems<T>(3.0 * n), double(n) * V + n);
+  double sum = 0.0;
+  run(kXent, [&] {
+    sum = inner_->xent_split_finish(logits, local_targets, mask, n, V, grad_scale, row_max, sum_exp, target_logit,
+                                    dlogits, row_loss);
+  });
+  return sum;
 }
 
 template <typename T>
-double CountingBackend<T>::softmax_xent_forward_backward(const T*, const int32_t*, const uint8_t*, int n, int V,
-                                                         T, T*, T*) {
-  add(KernelClass::kCrossEntropy, 7.0 * n * V, 2.0 * n * V, double(n) * V + n);
-  return 0.0;
+double CountingBackend<T>::softmax_xent_forward_backward(const T* logits, const int32_t* targets,
+                                                         const uint8_t* mask, int n, int V, T grad_scale,
+                                                         T* dlogits, T* row_loss) {
+  add(kXent, 7.0 * n * V, 2.0 * n * V, double(n) * V + n);
+  double sum = 0.0;
+  run(kXent, [&] {
+    sum = inner_->softmax_xent_forward_backward(logits, targets, mask, n, V, grad_scale, dlogits, row_loss);
+  });
+  return sum;
 }
 
 template <typename T>
-void CountingBackend<T>::softmax_xent_forward_backward_deferred(const T*, const int32_t*, const uint8_t*, int n,
-                                                                int V, const T*, T*, T*, double*) {
-  add(KernelClass::kCrossEntropy, 7.0 * n * V, 2.0 * n * V, double(n) * V + n);
+void CountingBackend<T>::softmax_xent_forward_backward_deferred(const T* logits, const int32_t* targets,
+                                                                const uint8_t* mask, int n, int V,
+                                                                const T* grad_scale, T* dlogits, T* row_loss,
+                                                                double* result) {
+  add(kXent, 7.0 * n * V, 2.0 * n * V, double(n) * V + n);
+  run(kXent, [&] {
+    inner_->softmax_xent_forward_backward_deferred(logits, targets, mask, n, V, grad_scale, dlogits, row_loss,
+                                                   result);
+  });
 }
 
 namespace {
 
 // The causal FFT convolution of model.md §7.1 counted: real transforms of n_fft points (~2.5·n·log2 n
-// flops each), the spectra's complex products and the skip term.
+// flops each), the spectra's complex products and the skip term; around the wrapped backend's
+// own convolver when there is one.
 template <typename T>
 class CountingFftConv final : public FftConvolver<T> {
  public:
-  explicit CountingFftConv(CountingBackend<T>& backend) : backend_(backend) {}
-  void forward(const ssm::FftConvDims& d, const T*, const T*, const T*, T*) override { count(d, 1.0); }
-  void backward(const ssm::FftConvDims& d, const T*, const T*, const T*, const T*, T*, T*, T*) override {
+  CountingFftConv(CountingBackend<T>& backend, std::unique_ptr<FftConvolver<T>> inner)
+      : backend_(backend), inner_(std::move(inner)) {}
+  void forward(const ssm::FftConvDims& d, const T* k, const T* u, const T* dskip, T* y) override {
+    count(d, 1.0);
+    if (inner_) backend_.run(KernelClass::kSsm, [&] { inner_->forward(d, k, u, dskip, y); });
+  }
+  void backward(const ssm::FftConvDims& d, const T* k, const T* u, const T* dskip, const T* dy, T* du, T* dk,
+                T* ddskip) override {
     count(d, 2.0);
+    if (inner_) backend_.run(KernelClass::kSsm, [&] { inner_->backward(d, k, u, dskip, dy, du, dk, ddskip); });
   }
 
  private:
@@ -215,110 +311,127 @@ class CountingFftConv final : public FftConvolver<T> {
     backend_.add(KernelClass::kSsm, flops, passes * (kernels * L + inputs * L), passes * outputs * L);
   }
   CountingBackend<T>& backend_;
+  std::unique_ptr<FftConvolver<T>> inner_;
 };
 
 }  // namespace
 
 template <typename T>
-std::unique_ptr<FftConvolver<T>> CountingBackend<T>::make_fft_conv(int, int, int, int) {
-  return std::make_unique<CountingFftConv<T>>(*this);
+std::unique_ptr<FftConvolver<T>> CountingBackend<T>::make_fft_conv(int length, int channels, int max_batch,
+                                                                    int max_features) {
+  return std::make_unique<CountingFftConv<T>>(
+      *this, inner_ ? inner_->make_fft_conv(length, channels, max_batch, max_features) : nullptr);
 }
 
 template <typename T>
-void CountingBackend<T>::copy_rows(const T*, int64_t, int64_t rows, int64_t width, T*, int64_t) {
-  add(KernelClass::kElementwise, 0, double(rows) * double(width), double(rows) * double(width));
+void CountingBackend<T>::copy_rows(const T* src, int64_t src_stride, int64_t rows, int64_t width, T* dst,
+                                   int64_t dst_stride) {
+  add(kElem, 0, double(rows) * double(width), double(rows) * double(width));
+  run(kElem, [&] { inner_->copy_rows(src, src_stride, rows, width, dst, dst_stride); });
 }
 
 template <typename T>
-void CountingBackend<T>::s4d_kernel_forward(const ssm::S4dDims& d, const ssm::S4dParams<T>&, T*) {
+void CountingBackend<T>::s4d_kernel_forward(const ssm::S4dDims& d, const ssm::S4dParams<T>& p, T* kernel) {
   const double taps = double(d.filters) * d.modes * d.length;
-  add(KernelClass::kSsm, 8.0 * taps, 6.0 * d.filters * d.modes, double(d.filters) * d.length);
+  add(kSsm, 8.0 * taps, 6.0 * d.filters * d.modes, double(d.filters) * d.length);
+  run(kSsm, [&] { inner_->s4d_kernel_forward(d, p, kernel); });
 }
 
 template <typename T>
-void CountingBackend<T>::s4d_kernel_backward(const ssm::S4dDims& d, const ssm::S4dParams<T>&, const T*,
-                                             const ssm::S4dGrads<T>&) {
+void CountingBackend<T>::s4d_kernel_backward(const ssm::S4dDims& d, const ssm::S4dParams<T>& p, const T* dkernel,
+                                             const ssm::S4dGrads<T>& g) {
   const double taps = double(d.filters) * d.modes * d.length;
-  add(KernelClass::kSsm, 16.0 * taps, double(d.filters) * d.length + 6.0 * d.filters * d.modes,
-      6.0 * d.filters * d.modes);
+  add(kSsm, 16.0 * taps, double(d.filters) * d.length + 6.0 * d.filters * d.modes, 6.0 * d.filters * d.modes);
+  run(kSsm, [&] { inner_->s4d_kernel_backward(d, p, dkernel, g); });
 }
 
 template <typename T>
 void CountingBackend<T>::add_s4d_pass(const ssm::S4dCarryDims& d, double taps, double elems_read,
                                       double elems_written) {
   const double states = double(d.batch) * d.filters() * d.modes;
-  add(KernelClass::kSsm, 8.0 * states * taps, elems_read, elems_written);
+  add(kSsm, 8.0 * states * taps, elems_read, elems_written);
+}
+
+namespace {
+template <typename T>
+double state_elems(const ssm::S4dCarryDims& d) {  // [B, C, Ds, M, 2] doubles
+  return as_elems<T>(2.0 * d.batch * d.filters() * d.modes);
+}
+}  // namespace
+
+template <typename T>
+void CountingBackend<T>::s4d_carry_update(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p, const T* u,
+                                          double* state) {
+  add_s4d_pass(d, d.length, double(d.batch) * d.length * d.features + state_elems<T>(d), state_elems<T>(d));
+  run(kSsm, [&] { inner_->s4d_carry_update(d, p, u, state); });
 }
 
 template <typename T>
-void CountingBackend<T>::s4d_carry_update(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>&, const T*,
-                                          double*) {
-  const double state = as_elems<T>(2.0 * d.batch * d.filters() * d.modes);
-  add_s4d_pass(d, d.length, double(d.batch) * d.length * d.features + state, state);
+void CountingBackend<T>::s4d_carry_apply(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p,
+                                         const double* state, T* y) {
+  const double out = double(d.batch) * d.channels * d.length * d.features;
+  add_s4d_pass(d, d.length, state_elems<T>(d) + out, out);
+  run(kSsm, [&] { inner_->s4d_carry_apply(d, p, state, y); });
 }
 
 template <typename T>
-void CountingBackend<T>::s4d_carry_apply(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>&, const double*,
-                                         T* ) {
-  const double state = as_elems<T>(2.0 * d.batch * d.filters() * d.modes);
-  const double y = double(d.batch) * d.channels * d.length * d.features;
-  add_s4d_pass(d, d.length, state + y, y);
+void CountingBackend<T>::s4d_carry_apply_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p,
+                                                  const double* state, const uint8_t* active, const T* dy,
+                                                  const ssm::S4dGrads<T>& g) {
+  const double out = double(d.batch) * d.channels * d.length * d.features;
+  add_s4d_pass(d, 2.0 * d.length, state_elems<T>(d) + out, 6.0 * d.filters() * d.modes);
+  run(kSsm, [&] { inner_->s4d_carry_apply_backward(d, p, state, active, dy, g); });
 }
 
 template <typename T>
-void CountingBackend<T>::s4d_carry_apply_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>&,
-                                                  const double*, const uint8_t*, const T*,
-                                                  const ssm::S4dGrads<T>&) {
-  const double state = as_elems<T>(2.0 * d.batch * d.filters() * d.modes);
-  const double y = double(d.batch) * d.channels * d.length * d.features;
-  add_s4d_pass(d, 2.0 * d.length, state + y, 6.0 * d.filters() * d.modes);
+void CountingBackend<T>::s4d_state_advance(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p,
+                                           const double* h, double* x, bool adjoint) {
+  add_s4d_pass(d, 1.0, 2.0 * state_elems<T>(d), state_elems<T>(d));
+  run(kSsm, [&] { inner_->s4d_state_advance(d, p, h, x, adjoint); });
 }
 
 template <typename T>
-void CountingBackend<T>::s4d_state_advance(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>&, const double*,
-                                           double*, bool) {
-  const double state = as_elems<T>(2.0 * d.batch * d.filters() * d.modes);
-  add_s4d_pass(d, 1.0, 2.0 * state, state);
+void CountingBackend<T>::s4d_state_apply_grad(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p, const T* dy,
+                                              double* g) {
+  add_s4d_pass(d, d.length, double(d.batch) * d.channels * d.length * d.features, state_elems<T>(d));
+  run(kSsm, [&] { inner_->s4d_state_apply_grad(d, p, dy, g); });
 }
 
 template <typename T>
-void CountingBackend<T>::s4d_state_apply_grad(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>&, const T*,
-                                              double*) {
-  const double state = as_elems<T>(2.0 * d.batch * d.filters() * d.modes);
-  add_s4d_pass(d, d.length, double(d.batch) * d.channels * d.length * d.features, state);
+void CountingBackend<T>::s4d_state_advance_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p,
+                                                    const double* x_prev, const double* gnext,
+                                                    const ssm::S4dGrads<T>& g) {
+  add_s4d_pass(d, 2.0, 2.0 * state_elems<T>(d), 6.0 * d.filters() * d.modes);
+  run(kSsm, [&] { inner_->s4d_state_advance_backward(d, p, x_prev, gnext, g); });
 }
 
 template <typename T>
-void CountingBackend<T>::s4d_state_advance_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>&,
-                                                    const double*, const double*, const ssm::S4dGrads<T>&) {
-  const double state = as_elems<T>(2.0 * d.batch * d.filters() * d.modes);
-  add_s4d_pass(d, 2.0, 2.0 * state, 6.0 * d.filters() * d.modes);
+void CountingBackend<T>::s4d_summary_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p, const T* u,
+                                              const double* dh, T* du, const ssm::S4dGrads<T>& g) {
+  const double in = double(d.batch) * d.length * d.features;
+  add_s4d_pass(d, 2.0 * d.length, in + state_elems<T>(d), in + 6.0 * d.filters() * d.modes);
+  run(kSsm, [&] { inner_->s4d_summary_backward(d, p, u, dh, du, g); });
 }
 
 template <typename T>
-void CountingBackend<T>::s4d_summary_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>&, const T*,
-                                              const double*, T*, const ssm::S4dGrads<T>&) {
-  const double state = as_elems<T>(2.0 * d.batch * d.filters() * d.modes);
-  const double u = double(d.batch) * d.length * d.features;
-  add_s4d_pass(d, 2.0 * d.length, u + state, u + 6.0 * d.filters() * d.modes);
-}
-
-template <typename T>
-void CountingBackend<T>::sine_forward(const T*, const T*, int n, int O, T*) {
+void CountingBackend<T>::sine_forward(const T* a, const T* freq, int n, int O, T* s) {
   const double e = double(n) * O;
-  add(KernelClass::kSsm, 10.0 * e, e + O, e);
+  add(kSsm, 10.0 * e, e + O, e);
+  run(kSsm, [&] { inner_->sine_forward(a, freq, n, O, s); });
 }
 
 template <typename T>
-void CountingBackend<T>::sine_backward(const T*, const T*, const T*, int n, int O, T*, T*) {
+void CountingBackend<T>::sine_backward(const T* a, const T* freq, const T* ds, int n, int O, T* da, T* dfreq) {
   const double e = double(n) * O;
-  add(KernelClass::kSsm, 20.0 * e, 2.0 * e + O, e + O);
+  add(kSsm, 20.0 * e, 2.0 * e + O, e + O);
+  run(kSsm, [&] { inner_->sine_backward(a, freq, ds, n, O, da, dfreq); });
 }
 
 template <typename T>
-void CountingBackend<T>::implicit_filter_decay(T*, const double*, int filters, int length) {
+void CountingBackend<T>::implicit_filter_decay(T* x, const double* rate, int filters, int length) {
   const double e = double(filters) * length;
-  add(KernelClass::kSsm, 10.0 * e, e + as_elems<T>(filters), e);
+  add(kSsm, 10.0 * e, e + as_elems<T>(filters), e);
+  run(kSsm, [&] { inner_->implicit_filter_decay(x, rate, filters, length); });
 }
 
 template class CountingBackend<float>;

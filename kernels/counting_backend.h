@@ -1,18 +1,22 @@
-// A backend that runs nothing and counts what each call would do: its floating-point
-// operations, the bytes it reads and writes and one launch, by kernel class. Over meta memory
-// (kernels/meta_memory.h) it takes one whole training step of a model at its real shapes
+// A backend that counts what each call does: its floating-point operations, the bytes it reads
+// and writes and one launch, by kernel class. Alone (over meta memory, kernels/meta_memory.h)
+// it runs nothing, and takes one whole training step of a model at its real shapes
 // (core::Model::device_work) on any machine in milliseconds, so the planner can predict a
-// device's step per component from counts instead of an assumed efficiency (launch/plan).
+// device's step per component from counts instead of an assumed efficiency (launch/plan/
+// counted_step.h). Around another backend it also runs each call there and measures it, the
+// device synchronized before and after the call (so a measured step is slower than a free-running
+// one, but each class's time is its own): what bench_cuda_train prints beside the prediction.
 //
 // The counts are the work as the kernels' contracts in kernels/backend.h define it, which is
 // model.md §10 where §10 counts it, with two known differences: window attention scores the
 // whole band of 2W keys per query (§10 counts the W a query sees on average), and the
 // elementwise, normalisation, loss and SSM classes, which §10 leaves out, are counted too
-// (their bytes are what matters for them). tests/kernels/test_counting_backend.cpp checks a
+// (their bytes are what matters for them). tests/core/model/test_step_counts.cpp checks a
 // step's counts against §10.
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 
@@ -34,14 +38,18 @@ const char* kernel_class_name(KernelClass c);
 struct KernelCounts {
   double flops = 0, bytes_read = 0, bytes_written = 0;
   int64_t launches = 0;
+  double seconds = 0;  // measured around the wrapped backend's calls (0 when counting alone)
   double bytes() const { return bytes_read + bytes_written; }
 };
 
 template <typename T>
 class CountingBackend final : public Backend<T> {
  public:
+  // Counting alone: the calls run nothing; buffers live in `memory` (meta memory).
   explicit CountingBackend(Memory& memory) : memory_(memory) {}
-  const char* name() const override { return "counting"; }
+  // Counting and measuring: every call also runs on `inner`, timed per class.
+  explicit CountingBackend(Backend<T>& inner) : memory_(inner.memory()), inner_(&inner) {}
+  const char* name() const override { return inner_ ? inner_->name() : "counting"; }
   Memory& memory() override { return memory_; }
 
   const KernelCounts& counts(KernelClass c) const { return counts_[size_t(c)]; }
@@ -49,73 +57,97 @@ class CountingBackend final : public Backend<T> {
   void reset() { counts_ = {}; }
   // Adds a call of class `c`: `flops`, and elements of T read and written (bytes: × sizeof(T)).
   void add(KernelClass c, double flops, double elems_read, double elems_written);
+  // Runs `call` on the wrapped backend (if any), its time added to class `c`.
+  template <typename F>
+  void run(KernelClass c, F&& call);
 
   void gemm(Trans ta, Trans tb, int M, int N, int K, T alpha, const T* A, int lda, const T* B, int ldb,
             T beta, T* C, int ldc) override;
-  void fill(T*, int64_t n, T) override { add(KernelClass::kElementwise, 0, 0, double(n)); }
-  void copy(const T*, int64_t n, T*) override { add(KernelClass::kElementwise, 0, double(n), double(n)); }
-  void add_inplace(T*, const T*, int64_t n) override { add(KernelClass::kElementwise, double(n), 2.0 * n, double(n)); }
-  void scale_inplace(T*, int64_t n, T) override { add(KernelClass::kElementwise, double(n), double(n), double(n)); }
-  void column_sum_accumulate(const T*, int n, int D, T*) override;
-  void add_rows_broadcast(T*, const T*, int rows_out, int rows_table, int D) override;
-  void embedding_forward(const int32_t*, int n, const T*, int D, T*) override;
-  void embedding_backward(const int32_t*, int n, const T*, int D, T*) override;
-  void rmsnorm_forward(const T*, const T*, int n, int D, T*, T*) override;
-  void rmsnorm_backward(const T*, const T*, const T*, const T*, int n, int D, T*, T*) override;
-  void head_l2norm_forward(const T*, int n, int H, int dh, T*, T*) override;
-  void head_l2norm_backward(const T*, const T*, const T*, int n, int H, int dh, T*) override;
-  void window_attention_forward(const WindowAttnDims& d, const T*, const T*, const T*, const T*, const T*,
-                                const T*, const T*, T*, T*) override;
-  void window_attention_backward(const WindowAttnDims& d, const T*, const T*, const T*, const T*, const T*,
-                                 const T*, const T*, const T*, const T*, T*, T*, T*, T*, T*) override;
-  void cross_attention_forward(const CrossAttnDims& d, const T*, const T*, const T*, const T*, T*, T*) override;
-  void cross_attention_backward(const CrossAttnDims& d, const T*, const T*, const T*, const T*, const T*,
-                                const T*, T*, T*, T*, T*) override;
-  void relu_forward(const T*, int64_t n, T*) override { add(KernelClass::kElementwise, double(n), double(n), double(n)); }
-  void relu_backward(const T*, const T*, int64_t n, T*) override {
-    add(KernelClass::kElementwise, double(n), 3.0 * n, double(n));
-  }
-  void fixed_gate_forward(const T*, const T*, const T*, int n, int D, T*) override;
-  void fixed_gate_backward(const T*, const T*, const T*, const T*, int n, int D, T*, T*, T*) override;
-  void lstm_gate_forward(const T*, const T*, const T*, const T*, int n, int D, T*, T*, T*) override;
-  void lstm_gate_backward(const T*, const T*, const T*, const T*, const T*, int n, int D, T*, T*, T*,
-                          T*) override;
-  void copy_2d(const T*, int64_t, int rows, int64_t cols, T*, int64_t, bool accumulate) override;
-  void xent_split_max(const T*, int n, int V, double*) override;
-  void xent_split_sums(const T*, const int32_t*, const uint8_t*, int n, int V, const double*, double*,
-                       double*) override;
-  double xent_split_finish(const T*, const int32_t*, const uint8_t*, int n, int V, T, const double*,
-                           const double*, const double*, T*, T*) override;
-  double softmax_xent_forward_backward(const T*, const int32_t*, const uint8_t*, int n, int V, T, T*,
-                                       T*) override;
-  void softmax_xent_forward_backward_deferred(const T*, const int32_t*, const uint8_t*, int n, int V, const T*,
-                                              T*, T*, double*) override;
+  void fill(T* x, int64_t n, T value) override;
+  void copy(const T* x, int64_t n, T* y) override;
+  void add_inplace(T* y, const T* x, int64_t n) override;
+  void scale_inplace(T* x, int64_t n, T alpha) override;
+  void column_sum_accumulate(const T* dz, int n, int D, T* db) override;
+  void add_rows_broadcast(T* out, const T* table, int rows_out, int rows_table, int D) override;
+  void embedding_forward(const int32_t* tokens, int n, const T* table, int D, T* out) override;
+  void embedding_backward(const int32_t* tokens, int n, const T* dout, int D, T* dtable) override;
+  void rmsnorm_forward(const T* x, const T* gamma, int n, int D, T* y, T* rstd) override;
+  void rmsnorm_backward(const T* x, const T* gamma, const T* rstd, const T* dy, int n, int D, T* dx,
+                        T* dgamma) override;
+  void head_l2norm_forward(const T* x, int n, int H, int dh, T* y, T* rnorm) override;
+  void head_l2norm_backward(const T* y, const T* rnorm, const T* dy, int n, int H, int dh, T* dx) override;
+  void window_attention_forward(const WindowAttnDims& d, const T* q, const T* k, const T* v, const T* k_cache,
+                                const T* v_cache, const T* rel_bias, const T* scale, T* out, T* probs) override;
+  void window_attention_backward(const WindowAttnDims& d, const T* q, const T* k, const T* v, const T* k_cache,
+                                 const T* v_cache, const T* rel_bias, const T* scale, const T* probs,
+                                 const T* dout, T* dq, T* dk, T* dv, T* drel_bias, T* dscale) override;
+  void cross_attention_forward(const CrossAttnDims& d, const T* q, const T* k, const T* v, const T* scale,
+                               T* out, T* probs) override;
+  void cross_attention_backward(const CrossAttnDims& d, const T* q, const T* k, const T* v, const T* scale,
+                                const T* probs, const T* dout, T* dq, T* dk, T* dv, T* dscale) override;
+  void relu_forward(const T* x, int64_t n, T* y) override;
+  void relu_backward(const T* y, const T* dy, int64_t n, T* dx) override;
+  void fixed_gate_forward(const T* carry, const T* u, const T* bias, int n, int D, T* out) override;
+  void fixed_gate_backward(const T* carry, const T* u, const T* bias, const T* dout, int n, int D, T* dcarry,
+                           T* du, T* dbias) override;
+  void lstm_gate_forward(const T* carry, const T* u, const T* zf, const T* zi, int n, int D, T* out, T* f,
+                         T* i) override;
+  void lstm_gate_backward(const T* carry, const T* u, const T* f, const T* i, const T* dout, int n, int D,
+                          T* dcarry, T* du, T* dzf, T* dzi) override;
+  void copy_2d(const T* x, int64_t ldx, int rows, int64_t cols, T* y, int64_t ldy, bool accumulate) override;
+  void xent_split_max(const T* logits, int n, int V, double* row_max) override;
+  void xent_split_sums(const T* logits, const int32_t* local_targets, const uint8_t* mask, int n, int V,
+                       const double* row_max, double* sum_exp, double* target_logit) override;
+  double xent_split_finish(const T* logits, const int32_t* local_targets, const uint8_t* mask, int n, int V,
+                           T grad_scale, const double* row_max, const double* sum_exp,
+                           const double* target_logit, T* dlogits, T* row_loss) override;
+  double softmax_xent_forward_backward(const T* logits, const int32_t* targets, const uint8_t* mask, int n,
+                                       int V, T grad_scale, T* dlogits, T* row_loss) override;
+  void softmax_xent_forward_backward_deferred(const T* logits, const int32_t* targets, const uint8_t* mask,
+                                              int n, int V, const T* grad_scale, T* dlogits, T* row_loss,
+                                              double* result) override;
   std::unique_ptr<FftConvolver<T>> make_fft_conv(int length, int channels, int max_batch,
                                                  int max_features) override;
-  void copy_rows(const T*, int64_t, int64_t rows, int64_t width, T*, int64_t) override;
-  void s4d_kernel_forward(const ssm::S4dDims& d, const ssm::S4dParams<T>&, T*) override;
-  void s4d_kernel_backward(const ssm::S4dDims& d, const ssm::S4dParams<T>&, const T*,
-                           const ssm::S4dGrads<T>&) override;
-  void s4d_carry_update(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>&, const T*, double*) override;
-  void s4d_carry_apply(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>&, const double*, T*) override;
-  void s4d_carry_apply_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>&, const double*,
-                                const uint8_t*, const T*, const ssm::S4dGrads<T>&) override;
-  void s4d_state_advance(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>&, const double*, double*,
-                         bool) override;
-  void s4d_state_apply_grad(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>&, const T*, double*) override;
-  void s4d_state_advance_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>&, const double*,
-                                  const double*, const ssm::S4dGrads<T>&) override;
-  void s4d_summary_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>&, const T*, const double*,
-                            T*, const ssm::S4dGrads<T>&) override;
-  void sine_forward(const T*, const T*, int n, int O, T*) override;
-  void sine_backward(const T*, const T*, const T*, int n, int O, T*, T*) override;
-  void implicit_filter_decay(T*, const double*, int filters, int length) override;
+  void copy_rows(const T* src, int64_t src_stride, int64_t rows, int64_t width, T* dst,
+                 int64_t dst_stride) override;
+  void s4d_kernel_forward(const ssm::S4dDims& d, const ssm::S4dParams<T>& p, T* kernel) override;
+  void s4d_kernel_backward(const ssm::S4dDims& d, const ssm::S4dParams<T>& p, const T* dkernel,
+                           const ssm::S4dGrads<T>& g) override;
+  void s4d_carry_update(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p, const T* u,
+                        double* state) override;
+  void s4d_carry_apply(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p, const double* state,
+                       T* y) override;
+  void s4d_carry_apply_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p, const double* state,
+                                const uint8_t* active, const T* dy, const ssm::S4dGrads<T>& g) override;
+  void s4d_state_advance(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p, const double* h, double* x,
+                         bool adjoint) override;
+  void s4d_state_apply_grad(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p, const T* dy,
+                            double* g) override;
+  void s4d_state_advance_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p,
+                                  const double* x_prev, const double* gnext, const ssm::S4dGrads<T>& g) override;
+  void s4d_summary_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<T>& p, const T* u,
+                            const double* dh, T* du, const ssm::S4dGrads<T>& g) override;
+  void sine_forward(const T* a, const T* freq, int n, int O, T* s) override;
+  void sine_backward(const T* a, const T* freq, const T* ds, int n, int O, T* da, T* dfreq) override;
+  void implicit_filter_decay(T* x, const double* rate, int filters, int length) override;
 
  private:
-  // An S4D state pass over every stream, filter and mode for `length` taps (complex work).
+  // An S4D state pass over every stream, filter and mode for `taps` steps (complex work).
   void add_s4d_pass(const ssm::S4dCarryDims& d, double taps, double elems_read, double elems_written);
   Memory& memory_;
+  Backend<T>* inner_ = nullptr;
   std::array<KernelCounts, kKernelClasses> counts_{};
 };
+
+template <typename T>
+template <typename F>
+void CountingBackend<T>::run(KernelClass c, F&& call) {
+  if (inner_ == nullptr) return;
+  memory_.synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  call();
+  memory_.synchronize();
+  counts_[size_t(c)].seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 }  // namespace brt::kernels

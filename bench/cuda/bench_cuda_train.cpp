@@ -4,6 +4,9 @@
 // peak measured in the same run (cuBLAS 8192³ bf16 GEMM). Warm-up steps first, then the
 // median of timed steps (each synchronised), on the synthetic Markov stream; each config runs
 // eagerly and from CUDA graphs (train.cuda_graph), and the launches per step are printed.
+// Then each component's time (the kernel classes of kernels/counting_backend.h, each call
+// timed with the device synchronized around it, and the optimizer) beside the planner's
+// prediction for an H100 or H200 (launch/plan/counted_step.h).
 //
 // usage: bench_cuda_train [--batch B] [--steps S] [--precision bf16|fp32] [config.toml ...]
 //        (default: configs/150m.toml configs/1.3b.toml, B 4, S 6; run from the repo root)
@@ -20,9 +23,13 @@
 #include "core/model.h"
 #include "core/optim/optimizer.h"
 #include "core/param_count.h"
+#include "kernels/counting_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "launch/config/config.h"
 #include "launch/feed/batch_source.h"
+#include "launch/plan/counted_step.h"
+#include "launch/plan/planner.h"
+#include "launch/run/device_backend.h"
 #include "launch/run/run_model.h"
 #include "launch/train/step_graphs.h"
 
@@ -109,6 +116,68 @@ Measured measure(const brt::launch::RunConfig& config, const Settings& s, bool u
   return m;
 }
 
+// "h100" or "h200" from the device's name, "" for another device (no prediction then).
+std::string planned_device() {
+  const std::string name = kc::cuda_device_description(0);
+  if (name.find("H200") != std::string::npos) return "h200";
+  if (name.find("H100") != std::string::npos) return "h100";
+  return "";
+}
+
+// One step per component: the counting backend around the CUDA backend runs and times each
+// call by kernel class (the device synchronized around it, so the classes add up to more than a
+// free-running step), beside the planner's prediction for this device (launch/plan/
+// counted_step.h): the first device run calibrates the prediction instead of replacing it.
+void bench_components(const std::string& path, const brt::launch::RunConfig& config, const Settings& s) {
+  brt::launch::RunConfig cfg = config;
+  cfg.train.device = "cuda";
+  cfg.train.precision = kc::precision_name(s.precision);
+  brt::core::ModelConfig resolved = cfg.model;
+  resolved.resolve();
+  auto backend = brt::launch::make_run_backend<float>(cfg.train, 0, resolved, s.batch);
+  brt::kernels::CountingBackend<float> timed(*backend);
+  brt::core::Model<float> model(resolved, s.batch, timed);
+  model.params().initialize(uint64_t(cfg.train.seed));
+  auto optimizer_kernels = brt::launch::make_run_optimizer_kernels<float>(*backend);
+  auto optimizer = brt::core::make_optimizer(cfg.optim, model.params(), {}, optimizer_kernels.get());
+  brt::launch::SyntheticMarkovSource source(resolved.vocab, s.batch, resolved.seq_len, 1);
+  brt::data::Batch batch;
+  const int steps = 3;
+  double optimizer_s = 0;
+  for (int step = 0; step <= steps; ++step) {  // step 0 warms up
+    if (step == 1) timed.reset();
+    source.next(batch);
+    int64_t count = 0;
+    for (uint8_t mk : batch.mask) count += mk;
+    model.params().zero_grads();
+    model.stage_step({batch.inputs.data(), batch.targets.data(), batch.mask.data(), batch.doc_start.data()});
+    model.device_step(1.0f / float(std::max<int64_t>(count, 1)));
+    model.step_nats();
+    backend->memory().synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    optimizer->step();
+    backend->memory().synchronize();
+    if (step > 0) optimizer_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  const std::string device = planned_device();
+  brt::launch::CountedStep predicted;
+  if (!device.empty()) {
+    const auto memory = brt::launch::predict_rank_memory(cfg.model, cfg.optim, s.batch, 1, false, 0);
+    predicted = brt::launch::count_step(cfg.model, s.batch, 1, 1, memory, brt::launch::device_rates(device));
+  }
+  std::printf("%-20s component          predicted (%s)   measured (per call, synchronized)  measured/predicted\n",
+              path.c_str(), device.empty() ? "no rates for this device" : device.c_str());
+  for (int k = 0; k <= brt::kernels::kKernelClasses; ++k) {
+    const bool opt = k == brt::kernels::kKernelClasses;
+    const char* name = opt ? "optimizer" : brt::kernels::kernel_class_name(brt::kernels::KernelClass(k));
+    const double measured = opt ? optimizer_s / steps : timed.counts(brt::kernels::KernelClass(k)).seconds / steps;
+    const double want = predicted.components.empty() ? 0.0 : predicted.components[size_t(k)].seconds;
+    std::printf("%-20s component %-16s %9.2f ms %12.2f ms %24.2f\n", path.c_str(), name, want * 1e3,
+                measured * 1e3, want > 0 ? measured / want : 0.0);
+  }
+  std::fflush(stdout);
+}
+
 void bench_config(const std::string& path, const Settings& s, double peak_tflops) {
   const auto cfg = brt::launch::load_run_config(path, {"data.source=synthetic"});
   const Measured eager = measure(cfg, s, false);
@@ -132,6 +201,7 @@ void bench_config(const std::string& path, const Settings& s, double peak_tflops
               (long long)g.replayed_steps, graphed.step_s / eager.step_s,
               graphed.loss == eager.loss ? "bit-identical" : "DIFFER");
   std::fflush(stdout);
+  bench_components(path, cfg, s);
 }
 
 }  // namespace

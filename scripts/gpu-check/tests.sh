@@ -84,7 +84,7 @@ bench_step() {
   shift 3
   local log
   log=$LOGS/$(echo "$name" | tr ' ' '-').log
-  STEP_LIVE=$lines step "$name" "$(expected "$name")" "$limit" "$log" env LD_LIBRARY_PATH="$LDP" "$@"
+  STEP_LIVE=$lines STEP_LIVE_MAX=16 step "$name" "$(expected "$name")" "$limit" "$log" env LD_LIBRARY_PATH="$LDP" "$@"
   [ "$STEP_RC" = 200 ] && return
   local ok=0
   [ "$STEP_RC" = 0 ] && ! grep -v '^# ' "$log" | grep -E 'skipped|FAILED' >/dev/null && ok=1
@@ -97,9 +97,9 @@ bench_step() {
 part_bench() {
   if needs "bench train" bench_cuda_train; then
     # Each config eagerly and from CUDA graphs.
-    bench_step "bench train 150m" 150 'MFU|launches per step|error|skipped|FAILED' \
+    bench_step "bench train 150m" 150 'MFU|launches per step|component|error|skipped|FAILED' \
       "$B/bin/bench_cuda_train" --batch 4 --steps 5 configs/150m.toml
-    bench_step "bench train 1.3b" 180 'MFU|launches per step|error|skipped|FAILED' \
+    bench_step "bench train 1.3b" 180 'MFU|launches per step|component|error|skipped|FAILED' \
       "$B/bin/bench_cuda_train" --batch 4 --steps 5 configs/1.3b.toml
   fi
   if needs "bench attention" bench_cuda_attention; then

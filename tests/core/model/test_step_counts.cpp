@@ -14,6 +14,7 @@
 
 #include "core/flops.h"
 #include "core/model.h"
+#include "kernels/backend.h"
 #include "kernels/counting_backend.h"
 #include "kernels/meta_memory.h"
 #include "tests/common/micro_model.h"
@@ -86,6 +87,49 @@ TEST(StepCounts, EveryVariantIsCountedNearModel10) {
     EXPECT_GE(c.total.flops, 0.9 * model10) << variant;
     EXPECT_LE(c.total.flops, 2.0 * model10) << variant;
   }
+}
+
+// Around another backend the counting backend runs every call there and times it per class:
+// the step is the wrapped backend's, bit for bit (loss and every gradient), the counts are the
+// counting-alone counts, and the classes that did work took time.
+TEST(StepCounts, AroundARealBackendTheStepIsUnchangedAndEachClassTimed) {
+  ModelConfig cfg = brt::testing::micro_model(
+      "rec:fixed:skip", {.layers = 2, .d_model = 32, .heads = 2, .head_dim = 16, .d_ff = 64, .vocab = 64,
+                         .seq_len = 32, .window = 8, .state_size = 8, .recurrent_layers = {1}});
+  cfg.resolve();
+  const int B = 2;
+  const size_t rows = size_t(B) * size_t(cfg.seq_len);
+  std::vector<int32_t> tokens(rows), targets(rows);
+  for (size_t i = 0; i < rows; ++i) {
+    tokens[i] = int32_t((i * 7 + 3) % 64);
+    targets[i] = int32_t((i * 5 + 1) % 64);
+  }
+  std::vector<uint8_t> mask(rows, 1), doc_start(size_t(B), 1);
+  const ModelInput in{tokens.data(), targets.data(), mask.data(), doc_start.data()};
+  auto plain_backend = kernels::make_cpu_backend<float>();
+  auto inner = kernels::make_cpu_backend<float>();
+  kernels::CountingBackend<float> timed(*inner);
+  Model<float> plain(cfg, B, *plain_backend), wrapped(cfg, B, timed);
+  plain.params().initialize(7);
+  wrapped.params().initialize(7);
+  timed.reset();
+  const LossSums a = plain.forward(in, 1.0f / float(rows));
+  plain.backward();
+  const LossSums b = wrapped.forward(in, 1.0f / float(rows));
+  wrapped.backward();
+  EXPECT_EQ(a.nats, b.nats);
+  std::vector<float> ga(size_t(plain.params().total_numel())), gb(ga.size());
+  plain.memory().to_host(ga.data(), plain.params().grads(), ga.size() * sizeof(float));
+  wrapped.memory().to_host(gb.data(), wrapped.params().grads(), gb.size() * sizeof(float));
+  EXPECT_EQ(ga, gb) << "the wrapped step's gradients are the plain step's";
+  const Counted alone = count_step(cfg, B);
+  EXPECT_DOUBLE_EQ(timed.counts(KernelClass::kGemm).flops, alone.gemm.flops);
+  EXPECT_DOUBLE_EQ(timed.total().flops, alone.total.flops);
+  EXPECT_EQ(timed.total().launches, alone.total.launches);
+  for (KernelClass c : {KernelClass::kGemm, KernelClass::kWindowAttention, KernelClass::kCrossAttention,
+                        KernelClass::kElementwise, KernelClass::kCrossEntropy})
+    EXPECT_GT(timed.counts(c).seconds, 0.0) << kernels::kernel_class_name(c);
+  EXPECT_EQ(timed.counts(KernelClass::kSsm).seconds, 0.0);  // no SSM in this variant
 }
 
 TEST(StepCounts, ALargeModelIsCountedWithoutRunningIt) {
