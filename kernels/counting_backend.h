@@ -3,7 +3,7 @@
 // it runs nothing, and takes one whole training step of a model at its real shapes
 // (core::Model::device_work) on any machine in milliseconds, so the planner can predict a
 // device's step per component from counts instead of an assumed efficiency (launch/plan/
-// counted_step.h). Around another backend it also runs each call there and measures it, the
+// counted_step.h); the planner's memory count builds its model on it too (planner_memory.cpp). Around another backend it also runs each call there and measures it, the
 // device synchronized before and after the call (so a measured step is slower than a free-running
 // one, but each class's time is its own): what bench_cuda_train prints beside the prediction.
 //

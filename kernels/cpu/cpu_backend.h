@@ -20,12 +20,8 @@ template <typename T>
 class CpuBackend final : public Backend<T> {
  public:
   explicit CpuBackend(CpuOptions options = {}) : options_(options) {}
-  // Buffers in `memory` instead of the host's: kernels/meta_memory.h, to count what a model
-  // allocates without backing it (the planner, launch/plan/planner_memory.cpp). Its kernels
-  // must then not run.
-  explicit CpuBackend(Memory& memory, CpuOptions options = {}) : options_(options), memory_(&memory) {}
   const char* name() const override { return "cpu"; }
-  Memory& memory() override { return *memory_; }
+  Memory& memory() override { return host_memory(); }
 
   void gemm(Trans ta, Trans tb, int M, int N, int K, T alpha, const T* A, int lda, const T* B,
             int ldb, T beta, T* C, int ldc) override;
@@ -205,7 +201,6 @@ class CpuBackend final : public Backend<T> {
 
  private:
   CpuOptions options_;
-  Memory* memory_ = &host_memory();
   Workspace<T> workspace_;
 };
 

@@ -13,7 +13,7 @@
 #include "core/sharding/context_parallel.h"
 #include "core/sharding/tensor_parallel.h"
 #include "core/tp_split.h"
-#include "kernels/cpu/cpu_backend.h"
+#include "kernels/counting_backend.h"
 #include "kernels/meta_memory.h"
 #include "launch/plan/planner.h"
 #include "parallel/unconnected_communicator.h"
@@ -25,7 +25,7 @@ namespace {
 template <typename T>
 CountedModel count_on_meta_memory(const core::ModelConfig& whole, int streams, int tp, int cp) {
   kernels::MetaMemory meta;
-  kernels::cpu::CpuBackend<T> backend(meta);
+  kernels::CountingBackend<T> backend(meta);  // runs nothing: constructors only allocate
   parallel::UnconnectedCommunicator tp_group("tp", 0, tp), cp_group("cp", 0, cp);
   const core::TensorParallel tensor_parallel = tp > 1 ? core::TensorParallel(tp_group) : core::TensorParallel();
   const core::ContextParallel context_parallel = cp > 1 ? core::ContextParallel(cp_group) : core::ContextParallel();
