@@ -30,6 +30,7 @@ declare -A EXPECT=(
   [peer spec 2]=30              # 40m, B 1
   [peer spec 3]=60              # 1.3b, B 4, 5 steps
   [python hf_transformers]=30   # prepare, train and export a tiny run; transformers loads it
+  [python torch_cuda]=20        # 14 tiny variants, 3 segments each, fp64/fp32/bf16 + CUDA start
 )
 
 # The expected seconds of STEP (0 when the table does not know it: it then always runs).
@@ -67,7 +68,7 @@ part_expected() {
     peer_first) total=$(($(expected "peer python") + $(expected "peer spec 1"))) ;;
     peer_rest) total=$(($(expected "peer verify") + $(expected "peer spec 2") + $(expected "peer spec 3"))) ;;
     peer) total=$(($(part_expected peer_first) + $(part_expected peer_rest))) ;;
-    python) total=$(expected "python hf_transformers") ;;
+    python) total=$(($(expected "python torch_cuda") + $(expected "python hf_transformers"))) ;;
   esac
   echo "$total"
 }

@@ -61,7 +61,7 @@ def evaluate_documents(model, documents, batch=8, bos_id=data.BOS_ID, trained_se
                 doc_start.append(step == 0 or step >= len(segs))
             losses, state = model.token_losses(np.stack(inputs), np.stack(targets), np.stack(mask),
                                                state, torch.tensor(doc_start))
-            losses = losses.double().numpy()
+            losses = losses.double().cpu().numpy()
             for b, (doc_id, segs) in enumerate(group):
                 if step >= len(segs):
                     continue

@@ -97,9 +97,9 @@ def window_attention(q, k, v, k_cache, v_cache, rel_bias, scale, window):
     scores = torch.einsum("btqhd,btkhd->bthqk", q.reshape(B, T, W, H, dh), keys).to(rdt)
     query = torch.arange(W)[:, None]
     key = torch.arange(2 * W)[None, :]
-    visible = (key >= query) & (key <= query + W - 1)
+    visible = ((key >= query) & (key <= query + W - 1)).to(q.device)
     distance = (query + W - key).clamp(min=1).numpy()
-    bucket = torch.as_tensor(t5_bucket(distance), dtype=torch.long)
+    bucket = torch.as_tensor(t5_bucket(distance), dtype=torch.long, device=q.device)
     bias = rel_bias.to(rdt)[:, bucket]                             # [H, W, 2W]
     logits = (scores + bias) * scale.to(rdt)[:, None, None]
     logits = logits.masked_fill(~visible, float("-inf"))
@@ -115,7 +115,7 @@ def cross_attention(q, k, v, scale, causal=False):
     logits = torch.einsum("...qhd,...khd->...hqk", q, k).to(rdt) * scale.to(rdt)[:, None, None]
     if causal:
         nq, nk = q.shape[-3], k.shape[-3]
-        mask = torch.arange(nk)[None, :] > torch.arange(nq)[:, None]
+        mask = torch.arange(nk, device=q.device)[None, :] > torch.arange(nq, device=q.device)[:, None]
         logits = logits.masked_fill(mask, float("-inf"))
     probs = torch.softmax(logits, -1).to(v.dtype)
     out = torch.einsum("...hqk,...khd->...qhd", probs, v)
@@ -125,7 +125,7 @@ def cross_attention(q, k, v, scale, causal=False):
 def take_cache(carried, doc_start, shape, like):
     """The cache a segment attends (model.md §8): zeros at a document start, else the carried one
     (None means nothing carried: every stream must start a document)."""
-    zeros = torch.zeros(shape, dtype=like.dtype)
+    zeros = torch.zeros(shape, dtype=like.dtype, device=like.device)
     if carried is None:
         return zeros
     carried = carried.to(like.dtype).reshape(shape)

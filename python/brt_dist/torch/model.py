@@ -82,15 +82,15 @@ class BrtModel(nn.Module):
         """The carried state a checkpoint stored (/state/*), as tensors of this model's dtype.
         The S4D carry is stored as the raw bytes of complex double modes (docs/bst.md): it is
         reinterpreted, not converted."""
-        dtype = self.embed.dtype
+        dtype, device = self.embed.dtype, self.embed.device
         out = {}
         for name, value in ckpt.state.items():
             value = np.asarray(value)
             if name.endswith(".ssm.carry"):
                 modes = np.ascontiguousarray(value).view(np.float64)            # [B, C, Ds, M, 2]
-                out[name] = torch.complex(torch.from_numpy(modes[..., 0].copy()), torch.from_numpy(modes[..., 1].copy()))
+                out[name] = torch.complex(torch.from_numpy(modes[..., 0].copy()), torch.from_numpy(modes[..., 1].copy())).to(device)
             else:
-                out[name] = torch.as_tensor(value).to(dtype)
+                out[name] = torch.as_tensor(value).to(device=device, dtype=dtype)
         return out
 
     # ---------------------------------------------------------------- forward
@@ -100,7 +100,8 @@ class BrtModel(nn.Module):
         true when state is empty, else all false). return_hidden: also a dict with the
         residual stream after each layer ("hidden") and each recurrent layer's states Σ_0..Σ_T
         of the segment ("sigmas": {layer index: [B, T+1, S, D]}), for probing."""
-        tokens = torch.as_tensor(tokens, dtype=torch.long)
+        device = self.embed.device
+        tokens = torch.as_tensor(tokens, dtype=torch.long).to(device)
         if tokens.dim() == 1:
             tokens = tokens[None]
         B, N = tokens.shape
@@ -112,6 +113,7 @@ class BrtModel(nn.Module):
         doc_start = torch.as_tensor(doc_start, dtype=torch.bool).reshape(B)
         if not state and not bool(doc_start.all()):
             raise ValueError("a stream continues a document but no carried state was given")
+        doc_start = doc_start.to(device)
         x = self.embed[tokens]
         if self.cfg.feedback:  # model.md §5.4: the whole stack runs block-major (feedback.py)
             x_in = x
@@ -144,23 +146,26 @@ class BrtModel(nn.Module):
         logits, state = self.forward(inputs, state, doc_start, detach_state)
         targets = torch.as_tensor(targets, dtype=torch.long).reshape(logits.shape[:2])
         mask = torch.as_tensor(mask, dtype=torch.bool).reshape(logits.shape[:2])
+        count = int(mask.sum())                      # before the move: meta tensors hold no values
+        targets, mask = targets.to(logits.device), mask.to(logits.device)
         work = logits.float() if logits.dtype in (torch.bfloat16, torch.float16) else logits
         losses = torch.nn.functional.cross_entropy(
             work.reshape(-1, work.shape[-1]), targets.clamp(0, self.cfg.vocab - 1).reshape(-1),
             reduction="none").reshape(targets.shape)
         losses = torch.where(mask, losses, torch.zeros_like(losses))
-        return losses.sum(), int(mask.sum()), state
+        return losses.sum(), count, state
 
     def token_losses(self, inputs, targets, mask, state=None, doc_start=None):
         """Per-position losses [B, N] (zero where masked) and the new state, without a graph."""
         with torch.no_grad():
             logits, state = self.forward(inputs, state, doc_start)
+            device = logits.device
             losses = torch.nn.functional.cross_entropy(
                 logits.double().reshape(-1, logits.shape[-1]),
-                torch.as_tensor(targets, dtype=torch.long).clamp(0, self.cfg.vocab - 1).reshape(-1),
+                torch.as_tensor(targets, dtype=torch.long).to(device).clamp(0, self.cfg.vocab - 1).reshape(-1),
                 reduction="none").reshape(logits.shape[:2])
-            return torch.where(torch.as_tensor(mask, dtype=torch.bool).reshape(losses.shape), losses,
-                               torch.zeros_like(losses)), state
+            mask = torch.as_tensor(mask, dtype=torch.bool).to(device).reshape(losses.shape)
+            return torch.where(mask, losses, torch.zeros_like(losses)), state
 
 
 def from_checkpoint(ckpt, dtype=torch.float64, strict=True):

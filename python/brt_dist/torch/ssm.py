@@ -50,13 +50,13 @@ class ImplicitFilter(nn.Module):
 
     def forward(self, length):
         dtype = self.w0.dtype
-        t = torch.arange(length, dtype=torch.float64) / length
+        t = torch.arange(length, dtype=torch.float64, device=self.w0.device) / length
         z = torch.stack([t, torch.cos(2 * math.pi * t), torch.sin(2 * math.pi * t)], -1).to(dtype)
         h = z
         for w, b in ((self.w0, self.b0), (self.w1, self.b1), (self.w2, self.b2)):
             h = torch.sin(self.freq * (h @ w + b))
         lo, hi = math.log(1e-2) / 1.5, math.log(1e-2) / 0.3
-        r = torch.arange(self.filters, dtype=torch.float64)
+        r = torch.arange(self.filters, dtype=torch.float64, device=self.w0.device)
         delta = (lo + (hi - lo) * r / (self.filters - 1) if self.filters > 1 else torch.full_like(r, lo)).abs()
         decay = torch.exp(-t[None, :] * delta[:, None]).to(dtype)             # [R, L]
         return (h @ self.w_out).transpose(0, 1) * decay
@@ -74,7 +74,7 @@ def s4d_modes(ssm):
 
 def s4d_powers(dta, first, count):
     """exp(l·ΔA_n) for l in [first, first + count): [C, Ds, M, count]."""
-    steps = torch.arange(first, first + count, dtype=torch.float64)
+    steps = torch.arange(first, first + count, dtype=torch.float64, device=dta.device)
     return torch.exp(dta[..., None] * steps)
 
 
@@ -123,8 +123,8 @@ class Ssm(nn.Module):
         # The carried modes x_n (detached): Y_c[t] += 2·Re Σ_n C̃_n·exp((t+1)ΔA_n)·x_n ...
         x = carried.get("ssm.carry")
         shape = (B,) + tuple(dta.shape)
-        x = torch.zeros(shape, dtype=torch.complex128) if x is None else torch.where(
-            doc_start.view(-1, 1, 1, 1), torch.zeros(shape, dtype=torch.complex128), x.to(torch.complex128))
+        zeros = torch.zeros(shape, dtype=torch.complex128, device=u.device)
+        x = zeros if x is None else torch.where(doc_start.view(-1, 1, 1, 1), zeros, x.to(torch.complex128))
         response = torch.einsum("cfmt,bcfm->bctf", c_tilde[..., None] * s4d_powers(dta, 1, N), x)
         y = y + (2 * response.real).to(y.dtype)
         # ... and x ← exp(NΔA)·x + Σ_τ exp((N−1−τ)ΔA)·U[τ] for the next segment.
