@@ -164,17 +164,21 @@ const std::vector<CommandHelp>& commands() {
         "brt-dist config keys --json > python/brt_dist/config_keys.json"},
        false, nullptr},
       {"plan", "feasible (DP, TP, ZeRO, CP) layouts with predicted memory and step time",
-       "brt-dist plan CONFIG --cluster CLUSTER.toml --global-batch G [--dp N] [--tp N] [--cp N] [--measured M.jsonl] "
+       "brt-dist plan CONFIG --cluster CLUSTER.toml|--device h100|h200 --global-batch G [--dp N] [--tp N] [--cp N] "
+       "[--measured M.jsonl] "
        "[key=value ...] | brt-dist plan CONFIG --measure-rates OUT.toml [--device D] [--precision P]",
        {{"--cluster FILE", "the cluster description (configs/clusters/)"},
+        {"--device h100|h200", "the step counted per component against that GPU's rates: on one node of 8 "
+                               "without --cluster, else the file's device replaced"},
         {"--global-batch G", "streams in the global batch, >= 1"},
         {"--dp N, --tp N, --cp N", ">= 1: exit 3 unless a layout with these degrees fits"},
         {"--measured M.jsonl", "print the layout's predicted step time next to this run's measured one"},
         {"--measure-rates OUT", "time this device's GEMM, attention and memory rates at CONFIG's shapes "
                                 "and write a one-device cluster file with them"},
-        {"--device D, --precision P", "--measure-rates: cpu|cuda, fp32|bf16 (as train)"},
+        {"--device D, --precision P", "--measure-rates: cpu|cuda, fp32|bf16 (as train); planning: bf16 or fp32"},
         {"--seconds S", "--measure-rates: time per kernel class, > 0 (default 1)"}},
        {"brt-dist plan configs/1.3b.toml --cluster configs/clusters/h200-8x8.toml --global-batch 64",
+        "brt-dist plan configs/150m.toml --device h100 --global-batch 32",
         "brt-dist plan configs/150m.toml --measure-rates gpu.toml --device cuda --precision bf16 train.batch=4",
         "brt-dist plan configs/150m.toml --cluster gpu.toml --global-batch 4 --measured runs/150m/metrics.jsonl"},
        false, nullptr},

@@ -19,7 +19,8 @@ DeviceRates device_rates(std::string_view name) {
   // HBM3 3.35 TB/s) and NVIDIA H200 Tensor Core GPU datasheet (SXM: the same compute, HBM3e
   // 4.8 TB/s). Fractions (assumed, to be measured): cuBLAS bf16 GEMMs of these sizes ~0.70 of
   // peak; brt-dist's own attention kernels 0.25 (not FlashAttention-class); CUDA-core kernels
-  // 0.5 of fp32; a streaming kernel 0.85 of HBM; 4 µs per eager launch.
+  // 0.5 of fp32; a streaming kernel 0.85 of HBM; 4 µs per eager launch. Memory: 80 GB HBM3
+  // (H100), 141 GB HBM3e (H200); NVLink 4: 900 GB/s per GPU both ways, 450 each way.
   DeviceRates r;
   r.bf16_tflops = 989.4;
   r.fp32_tflops = 66.9;
@@ -28,13 +29,16 @@ DeviceRates device_rates(std::string_view name) {
   r.other_fraction = 0.5;
   r.hbm_fraction = 0.85;
   r.launch_us = 4.0;
+  r.nvlink_gbps = 450;
   if (name == "h100") {
     r.name = "h100";
     r.hbm_gbps = 3350;
+    r.memory_gb = 80;
     r.source = "NVIDIA H100 SXM5 datasheet";
   } else if (name == "h200") {
     r.name = "h200";
     r.hbm_gbps = 4800;
+    r.memory_gb = 141;
     r.source = "NVIDIA H200 SXM datasheet";
   } else {
     throw std::invalid_argument("device '" + std::string(name) + "': the planner knows h100 and h200");

@@ -30,6 +30,8 @@ struct DeviceRates {
   double other_fraction = 0;      // of fp32 peak, the CUDA-core kernels
   double hbm_fraction = 0;        // of HBM bandwidth, a streaming kernel
   double launch_us = 0;           // per kernel launch, eager
+  double memory_gb = 0;           // HBM capacity, GB (1e9 bytes)
+  double nvlink_gbps = 0;         // NVLink payload per direction per GPU, GB/s
   std::string source;             // where the peaks come from
 };
 // The rates of `name` ("h100", "h200"); throws std::invalid_argument naming the known ones.

@@ -53,6 +53,9 @@ struct ClusterSpec {
 // Errors name the file and the field ("cluster.toml: missing field 'inter_node_gbps'").
 ClusterSpec parse_cluster(std::string_view toml_text, const std::string& source_name);
 ClusterSpec load_cluster(const std::string& path);
+// `brt-dist plan --device h100|h200` without a cluster file: one node of 8 such GPUs (NVLink
+// between them), the step counted per component against the device's rates (device_rates).
+ClusterSpec device_node_cluster(std::string_view device);
 
 // model.md §9 logical shapes in the order the model declares them (embed, layers 0..L-1 — a
 // recurrent layer's state side first —, final_norm), read from the model's own declarations

@@ -133,6 +133,19 @@ ClusterSpec load_cluster(const std::string& path) {
   return parse_cluster(text, path);
 }
 
+ClusterSpec device_node_cluster(std::string_view device) {
+  const DeviceRates r = device_rates(device);
+  ClusterSpec c;
+  c.gpus_per_node = 8;
+  c.nodes = 1;
+  c.gpu_memory_gb = r.memory_gb;
+  c.peak_gflops = 1e3 * r.bf16_tflops;
+  c.intra_node_gbps = r.nvlink_gbps;
+  c.inter_node_gbps = r.nvlink_gbps;  // one node: no link leaves it
+  c.device = r.name;
+  return c;
+}
+
 double memory_bound_bytes(const MemoryPrediction& m) {
   return 4.0 * double(m.activations + m.backward_scratch) +
          2.0 * double(m.parameters + m.gradients + m.optimizer);

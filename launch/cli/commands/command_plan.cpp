@@ -2,6 +2,8 @@
 // METRICS.jsonl] [key=value ...]`: every (DP, TP, ZeRO, micro-batch) layout of
 // the cluster with predicted memory per device and step time, best first (launch/plan/planner.h);
 // with --measured, the predicted step time of the chosen layout next to the run's measured one.
+// `brt-dist plan CONFIG --device h100|h200 --global-batch G ...`: the same on one node of 8 such
+// GPUs, or with --cluster, that file with its `device` set (launch/plan/counted_step.h).
 // `brt-dist plan CONFIG --measure-rates OUT.toml [--device cpu|cuda] [--precision P]
 // [--seconds S]`: times this device's kernel classes at the config's shapes
 // and writes a one-device cluster file with them (launch/plan/plan_rates.h).
@@ -67,6 +69,7 @@ int measure_rates_command(const std::string& config_path, const RunConfig& confi
 // The flags of `brt-dist plan`.
 struct PlanFlags {
   std::string cluster_path, rates_path, measured_path;
+  std::string device;  // --device h100|h200 when planning (not measuring)
   int global_batch = 0, want_dp = 0, want_tp = 0, want_cp = 0;
   double seconds_each = 1.0;
   // The layout --dp/--tp/--cp pick (0: any).
@@ -157,29 +160,67 @@ int plan_status(const std::vector<LayoutPlan>& plans, const PlanFlags& flags, co
   return kNoLayoutFits;
 }
 
+// --device when planning names the planner's device (h100, h200), not train.device (cpu|cuda,
+// which --measure-rates times on): it is taken out of the overrides. An --device given as a
+// train.device word while planning stays an override (planning does not read it).
+std::string take_planner_device(CommandLine& cl) {
+  if (!cl.alias_of_key.count("train.device")) return "";
+  for (auto it = cl.overrides.begin(); it != cl.overrides.end(); ++it) {
+    if (it->rfind("train.device=", 0) != 0) continue;
+    const std::string value = it->substr(std::string("train.device=").size());
+    if (value == "cpu" || value == "cuda") return "";
+    cl.overrides.erase(it);
+    try {
+      return device_rates(value).name;
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("command line: --device: ") + e.what() +
+                       " (planning); cpu or cuda with --measure-rates");
+    }
+  }
+  return "";
+}
+
+// The cluster planned for: --cluster's file (its device replaced by --device's), or one node of
+// --device's GPUs; and how the header names it.
+ClusterSpec planned_cluster(const PlanFlags& flags, std::string& name) {
+  if (flags.cluster_path.empty()) {
+    name = "one node of 8 " + flags.device + " (--device " + flags.device + ")";
+    return device_node_cluster(flags.device);
+  }
+  ClusterSpec cluster = load_cluster(flags.cluster_path);
+  name = flags.cluster_path;
+  if (!flags.device.empty()) {
+    cluster.device = flags.device;
+    name += ", device " + flags.device + " (--device)";
+  }
+  return cluster;
+}
+
 }  // namespace
 
 int command_plan(int argc, char** argv) {
-  const CommandLine cl = parse_command_line(
-      argc, argv, {{"device", "train.device"}, {"precision", "train.precision"}});
+  CommandLine cl = parse_command_line(argc, argv, {{"device", "train.device"}, {"precision", "train.precision"}});
   if (cl.positional.size() != 1)
     throw UsageError(
         "usage: brt-dist plan CONFIG --cluster CLUSTER.toml --global-batch G [--dp N] [--tp N] [--cp N] "
         "[--measured METRICS.jsonl] [key=value ...]\n"
         "       brt-dist plan CONFIG --measure-rates OUT.toml [--device cpu|cuda] [--precision P] "
         "[--seconds S]");
-  const PlanFlags flags = plan_flags(cl);
+  PlanFlags flags = plan_flags(cl);
+  if (flags.rates_path.empty()) flags.device = take_planner_device(cl);
   if (!flags.rates_path.empty()) {
     const std::string config_path = resolve_config_path(cl.positional[0]);
     return measure_rates_command(
         config_path, with_command_line_config(cl, [&] { return load_run_config(config_path, cl.overrides); }),
         flags.rates_path, flags.seconds_each);
   }
-  if (flags.cluster_path.empty()) throw UsageError("command line: --cluster CLUSTER.toml is required");
+  if (flags.cluster_path.empty() && flags.device.empty())
+    throw UsageError("command line: --cluster CLUSTER.toml (or --device h100|h200) is required");
   if (flags.global_batch == 0) throw UsageError("command line: --global-batch G (streams) is required");
   const std::string config_path = resolve_config_path(cl.positional[0]);
   const RunConfig config = with_command_line_config(cl, [&] { return load_run_config(config_path, cl.overrides); });
-  const ClusterSpec cluster = load_cluster(flags.cluster_path);
+  std::string cluster_name;
+  const ClusterSpec cluster = planned_cluster(flags, cluster_name);
   PlanOptions options;
   options.bucket_mb = config.train.bucket_mb;
   options.bf16 = config.train.precision == "bf16";
@@ -190,7 +231,7 @@ int command_plan(int argc, char** argv) {
               config_path.c_str(), m.variant.c_str(), m.layers, double(core::count_parameters(m)) / 1e6,
               core::to_string(config.optim.kind), flags.global_batch, m.seq_len);
   std::printf("cluster: %s — %d node(s) × %d device(s), %.1f GB, %.0f GFLOP/s, %.1f / %.1f GB/s intra/inter\n\n",
-              flags.cluster_path.c_str(), cluster.nodes, cluster.gpus_per_node, cluster.gpu_memory_gb,
+              cluster_name.c_str(), cluster.nodes, cluster.gpus_per_node, cluster.gpu_memory_gb,
               cluster.peak_gflops, cluster.intra_node_gbps, cluster.inter_node_gbps);
   std::fputs(format_plans(plans, cluster).c_str(), stdout);
   if (!flags.measured_path.empty()) print_measured(plans, flags, m.seq_len);

@@ -62,6 +62,25 @@ case $case_name in
     # Best first: the first layout line is runnable and fits.
     sed -n 5p "$tmp/out" | grep -q " ok$" || fail "first layout is not the best runnable one"
     ;;
+  device_shorthand)
+    # --device h100|h200: one node of 8 such GPUs, the counted step and its predicted MFU; with
+    # --cluster, the file's device replaced; an unknown GPU refused naming the known ones.
+    run "$brt" plan 150m --device h200 --global-batch 32
+    expect_status 0
+    expect_in out "cluster: one node of 8 h200 (--device h200) — 1 node(s) × 8 device(s), 141.0 GB"
+    expect_in out "counted step on h200"
+    expect_in_re out "predicted MFU [0-9.]+% of the 989.4 TFLOP/s bf16 peak"
+    run "$brt" plan 150m --cluster "$tmp/cluster.toml" --device h100 --global-batch 32
+    expect_status 0
+    expect_in out "cluster.toml, device h100 (--device) — 2 node(s) × 8 device(s), 80.0 GB"
+    expect_in out "counted step on h100"
+    run "$brt" plan 150m --device a100 --global-batch 32
+    expect_status 2
+    expect_in err "--device: device 'a100': the planner knows h100 and h200"
+    run "$brt" plan 150m --global-batch 32
+    expect_status 2
+    expect_in err "--cluster CLUSTER.toml (or --device h100|h200) is required"
+    ;;
   measure_rates)
     # The device's kernel-class rates into a cluster file, a short run, and
     # the plan's predicted step time next to the run's measured one.
