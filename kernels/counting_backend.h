@@ -3,9 +3,10 @@
 // it runs nothing, and takes one whole training step of a model at its real shapes
 // (core::Model::device_work) on any machine in milliseconds, so the planner can predict a
 // device's step per component from counts instead of an assumed efficiency (launch/plan/
-// counted_step.h); the planner's memory count builds its model on it too (planner_memory.cpp). Around another backend it also runs each call there and measures it, the
-// device synchronized before and after the call (so a measured step is slower than a free-running
-// one, but each class's time is its own): what bench_cuda_train prints beside the prediction.
+// counted_step.h); the planner's memory count builds its model on it too (planner_memory.cpp).
+// Around another backend it also runs each call there, bracketed by a CallTimer with the call's
+// class as its slot (kernels/call_timer.h: CUDA events on the GPU, a synchronized host clock
+// elsewhere): what bench_cuda_train prints beside the prediction.
 //
 // The counts are the work as the kernels' contracts in kernels/backend.h define it, which is
 // model.md §10 where §10 counts it, with two known differences: window attention scores the
@@ -16,11 +17,11 @@
 #pragma once
 
 #include <array>
-#include <chrono>
 #include <cstdint>
 #include <memory>
 
 #include "kernels/backend.h"
+#include "kernels/call_timer.h"
 
 namespace brt::kernels {
 
@@ -38,7 +39,6 @@ const char* kernel_class_name(KernelClass c);
 struct KernelCounts {
   double flops = 0, bytes_read = 0, bytes_written = 0;
   int64_t launches = 0;
-  double seconds = 0;  // measured around the wrapped backend's calls (0 when counting alone)
   double bytes() const { return bytes_read + bytes_written; }
 };
 
@@ -47,8 +47,9 @@ class CountingBackend final : public Backend<T> {
  public:
   // Counting alone: the calls run nothing; buffers live in `memory` (meta memory).
   explicit CountingBackend(Memory& memory) : memory_(memory) {}
-  // Counting and measuring: every call also runs on `inner`, timed per class.
-  explicit CountingBackend(Backend<T>& inner) : memory_(inner.memory()), inner_(&inner) {}
+  // Counting and measuring: every call also runs on `inner`, bracketed by `timer` with its
+  // class as the slot (int(KernelClass)); the caller reads the times from its timer.
+  CountingBackend(Backend<T>& inner, CallTimer& timer) : memory_(inner.memory()), inner_(&inner), timer_(&timer) {}
   const char* name() const override { return inner_ ? inner_->name() : "counting"; }
   Memory& memory() override { return memory_; }
 
@@ -57,7 +58,7 @@ class CountingBackend final : public Backend<T> {
   void reset() { counts_ = {}; }
   // Adds a call of class `c`: `flops`, and elements of T read and written (bytes: × sizeof(T)).
   void add(KernelClass c, double flops, double elems_read, double elems_written);
-  // Runs `call` on the wrapped backend (if any), its time added to class `c`.
+  // Runs `call` on the wrapped backend (if any), timed as class `c`.
   template <typename F>
   void run(KernelClass c, F&& call);
 
@@ -136,6 +137,7 @@ class CountingBackend final : public Backend<T> {
   void add_s4d_pass(const ssm::S4dCarryDims& d, double taps, double elems_read, double elems_written);
   Memory& memory_;
   Backend<T>* inner_ = nullptr;
+  CallTimer* timer_ = nullptr;
   std::array<KernelCounts, kKernelClasses> counts_{};
 };
 
@@ -143,11 +145,9 @@ template <typename T>
 template <typename F>
 void CountingBackend<T>::run(KernelClass c, F&& call) {
   if (inner_ == nullptr) return;
-  memory_.synchronize();
-  const auto t0 = std::chrono::steady_clock::now();
+  timer_->begin();
   call();
-  memory_.synchronize();
-  counts_[size_t(c)].seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  timer_->end(int(c));
 }
 
 }  // namespace brt::kernels

@@ -4,8 +4,8 @@
 // peak measured in the same run (cuBLAS 8192³ bf16 GEMM). Warm-up steps first, then the
 // median of timed steps (each synchronised), on the synthetic Markov stream; each config runs
 // eagerly and from CUDA graphs (train.cuda_graph), and the launches per step are printed.
-// Then each component's time (the kernel classes of kernels/counting_backend.h, each call
-// timed with the device synchronized around it, and the optimizer) beside the planner's
+// Then each component's time (the kernel classes of kernels/counting_backend.h and the
+// optimizer, each call between two CUDA events, the step free-running) beside the planner's
 // prediction for an H100 or H200 (launch/plan/counted_step.h).
 //
 // usage: bench_cuda_train [--batch B] [--steps S] [--precision bf16|fp32] [config.toml ...]
@@ -124,10 +124,11 @@ std::string planned_device() {
   return "";
 }
 
-// One step per component: the counting backend around the CUDA backend runs and times each
-// call by kernel class (the device synchronized around it, so the classes add up to more than a
-// free-running step), beside the planner's prediction for this device (launch/plan/
-// counted_step.h): the first device run calibrates the prediction instead of replacing it.
+// One step per component: the counting backend around the CUDA backend runs each call and
+// brackets it with CUDA events by kernel class (kernels/call_timer.h; no host wait between calls,
+// so the step runs as an untimed one does), beside the planner's prediction for this device
+// (launch/plan/counted_step.h): the first device run calibrates the prediction instead of
+// replacing it.
 void bench_components(const std::string& path, const brt::launch::RunConfig& config, const Settings& s) {
   brt::launch::RunConfig cfg = config;
   cfg.train.device = "cuda";
@@ -135,7 +136,8 @@ void bench_components(const std::string& path, const brt::launch::RunConfig& con
   brt::core::ModelConfig resolved = cfg.model;
   resolved.resolve();
   auto backend = brt::launch::make_run_backend<float>(cfg.train, 0, resolved, s.batch);
-  brt::kernels::CountingBackend<float> timed(*backend);
+  const auto timer = kc::make_event_timer(*backend);
+  brt::kernels::CountingBackend<float> timed(*backend, *timer);
   brt::core::Model<float> model(resolved, s.batch, timed);
   model.params().initialize(uint64_t(cfg.train.seed));
   auto optimizer_kernels = brt::launch::make_run_optimizer_kernels<float>(*backend);
@@ -143,9 +145,13 @@ void bench_components(const std::string& path, const brt::launch::RunConfig& con
   brt::launch::SyntheticMarkovSource source(resolved.vocab, s.batch, resolved.seq_len, 1);
   brt::data::Batch batch;
   const int steps = 3;
-  double optimizer_s = 0;
+  constexpr int kOptimizerSlot = brt::kernels::kKernelClasses;
+  std::vector<double> seconds;
   for (int step = 0; step <= steps; ++step) {  // step 0 warms up
-    if (step == 1) timed.reset();
+    if (step == 1) {
+      timer->collect(seconds);  // the initialisation's and the warm-up's calls: dropped
+      seconds.clear();
+    }
     source.next(batch);
     int64_t count = 0;
     for (uint8_t mk : batch.mask) count += mk;
@@ -153,28 +159,33 @@ void bench_components(const std::string& path, const brt::launch::RunConfig& con
     model.stage_step({batch.inputs.data(), batch.targets.data(), batch.mask.data(), batch.doc_start.data()});
     model.device_step(1.0f / float(std::max<int64_t>(count, 1)));
     model.step_nats();
-    backend->memory().synchronize();
-    const auto t0 = std::chrono::steady_clock::now();
+    timer->begin();
     optimizer->step();
-    backend->memory().synchronize();
-    if (step > 0) optimizer_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    timer->end(kOptimizerSlot);
   }
+  timer->collect(seconds);
+  seconds.resize(size_t(kOptimizerSlot) + 1, 0.0);
   const std::string device = planned_device();
   brt::launch::CountedStep predicted;
   if (!device.empty()) {
     const auto memory = brt::launch::predict_rank_memory(cfg.model, cfg.optim, s.batch, 1, false, 0);
     predicted = brt::launch::count_step(cfg.model, s.batch, 1, 1, memory, brt::launch::device_rates(device));
   }
-  std::printf("%-20s component          predicted (%s)   measured (per call, synchronized)  measured/predicted\n",
-              path.c_str(), device.empty() ? "no rates for this device" : device.c_str());
-  for (int k = 0; k <= brt::kernels::kKernelClasses; ++k) {
-    const bool opt = k == brt::kernels::kKernelClasses;
-    const char* name = opt ? "optimizer" : brt::kernels::kernel_class_name(brt::kernels::KernelClass(k));
-    const double measured = opt ? optimizer_s / steps : timed.counts(brt::kernels::KernelClass(k)).seconds / steps;
+  std::printf("%-20s component          predicted (%s)   measured (%s, per step)  measured/predicted\n",
+              path.c_str(), device.empty() ? "no rates for this device" : device.c_str(), timer->clock_name());
+  double want_total = 0, measured_total = 0;
+  for (int k = 0; k <= kOptimizerSlot; ++k) {
+    const char* name =
+        k == kOptimizerSlot ? "optimizer" : brt::kernels::kernel_class_name(brt::kernels::KernelClass(k));
+    const double measured = seconds[size_t(k)] / steps;
     const double want = predicted.components.empty() ? 0.0 : predicted.components[size_t(k)].seconds;
+    want_total += want;
+    measured_total += measured;
     std::printf("%-20s component %-16s %9.2f ms %12.2f ms %24.2f\n", path.c_str(), name, want * 1e3,
                 measured * 1e3, want > 0 ? measured / want : 0.0);
   }
+  std::printf("%-20s component %-16s %9.2f ms %12.2f ms %24.2f\n", path.c_str(), "compute", want_total * 1e3,
+              measured_total * 1e3, want_total > 0 ? measured_total / want_total : 0.0);
   std::fflush(stdout);
 }
 

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "kernels/backend.h"
+#include "kernels/call_timer.h"
 
 struct CUstream_st;  // = cudaStream_t's pointee
 
@@ -69,6 +70,12 @@ int select_device_for_local_rank(int local_rank);
 void synchronize(Backend<float>& backend);
 
 std::unique_ptr<Backend<float>> make_cuda_backend(const CudaOptions& options = {});
+
+// A CallTimer (kernels/call_timer.h) of CUDA events on `backend`'s stream: begin() and end()
+// record an event each (no wait), collect() waits for the last one and sums each pair's
+// cudaEventElapsedTime by slot. The events are made as needed and reused after each collect.
+// Throws std::invalid_argument for another backend; not for use inside a graph capture.
+std::unique_ptr<CallTimer> make_event_timer(Backend<float>& backend);
 
 // The stream a CUDA backend enqueues on (a cudaStream_t), so collectives (NCCL) and timers can
 // be ordered after its kernels. Throws std::invalid_argument for another backend.
