@@ -169,7 +169,9 @@ void bench_components(const std::string& path, const brt::launch::RunConfig& con
   brt::launch::CountedStep predicted;
   if (!device.empty()) {
     const auto memory = brt::launch::predict_rank_memory(cfg.model, cfg.optim, s.batch, 1, false, 0);
-    predicted = brt::launch::count_step(cfg.model, s.batch, 1, 1, memory, brt::launch::device_rates(device));
+    predicted = brt::launch::count_step(cfg.model, s.batch, 1, 1, memory, brt::launch::device_rates(device),
+                                        {s.precision == kc::Precision::kBf16,
+                                         cfg.optim.kind == brt::core::OptimKind::kAdafactor});
   }
   std::printf("%-20s component          predicted (%s)   measured (%s, per step)  measured/predicted\n",
               path.c_str(), device.empty() ? "no rates for this device" : device.c_str(), timer->clock_name());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <stdexcept>
 
@@ -9,6 +10,7 @@
 #include "core/model.h"
 #include "core/sharding/context_parallel.h"
 #include "kernels/counting_backend.h"
+#include "kernels/cuda_launches.h"
 #include "kernels/meta_memory.h"
 #include "launch/plan/planner.h"
 
@@ -60,7 +62,6 @@ namespace {
 
 struct Work {
   std::array<kernels::KernelCounts, kernels::kKernelClasses> counts{};
-  int64_t param_tensors = 0;
 };
 
 // The step's device work at TP 1 on this rank's chunk, counted.
@@ -76,7 +77,6 @@ Work counted_work(const core::ModelConfig& chunk, int streams) {
   model.device_work();
   Work w;
   for (int k = 0; k < kernels::kKernelClasses; ++k) w.counts[size_t(k)] = backend.counts(kernels::KernelClass(k));
-  w.param_tensors = model.params().size();
   return w;
 }
 
@@ -92,7 +92,7 @@ double rate_of(kernels::KernelClass c, const DeviceRates& r) {
 }  // namespace
 
 CountedStep count_step(const core::ModelConfig& cfg, int streams, int tp, int cp, const MemoryPrediction& memory,
-                       const DeviceRates& rates) {
+                       const DeviceRates& rates, const CountedRun& run) {
   core::ModelConfig whole = cfg;
   whole.resolve();
   const core::ModelConfig chunk = core::chunk_config(whole, cp);
@@ -102,14 +102,16 @@ CountedStep count_step(const core::ModelConfig& cfg, int streams, int tp, int cp
   for (int k = 0; k < kernels::kKernelClasses; ++k) {
     const auto c = kernels::KernelClass(k);
     const kernels::KernelCounts& n = work.counts[size_t(k)];
-    ComponentTime t{kernels::kernel_class_name(c), n.flops / tp, n.bytes() / tp, n.launches, 0};
+    const auto launches = int64_t(std::llround(double(n.launches) * kernels::cuda_launches_per_call(c, run.bf16)));
+    ComponentTime t{kernels::kernel_class_name(c), n.flops / tp, n.bytes() / tp, launches, 0};
     t.seconds = std::max(t.flops / rate_of(c, rates), t.bytes / hbm) + double(t.launches) * launch;
     step.components.push_back(t);
   }
   // The optimizer reads parameters, gradients and state and writes parameters and state, one
   // fused pass per tensor (core/optim), ~10 FLOPs per parameter.
   ComponentTime opt{"optimizer", 10.0 * double(memory.parameters) / 4.0,
-                    double(2 * memory.parameters + memory.gradients + 2 * memory.optimizer), work.param_tensors, 0};
+                    double(2 * memory.parameters + memory.gradients + 2 * memory.optimizer),
+                    int64_t(kernels::cuda_optimizer_launches_per_step(run.adafactor)), 0};
   opt.seconds = opt.bytes / hbm + double(opt.launches) * launch;
   step.components.push_back(opt);
   step.model10_flops = core::flops_per_token(whole).training() * double(streams) * chunk.seq_len / tp;

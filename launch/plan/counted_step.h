@@ -40,7 +40,7 @@ DeviceRates device_rates(std::string_view name);
 struct ComponentTime {
   std::string name;
   double flops = 0, bytes = 0;
-  int64_t launches = 0;
+  int64_t launches = 0;  // the device's: backend calls × kernels/cuda_launches.h
   double seconds = 0;  // max(FLOPs ÷ rate, bytes ÷ bandwidth) + launches × launch cost
 };
 
@@ -52,12 +52,19 @@ struct CountedStep {
   double mfu(double step_seconds, const DeviceRates& rates) const;
 };
 
+// What of the run changes the device's launches (kernels/cuda_launches.h).
+struct CountedRun {
+  bool bf16 = true;       // train.precision: a bf16 GEMM converts its operands first
+  bool adafactor = true;  // optim.kind: the optimizer's launches a step
+};
+
 // This rank's compute for `streams` streams (B) of `cfg` at TP `tp` and CP `cp`: the chunk's
 // step counted at TP 1 and its FLOPs, bytes and launches' work shared by TP (an approximation:
-// the norms TP replicates are counted as split); the optimizer's update streams `memory`'s
+// the norms TP replicates are counted as split); each class's backend calls made the CUDA
+// backend's launches (kernels/cuda_launches.h); the optimizer's update streams `memory`'s
 // parameters, gradients and state once.
 CountedStep count_step(const core::ModelConfig& cfg, int streams, int tp, int cp, const MemoryPrediction& memory,
-                       const DeviceRates& rates);
+                       const DeviceRates& rates, const CountedRun& run = {});
 
 // The per-component table of `step` for a step of `step_seconds` (compute + communication).
 std::string format_counted_step(const CountedStep& step, const DeviceRates& rates, double step_seconds,

@@ -239,7 +239,8 @@ LayoutPlan plan_layout(const core::ModelConfig& cfg, const core::OptimConfig& op
     if (m.total() > plan.memory.total()) plan.memory = m;
   }
   if (!cluster.device.empty() && !cluster.has_rates()) {  // the step counted per component
-    plan.counted = count_step(cfg, B, tp, cp, plan.memory, device_rates(cluster.device));
+    plan.counted = count_step(cfg, B, tp, cp, plan.memory, device_rates(cluster.device),
+                              {options.bf16, optim.kind == core::OptimKind::kAdafactor});
     plan.time.compute_s = plan.counted.compute_seconds();
   } else {
     plan_compute_time(plan, flops, double(B) * cfg.seq_len / cp, cluster);

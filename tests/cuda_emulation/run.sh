@@ -4,7 +4,7 @@
 # order and CUDA's rules before a GPU is available (docs/gpu.md "The host emulator").
 # Usage: tests/cuda_emulation/run.sh <build dir with libbrt_kernels.a, libbrt_core.a,
 #   libbrt_parallel.a> [check ...]   (default: all)
-# Checks: strict (the emulator's own rules), kernels, tc, fft, optimizer, training, tp, cp, graph,
+# Checks: strict (the emulator's own rules), kernels, tc, fft, optimizer, training, launches, tp, cp, graph,
 #   xent_graph, gputest (tests/kernels/cuda GPU test files, GTest, against the emulated backend) and
 #   nccltest (tests/kernels/cuda/nccl_communicator_main.cpp), nccl_stall (a host wait behind a
 #   collective that never completes, or an NCCL error: stall.cpp); tp, nccltest and nccl_stall
@@ -23,10 +23,10 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=${EMU_REPO:-$(cd "$here/../.." && pwd)}
-build=${1:?usage: run.sh <build dir> [strict] [kernels] [tc] [fft] [optimizer] [training] [tp] [cp] [graph] [xent_graph] [gputest] [nccltest] [nccl_stall]}
+build=${1:?usage: run.sh <build dir> [strict] [kernels] [tc] [fft] [optimizer] [training] [launches] [tp] [cp] [graph] [xent_graph] [gputest] [nccltest] [nccl_stall]}
 shift
 checks=("$@")
-[ ${#checks[@]} -eq 0 ] && checks=(strict kernels tc fft optimizer training tp cp graph xent_graph gputest nccltest nccl_stall)
+[ ${#checks[@]} -eq 0 ] && checks=(strict kernels tc fft optimizer training launches tp cp graph xent_graph gputest nccltest nccl_stall)
 wants() { local c; for c in "${checks[@]}"; do [ "$c" = "$1" ] && return 0; done; return 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -142,6 +142,13 @@ if wants training; then
   backend_objects
   build "training" g++ "${flags[@]}" "$here/training.cpp" $(objects) "${core[@]}" "${libs[@]}" "${mpi_libs[@]}" -o "$out/training"
   timed training "$out/training" ${EMU_TRAINING_CASE:-}
+fi
+if wants launches; then
+  # The planner's launches per backend call (kernels/cuda_launches.h) against the emulator's
+  # launch counts of one step of five micro variants, fp32 and bf16 (launches.cpp).
+  backend_objects
+  build "launches" g++ "${flags[@]}" "$here/launches.cpp" $(objects) "${core[@]}" "${libs[@]}" "${mpi_libs[@]}" -o "$out/launches"
+  timed launches "$out/launches"
 fi
 if wants tp; then
   # Tensor parallelism (TP = 2, two MPI ranks) on the emulated CudaBackend: the layers'

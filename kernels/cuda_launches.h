@@ -1,0 +1,34 @@
+// How many device launches (kernels, cuBLAS and cuFFT calls, copies and fills) the CUDA backend
+// makes per backend call of each kernel class, and the CUDA optimizer per step: the
+// planner's launch term (launch/plan/counted_step.h) is calls × these × the launch cost. The
+// counting backend counts backend calls (kernels/counting_backend.h); these turn them into the
+// launches the device sees, as the strict emulator measured them on micro models of five
+// variants (tests/cuda_emulation/launches.cpp, which fails when a class is off by > 25%).
+#pragma once
+
+#include "kernels/counting_backend.h"
+
+namespace brt::kernels {
+
+// Measured (launches.cpp, micro models, every variant the same to ~20%): a bf16 GEMM converts
+// both operands first (3); the attentions are several kernels per call, more in bf16 (the
+// tensor-core path's conversions and batched products); the loss 3; the SSM's FFT convolutions
+// and S4D passes ~4; a few elementwise calls are two kernels.
+inline double cuda_launches_per_call(KernelClass c, bool bf16) {
+  switch (c) {
+    case KernelClass::kGemm: return bf16 ? 3.0 : 1.0;
+    case KernelClass::kWindowAttention: return bf16 ? 11.0 : 3.5;
+    case KernelClass::kCrossAttention: return bf16 ? 10.0 : 2.5;
+    case KernelClass::kElementwise: return 1.17;
+    case KernelClass::kCrossEntropy: return 3.0;
+    case KernelClass::kSsm: return 4.0;
+  }
+  return 1.0;
+}
+
+// The optimizers' chunk-list kernels (kernels/cuda/optim) make a fixed number of launches a
+// step, however many tensors: Adafactor 8, AdamW 3 (each at its default clipping, model.md
+// §10c: AdamW clips at 1, Adafactor does not).
+inline double cuda_optimizer_launches_per_step(bool adafactor) { return adafactor ? 8.0 : 3.0; }
+
+}  // namespace brt::kernels
