@@ -4,13 +4,17 @@
 // emulator's launches (every kernel, cuBLAS and cuFFT call, copy and fill the stream runs) per
 // kernel class instead of time; the optimizer's launches likewise. Prints, per class, the
 // backend calls the counting backend sees and the device launches they made, and fails when a
-// class's launches differ from what the planner predicts from the calls by more than 25%.
+// class's launches differ from what the planner predicts from the calls by more than 25%, or when
+// a non-BST step's dense-GEMM FLOPs are not model.md §10's matrix products × 3 exactly
+// (core/flops.h; §10 counts BST's SSM side in its own way, and tests/core/model/
+// test_step_counts.cpp checks every variant's counts against §10 within the band's excess).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "core/flops.h"
 #include "core/model.h"
 #include "core/optim/optimizer.h"
 #include "kernels/call_timer.h"
@@ -104,7 +108,15 @@ double check_variant(const std::string& variant, kernels::cuda::Precision precis
     std::printf("  %-16s %6.0f %8.0f (%5.2f) %8.1f%s\n", name, calls, got, calls > 0 ? got / calls : 0.0, predicted,
                 rel > 0.25 ? "   <-- off by more than 25%" : "");
   }
-  return worst;
+  // model.md §10: the products of a step are 3 × (forward − attention) per token.
+  const core::FlopBreakdown f = core::flops_per_token(cfg);
+  const double tokens = double(streams) * cfg.seq_len;
+  const double products = 3.0 * (f.forward() - f.attention) * tokens;
+  const double gemm = counted.counts(kernels::KernelClass::kGemm).flops;
+  if (variant.rfind("bst:", 0) == 0) return worst;
+  std::printf("  dense-GEMM FLOPs %.6g, model.md §10 products x3 %.6g%s\n", gemm, products,
+              gemm == products ? "" : "   <-- differ");
+  return gemm == products ? worst : std::max(worst, 1.0);
 }
 
 }  // namespace
