@@ -196,12 +196,15 @@ const std::vector<CommandHelp>& commands() {
        {"mpirun -np 4 brt-dist doctor --checkpoint-dir runs/x/ckpt",
         "mpirun --host h1,h2,h3 brt-dist doctor --checkpoint-dir /shared/runs/x/ckpt --cluster-file cluster.toml"},
        false, nullptr},
-      {"launch", "run the job's launcher (mpirun, srun) under a supervisor that ends it after an abort and "
-                 "turns Ctrl-C into a clean stop",
-       "brt-dist launch [--grace-s S] [--kill-after-s S] [--] mpirun|srun|brt-dist ARGS...",
+      {"launch", "run the job's launcher (mpirun, srun) under a supervisor that ends it after an abort or when "
+                 "a rank falls silent, and turns Ctrl-C into a clean stop",
+       "brt-dist launch [--grace-s S] [--kill-after-s S] [--heartbeat-timeout-s S] [--] mpirun|srun|brt-dist ARGS...",
        {{"--grace-s S", "after a rank's abort report, how long the launcher may take to end the job before its "
                         "process group is ended (default 20)"},
-        {"--kill-after-s S", "after SIGTERM to the launcher's group, the wait before SIGKILL (default 5)"}},
+        {"--kill-after-s S", "after SIGTERM to the launcher's group, the wait before SIGKILL (default 5)"},
+        {"--heartbeat-timeout-s S", "every rank beats on stderr every S/6 s (0.2-5 s); one silent for S seconds (a "
+                                    "stopped process, a dead host, a cut link) ends the job, exit 124; 0: off, "
+                                    "else >= 1 (default 30)"}},
        {"brt-dist launch mpirun --host a,b -np 16 brt-dist train configs/150m.toml   # from a login node",
         "brt-dist launch srun brt-dist train configs/150m.toml                      # in an sbatch script"},
        false,
@@ -234,7 +237,8 @@ std::string exit_status_text(const std::string& command) {
   if (command == "plan") out += "  3      no layout fits\n";
   if (command == "launch")
     out += "  N      the launcher's status (mpirun's: its ranks' first non-zero), or the aborting rank's when the\n"
-           "         supervisor ended the launcher; 75: the ranks stopped cleanly after a signal and saved\n";
+           "         supervisor ended the launcher; 75: the ranks stopped cleanly after a signal and saved;\n"
+           "         124: a rank sent no heartbeat for --heartbeat-timeout-s\n";
   if (command == "train" || command == "eval" || command == "generate" || command == "prepare")
     out += std::string("  124    a stalled wait (") + (command == "prepare" ? "--timeout-s" : "train.timeout_s") + ")\n";
   out += "  2      a usage error: an unknown or missing flag, a value outside the range stated above,\n"
@@ -270,7 +274,10 @@ std::string help_text(const std::string& command) {
     for (const char* e : c->examples) out += std::string("  ") + e + "\n";
   }
   if (c->notes != nullptr) out += std::string("\n") + c->notes + "\n";
-  if (std::strcmp(c->name, "version") != 0 && std::strcmp(c->name, "help") != 0) out += "\n" + exit_status_text(c->name);
+  if (std::strcmp(c->name, "version") != 0 && std::strcmp(c->name, "help") != 0) {
+    out += "\n";  // appended apart: GCC 12 warns falsely (-Wrestrict) on "literal" + string&&
+    out += exit_status_text(c->name);
+  }
   if (c->takes_config_keys) out += "\nconfig keys (section.key=value, or --section.key value):\n" + config_keys_text();
   return out;
 }

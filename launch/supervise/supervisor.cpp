@@ -14,6 +14,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "launch/supervise/heartbeat_watch.h"
 #include "parallel/health/comm_error.h"
 
 namespace brt::launch {
@@ -43,7 +44,7 @@ void pass_through(const char* data, size_t size) {
 // stderr into `err_write`, its stdin /dev/null when ours is a terminal (a background group
 // reading the terminal would be stopped by SIGTTIN), SIGTERM if the supervisor dies.
 pid_t start_launcher(const std::vector<std::string>& command, int err_write, const sigset_t& old_mask,
-                     const struct sigaction (&inherited)[3]) {
+                     const struct sigaction (&inherited)[3], const std::string& heartbeat_interval) {
   const pid_t parent = ::getpid();
   const pid_t child = ::fork();
   if (child < 0) throw std::runtime_error(std::string("cannot fork: ") + std::strerror(errno));
@@ -62,6 +63,7 @@ pid_t start_launcher(const std::vector<std::string>& command, int err_write, con
   const int taken[3] = {SIGINT, SIGTERM, SIGHUP};
   for (int k = 0; k < 3; ++k) ::sigaction(taken[k], &inherited[k], nullptr);
   ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  if (!heartbeat_interval.empty()) ::setenv(parallel::kHeartbeatEnv, heartbeat_interval.c_str(), 1);
   std::vector<char*> argv;
   for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -74,24 +76,62 @@ pid_t start_launcher(const std::vector<std::string>& command, int err_write, con
 
 // What the supervisor has seen and done; decides the exit status.
 struct Watch {
+  explicit Watch(double heartbeat_timeout_s) : beats(heartbeat_timeout_s) {}
   pid_t child = 0;
-  std::string line;                    // the stderr line being read
+  std::string head;                    // the first 4 KiB of the stderr line being read, parsed
+  std::string pending;                 // what of that line is not yet written to the log
+  bool line_flushed = false;           // part of the line was written before its newline
   std::optional<AbortReport> abort;    // the first abort report
+  HeartbeatWatch beats;
+  std::optional<int> silent_status;    // the job ended for a silent rank
   Clock::time_point end_at{}, kill_at{};
   bool ending = false, killing = false, ended_by_us = false;
   int signals = 0;
 };
 
+// Whether a heartbeat line is the beat alone: the marker first, or after mpirun's
+// --tag-output tag ("[1,3]<stderr>:"). Otherwise another rank's unfinished line precedes it in
+// the merged stream, and the line goes to the log whole.
+bool beat_alone(const std::string& line) {
+  const size_t at = line.find(parallel::kHeartbeatMarker);
+  if (at == 0) return true;
+  const std::string prefix = line.substr(0, at);
+  const size_t colon = prefix.find_last_not_of(' ');
+  return prefix[0] == '[' && colon != std::string::npos && prefix[colon] == ':' && prefix.find(']') != std::string::npos;
+}
+
+// The end of a stderr line: a heartbeat goes to the watch (and, read whole and alone, not to
+// the log), any other line to the log, and an abort report starts the grace.
+void finish_line(Watch& w, double grace_s) {
+  const std::optional<parallel::HeartbeatReport> beat = parallel::parse_heartbeat(w.head);
+  if (beat) w.beats.beat(*beat, Clock::now());
+  if (!beat || w.line_flushed || !beat_alone(w.head)) pass_through(w.pending.data(), w.pending.size());
+  if (!w.abort)
+    if ((w.abort = parse_abort_report(w.head)))
+      w.end_at = Clock::now() + std::chrono::milliseconds(int64_t(grace_s * 1000));
+  w.head.clear();
+  w.pending.clear();
+  w.line_flushed = false;
+}
+
+// What of the current line has arrived, written to the log: when the launcher pauses mid-line
+// (a prompt, a progress line), or the line grows past 64 KiB.
+void flush_partial(Watch& w) {
+  if (w.pending.empty()) return;
+  pass_through(w.pending.data(), w.pending.size());
+  w.pending.clear();
+  w.line_flushed = true;
+}
+
 void scan_lines(Watch& w, const char* data, size_t size, double grace_s) {
   for (size_t i = 0; i < size; ++i) {
+    w.pending.push_back(data[i]);
     if (data[i] != '\n') {
-      if (w.line.size() < 4096) w.line.push_back(data[i]);
+      if (w.head.size() < 4096) w.head.push_back(data[i]);
+      if (w.pending.size() > 65536) flush_partial(w);
       continue;
     }
-    if (!w.abort)
-      if ((w.abort = parse_abort_report(w.line)))
-        w.end_at = Clock::now() + std::chrono::milliseconds(int64_t(grace_s * 1000));
-    w.line.clear();
+    finish_line(w, grace_s);
   }
 }
 
@@ -118,6 +158,7 @@ void on_signal(Watch& w, const SupervisorOptions& o, int signal) {
 }
 
 int exit_status(const Watch& w, int status) {
+  if (w.ended_by_us && w.silent_status) return *w.silent_status;
   if (w.ended_by_us && w.abort) return w.abort->exit_code;
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -132,9 +173,23 @@ void drain(Watch& w, int fd, double seconds, double grace_s) {
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, 100) <= 0) continue;
     const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n <= 0) return;
-    pass_through(buf, size_t(n));
+    if (n <= 0) break;
     scan_lines(w, buf, size_t(n), grace_s);
+  }
+  flush_partial(w);
+}
+
+// Ends the job for a rank silent past the timeout (once; not while the job already ends).
+void check_heartbeats(Watch& w, const SupervisorOptions& o, Clock::time_point& last_check) {
+  const auto now = Clock::now();
+  // The supervisor itself stopped or starved (the loop turns at least once a second): the
+  // ranks are not to blame for the gap.
+  if (now - last_check > std::chrono::seconds(3)) w.beats.forgive(now);
+  last_check = now;
+  if (o.heartbeat_timeout_s <= 0 || w.ending || w.abort) return;
+  if (const auto silent = w.beats.silent(now)) {
+    w.silent_status = parallel::kCollectiveTimeoutExitCode;
+    end_group(w, o, *silent + "; ending the job (exit " + std::to_string(*w.silent_status) + ")");
   }
 }
 
@@ -171,11 +226,20 @@ int supervise(const SupervisorOptions& o) {
   const int signals = ::signalfd(-1, &handled, SFD_CLOEXEC);
   int err[2];
   if (signals < 0 || ::pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error(std::string("supervisor: ") + std::strerror(errno));
-  Watch w;
-  w.child = start_launcher(o.command, err[1], old_mask, previous);
+  Watch w(o.heartbeat_timeout_s);
+  std::vector<std::string> command = o.command;
+  std::string interval;
+  if (o.heartbeat_timeout_s > 0) {
+    std::string note;
+    command = with_heartbeat_forwarded(o.command, note);
+    if (!note.empty()) say("heartbeats: " + note);
+    interval = std::to_string(heartbeat_interval_for(o.heartbeat_timeout_s));
+  }
+  w.child = start_launcher(command, err[1], old_mask, previous, interval);
   ::close(err[1]);
   int status = 0;
   bool stderr_open = true;
+  Clock::time_point last_check = Clock::now();
   char buf[65536];
   for (;;) {
     int wait_ms = 1000;
@@ -183,16 +247,17 @@ int supervise(const SupervisorOptions& o) {
     if (w.abort && !w.ending) wait_ms = int(std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(w.end_at - now).count()));
     if (w.ending && !w.killing) wait_ms = int(std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(w.kill_at - now).count()));
     pollfd fds[2] = {{signals, POLLIN, 0}, {stderr_open ? err[0] : -1, POLLIN, 0}};
-    ::poll(fds, 2, std::min(wait_ms, 1000));
+    if (::poll(fds, 2, std::min(wait_ms, 1000)) == 0) flush_partial(w);  // the launcher paused mid-line
     if (fds[1].revents) {
       const ssize_t n = ::read(err[0], buf, sizeof buf);
       if (n > 0) {
-        pass_through(buf, size_t(n));
         scan_lines(w, buf, size_t(n), o.grace_s);
       } else {
+        flush_partial(w);
         stderr_open = false;
       }
     }
+    check_heartbeats(w, o, last_check);
     if (fds[0].revents & POLLIN) {
       signalfd_siginfo info{};
       if (::read(signals, &info, sizeof info) == ssize_t(sizeof info) && int(info.ssi_signo) != SIGCHLD)

@@ -12,7 +12,12 @@
 //    which mpirun and srun forward to every rank as the stop request (the ranks save and exit
 //    75, so the job exits 75 as one process does; mpirun given SIGINT itself kills the ranks
 //    and exits 1). A second signal sends SIGTERM to the launcher's group, a third SIGKILL;
-//  - no orphans: the launcher gets SIGTERM if the supervisor dies (PR_SET_PDEATHSIG).
+//  - no orphans: the launcher gets SIGTERM if the supervisor dies (PR_SET_PDEATHSIG);
+//  - a silent rank: each rank beats on stderr every few seconds (parallel/health/heartbeat.h;
+//    the supervisor sets and forwards the interval, launch/supervise/heartbeat_watch.h) and
+//    the supervisor takes those lines out of the log; a rank silent for heartbeat_timeout_s (a
+//    stopped process, a dead host, a cut link) ends the job with exit 124 and one line naming
+//    its rank, host and last reported step and activity, long before train.timeout_s would.
 // It calls no MPI: it is the launcher's parent, not a rank.
 #pragma once
 
@@ -27,6 +32,7 @@ struct SupervisorOptions {
   std::vector<std::string> command;  // the launcher and its arguments
   double grace_s = 20;               // after an abort report, before ending the launcher
   double kill_after_s = 5;           // after SIGTERM, before SIGKILL
+  double heartbeat_timeout_s = 30;   // a rank silent this long ends the job; 0: no heartbeats
 };
 
 // One abort report, parsed from a line of the launcher's stderr (parallel/health/comm_error.h).

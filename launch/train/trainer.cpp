@@ -13,6 +13,7 @@
 #include "launch/process/stop_signal.h"
 #include "launch/train/run_identity.h"
 #include "parallel/cpu_share.h"
+#include "parallel/health/job_monitor.h"
 #include "parallel/mpi/mpi_communicator.h"
 #include "parallel/process_groups.h"
 
@@ -270,6 +271,7 @@ TrainResult Trainer<T>::train() {
 // Step `number` with this rank's next batch, timed (a GPU step's time includes its queued kernels).
 template <typename T>
 StepEnd Trainer<T>::run_step(int64_t number) {
+  if (options_.monitor) options_.monitor->note_step(number);  // the heartbeat's step
   options_.faults.at_step(number, world_rank_);
   const auto t0 = Clock::now();
   train_source_->next(batch_);  // this rank's chunk of the segment under context parallelism

@@ -107,6 +107,21 @@ JobMonitor::Guard JobMonitor::guard(const std::string& operation) {
   return Guard(this, open.slot);
 }
 
+std::string JobMonitor::activity() const {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!open_.empty()) {
+      const Open& newest = open_.back();
+      return newest.operation + (newest.phase.empty() ? "" : ": " + newest.phase);
+    }
+  }
+  const std::vector<FlightEntry> entries = recorder_.entries();
+  for (auto it = entries.rbegin(); it != entries.rend(); ++it)
+    if (it->end < 0 && it->group != kLocalGroup)
+      return it->op + " on " + it->group + " #" + std::to_string(it->sequence);
+  return "computing";
+}
+
 void JobMonitor::set_phase(uint64_t slot, const std::string& what, bool watched) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (Open& open : open_) {

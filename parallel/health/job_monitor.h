@@ -67,6 +67,14 @@ class JobMonitor {
   };
   Guard guard(const std::string& operation);
 
+  // What this rank does now, for its heartbeat (parallel/health/heartbeat.h): the newest open
+  // guard ("checkpoint save: writing /model/embed"), else the newest unfinished collective
+  // ("all_reduce(sum) on dp_cp[0] #41"), else "computing". Thread-safe.
+  std::string activity() const;
+  // The training step begun last (from 1; -1 before the first), for the heartbeat.
+  void note_step(int64_t step) { step_.store(step); }
+  int64_t step() const { return step_.load(); }
+
   // Ends the job: flight records written and compared, `report` and the comparison printed on
   // stderr, MPI_Abort with exit_code (124 for timeouts). Called once; a second caller waits for
   // the first to end the process.
@@ -98,6 +106,7 @@ class JobMonitor {
   double created_ = 0, answered_request_ = 0;
   bool stopping_ = false;
   std::atomic<bool> failing_{false};
+  std::atomic<int64_t> step_{-1};
   std::thread watchdog_;
 };
 

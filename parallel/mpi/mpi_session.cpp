@@ -56,6 +56,25 @@ MpiSession::MpiSession(int* argc, char*** argv, int requested_thread_level) {
   host_ = host_name();
   MPI_Comm_dup(MPI_COMM_WORLD, &error_comm_);
   monitor_ = std::make_unique<JobMonitor>(RankLocation{world_rank_, host_}, world_size_);
+  start_heartbeat();
+}
+
+// Under brt-dist launch: this process's heartbeat, its step and activity from the monitor. A
+// malformed interval is a warning, not a failure: the job runs, unwatched by heartbeats.
+void MpiSession::start_heartbeat() {
+  std::optional<double> interval;
+  try {
+    interval = heartbeat_interval_from(std::getenv(kHeartbeatEnv));
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "brt-dist: warning: world rank %d: %s; no heartbeat\n", world_rank_, e.what());
+  }
+  if (!interval) return;
+  JobMonitor* monitor = monitor_.get();
+  heartbeat_ = std::make_unique<HeartbeatEmitter>(RankLocation{world_rank_, host_}, *interval,
+                                                  [monitor](int64_t& step, std::string& activity) {
+                                                    step = monitor->step();
+                                                    activity = monitor->activity();
+                                                  });
 }
 
 MpiSession::~MpiSession() {
@@ -65,7 +84,8 @@ MpiSession::~MpiSession() {
                   "ranks do not wait for it (use run_mpi_main to have the message printed)\n",
               1);
   }
-  monitor_.reset();  // the watchdog thread stops before MPI does
+  heartbeat_.reset();  // its last line says this rank ends normally
+  monitor_.reset();    // the watchdog thread stops before MPI does
   if (error_comm_ != MPI_COMM_NULL) MPI_Comm_free(&error_comm_);
   MPI_Finalize();
 }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "parallel/health/heartbeat.h"
 #include "parallel/health/job_monitor.h"
 
 namespace brt::parallel {
@@ -31,16 +32,20 @@ class MpiSession {
   // This process's watchdog and flight recorder (job_monitor.h); commands configure its
   // timeout and flight directory from their config and pass it to their communicators.
   JobMonitor& monitor() { return *monitor_; }
+  // Whether this process beats to `brt-dist launch` (parallel/health/heartbeat.h).
+  bool heartbeat() const { return heartbeat_ != nullptr; }
   // A duplicate of MPI_COMM_WORLD that only run_mpi_main's error agreement uses.
   MPI_Comm error_comm() const { return error_comm_; }
 
  private:
+  void start_heartbeat();
   int thread_level_ = MPI_THREAD_SINGLE;
   int world_rank_ = 0;
   int world_size_ = 1;
   std::string host_;
   MPI_Comm error_comm_ = MPI_COMM_NULL;
   std::unique_ptr<JobMonitor> monitor_;
+  std::unique_ptr<HeartbeatEmitter> heartbeat_;  // under brt-dist launch (kHeartbeatEnv set)
 };
 
 // Runs body(session) inside an MpiSession and returns its exit status. An exception escaping

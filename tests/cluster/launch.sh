@@ -16,6 +16,13 @@
 #                         exit 124
 #     head_host_killed    every process of h2 killed while rank 1 pauses at step 4: mpirun sees h2's
 #                         ssh session close and ends the job; the next start resumes on h1 alone
+#     head_rank_silent    world rank 1 (h2) SIGSTOPped as step 4 begins, train.timeout_s = 600 and
+#                         --heartbeat-timeout-s 6: its heartbeats stop and the supervisor ends the
+#                         job naming it (launch/supervise/heartbeat_watch.h), exit 124, in seconds
+#                         where the inner bound would wait 600 s
+#     head_slow_link      h2's link shaped to 2 Mbit/s from step 4 on, --heartbeat-timeout-s 6: slow
+#                         steps but steady beats, so nothing ends the job; it finishes, its losses
+#                         and final checkpoint those of the uninterrupted run
 # Prints one FAULT line each.
 source "$(dirname "$0")/lib.sh"
 case_name=$2
@@ -26,6 +33,11 @@ args=(train.steps=8 checkpoint.every=1 checkpoint.keep=0 train.timeout_s=$timeou
 # shellcheck disable=SC2046  # launcher_env's words are separate arguments
 HEAD=(on h3 "$bin" launch --grace-s $grace_s mpirun $(launcher_env) --host h1:1,h2:1 -np 2 -x OMP_NUM_THREADS)
 
+case $case_name in
+  head_rank_silent | head_slow_link)  # watched by heartbeats (the reference run too)
+    HEAD=(on h3 "$bin" launch --grace-s $grace_s --heartbeat-timeout-s 6 mpirun $(launcher_env) --host h1:1,h2:1 -np 2
+          -x OMP_NUM_THREADS) ;;
+esac
 reference_and_first_steps "${HEAD[@]}"
 expect_text ref.log "placement: 2 ranks on 2 hosts"
 
@@ -64,6 +76,16 @@ case $case_name in
     injected="every process of h2 killed (SIGKILL; its sshd, orted and rank 1) as step 4 begins; mpirun on h3"
     resume_on=(on h3 "$bin" launch --grace-s $grace_s mpirun $(launcher_env) --host h1:2 -np 2 -x OMP_NUM_THREADS)
     bound=$((timeout_s + 2 + grace_s + 5 + 10)) ;;
+  head_rank_silent)
+    faulty+=(train.timeout_s=600)
+    pause_then "stop@step=4@rank=1" true
+    injected="SIGSTOP to world rank 1 (h2) as step 4 begins, train.timeout_s = 600; mpirun on h3 under --heartbeat-timeout-s 6"
+    bound=$((6 + 2 + 5 + 10)) ;;
+  head_slow_link)
+    slow_h2() { cluster_slow h2 2mbit || fail "tc could not shape h2's link"; }
+    pause_then "pause@step=4@rank=0@ms=500" slow_h2
+    injected="h2's link shaped to 2 Mbit/s as step 4 begins; mpirun on h3 under --heartbeat-timeout-s 6"
+    bound=120 ;;
   *) fail "unknown case $case_name" ;;
 esac
 wait_job "$bound"
@@ -95,6 +117,21 @@ case $case_name in
   head_host_killed)
     [ "$rc" -ne 0 ] || fail "the job exited 0 with h2 dead"
     printed=$(first_line fault.log 'Connection to h2 closed|timeout on world rank 0|brt-dist launch: ') ;;
+  head_rank_silent)
+    expect_rc 124 "$injected"
+    expect_text fault.log "brt-dist launch: world rank 1 (host h2) has sent no heartbeat for"
+    expect_text fault.log "(--heartbeat-timeout-s 6); it last reported "
+    expect_no_text fault.log "timeout on world rank"
+    expect_no_text fault.log "brt-dist heartbeat: "  # the beats stay out of the log
+    printed=$(first_line fault.log 'has sent no heartbeat') ;;
+  head_slow_link)
+    expect_rc 0 "$injected"
+    expect_no_text fault.log "has sent no heartbeat"
+    same_losses ref.jsonl faulty.jsonl 2
+    "$bin" ckpt diff "$(ckpt ref 8)" "$(ckpt c 8)" > /dev/null || fail "the final checkpoint differs from the uninterrupted run's"
+    record "cluster($case_name)" "$injected" "0 after $job_secs s" "nothing: the beats kept coming" \
+      "every loss and the final checkpoint bit-identical to the uninterrupted run"
+    exit 0 ;;
 esac
 [ -n "$heal" ] && cluster_heal h2
 resumes_bit_exactly "${resume_on[@]}"

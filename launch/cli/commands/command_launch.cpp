@@ -1,4 +1,4 @@
-// `brt-dist launch [--grace-s S] [--kill-after-s S] [--] LAUNCHER ARGS...`: the job's launcher
+// `brt-dist launch [--grace-s S] [--kill-after-s S] [--heartbeat-timeout-s S] [--] LAUNCHER ARGS...`: the job's launcher
 // under the supervisor (launch/supervise/supervisor.h). Its own flags come first; everything
 // from the first word that is not one (or after `--`) is the launcher's command line, untouched.
 #include <cstdlib>
@@ -14,11 +14,12 @@ namespace brt::launch {
 
 namespace {
 
-double seconds_value(const std::string& flag, const char* text) {
+double seconds_value(const std::string& flag, const char* text, bool zero_allowed = false) {
   char* end = nullptr;
   const double v = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !(v > 0) || v > 86400)
-    throw parallel::UsageError(flag + " needs a number of seconds in (0, 86400], got '" + text + "'");
+  if (end == text || *end != '\0' || !(v > 0 || (zero_allowed && v == 0)) || v > 86400)
+    throw parallel::UsageError(flag + " needs a number of seconds in " + (zero_allowed ? "[0" : "(0") +
+                               ", 86400], got '" + text + "'");
   return v;
 }
 
@@ -36,6 +37,13 @@ int command_launch(int argc, char** argv) {
     if (arg == "--grace-s" || arg == "--kill-after-s") {
       if (i + 1 >= argc) throw parallel::UsageError(arg + " needs a value");
       (arg == "--grace-s" ? options.grace_s : options.kill_after_s) = seconds_value(arg, argv[++i]);
+      continue;
+    }
+    if (arg == "--heartbeat-timeout-s") {  // 0: no heartbeats
+      if (i + 1 >= argc) throw parallel::UsageError(arg + " needs a value");
+      options.heartbeat_timeout_s = seconds_value(arg, argv[++i], true);
+      if (options.heartbeat_timeout_s > 0 && options.heartbeat_timeout_s < 1)
+        throw parallel::UsageError(arg + " must be 0 (off) or at least 1 s, got '" + argv[i] + "'");
       continue;
     }
     if (arg.rfind("--", 0) == 0)
