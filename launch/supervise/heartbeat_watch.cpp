@@ -23,7 +23,7 @@ void HeartbeatWatch::forgive(Clock::time_point now) {
   for (auto& [rank, r] : ranks_) r.heard = now;
 }
 
-std::optional<std::string> HeartbeatWatch::silent(Clock::time_point now) const {
+std::optional<HeartbeatWatch::SilentRank> HeartbeatWatch::silent(Clock::time_point now) const {
   for (const auto& [rank, r] : ranks_) {
     if (r.done) continue;
     const double quiet = std::chrono::duration<double>(now - r.heard).count();
@@ -32,7 +32,8 @@ std::optional<std::string> HeartbeatWatch::silent(Clock::time_point now) const {
     std::snprintf(text, sizeof text, "world rank %d (host %s) has sent no heartbeat for %.1f s (--heartbeat-timeout-s %g)",
                   rank, r.last.host.c_str(), quiet, timeout_s_);
     const std::string step = r.last.step < 0 ? "before its first step" : "in step " + std::to_string(r.last.step);
-    return std::string(text) + "; it last reported " + step + ": " + r.last.activity;
+    return SilentRank{rank, r.last.host, std::string(text) + "; it last reported " + step + ": " + r.last.activity,
+                      r.heard};
   }
   return std::nullopt;
 }

@@ -29,9 +29,16 @@ class HeartbeatWatch {
   // The supervisor itself did not run from `since` to `now` (stopped, starved): no rank is
   // blamed for that gap, every rank's silence counts from `now`.
   void forgive(Clock::time_point now);
-  // The first rank silent for longer than the timeout at `now`, as one sentence naming its
-  // rank, host, silence and last report; nullopt while every watched rank beats.
-  std::optional<std::string> silent(Clock::time_point now) const;
+  // A rank silent past the timeout: `text` is one sentence naming its rank, host, silence and
+  // last report; `last_heard` when its last beat came (about when it stopped).
+  struct SilentRank {
+    int world_rank = -1;
+    std::string host, text;
+    Clock::time_point last_heard{};
+  };
+  // The first rank silent for longer than the timeout at `now`; nullopt while every watched
+  // rank beats.
+  std::optional<SilentRank> silent(Clock::time_point now) const;
   size_t watched() const;
   size_t ever_heard() const { return ranks_.size(); }
 

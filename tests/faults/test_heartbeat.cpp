@@ -116,8 +116,11 @@ TEST(Heartbeat, TheWatchJudgesOnlyRanksThatBeatAndForgivesItsOwnPause) {
   watch.beat({0, "a", 2, "computing", false}, t0 + std::chrono::seconds(4));
   const auto silent = watch.silent(t0 + std::chrono::seconds(6));
   ASSERT_TRUE(silent);
-  EXPECT_NE(silent->find("world rank 1 (host b) has sent no heartbeat for 6.0 s"), std::string::npos) << *silent;
-  EXPECT_NE(silent->find("in step 1: checkpoint save"), std::string::npos) << *silent;
+  EXPECT_NE(silent->text.find("world rank 1 (host b) has sent no heartbeat for 6.0 s"), std::string::npos) << silent->text;
+  EXPECT_NE(silent->text.find("in step 1: checkpoint save"), std::string::npos) << silent->text;
+  EXPECT_EQ(silent->host, "b");
+  EXPECT_EQ(silent->world_rank, 1);
+  EXPECT_EQ(silent->last_heard, t0);
   watch.forgive(t0 + std::chrono::seconds(6));  // the supervisor was stopped
   EXPECT_FALSE(watch.silent(t0 + std::chrono::seconds(10)));
   watch.beat({1, "b", -1, "", true}, t0 + std::chrono::seconds(10));

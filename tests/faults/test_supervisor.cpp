@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "launch/supervise/job_signs.h"
 #include "launch/supervise/supervisor.h"
 #include "parallel/health/comm_error.h"
 
@@ -49,6 +50,47 @@ TEST(Supervisor, PassesTheLauncherStatusThrough) {
                             "world rank 1 (host h2), exit status 124' >&2; exit 124", 20)),
             124);
   EXPECT_EQ(supervise(shell("exec /nonexistent/launcher")), 127);
+}
+
+}  // namespace
+}  // namespace brt::launch
+
+namespace brt::launch {
+namespace {
+
+// The signs in the job's lines: the host a fault was on (the strongest sign wins), the step
+// the run resumed from, its newest save, and its first new step.
+TEST(JobSigns, ReadTheFaultHostAndTheRunsProgress) {
+  JobSigns s;
+  const auto t = JobSigns::Clock::now();
+  EXPECT_FALSE(s.line("resumed from c/ckpt-00000003.h5 at step 3 (tokens 384)", t));
+  EXPECT_EQ(s.resumed_step(), 3);
+  EXPECT_FALSE(s.line("step      3/8 | loss 4.1", t));  // not past the resume
+  EXPECT_TRUE(s.line("step      4/8 | loss 4.0 | bits/tok 5.8", t));
+  EXPECT_EQ(s.first_step(), 4);
+  EXPECT_FALSE(s.line("step      5/8 | loss 4.0", t));
+  s.line("checkpoint saved: c/ckpt-00000005.h5 (0.001 GB in 0.01 s)", t);
+  EXPECT_EQ(s.saved_step(), 5);
+  EXPECT_FALSE(s.first_sign());
+  s.line("Connection to h2 closed by remote host.", t);
+  EXPECT_EQ(s.fault_host(), "h2");
+  ASSERT_TRUE(s.first_sign());
+  s.line("mpirun noticed that process rank 1 with PID 0 on node h1 exited on signal 9 (Killed).", t);
+  EXPECT_EQ(s.fault_host(), "h1");
+  s.line("  Remote daemon: [[1234,0],2] on node h3", t);
+  EXPECT_EQ(s.fault_host(), "h3");
+  s.blame("h4", "world rank 3 (host h4) has sent no heartbeat", t);
+  EXPECT_EQ(s.fault_host(), "h4");
+  s.line("  Remote daemon: [[1234,0],1] on node h1", t);
+  EXPECT_EQ(s.fault_host(), "h4");  // the silence stays the strongest sign
+  JobSigns timeout;
+  timeout.line("brt::parallel: collective timeout on world rank 0 (host h1): all_reduce ... Still waiting for "
+               "world rank 1 (host h2): dead, stalled", t);
+  EXPECT_EQ(timeout.fault_host(), "h2");
+  JobSigns fresh;
+  fresh.line("no checkpoint in c: starting from step 0", t);
+  EXPECT_EQ(fresh.resumed_step(), 0);
+  EXPECT_TRUE(fresh.line("[1,0]<stdout>:step      1/8 | loss 4.0", t));
 }
 
 }  // namespace
