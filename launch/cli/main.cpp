@@ -16,6 +16,10 @@ int main(int argc, char** argv) {
   brt::launch::install_crash_report(argc >= 2 ? std::string("brt-dist ") + argv[1] : std::string("brt-dist"));
   brt::runtime::ensure_blas_core_type(argc, argv, /*passive_waiting=*/true);
   brt::checkpoint::silence_hdf5_diagnostics();
+  // The log is read as it is written — by people tailing a batch log, by mpirun's and srun's
+  // forwarding, by brt-dist launch timing a restart (launch/supervise/job_signs.h): a line
+  // leaves the process when it ends, not when a pipe's block buffer fills.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (argc < 2) {
     std::fputs(brt::launch::overview_text().c_str(), stderr);
     return 2;

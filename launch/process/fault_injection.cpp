@@ -36,7 +36,8 @@ int64_t number(const std::string& text, const std::string& item) {
 
 FaultInjection FaultInjection::from_environment() {
   const char* spec = std::getenv("BRT_FAULT_INJECT");
-  return FaultInjection(spec == nullptr ? "" : spec);
+  const char* attempt = std::getenv("BRT_LAUNCH_ATTEMPT");  // brt-dist launch's (launch/supervise/restarts.h)
+  return FaultInjection(spec == nullptr ? "" : spec, attempt == nullptr ? 1 : int(std::atol(attempt)));
 }
 
 FaultInjection::FaultInjection(const FaultInjection& other)
@@ -54,20 +55,23 @@ FaultInjection& FaultInjection::operator=(const FaultInjection& other) {
   return *this;
 }
 
-FaultInjection::FaultInjection(const std::string& spec) {
+FaultInjection::FaultInjection(const std::string& spec, int attempt) {
   for (const std::string& item : split(spec, ';')) {
     if (item.empty()) continue;
     const auto parts = split(item, '@');
     Fault fault;
     fault.action = parts[0];
+    int64_t only_attempt = 0;
     for (size_t k = 1; k < parts.size(); ++k) {
       const std::string& p = parts[k];
-      if (p.rfind("step=", 0) == 0) fault.step = number(p.substr(5), item);
+      if (p.rfind("attempt=", 0) == 0) only_attempt = number(p.substr(8), item);
+      else if (p.rfind("step=", 0) == 0) fault.step = number(p.substr(5), item);
       else if (p.rfind("rank=", 0) == 0) fault.rank = int(number(p.substr(5), item));
       else if (p.rfind("nth=", 0) == 0) fault.nth = int(number(p.substr(4), item));
       else if (p.rfind("ms=", 0) == 0) fault.ms = number(p.substr(3), item);
       else fault.phase = p;
     }
+    if (only_attempt > 0 && only_attempt != attempt) continue;  // another attempt's fault
     if (fault.action == "wrongblas") {  // no phase or step: it happens at start
       wrong_blas_ranks_.insert(fault.rank);
       continue;

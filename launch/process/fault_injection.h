@@ -17,6 +17,8 @@
 //   pause@step=5@rank=0@ms=2000             this rank sleeps 2 s there, after printing its line:
 //                                           the window in which tests/cluster cuts a link
 //                                           "during a step" or "during a save"
+//   kill@step=4@rank=1@attempt=1            only in brt-dist launch's first attempt (BRT_LAUNCH_ATTEMPT):
+//                                           a restart's relaunch trains past it
 //   wrongblas@rank=1                        world rank 1's BLAS self-check reports wrong results
 //                                           (launch/preflight/numerics_agreement.h); every rank
 //                                           without @rank
@@ -36,7 +38,9 @@ class FaultInjection {
   // Parses BRT_FAULT_INJECT (an empty spec injects nothing). Throws std::invalid_argument
   // naming the item it cannot read.
   static FaultInjection from_environment();
-  explicit FaultInjection(const std::string& spec = "");
+  // `attempt`: brt-dist launch's attempt (BRT_LAUNCH_ATTEMPT, 1 without it); an item with
+  // @attempt=N is injected in attempt N only.
+  explicit FaultInjection(const std::string& spec = "", int attempt = 1);
   FaultInjection(const FaultInjection& other);
   FaultInjection& operator=(const FaultInjection& other);
 

@@ -51,7 +51,7 @@ std::string base_name(const std::string& path) {
 
 // srun --export=LIST: NONE becomes the variable alone (srun adds SLURM_*), a list without ALL
 // gets it appended; ALL (the default) carries it already.
-void forward_srun_export(std::vector<std::string>& out) {
+void forward_srun_export(std::vector<std::string>& out, const std::string& name) {
   for (size_t i = 1; i < out.size(); ++i) {
     std::string* list = nullptr;
     if (out[i].rfind("--export=", 0) == 0) {
@@ -64,31 +64,31 @@ void forward_srun_export(std::vector<std::string>& out) {
     const size_t eq = list->rfind("--export=", 0) == 0 ? 9 : 0;
     const std::string value = list->substr(eq);
     if (value.rfind("ALL", 0) == 0) return;
-    *list = list->substr(0, eq) + (value == "NONE" ? std::string(parallel::kHeartbeatEnv)
-                                                   : value + "," + parallel::kHeartbeatEnv);
+    *list = list->substr(0, eq) + (value == "NONE" ? name : value + "," + name);
     return;
   }
 }
 
 }  // namespace
 
-std::vector<std::string> with_heartbeat_forwarded(const std::vector<std::string>& command, std::string& note) {
+std::vector<std::string> with_heartbeat_forwarded(const std::vector<std::string>& command, std::string& note,
+                                                  const std::string& name) {
   std::vector<std::string> out = command;
   if (out.empty()) return out;
-  const std::string name = base_name(out[0]);
-  if (name == "mpirun" || name == "mpiexec" || name == "orterun") {
+  const std::string launcher = base_name(out[0]);
+  if (launcher == "mpirun" || launcher == "mpiexec" || launcher == "orterun") {
     const bool env_list = std::getenv("OMPI_MCA_mca_base_env_list") != nullptr ||
                           std::any_of(out.begin(), out.end(), [](const std::string& a) {
                             return a.find("mca_base_env_list") != std::string::npos;
                           });
     if (env_list) {
-      note = std::string("the command sets mca_base_env_list, which refuses -x beside it: add ") +
-             parallel::kHeartbeatEnv + " to it, or ranks on other hosts send no heartbeat";
+      note = "the command sets mca_base_env_list, which refuses -x beside it: add " + name +
+             " to it, or ranks on other hosts do not see it";
       return out;
     }
-    out.insert(out.begin() + 1, {"-x", parallel::kHeartbeatEnv});
-  } else if (name == "srun") {
-    forward_srun_export(out);
+    out.insert(out.begin() + 1, {"-x", name});
+  } else if (launcher == "srun") {
+    forward_srun_export(out, name);
   }
   return out;
 }

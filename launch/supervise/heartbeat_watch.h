@@ -52,10 +52,12 @@ class HeartbeatWatch {
   std::map<int, Rank> ranks_;
 };
 
-// `command` with kHeartbeatEnv carried to the ranks: mpirun/mpiexec/orterun get `-x NAME`
-// after their name (Open MPI passes only named variables to other hosts) unless the command
-// sets mca_base_env_list (which refuses -x beside it); srun's --export list gets the name when
-// it is a list without ALL. `note` says when the variable cannot be carried.
-std::vector<std::string> with_heartbeat_forwarded(const std::vector<std::string>& command, std::string& note);
+// `command` with the variable `name` (kHeartbeatEnv, the attempt's number) carried to the
+// ranks: mpirun/mpiexec/orterun get `-x NAME` after their name (Open MPI passes only named
+// variables to other hosts) unless the command sets mca_base_env_list (which refuses -x beside
+// it); srun's --export list gets the name when it is a list without ALL. `note` says when the
+// variable cannot be carried.
+std::vector<std::string> with_heartbeat_forwarded(const std::vector<std::string>& command, std::string& note,
+                                                  const std::string& name = parallel::kHeartbeatEnv);
 
 }  // namespace brt::launch

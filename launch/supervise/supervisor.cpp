@@ -12,6 +12,7 @@
 
 #include "launch/supervise/attempt.h"
 #include "launch/supervise/heartbeat_watch.h"
+#include "launch/supervise/restarts.h"
 #include "parallel/health/comm_error.h"
 #include "parallel/health/heartbeat.h"
 
@@ -73,11 +74,27 @@ int supervise(const SupervisorOptions& o) {
   std::vector<std::pair<std::string, std::string>> env;
   if (o.heartbeat_timeout_s > 0) {
     std::string note;
-    command = with_heartbeat_forwarded(o.command, note);
+    command = with_heartbeat_forwarded(o.command, note, parallel::kHeartbeatEnv);
     if (!note.empty()) say("heartbeats: " + note);
     env.emplace_back(parallel::kHeartbeatEnv, std::to_string(heartbeat_interval_for(o.heartbeat_timeout_s)));
   }
-  return run_attempt(o, command, env, signals.setup(), nullptr).status;
+  if (o.restart.restarts > 0) {
+    std::string note;
+    command = with_heartbeat_forwarded(command, note, kAttemptEnv);
+  }
+  Restarter restarter(o.restart, command);
+  env.emplace_back(kAttemptEnv, "1");
+  for (;;) {
+    env.back().second = std::to_string(restarter.attempt());
+    const AttemptResult r = run_attempt(o, restarter.command(), env, signals.setup(),
+                                        [&restarter](const AttemptResult& a) { restarter.training_again(a); });
+    // The operator's own stop (a signal to the supervisor) is never undone by a restart.
+    if (o.restart.restarts == 0 || r.signals > 0 || !is_fault(r.status)) {
+      restarter.attempt_ended(r);
+      return r.status;
+    }
+    if (const std::optional<int> status = restarter.after_fault(r)) return *status;
+  }
 }
 
 }  // namespace brt::launch

@@ -26,13 +26,25 @@
 #include <string_view>
 #include <vector>
 
+#include "launch/supervise/host_list.h"
+
 namespace brt::launch {
+
+// brt-dist launch --restarts (launch/supervise/restarts.h).
+struct RestartOptions {
+  int restarts = 0;                  // --restarts N (0: none)
+  int no_progress_limit = 3;         // --no-progress-restarts K
+  std::vector<HostSlots> spares;     // --spare-hosts
+  std::string log_path;              // --restart-log FILE (JSONL); "" none
+  double host_check_timeout_s = 10;  // per host, in parallel
+};
 
 struct SupervisorOptions {
   std::vector<std::string> command;  // the launcher and its arguments
   double grace_s = 20;               // after an abort report, before ending the launcher
   double kill_after_s = 5;           // after SIGTERM, before SIGKILL
   double heartbeat_timeout_s = 30;   // a rank silent this long ends the job; 0: no heartbeats
+  RestartOptions restart;
 };
 
 // One abort report, parsed from a line of the launcher's stderr (parallel/health/comm_error.h).

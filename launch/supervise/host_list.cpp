@@ -1,0 +1,78 @@
+#include "launch/supervise/host_list.h"
+
+#include <cstdlib>
+#include <stdexcept>
+
+namespace brt::launch {
+
+namespace {
+
+std::string base_name(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+std::vector<HostSlots> parse_host_list(std::string_view text) {
+  std::vector<HostSlots> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    const std::string_view entry = text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    if (entry.empty()) throw std::invalid_argument("host list '" + std::string(text) + "': an empty entry");
+    HostSlots h;
+    const size_t colon = entry.find(':');
+    h.name = std::string(entry.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      const std::string n(entry.substr(colon + 1));
+      char* end = nullptr;
+      const long slots = std::strtol(n.c_str(), &end, 10);
+      if (n.empty() || *end != '\0' || slots < 1 || slots > 100000)
+        throw std::invalid_argument("host list '" + std::string(text) + "': '" + std::string(entry) +
+                                    "' needs a slot count >= 1 after the colon");
+      h.slots = int(slots);
+    }
+    if (h.name.empty()) throw std::invalid_argument("host list '" + std::string(text) + "': an entry without a host");
+    out.push_back(h);
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::string host_list_text(const std::vector<HostSlots>& hosts) {
+  std::string out;
+  for (const HostSlots& h : hosts) out += (out.empty() ? "" : ",") + h.name + ":" + std::to_string(h.slots);
+  return out;
+}
+
+std::optional<CommandHosts> find_command_hosts(const std::vector<std::string>& command) {
+  if (command.empty()) return std::nullopt;
+  const std::string name = base_name(command[0]);
+  if (name != "mpirun" && name != "mpiexec" && name != "orterun") return std::nullopt;
+  for (size_t i = 1; i < command.size(); ++i) {
+    const std::string& a = command[i];
+    CommandHosts where;
+    if ((a == "--host" || a == "-host" || a == "-H" || a == "--H") && i + 1 < command.size()) {
+      where.value_index = i + 1;
+    } else if (a.rfind("--host=", 0) == 0) {
+      where.value_index = i;
+      where.prefix = 7;
+    } else {
+      continue;
+    }
+    where.hosts = parse_host_list(std::string_view(command[where.value_index]).substr(where.prefix));
+    return where;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> with_command_hosts(std::vector<std::string> command, const CommandHosts& where,
+                                            const std::vector<HostSlots>& hosts) {
+  std::string& word = command.at(where.value_index);
+  word = word.substr(0, where.prefix) + host_list_text(hosts);
+  return command;
+}
+
+}  // namespace brt::launch

@@ -1,0 +1,35 @@
+// The hosts of a launcher's command line, and the command relaunched on others: mpirun's
+// `--host` / `-host` / `-H` list ("h1:2,h2:2", a host's slots after the colon, 1 without), and
+// the hosts to check and replace after a fault (launch/supervise/restarts.h). Hostfiles and
+// srun's allocation are not rewritten here: a command without a host list relaunches as it was.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace brt::launch {
+
+struct HostSlots {
+  std::string name;
+  int slots = 1;
+  bool operator==(const HostSlots&) const = default;
+};
+
+// "h1:2,h2" -> {h1, 2}, {h2, 1}; throws std::invalid_argument naming a bad entry.
+std::vector<HostSlots> parse_host_list(std::string_view text);
+std::string host_list_text(const std::vector<HostSlots>& hosts);
+
+// Where a launcher command names its hosts: the index of the list's value, or nullopt.
+struct CommandHosts {
+  size_t value_index = 0;     // command[value_index] is "h1:1,h2:1" (or "--host=h1:1,h2:1")
+  size_t prefix = 0;          // characters before the list in that word ("--host=": 7)
+  std::vector<HostSlots> hosts;
+};
+std::optional<CommandHosts> find_command_hosts(const std::vector<std::string>& command);
+// `command` with its host list replaced by `hosts`.
+std::vector<std::string> with_command_hosts(std::vector<std::string> command, const CommandHosts& where,
+                                            const std::vector<HostSlots>& hosts);
+
+}  // namespace brt::launch

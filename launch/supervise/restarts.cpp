@@ -1,0 +1,236 @@
+#include "launch/supervise/restarts.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <future>
+#include <memory>
+#include <set>
+
+#include "launch/supervise/host_check.h"
+
+namespace brt::launch {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string json_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", v);
+  return buf;
+}
+
+std::string seconds_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+std::string absolute(const std::string& dir) {
+  if (dir.empty() || dir[0] == '/') return dir;
+  char cwd[4096];
+  return ::getcwd(cwd, sizeof cwd) ? std::string(cwd) + "/" + dir : dir;
+}
+
+// What the fault was, in words: the strongest sign, else the status.
+std::string fault_text(const AttemptResult& r) {
+  std::string text = "exit status " + std::to_string(r.status);
+  if (!r.signs.evidence().empty()) text += " (" + r.signs.evidence() + ")";
+  return text;
+}
+
+}  // namespace
+
+// A restart decided, awaiting the relaunched attempt's first new step for its timings.
+struct Restarter::Pending {
+  int attempt = 0, status = 0;
+  std::string fault, host, hosts;
+  std::vector<std::string> excluded;
+  double detect_s = 0, teardown_s = 0, checks_s = 0;
+  Clock::time_point first_sign{}, relaunched{};
+};
+
+bool is_fault(int status) { return status != 0 && status != 2 && status != 75 && status != 130; }
+
+Restarter::Restarter(const RestartOptions& options, std::vector<std::string> command)
+    : options_(options), command_(std::move(command)), checkpoint_dir_(absolute(command_checkpoint_dir(command_))) {
+  if (!options_.log_path.empty()) {
+    log_ = std::fopen(options_.log_path.c_str(), "a");
+    if (log_ == nullptr)
+      say("warning: cannot open --restart-log " + options_.log_path + ": " + std::strerror(errno) +
+          " (restarts are logged here only)");
+  }
+}
+
+Restarter::~Restarter() {
+  if (log_) std::fclose(log_);
+}
+
+void Restarter::record(const std::string& json) {
+  if (log_ == nullptr) return;
+  if (std::fprintf(log_, "%s\n", json.c_str()) < 0 || std::fflush(log_) != 0)
+    say("warning: cannot write --restart-log " + options_.log_path + ": " + std::strerror(errno));
+}
+
+std::optional<int> Restarter::give_up(int status, const std::string& why, const AttemptResult& result) {
+  say(why + ": exit " + std::to_string(status));
+  record("{\"event\":\"give_up\",\"attempt\":" + std::to_string(attempt_) + ",\"status\":" +
+         std::to_string(result.status) + ",\"exit\":" + std::to_string(status) + ",\"reason\":" + json_string(why) + "}");
+  return status;
+}
+
+// Every host of the list and every spare checked at once; the host the fault was on, or one that
+// failed its check, replaced by a healthy spare (with its slots), or kept when it passed and no
+// spare is left; refused when it failed and no spare is left.
+Restarter::NextHosts Restarter::next_hosts(const AttemptResult& result, std::vector<std::string>& excluded,
+                                           double& checks_s) {
+  NextHosts out;
+  const std::optional<CommandHosts> where = find_command_hosts(command_);
+  if (!where) return out;
+  const auto t0 = Clock::now();
+  std::vector<std::string> names;
+  for (const HostSlots& h : where->hosts) names.push_back(h.name);
+  for (const HostSlots& h : options_.spares)
+    if (std::find(names.begin(), names.end(), h.name) == names.end()) names.push_back(h.name);
+  std::vector<std::future<HostHealth>> checks;
+  for (const std::string& n : names)
+    checks.push_back(std::async(std::launch::async, check_host, n, checkpoint_dir_, options_.host_check_timeout_s));
+  std::set<std::string> healthy;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const HostHealth h = checks[i].get();
+    say("host " + names[i] + ": " + (h.ok ? "ok, " : "FAILED its check: ") + h.detail);
+    if (h.ok) healthy.insert(names[i]);
+  }
+  checks_s = seconds_between(t0, Clock::now());
+  const std::string& named = result.signs.fault_host();
+  std::vector<HostSlots> next;
+  for (const HostSlots& h : where->hosts) {
+    const bool failed = h.name == named || !healthy.count(h.name);
+    if (!failed) {
+      next.push_back(h);
+      continue;
+    }
+    const HostSlots* spare = nullptr;
+    for (const HostSlots& s : options_.spares)
+      if (healthy.count(s.name) && std::find(used_spares_.begin(), used_spares_.end(), s.name) == used_spares_.end() &&
+          std::none_of(where->hosts.begin(), where->hosts.end(), [&](const HostSlots& x) { return x.name == s.name; })) {
+        spare = &s;
+        break;
+      }
+    if (spare) {
+      used_spares_.push_back(spare->name);
+      next.push_back({spare->name, h.slots});
+      excluded.push_back(h.name);
+      say("host " + h.name + " left out (" + (healthy.count(h.name) ? "the fault was there" : "failed its check") +
+          "); spare " + spare->name + " takes its " + std::to_string(h.slots) + " slot(s)");
+    } else if (healthy.count(h.name)) {
+      next.push_back(h);
+      say("host " + h.name + ": the fault was there, but it passed its check and no spare is left (--spare-hosts): "
+          "kept");
+    } else {
+      out.refused = "host " + h.name + " failed its check and no healthy spare is left (--spare-hosts)";
+      return out;
+    }
+  }
+  command_ = with_command_hosts(command_, *where, next);
+  out.rewritten = true;
+  out.hosts = host_list_text(next);
+  return out;
+}
+
+std::optional<int> Restarter::after_fault(const AttemptResult& result) {
+  attempt_ended(result);
+  const int64_t newest = std::max(result.signs.saved_step(), result.signs.resumed_step());
+  if (newest > best_step_) {
+    best_step_ = newest;
+    no_progress_ = 0;
+  } else {
+    ++no_progress_;
+  }
+  const std::string fault = fault_text(result);
+  say("attempt " + std::to_string(attempt_) + " failed: " + fault +
+      (result.signs.fault_host().empty() ? "" : "; the fault was on host " + result.signs.fault_host()));
+  if (restarts_done_ >= options_.restarts)
+    return give_up(kRestartsExhaustedExitCode,
+                   "no restart left (--restarts " + std::to_string(options_.restarts) +
+                       "); the newest checkpoint is of step " + std::to_string(best_step_) + ", a requeue continues from it",
+                   result);
+  if (no_progress_ >= options_.no_progress_limit)
+    return give_up(kNoRequeueExitCode,
+                   std::to_string(no_progress_) + " restart(s) in a row without a checkpoint newer than step " +
+                       std::to_string(best_step_) + " (--no-progress-restarts " +
+                       std::to_string(options_.no_progress_limit) + "): the fault repeats; do not requeue",
+                   result);
+  auto p = std::make_unique<Pending>();
+  p->status = result.status;
+  p->fault = fault;
+  p->host = result.signs.fault_host();
+  p->first_sign = result.signs.first_sign().value_or(result.decided);
+  p->detect_s = std::max(0.0, seconds_between(p->first_sign, result.decided));
+  p->teardown_s = seconds_between(result.decided, result.gone);
+  const NextHosts hosts = next_hosts(result, p->excluded, p->checks_s);
+  if (!hosts.refused.empty()) return give_up(kRestartsExhaustedExitCode, hosts.refused, result);
+  p->hosts = hosts.hosts;
+  ++restarts_done_;
+  ++attempt_;
+  p->attempt = attempt_;
+  p->relaunched = Clock::now();
+  say("restart " + std::to_string(restarts_done_) + " of " + std::to_string(options_.restarts) + ": relaunching (attempt " +
+      std::to_string(attempt_) + ")" + (hosts.rewritten ? " on " + hosts.hosts : " with the same command (no host list to rewrite)") +
+      "; it resumes from the newest good checkpoint");
+  pending_ = std::move(p);
+  return std::nullopt;
+}
+
+void Restarter::training_again(const AttemptResult& result) {
+  if (!pending_) return;
+  const Pending& p = *pending_;
+  const auto step_at = result.signs.first_step_at().value_or(Clock::now());
+  const auto load_at = result.signs.started_at().value_or(step_at);
+  const double load_s = seconds_between(p.relaunched, load_at), step_s = seconds_between(load_at, step_at);
+  const double total = seconds_between(p.first_sign, step_at);
+  say("attempt " + std::to_string(p.attempt) + " trains again: resumed at step " +
+      std::to_string(result.signs.resumed_step()) + ", step " + std::to_string(result.signs.first_step()) + " done " +
+      seconds_text(total) + " s after the fault's first sign (detect " + seconds_text(p.detect_s) + ", teardown " +
+      seconds_text(p.teardown_s) + ", checks " + seconds_text(p.checks_s) + ", relaunch and load " + seconds_text(load_s) +
+      ", first step " + seconds_text(step_s) + ")");
+  std::string excluded;
+  for (const std::string& e : p.excluded) {
+    if (!excluded.empty()) excluded += ",";
+    excluded += json_string(e);
+  }
+  record("{\"event\":\"restart\",\"attempt\":" + std::to_string(p.attempt) + ",\"status\":" + std::to_string(p.status) +
+         ",\"fault\":" + json_string(p.fault) + ",\"fault_host\":" + json_string(p.host) + ",\"excluded\":[" + excluded +
+         "],\"hosts\":" + json_string(p.hosts) + ",\"detect_s\":" + json_number(p.detect_s) +
+         ",\"teardown_s\":" + json_number(p.teardown_s) + ",\"checks_s\":" + json_number(p.checks_s) +
+         ",\"load_s\":" + json_number(load_s) + ",\"first_step_s\":" + json_number(step_s) +
+         ",\"fault_to_step_s\":" + json_number(total) + ",\"resumed_step\":" + std::to_string(result.signs.resumed_step()) +
+         ",\"first_step\":" + std::to_string(result.signs.first_step()) + "}");
+  pending_.reset();
+}
+
+void Restarter::attempt_ended(const AttemptResult& result) {
+  if (!pending_) return;
+  record("{\"event\":\"restart\",\"attempt\":" + std::to_string(pending_->attempt) + ",\"status\":" +
+         std::to_string(pending_->status) + ",\"fault\":" + json_string(pending_->fault) + ",\"fault_host\":" +
+         json_string(pending_->host) + ",\"hosts\":" + json_string(pending_->hosts) +
+         ",\"first_step\":null,\"ended_with\":" + std::to_string(result.status) + "}");
+  pending_.reset();
+}
+
+}  // namespace brt::launch
