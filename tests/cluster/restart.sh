@@ -11,6 +11,9 @@
 #                   heartbeats stop (--heartbeat-timeout-s 6)
 #     host_killed   every process of h2 killed while rank 1 pauses at step 4: mpirun sees its ssh
 #                   session close, h2 fails its check (no sshd)
+#     link_cut      h2's link cut while rank 1 pauses at step 4: its heartbeats stop; mpirun,
+#                   unable to reach h2's orted, is killed after --kill-after-s; h2 fails its check
+#                   (no answer)
 # Prints one FAULT line each.
 source "$(dirname "$0")/lib.sh"
 case_name=$2
@@ -36,6 +39,10 @@ case $case_name in
     pause_then "pause@step=4@rank=1@ms=1500@attempt=1" cluster_kill_host h2
     injected="every process of h2 killed while world rank 1 pauses as step 4 begins"
     limit=20 ;;
+  link_cut)
+    pause_then "pause@step=4@rank=1@ms=1500@attempt=1" cluster_cut h2
+    injected="h2's link cut while world rank 1 pauses as step 4 begins, train.timeout_s = 600"
+    limit=50 ;;
   *) fail "unknown case $case_name" ;;
 esac
 wait_job 180
