@@ -204,9 +204,18 @@ const std::vector<CommandHelp>& commands() {
         {"--kill-after-s S", "after SIGTERM to the launcher's group, the wait before SIGKILL (default 5)"},
         {"--heartbeat-timeout-s S", "every rank beats on stderr every S/6 s (0.2-5 s); one silent for S seconds (a "
                                     "stopped process, a dead host, a cut link) ends the job, exit 124; 0: off, "
-                                    "else >= 1 (default 30)"}},
+                                    "else >= 1 (default 30)"},
+        {"--restarts N", "after a fault, check the hosts and relaunch (resuming from the newest good checkpoint) "
+                         "up to N times, then exit 75 (default 0: no restart)"},
+        {"--spare-hosts H[:S],...", "with --restarts: hosts that take the place of one a fault was on or that "
+                                    "fails its check (mpirun --host lists)"},
+        {"--no-progress-restarts K", "with --restarts: K restarts in a row without a newer checkpoint exit 93, "
+                                     "do not requeue (default 3)"},
+        {"--restart-log FILE", "with --restarts: one JSONL record per restart (the fault, its host, the seconds of "
+                               "each phase to the first new step)"}},
        {"brt-dist launch mpirun --host a,b -np 16 brt-dist train configs/150m.toml   # from a login node",
-        "brt-dist launch srun brt-dist train configs/150m.toml                      # in an sbatch script"},
+        "brt-dist launch srun brt-dist train configs/150m.toml                      # in an sbatch script",
+        "brt-dist launch --restarts 3 --spare-hosts n9 mpirun --host n1:8,n2:8 -np 16 brt-dist train c.toml"},
        false,
        "Ctrl-C, SIGTERM or SIGHUP: SIGUSR1 to the launcher, which forwards it to every rank (they save and exit "
        "75); a second: SIGTERM to the launcher's process group; a third: SIGKILL. The exit status is the "
@@ -238,7 +247,8 @@ std::string exit_status_text(const std::string& command) {
   if (command == "launch")
     out += "  N      the launcher's status (mpirun's: its ranks' first non-zero), or the aborting rank's when the\n"
            "         supervisor ended the launcher; 75: the ranks stopped cleanly after a signal and saved;\n"
-           "         124: a rank sent no heartbeat for --heartbeat-timeout-s\n";
+           "         124: a rank sent no heartbeat for --heartbeat-timeout-s; with --restarts, 75: no restart\n"
+           "         left (a requeue continues), 93: K restarts without a newer checkpoint (do not requeue)\n";
   if (command == "train" || command == "eval" || command == "generate" || command == "prepare")
     out += std::string("  124    a stalled wait (") + (command == "prepare" ? "--timeout-s" : "train.timeout_s") + ")\n";
   out += "  2      a usage error: an unknown or missing flag, a value outside the range stated above,\n"
