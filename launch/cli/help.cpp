@@ -209,6 +209,9 @@ const std::vector<CommandHelp>& commands() {
                          "up to N times, then exit 75 (default 0: no restart)"},
         {"--spare-hosts H[:S],...", "with --restarts: hosts that take the place of one a fault was on or that "
                                     "fails its check (mpirun --host lists)"},
+        {"--min-dp M", "with --restarts: without a spare, leave the host out and relaunch on fewer ranks, down to M "
+                       "data-parallel ranks, train.grad_accum raised to keep the global batch (refused, named, "
+                       "when it cannot)"},
         {"--no-progress-restarts K", "with --restarts: K restarts in a row without a newer checkpoint exit 93, "
                                      "do not requeue (default 3)"},
         {"--restart-log FILE", "with --restarts: one JSONL record per restart (the fault, its host, the seconds of "

@@ -1,5 +1,6 @@
 #include "launch/supervise/host_list.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -72,6 +73,47 @@ std::vector<std::string> with_command_hosts(std::vector<std::string> command, co
                                             const std::vector<HostSlots>& hosts) {
   std::string& word = command.at(where.value_index);
   word = word.substr(0, where.prefix) + host_list_text(hosts);
+  return command;
+}
+
+std::optional<CommandRanks> find_command_ranks(const std::vector<std::string>& command) {
+  if (command.empty()) return std::nullopt;
+  const std::string name = base_name(command[0]);
+  if (name != "mpirun" && name != "mpiexec" && name != "orterun") return std::nullopt;
+  for (size_t i = 1; i < command.size(); ++i) {
+    const std::string& a = command[i];
+    CommandRanks where;
+    if ((a == "-np" || a == "-n" || a == "--np" || a == "--n" || a == "-c") && i + 1 < command.size()) {
+      where.value_index = i + 1;
+    } else if (a.rfind("--np=", 0) == 0 || a.rfind("--n=", 0) == 0) {
+      where.value_index = i;
+      where.prefix = a.find('=') + 1;
+    } else {
+      continue;
+    }
+    const std::string value = command[where.value_index].substr(where.prefix);
+    char* end = nullptr;
+    const long n = std::strtol(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || n < 1) return std::nullopt;
+    where.ranks = int(n);
+    return where;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> with_command_ranks(std::vector<std::string> command, const CommandRanks& where, int ranks) {
+  std::string& word = command.at(where.value_index);
+  word = word.substr(0, where.prefix) + std::to_string(ranks);
+  return command;
+}
+
+std::vector<std::string> with_last_override(std::vector<std::string> command, const std::string& key,
+                                            const std::string& value) {
+  const std::string prefix = key + "=";
+  command.erase(std::remove_if(command.begin() + 1, command.end(),
+                               [&](const std::string& w) { return w.rfind(prefix, 0) == 0; }),
+                command.end());
+  command.push_back(prefix + value);
   return command;
 }
 

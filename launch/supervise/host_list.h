@@ -32,4 +32,17 @@ std::optional<CommandHosts> find_command_hosts(const std::vector<std::string>& c
 std::vector<std::string> with_command_hosts(std::vector<std::string> command, const CommandHosts& where,
                                             const std::vector<HostSlots>& hosts);
 
+// mpirun's rank count (`-np N`, `-n N`, `--np N`, `-c N`, `--np=N`, `--n=N`): where its value is and
+// the count; nullopt without one (mpirun then starts one rank per slot).
+struct CommandRanks {
+  size_t value_index = 0, prefix = 0;
+  int ranks = 0;
+};
+std::optional<CommandRanks> find_command_ranks(const std::vector<std::string>& command);
+std::vector<std::string> with_command_ranks(std::vector<std::string> command, const CommandRanks& where, int ranks);
+// `command` with `key=value` as its last word, an earlier `key=...` word removed (the launched
+// program's last override wins: brt-dist train's config overrides).
+std::vector<std::string> with_last_override(std::vector<std::string> command, const std::string& key,
+                                            const std::string& value);
+
 }  // namespace brt::launch

@@ -68,7 +68,10 @@ struct Restarter::Pending {
 bool is_fault(int status) { return status != 0 && status != 2 && status != 75 && status != 130; }
 
 Restarter::Restarter(const RestartOptions& options, std::vector<std::string> command)
-    : options_(options), command_(std::move(command)), checkpoint_dir_(absolute(command_checkpoint_dir(command_))) {
+    : options_(options),
+      command_(std::move(command)),
+      checkpoint_dir_(absolute(command_checkpoint_dir(command_))),
+      ranks_(options.shrink.ranks) {
   if (!options_.log_path.empty()) {
     log_ = std::fopen(options_.log_path.c_str(), "a");
     if (log_ == nullptr)
@@ -94,17 +97,11 @@ std::optional<int> Restarter::give_up(int status, const std::string& why, const 
   return status;
 }
 
-// Every host of the list and every spare checked at once; the host the fault was on, or one that
-// failed its check, replaced by a healthy spare (with its slots), or kept when it passed and no
-// spare is left; refused when it failed and no spare is left.
-Restarter::NextHosts Restarter::next_hosts(const AttemptResult& result, std::vector<std::string>& excluded,
-                                           double& checks_s) {
-  NextHosts out;
-  const std::optional<CommandHosts> where = find_command_hosts(command_);
-  if (!where) return out;
+// Every host of the list and every spare checked at once (each bounded), one line each.
+std::set<std::string> Restarter::healthy_hosts(const std::vector<HostSlots>& hosts, double& checks_s) const {
   const auto t0 = Clock::now();
   std::vector<std::string> names;
-  for (const HostSlots& h : where->hosts) names.push_back(h.name);
+  for (const HostSlots& h : hosts) names.push_back(h.name);
   for (const HostSlots& h : options_.spares)
     if (std::find(names.begin(), names.end(), h.name) == names.end()) names.push_back(h.name);
   std::vector<std::future<HostHealth>> checks;
@@ -117,35 +114,81 @@ Restarter::NextHosts Restarter::next_hosts(const AttemptResult& result, std::vec
     if (h.ok) healthy.insert(names[i]);
   }
   checks_s = seconds_between(t0, Clock::now());
-  const std::string& named = result.signs.fault_host();
+  return healthy;
+}
+
+// A healthy spare not yet used and not in `hosts`, or null.
+const HostSlots* Restarter::free_spare(const std::vector<HostSlots>& hosts, const std::set<std::string>& healthy) const {
+  for (const HostSlots& s : options_.spares)
+    if (healthy.count(s.name) && std::find(used_spares_.begin(), used_spares_.end(), s.name) == used_spares_.end() &&
+        std::none_of(hosts.begin(), hosts.end(), [&](const HostSlots& x) { return x.name == s.name; }))
+      return &s;
+  return nullptr;
+}
+
+// The command on `dropped` fewer ranks (--min-dp): mpirun's -np lowered and brt-dist train's
+// train.grad_accum raised so the global streams stay; the reason when that cannot be.
+std::string Restarter::shrink(int dropped) {
+  const ShrinkOptions& k = options_.shrink;
+  const int ranks = ranks_ - dropped;
+  const int dp = ranks / k.replica_ranks;
+  const std::string sizes = std::to_string(ranks_) + " -> " + std::to_string(ranks) + " ranks";
+  if (ranks % k.replica_ranks != 0)
+    return sizes + ": not a multiple of train.tp x train.cp = " + std::to_string(k.replica_ranks);
+  if (dp < k.min_dp)
+    return sizes + ": " + std::to_string(dp) + " data-parallel ranks, below --min-dp " + std::to_string(k.min_dp);
+  if (k.global_streams % (int64_t(k.batch) * dp) != 0)
+    return sizes + ": the global batch of " + std::to_string(k.global_streams) + " streams is not a multiple of "
+           "train.batch " + std::to_string(k.batch) + " x " + std::to_string(dp) + " data-parallel ranks";
+  const int64_t accum = k.global_streams / (int64_t(k.batch) * dp);
+  if (const std::optional<CommandRanks> where = find_command_ranks(command_))
+    command_ = with_command_ranks(command_, *where, ranks);
+  command_ = with_last_override(command_, "train.grad_accum", std::to_string(accum));
+  say("shrinking: " + sizes + ", " + std::to_string(dp) + " data-parallel ranks; train.grad_accum = " +
+      std::to_string(accum) + " keeps the global batch of " + std::to_string(k.global_streams) + " streams");
+  ranks_ = ranks;
+  return "";
+}
+
+// The host the fault was on, or one that failed its check, replaced by a healthy spare (with its
+// slots); else dropped (--min-dp: a smaller data-parallel size), else kept when it passed its
+// check; refused when it failed and nothing can take its place.
+Restarter::NextHosts Restarter::next_hosts(const AttemptResult& result, std::vector<std::string>& excluded,
+                                           double& checks_s) {
+  NextHosts out;
+  const std::optional<CommandHosts> where = find_command_hosts(command_);
+  if (!where) return out;
+  const std::set<std::string> healthy = healthy_hosts(where->hosts, checks_s);
   std::vector<HostSlots> next;
+  int dropped = 0;
   for (const HostSlots& h : where->hosts) {
-    const bool failed = h.name == named || !healthy.count(h.name);
-    if (!failed) {
+    const bool passed = healthy.count(h.name) != 0;
+    if (h.name != result.signs.fault_host() && passed) {
       next.push_back(h);
-      continue;
-    }
-    const HostSlots* spare = nullptr;
-    for (const HostSlots& s : options_.spares)
-      if (healthy.count(s.name) && std::find(used_spares_.begin(), used_spares_.end(), s.name) == used_spares_.end() &&
-          std::none_of(where->hosts.begin(), where->hosts.end(), [&](const HostSlots& x) { return x.name == s.name; })) {
-        spare = &s;
-        break;
-      }
-    if (spare) {
+    } else if (const HostSlots* spare = free_spare(where->hosts, healthy)) {
       used_spares_.push_back(spare->name);
       next.push_back({spare->name, h.slots});
       excluded.push_back(h.name);
-      say("host " + h.name + " left out (" + (healthy.count(h.name) ? "the fault was there" : "failed its check") +
-          "); spare " + spare->name + " takes its " + std::to_string(h.slots) + " slot(s)");
-    } else if (healthy.count(h.name)) {
+      say("host " + h.name + " left out (" + (passed ? "the fault was there" : "failed its check") + "); spare " +
+          spare->name + " takes its " + std::to_string(h.slots) + " slot(s)");
+    } else if (options_.shrink.min_dp > 0) {
+      dropped += h.slots;
+      excluded.push_back(h.name);
+      say("host " + h.name + " left out (" + (passed ? "the fault was there" : "failed its check") +
+          "); no spare is left: its " + std::to_string(h.slots) + " rank(s) dropped");
+    } else if (passed) {
       next.push_back(h);
-      say("host " + h.name + ": the fault was there, but it passed its check and no spare is left (--spare-hosts): "
-          "kept");
+      say("host " + h.name + ": the fault was there, but it passed its check and no spare is left (--spare-hosts, "
+          "--min-dp): kept");
     } else {
-      out.refused = "host " + h.name + " failed its check and no healthy spare is left (--spare-hosts)";
+      out.refused = "host " + h.name + " failed its check and no healthy spare is left (--spare-hosts; --min-dp "
+                    "would shrink)";
       return out;
     }
+  }
+  if (dropped > 0 && !(out.refused = shrink(dropped)).empty()) {
+    out.refused = "cannot shrink, " + out.refused;
+    return out;
   }
   command_ = with_command_hosts(command_, *where, next);
   out.rewritten = true;

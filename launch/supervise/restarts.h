@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -56,12 +57,16 @@ class Restarter {
     std::string refused;     // why no list can be made (a failed host without a spare)
   };
   NextHosts next_hosts(const AttemptResult& result, std::vector<std::string>& excluded, double& checks_s);
+  std::set<std::string> healthy_hosts(const std::vector<HostSlots>& hosts, double& checks_s) const;
+  const HostSlots* free_spare(const std::vector<HostSlots>& hosts, const std::set<std::string>& healthy) const;
+  std::string shrink(int dropped);
   std::optional<int> give_up(int status, const std::string& why, const AttemptResult& result);
   void record(const std::string& json);
 
   RestartOptions options_;
   std::vector<std::string> command_;
   std::string checkpoint_dir_;
+  int ranks_ = 0;  // the launch's ranks now (--min-dp)
   int attempt_ = 1, restarts_done_ = 0, no_progress_ = 0;
   int64_t best_step_ = -1;
   std::vector<std::string> used_spares_;

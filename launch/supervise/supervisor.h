@@ -21,6 +21,7 @@
 // It calls no MPI: it is the launcher's parent, not a rank.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,6 +31,16 @@
 
 namespace brt::launch {
 
+// A smaller data-parallel size after a fault without a spare (--min-dp): what the launched
+// `brt-dist train` runs, read from its config by the command line (launch/cli).
+struct ShrinkOptions {
+  int min_dp = 0;                 // --min-dp (0: never shrink)
+  int replica_ranks = 1;          // train.tp x train.cp: ranks per data-parallel replica
+  int batch = 1;                  // train.batch
+  int64_t global_streams = 0;     // train.batch x train.grad_accum x data-parallel ranks, kept
+  int ranks = 0;                  // the launch's ranks (mpirun -np, or its host list's slots)
+};
+
 // brt-dist launch --restarts (launch/supervise/restarts.h).
 struct RestartOptions {
   int restarts = 0;                  // --restarts N (0: none)
@@ -37,6 +48,7 @@ struct RestartOptions {
   std::vector<HostSlots> spares;     // --spare-hosts
   std::string log_path;              // --restart-log FILE (JSONL); "" none
   double host_check_timeout_s = 10;  // per host, in parallel
+  ShrinkOptions shrink;
 };
 
 struct SupervisorOptions {

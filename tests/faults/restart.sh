@@ -80,13 +80,19 @@ case $case_name in
   usage)
     run u1.log 20 "$bin" launch --spare-hosts h9 mpirun -np 2 true
     expect_rc 2 "--spare-hosts without --restarts"
-    expect_text u1.log "--spare-hosts and --restart-log need --restarts N"
+    expect_text u1.log "--spare-hosts, --min-dp and --restart-log need --restarts N"
     run u2.log 20 "$bin" launch --restarts -1 true
     expect_rc 2 "--restarts -1"
     expect_text u2.log "--restarts needs a whole number in [0, 1000], got '-1'"
     run u3.log 20 "$bin" launch --restarts 1 --spare-hosts h9:0 true
     expect_rc 2 "--spare-hosts h9:0"
     expect_text u3.log "--spare-hosts: host list 'h9:0': 'h9:0' needs a slot count >= 1 after the colon"
+    run u4.log 20 "$bin" launch --restarts 1 --min-dp 3 mpirun -np 2 "${TRAIN[@]}"
+    expect_rc 2 "--min-dp above the launch's data-parallel size"
+    expect_text u4.log "--min-dp 3 is above the launch's 2 data-parallel ranks"
+    run u5.log 20 "$bin" launch --restarts 1 --min-dp 1 mpirun -np 2 true
+    expect_rc 2 "--min-dp without brt-dist train"
+    expect_text u5.log "--min-dp needs the launcher to start \`brt-dist train\` (none in the command)"
     record "restart(usage)" "bad restart flags" "2" "the flag named" "nothing started" ;;
   *) fail "unknown case $case_name" ;;
 esac

@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "launch/supervise/host_list.h"
 #include "launch/supervise/job_signs.h"
 #include "launch/supervise/supervisor.h"
 #include "parallel/health/comm_error.h"
@@ -91,6 +92,38 @@ TEST(JobSigns, ReadTheFaultHostAndTheRunsProgress) {
   fresh.line("no checkpoint in c: starting from step 0", t);
   EXPECT_EQ(fresh.resumed_step(), 0);
   EXPECT_TRUE(fresh.line("[1,0]<stdout>:step      1/8 | loss 4.0", t));
+}
+
+}  // namespace
+}  // namespace brt::launch
+
+namespace brt::launch {
+namespace {
+
+// mpirun's host list and rank count read and rewritten for a relaunch; an override made last.
+TEST(HostList, ReadAndRewriteALaunchersHostsAndRanks) {
+  EXPECT_EQ(parse_host_list("h1:2,h2"), (std::vector<HostSlots>{{"h1", 2}, {"h2", 1}}));
+  EXPECT_THROW(parse_host_list("h1,,h2"), std::invalid_argument);
+  EXPECT_THROW(parse_host_list("h1:x"), std::invalid_argument);
+  const std::vector<std::string> cmd = {"mpirun", "-x", "A", "--host", "h1:1,h2:1", "-np", "2", "brt-dist", "train",
+                                        "c.toml", "train.grad_accum=1"};
+  const auto hosts = find_command_hosts(cmd);
+  ASSERT_TRUE(hosts);
+  EXPECT_EQ(hosts->hosts.size(), 2u);
+  const auto ranks = find_command_ranks(cmd);
+  ASSERT_TRUE(ranks);
+  EXPECT_EQ(ranks->ranks, 2);
+  auto next = with_command_hosts(cmd, *hosts, {{"h1", 1}});
+  next = with_command_ranks(next, *ranks, 1);
+  next = with_last_override(next, "train.grad_accum", "2");
+  EXPECT_EQ(next, (std::vector<std::string>{"mpirun", "-x", "A", "--host", "h1:1", "-np", "1", "brt-dist", "train",
+                                            "c.toml", "train.grad_accum=2"}));
+  const std::vector<std::string> eq = {"mpiexec", "--host=a:4", "--np=4", "x"};
+  ASSERT_TRUE(find_command_hosts(eq));
+  EXPECT_EQ(with_command_hosts(eq, *find_command_hosts(eq), {{"b", 4}})[1], "--host=b:4");
+  EXPECT_EQ(with_command_ranks(eq, *find_command_ranks(eq), 2)[2], "--np=2");
+  EXPECT_FALSE(find_command_hosts({"srun", "-N", "2", "brt-dist"}));
+  EXPECT_FALSE(find_command_ranks({"mpirun", "--host", "a", "x"}));
 }
 
 }  // namespace

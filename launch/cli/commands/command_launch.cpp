@@ -1,13 +1,15 @@
 // `brt-dist launch [--grace-s S] [--kill-after-s S] [--heartbeat-timeout-s S] [--restarts N
-// [--spare-hosts H:S,...] [--no-progress-restarts K] [--restart-log FILE]] [--] LAUNCHER ARGS...`: the job's launcher
+// [--spare-hosts H:S,...] [--min-dp M] [--no-progress-restarts K] [--restart-log FILE]] [--] LAUNCHER ARGS...`: the job's launcher
 // under the supervisor (launch/supervise/supervisor.h). Its own flags come first; everything
 // from the first word that is not one (or after `--`) is the launcher's command line, untouched.
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "launch/cli/cli.h"
 #include "launch/cli/commands/commands.h"
+#include "launch/supervise/host_list.h"
 #include "launch/supervise/supervisor.h"
 #include "parallel/mpi/launch_env.h"
 
@@ -33,6 +35,38 @@ int count_value(const std::string& flag, const char* text, int low, int high) {
   return int(v);
 }
 
+// --min-dp: the sizes a shrink keeps, read from the `brt-dist train` the launcher starts (its
+// config file, overrides and flags, as train reads them).
+ShrinkOptions shrink_options(const std::vector<std::string>& command, int min_dp) {
+  size_t at = 1;
+  while (at + 1 < command.size() &&
+         !(std::filesystem::path(command[at]).filename() == "brt-dist" && command[at + 1] == "train"))
+    ++at;
+  if (at + 1 >= command.size())
+    throw parallel::UsageError("--min-dp needs the launcher to start `brt-dist train` (none in the command)");
+  std::vector<char*> argv;
+  for (size_t i = at; i < command.size(); ++i) argv.push_back(const_cast<char*>(command[i].c_str()));
+  argv.push_back(nullptr);
+  const RunConfig config = train_config_of(int(argv.size()) - 1, argv.data());
+  ShrinkOptions k;
+  k.min_dp = min_dp;
+  k.replica_ranks = config.train.tp * config.train.cp;
+  k.batch = config.train.batch;
+  if (const auto ranks = find_command_ranks(command)) {
+    k.ranks = ranks->ranks;
+  } else if (const auto hosts = find_command_hosts(command)) {
+    for (const HostSlots& h : hosts->hosts) k.ranks += h.slots;
+  } else {
+    throw parallel::UsageError("--min-dp needs mpirun's -np or --host list in the command, to count its ranks");
+  }
+  const int dp = k.ranks / k.replica_ranks;
+  if (dp < min_dp)
+    throw parallel::UsageError("--min-dp " + std::to_string(min_dp) + " is above the launch's " + std::to_string(dp) +
+                               " data-parallel ranks");
+  k.global_streams = int64_t(k.batch) * config.train.grad_accum * dp;
+  return k;
+}
+
 // The restart flags (launch/supervise/restarts.h); false when `arg` is none of them.
 bool restart_flag(const std::string& arg, const char* value, RestartOptions& r) {
   if (arg == "--restarts") {
@@ -47,6 +81,8 @@ bool restart_flag(const std::string& arg, const char* value, RestartOptions& r) 
     }
   } else if (arg == "--restart-log") {
     r.log_path = value;
+  } else if (arg == "--min-dp") {
+    r.shrink.min_dp = count_value(arg, value, 1, 1 << 20);
   } else {
     return false;
   }
@@ -76,7 +112,8 @@ int command_launch(int argc, char** argv) {
         throw parallel::UsageError(arg + " must be 0 (off) or at least 1 s, got '" + argv[i] + "'");
       continue;
     }
-    if (arg == "--restarts" || arg == "--no-progress-restarts" || arg == "--spare-hosts" || arg == "--restart-log") {
+    if (arg == "--restarts" || arg == "--no-progress-restarts" || arg == "--spare-hosts" || arg == "--restart-log" ||
+        arg == "--min-dp") {
       if (i + 1 >= argc) throw parallel::UsageError(arg + " needs a value");
       restart_flag(arg, argv[++i], options.restart);
       continue;
@@ -87,8 +124,10 @@ int command_launch(int argc, char** argv) {
     break;
   }
   for (; i < argc; ++i) options.command.emplace_back(argv[i]);
-  if (options.restart.restarts == 0 && (!options.restart.spares.empty() || !options.restart.log_path.empty()))
-    throw parallel::UsageError("--spare-hosts and --restart-log need --restarts N (N >= 1)");
+  RestartOptions& r = options.restart;
+  if (r.restarts == 0 && (!r.spares.empty() || !r.log_path.empty() || r.shrink.min_dp > 0))
+    throw parallel::UsageError("--spare-hosts, --min-dp and --restart-log need --restarts N (N >= 1)");
+  if (r.shrink.min_dp > 0) r.shrink = shrink_options(options.command, r.shrink.min_dp);
   if (options.command.empty())
     throw parallel::UsageError("no launcher command: brt-dist launch [flags] mpirun|srun|brt-dist ...");
   return supervise(options);

@@ -64,6 +64,8 @@ TrainOptions train_options(int argc, char** argv) {
 
 }  // namespace
 
+RunConfig train_config_of(int argc, char** argv) { return train_options(argc, argv).config; }
+
 int command_train(int argc, char** argv) {
   // Handle SIGINT/SIGTERM/SIGUSR1 from the very start: a signal that arrives while the model is
   // being built is honoured at the first step boundary (after any resume) instead of killing
