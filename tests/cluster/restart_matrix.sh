@@ -18,18 +18,22 @@ echo "matrix: $fault x $count, BRT_MATRIX_SEED=$seed"
 steps=10
 args=(train.steps=$steps checkpoint.every=1 checkpoint.keep=0 train.timeout_s=600)
 keep=$(mktemp -d /var/tmp/brt-matrix-XXXXXX)
-trap 'rm -rf "$keep"; cluster_test_cleanup' EXIT
+trap 'status=$?; rm -rf "$keep"; (exit $status); cluster_test_cleanup' EXIT
 head_command() {
   # shellcheck disable=SC2046  # launcher_env's words are separate arguments
   HEAD=(on h4 "$bin" launch --grace-s 10 --heartbeat-timeout-s 6 --restarts 2 --spare-hosts h3
         --restart-log "$work/restarts.jsonl" mpirun $(launcher_env) --host h1:1,h2:1 -np 2 -x OMP_NUM_THREADS)
 }
-# The PID of the rank (brt-dist train) on HOST.
+# The PID of the rank (brt-dist train) on HOST: not its abort helper, a brt-dist child of it
+# (parallel/health/abort_fallback.h).
 rank_pid_on() {
   local pid
-  pid=$(job_procs "$1" | awk '$3 ~ /brt-dist$/ && $4 == "train" { print $2; exit }')
-  [ -n "$pid" ] || fail "no rank on $1: $(job_procs "$1")"
-  echo "$pid"
+  for pid in $(job_procs "$1" | awk '$3 ~ /brt-dist$/ && $4 == "train" { print $2 }'); do
+    [ "$(ps -o comm= -p "$(ps -o ppid= -p "$pid" | tr -d ' ')")" = brt-dist ] && continue
+    echo "$pid"
+    return 0
+  done
+  fail "no rank on $1: $(job_procs "$1")"
 }
 times=()
 for i in $(seq "$count"); do
