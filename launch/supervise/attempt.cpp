@@ -50,8 +50,8 @@ pid_t start_launcher(const std::vector<std::string>& command, const std::vector<
     const int null = ::open("/dev/null", O_RDONLY);
     if (null >= 0) ::dup2(null, 0);
   }
-  const int taken[3] = {SIGINT, SIGTERM, SIGHUP};
-  for (int k = 0; k < 3; ++k) ::sigaction(taken[k], &setup.inherited[k], nullptr);
+  const int taken[4] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1};
+  for (int k = 0; k < 4; ++k) ::sigaction(taken[k], &setup.inherited[k], nullptr);
   ::sigprocmask(SIG_SETMASK, &setup.old_mask, nullptr);
   for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
   std::vector<char*> argv;
@@ -110,7 +110,10 @@ struct Attempt {
   }
 
   void on_signal(int signal) {
-    const std::string name = signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "SIGHUP";
+    const std::string name = signal == SIGINT    ? "SIGINT"
+                             : signal == SIGTERM ? "SIGTERM"
+                             : signal == SIGUSR1 ? "SIGUSR1"
+                                                 : "SIGHUP";
     if (++r.signals == 1) {
       say(name + ": asking the ranks to stop cleanly (SIGUSR1 to " + o.command[0] +
           ", which forwards it: they save a checkpoint and exit 75); again to end the job now");

@@ -20,15 +20,15 @@ namespace brt::launch {
 
 // What every attempt shares: the supervisor's signal handling, set up once.
 struct SignalSetup {
-  int signals_fd = -1;  // signalfd of SIGINT, SIGTERM, SIGHUP, SIGCHLD
+  int signals_fd = -1;  // signalfd of SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGCHLD
   sigset_t old_mask{};
-  struct sigaction inherited[3]{};  // SIGINT, SIGTERM, SIGHUP as the supervisor found them
+  struct sigaction inherited[4]{};  // SIGINT, SIGTERM, SIGHUP, SIGUSR1 as the supervisor found them
 };
 
 struct AttemptResult {
   using Clock = std::chrono::steady_clock;
   int status = 0;             // the launcher's, or the abort report's / 124 when we ended it
-  int signals = 0;            // the supervisor's own SIGINT/SIGTERM/SIGHUP during the attempt
+  int signals = 0;            // the supervisor's own SIGINT/SIGTERM/SIGHUP/SIGUSR1 during the attempt
   bool ended_by_us = false;
   JobSigns signs;             // what its lines said
   Clock::time_point started{}, decided{}, gone{};  // launch; the fault known; the launcher gone

@@ -107,6 +107,29 @@ std::vector<std::string> with_command_ranks(std::vector<std::string> command, co
   return command;
 }
 
+std::optional<std::vector<std::string>> with_srun_exclude(const std::vector<std::string>& command,
+                                                          const std::string& host, std::string& excluded) {
+  if (command.empty() || base_name(command[0]) != "srun") return std::nullopt;
+  std::vector<std::string> out = command;
+  for (size_t i = 1; i < out.size(); ++i) {
+    std::string* list = nullptr;
+    size_t prefix = 0;
+    if (out[i].rfind("--exclude=", 0) == 0) {
+      list = &out[i];
+      prefix = 10;
+    } else if ((out[i] == "-x" || out[i] == "--exclude") && i + 1 < out.size()) {
+      list = &out[i + 1];
+    }
+    if (list == nullptr) continue;
+    *list += "," + host;
+    excluded = list->substr(prefix);
+    return out;
+  }
+  out.insert(out.begin() + 1, "--exclude=" + host);
+  excluded = host;
+  return out;
+}
+
 std::vector<std::string> with_last_override(std::vector<std::string> command, const std::string& key,
                                             const std::string& value) {
   const std::string prefix = key + "=";

@@ -40,6 +40,12 @@ struct CommandRanks {
 };
 std::optional<CommandRanks> find_command_ranks(const std::vector<std::string>& command);
 std::vector<std::string> with_command_ranks(std::vector<std::string> command, const CommandRanks& where, int ranks);
+// srun's excluded nodes (`--exclude=LIST`, `-x LIST`) with `host` added (inserted after srun's
+// name when it has none): the relaunch's step avoids the host inside the same allocation.
+// nullopt when `command` is not srun.
+std::optional<std::vector<std::string>> with_srun_exclude(const std::vector<std::string>& command,
+                                                          const std::string& host, std::string& excluded);
+
 // `command` with `key=value` as its last word, an earlier `key=...` word removed (the launched
 // program's last override wins: brt-dist train's config overrides).
 std::vector<std::string> with_last_override(std::vector<std::string> command, const std::string& key,

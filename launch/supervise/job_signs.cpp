@@ -65,6 +65,9 @@ bool JobSigns::line(std::string_view text, Clock::time_point now) {
     sign(4, word_after(text, " on node "), "Open MPI lost the daemon on " + word_after(text, " on node "), now);
   if (text.find("exited on signal") != std::string_view::npos || text.find("returned a non-zero") != std::string_view::npos)
     if (text.find(" on node ") != std::string_view::npos) sign(3, word_after(text, " on node "), text, now);
+  // srun: "srun: error: h2: task 1: Killed" (a task that died on node h2).
+  if (text.rfind("srun: error: ", 0) == 0 && text.find(": task ") != std::string_view::npos)
+    sign(3, word_after(text, "srun: error: "), text, now);
   if (text.find("Still waiting for world rank") != std::string_view::npos)
     sign(2, word_after(text.substr(text.find("Still waiting for world rank")), "(host "), text, now);
   if (text.rfind("Connection to ", 0) == 0 && text.find(" closed") != std::string_view::npos)

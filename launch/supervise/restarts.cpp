@@ -150,6 +150,24 @@ std::string Restarter::shrink(int dropped) {
   return "";
 }
 
+// srun: the next step of the same allocation excludes the host the fault was on (Slurm places
+// it on the allocation's other nodes: a spare node when there is one); no ssh check. Other
+// commands without a host list relaunch as they were.
+Restarter::NextHosts Restarter::srun_next(const AttemptResult& result, std::vector<std::string>& excluded) {
+  NextHosts out;
+  const std::string& host = result.signs.fault_host();
+  if (host.empty()) return out;
+  std::string list;
+  const std::optional<std::vector<std::string>> next = with_srun_exclude(command_, host, list);
+  if (!next) return out;
+  command_ = *next;
+  excluded.push_back(host);
+  out.rewritten = true;
+  out.hosts = "srun --exclude=" + list;
+  say("host " + host + " left out (the fault was there): srun --exclude=" + list);
+  return out;
+}
+
 // The host the fault was on, or one that failed its check, replaced by a healthy spare (with its
 // slots); else dropped (--min-dp: a smaller data-parallel size), else kept when it passed its
 // check; refused when it failed and nothing can take its place.
@@ -157,7 +175,7 @@ Restarter::NextHosts Restarter::next_hosts(const AttemptResult& result, std::vec
                                            double& checks_s) {
   NextHosts out;
   const std::optional<CommandHosts> where = find_command_hosts(command_);
-  if (!where) return out;
+  if (!where) return srun_next(result, excluded);
   const std::set<std::string> healthy = healthy_hosts(where->hosts, checks_s);
   std::vector<HostSlots> next;
   int dropped = 0;

@@ -57,6 +57,7 @@ class Restarter {
     std::string refused;     // why no list can be made (a failed host without a spare)
   };
   NextHosts next_hosts(const AttemptResult& result, std::vector<std::string>& excluded, double& checks_s);
+  NextHosts srun_next(const AttemptResult& result, std::vector<std::string>& excluded);
   std::set<std::string> healthy_hosts(const std::vector<HostSlots>& hosts, double& checks_s) const;
   const HostSlots* free_spare(const std::vector<HostSlots>& hosts, const std::set<std::string>& healthy) const;
   std::string shrink(int dropped);

@@ -41,8 +41,8 @@ class SignalScope {
   SignalScope() {
     sigset_t handled;
     sigemptyset(&handled);
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&handled, s);
-    for (int k = 0; k < 3; ++k) {
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGCHLD}) sigaddset(&handled, s);
+    for (int k = 0; k < kSignals; ++k) {
       struct sigaction dfl {};
       dfl.sa_handler = SIG_DFL;
       ::sigaction(kTaken[k], &dfl, &setup_.inherited[k]);
@@ -54,14 +54,15 @@ class SignalScope {
   ~SignalScope() {
     ::close(setup_.signals_fd);
     ::sigprocmask(SIG_SETMASK, &setup_.old_mask, nullptr);
-    for (int k = 0; k < 3; ++k) ::sigaction(kTaken[k], &setup_.inherited[k], nullptr);
+    for (int k = 0; k < kSignals; ++k) ::sigaction(kTaken[k], &setup_.inherited[k], nullptr);
   }
   SignalScope(const SignalScope&) = delete;
   SignalScope& operator=(const SignalScope&) = delete;
   const SignalSetup& setup() const { return setup_; }
 
  private:
-  static constexpr int kTaken[3] = {SIGINT, SIGTERM, SIGHUP};
+  static constexpr int kSignals = 4;
+  static constexpr int kTaken[kSignals] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1};
   SignalSetup setup_;
 };
 

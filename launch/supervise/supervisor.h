@@ -8,7 +8,8 @@
 //    (parallel/health/abort_fallback.h) can end it. The supervisor reads the launcher's stderr, and
 //    `grace_s` after the first abort report ends the launcher's process group (SIGTERM, then
 //    SIGKILL) and exits with the reported status;
-//  - a clean stop: SIGINT, SIGTERM or SIGHUP to the supervisor becomes SIGUSR1 to the launcher,
+//  - a clean stop: SIGINT, SIGTERM, SIGHUP or SIGUSR1 (a batch script's "time is nearly up") to
+//    the supervisor becomes SIGUSR1 to the launcher,
 //    which mpirun and srun forward to every rank as the stop request (the ranks save and exit
 //    75, so the job exits 75 as one process does; mpirun given SIGINT itself kills the ranks
 //    and exits 1). A second signal sends SIGTERM to the launcher's group, a third SIGKILL;
