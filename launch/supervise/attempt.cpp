@@ -166,6 +166,8 @@ struct Attempt {
   }
 
   int exit_status(int status) const {
+    // Every rank finished (the run's end came while the job was being ended): a success.
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
     if (r.ended_by_us && silent_status) return *silent_status;
     if (r.ended_by_us && r.signs.abort()) return r.signs.abort()->exit_code;
     if (WIFEXITED(status)) return WEXITSTATUS(status);

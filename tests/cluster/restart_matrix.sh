@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The in-job restart's fault matrix (docs/reliability.md "In-job restart"): N injections of one
-# fault on h2 at random points — while world rank 0 pauses as a random step begins, or inside a
+# fault on h2 at random points — while world rank 0 pauses 3 s as a random step begins, or inside a
 # random background checkpoint save (writing its data cursor) — each on a fresh four-host cluster (supervisor and mpirun on h4, ranks on h1 and h2,
 # spare h3; train.timeout_s = 600, --heartbeat-timeout-s 6, an asynchronous save per step).
 # Each run must finish (exit 0) with every loss and the final checkpoint of the uninterrupted
@@ -59,7 +59,7 @@ for i in $(seq "$count"); do
     slow_link) act() { cluster_slow h2 2mbit || fail "tc could not shape h2's link"; } ;;
     *) fail "unknown fault $fault" ;;
   esac
-  pause_then "pause@$where@rank=0@ms=1500@attempt=1" act
+  pause_then "pause@$where@rank=0@ms=3000@attempt=1" act
   wait_job 240
   expect_rc 0 "$fault at $where (injection $i)"
   same_losses ref.jsonl faulty.jsonl 0
@@ -68,6 +68,21 @@ for i in $(seq "$count"); do
     expect_no_text fault.log "failed"
     [ ! -s restarts.jsonl ] || fail "injection $i: a slow link restarted the job: $(cat restarts.jsonl)"
     echo "MATRIX $fault $i at $where: no restart, exact"
+    cd / && cluster_stop
+    continue
+  fi
+  if grep -q "nothing to train: the run is at step $steps" fault.log; then
+    # The fault landed after the last step (the pause's line reached the log late): the relaunch
+    # found the run complete.
+    echo "MATRIX $fault $i at $where: landed after the run's last step; the relaunch had nothing to train, exact"
+    cd / && cluster_stop
+    continue
+  fi
+  if ! grep -q "brt-dist launch: attempt 1 failed" fault.log; then
+    # The silent rank was ended after the ranks' last step: the job finished while being ended
+    # (SIGCONT and SIGTERM let it complete), exact, with nothing to restart.
+    expect_text fault.log "has sent no heartbeat"
+    echo "MATRIX $fault $i at $where: the job finished while it was being ended; no restart needed, exact"
     cd / && cluster_stop
     continue
   fi
