@@ -130,6 +130,62 @@ std::optional<std::vector<std::string>> with_srun_exclude(const std::vector<std:
   return out;
 }
 
+namespace {
+
+// The value of srun option `word` (short `-X` taking the next word, or `--long=V`/`--long V`):
+// its index and prefix, or false.
+bool srun_value(const std::vector<std::string>& command, size_t& i, const char* short_flag, const char* long_flag,
+                size_t& index, size_t& prefix) {
+  const std::string& a = command[i];
+  const std::string long_eq = std::string(long_flag) + "=";
+  if ((a == short_flag || a == long_flag) && i + 1 < command.size()) {
+    index = ++i;
+    prefix = 0;
+    return true;
+  }
+  if (a.rfind(long_eq, 0) == 0) {
+    index = i;
+    prefix = long_eq.size();
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<SrunShape> find_srun_shape(const std::vector<std::string>& command) {
+  if (command.empty() || base_name(command[0]) != "srun") return std::nullopt;
+  SrunShape shape;
+  for (size_t i = 1; i < command.size(); ++i) {
+    if (base_name(command[i]) == "brt-dist") break;
+    size_t index = 0, prefix = 0;
+    if (srun_value(command, i, "-N", "--nodes", index, prefix)) {
+      shape.nodes_index = index;
+      shape.nodes_prefix = prefix;
+      shape.nodes = std::atoi(command[index].c_str() + prefix);
+    } else if (srun_value(command, i, "-n", "--ntasks", index, prefix)) {
+      shape.tasks_index = index;
+      shape.tasks_prefix = prefix;
+      shape.tasks = std::atoi(command[index].c_str() + prefix);
+    } else if (srun_value(command, i, "--ntasks-per-node", "--ntasks-per-node", index, prefix)) {
+      shape.per_node = std::max(1, std::atoi(command[index].c_str() + prefix));
+    }
+  }
+  return shape;
+}
+
+std::vector<std::string> with_srun_size(std::vector<std::string> command, const SrunShape& shape, int nodes, int ranks) {
+  if (shape.nodes_index > 0) {
+    std::string& w = command[shape.nodes_index];
+    w = w.substr(0, shape.nodes_prefix) + std::to_string(nodes);
+  }
+  if (shape.tasks_index > 0) {
+    std::string& w = command[shape.tasks_index];
+    w = w.substr(0, shape.tasks_prefix) + std::to_string(ranks);
+  }
+  return command;
+}
+
 std::vector<std::string> with_last_override(std::vector<std::string> command, const std::string& key,
                                             const std::string& value) {
   const std::string prefix = key + "=";

@@ -46,6 +46,18 @@ std::vector<std::string> with_command_ranks(std::vector<std::string> command, co
 std::optional<std::vector<std::string>> with_srun_exclude(const std::vector<std::string>& command,
                                                           const std::string& host, std::string& excluded);
 
+// srun's size, from its options (before the program, a word ending in brt-dist): nodes
+// (`-N N`, `--nodes=N`), tasks (`-n N`, `--ntasks=N`) and tasks per node (`--ntasks-per-node=K`,
+// 1 without). nullopt when `command` is not srun.
+struct SrunShape {
+  size_t nodes_index = 0, nodes_prefix = 0, tasks_index = 0, tasks_prefix = 0;  // 0: not given
+  int nodes = 0, tasks = 0, per_node = 1;
+  int ranks() const { return tasks > 0 ? tasks : nodes * per_node; }
+};
+std::optional<SrunShape> find_srun_shape(const std::vector<std::string>& command);
+// `command` on `nodes` nodes and `ranks` tasks (each given where srun had it).
+std::vector<std::string> with_srun_size(std::vector<std::string> command, const SrunShape& shape, int nodes, int ranks);
+
 // `command` with `key=value` as its last word, an earlier `key=...` word removed (the launched
 // program's last override wins: brt-dist train's config overrides).
 std::vector<std::string> with_last_override(std::vector<std::string> command, const std::string& key,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <memory>
@@ -128,7 +129,7 @@ const HostSlots* Restarter::free_spare(const std::vector<HostSlots>& hosts, cons
 
 // The command on `dropped` fewer ranks (--min-dp): mpirun's -np lowered and brt-dist train's
 // train.grad_accum raised so the global streams stay; the reason when that cannot be.
-std::string Restarter::shrink(int dropped) {
+std::string Restarter::shrink(int dropped, int nodes) {
   const ShrinkOptions& k = options_.shrink;
   const int ranks = ranks_ - dropped;
   const int dp = ranks / k.replica_ranks;
@@ -143,6 +144,8 @@ std::string Restarter::shrink(int dropped) {
   const int64_t accum = k.global_streams / (int64_t(k.batch) * dp);
   if (const std::optional<CommandRanks> where = find_command_ranks(command_))
     command_ = with_command_ranks(command_, *where, ranks);
+  if (const std::optional<SrunShape> shape = find_srun_shape(command_))
+    command_ = with_srun_size(command_, *shape, nodes, ranks);
   command_ = with_last_override(command_, "train.grad_accum", std::to_string(accum));
   say("shrinking: " + sizes + ", " + std::to_string(dp) + " data-parallel ranks; train.grad_accum = " +
       std::to_string(accum) + " keeps the global batch of " + std::to_string(k.global_streams) + " streams");
@@ -151,8 +154,10 @@ std::string Restarter::shrink(int dropped) {
 }
 
 // srun: the next step of the same allocation excludes the host the fault was on (Slurm places
-// it on the allocation's other nodes: a spare node when there is one); no ssh check. Other
-// commands without a host list relaunch as they were.
+// it on the allocation's other nodes: a spare node when there is one); no ssh check. Inside an
+// allocation (SLURM_JOB_NUM_NODES) with fewer nodes left than the step asks for, --min-dp
+// shrinks it (-N, -n and train.grad_accum). Other commands without a host list relaunch as
+// they were.
 Restarter::NextHosts Restarter::srun_next(const AttemptResult& result, std::vector<std::string>& excluded) {
   NextHosts out;
   const std::string& host = result.signs.fault_host();
@@ -165,6 +170,17 @@ Restarter::NextHosts Restarter::srun_next(const AttemptResult& result, std::vect
   out.rewritten = true;
   out.hosts = "srun --exclude=" + list;
   say("host " + host + " left out (the fault was there): srun --exclude=" + list);
+  excluded_nodes_.insert(host);
+  const char* allocated = std::getenv("SLURM_JOB_NUM_NODES");
+  const std::optional<SrunShape> shape = find_srun_shape(command_);
+  if (options_.shrink.min_dp == 0 || allocated == nullptr || !shape || shape->nodes == 0) return out;
+  const int left = std::atoi(allocated) - int(excluded_nodes_.size());
+  if (left >= shape->nodes) return out;
+  const int dropped = shape->tasks > 0 ? shape->ranks() - shape->ranks() / shape->nodes * left
+                                       : (shape->nodes - left) * shape->per_node;
+  if (const std::string refused = shrink(dropped, left); !refused.empty())
+    out.refused = "cannot shrink, " + refused;
+  out.hosts = "srun --exclude=" + list + " -N " + std::to_string(left);
   return out;
 }
 
@@ -204,7 +220,7 @@ Restarter::NextHosts Restarter::next_hosts(const AttemptResult& result, std::vec
       return out;
     }
   }
-  if (dropped > 0 && !(out.refused = shrink(dropped)).empty()) {
+  if (dropped > 0 && !(out.refused = shrink(dropped, 0)).empty()) {
     out.refused = "cannot shrink, " + out.refused;
     return out;
   }

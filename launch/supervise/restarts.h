@@ -60,7 +60,8 @@ class Restarter {
   NextHosts srun_next(const AttemptResult& result, std::vector<std::string>& excluded);
   std::set<std::string> healthy_hosts(const std::vector<HostSlots>& hosts, double& checks_s) const;
   const HostSlots* free_spare(const std::vector<HostSlots>& hosts, const std::set<std::string>& healthy) const;
-  std::string shrink(int dropped);
+  // `nodes`: srun's new node count (0 for mpirun).
+  std::string shrink(int dropped, int nodes);
   std::optional<int> give_up(int status, const std::string& why, const AttemptResult& result);
   void record(const std::string& json);
 
@@ -71,6 +72,7 @@ class Restarter {
   int attempt_ = 1, restarts_done_ = 0, no_progress_ = 0;
   int64_t best_step_ = -1;
   std::vector<std::string> used_spares_;
+  std::set<std::string> excluded_nodes_;  // srun: every node left out so far
   std::unique_ptr<Pending> pending_;
   std::FILE* log_ = nullptr;
 };

@@ -5,6 +5,11 @@
 #                        SIGKILLed as step 4 begins (attempt 1); srun names its node, the next step
 #                        runs with `srun --exclude=NODE` on the other two nodes; the run finishes
 #                        with every loss and the final checkpoint of the uninterrupted run
+#     srun_shrink        inside a two-node allocation (salloc -N 2), `brt-dist launch --restarts 2
+#                        --min-dp 1 srun -N 2 ...`: rank 1 SIGKILLed at step 4; no node left to
+#                        spare, so the next step runs with `srun --exclude=NODE -N 1` and
+#                        train.grad_accum = 2; its losses and final checkpoint equal a resume by
+#                        hand at one rank, /data/cursor the uninterrupted run's
 #     supervisor_killed  slurm/train.sbatch with BRT_RESTARTS=2 (the supervisor inside the batch
 #                        job): the supervisor SIGKILLed at step 4; its srun step ends (the ranks save
 #                        and stop), the script requeues the job, the requeued start resumes and
@@ -39,6 +44,33 @@ case $case_name in
     record "restart(srun_killed)" "SIGKILL to world rank 1 ($victim) as step 4 begins; srun -N 2 of 3 nodes" \
       "0 after one restart" "$(grep -m1 'left out' fault.log | cut -c1-160)" \
       "fault to first new step $total s; $placed; every loss and the final checkpoint bit-identical" ;;
+  srun_shrink)
+    faulty=(salloc -N 2 -J brt-restart "$bin" launch --heartbeat-timeout-s 6 --restarts 2 --min-dp 1
+            --restart-log "$work/restarts.jsonl" "${SRUN[@]}" --export=ALL "${TRAIN[@]}" "${args[@]}"
+            checkpoint.dir="$work/c" log.metrics_path="$work/faulty.jsonl")
+    extra=()
+    pause_then "kill@step=4@rank=1@attempt=1" true
+    wait_job 120
+    expect_rc 0 "rank 1 killed, no node to spare: one restart on one node"
+    victim=$(sed -nE 's/.*the fault was on host (h[0-9]).*/\1/p' fault.log | head -1)
+    [ -n "$victim" ] || fail "no host named for the fault: $(grep 'brt-dist launch' fault.log)"
+    expect_text fault.log "brt-dist launch: shrinking: 2 -> 1 ranks, 1 data-parallel ranks; train.grad_accum = 2 keeps the global batch of 2 streams"
+    expect_text fault.log "brt-dist launch: restart 1 of 2: relaunching (attempt 2) on srun --exclude=$victim -N 1"
+    from=$(sed -nE 's/.*attempt 2 trains again: resumed at step ([0-9]+),.*/\1/p' fault.log)
+    [ -n "$from" ] || fail "no resume step in fault.log"
+    run small.log 120 "${TRAIN[@]}" "${args[@]}" train.grad_accum=2 --resume "$(ckpt c "$from")" \
+      checkpoint.dir="$work/small" log.metrics_path="$work/small.jsonl"
+    expect_rc 0 "the hand-made resume at one rank"
+    grep '"event":"train"' faulty.jsonl | while read -r line; do
+      [ "$(echo "$line" | sed -E 's/.*"step":([0-9]+).*/\1/')" -gt "$from" ] && echo "$line"
+    done > relaunch.jsonl
+    same_losses small.jsonl relaunch.jsonl "$from"
+    "$bin" ckpt diff "$(ckpt small 8)" "$(ckpt c 8)" > /dev/null || fail "the final checkpoint differs from the hand-made resume's"
+    "$bin" ckpt diff "$(ckpt ref 8)" "$(ckpt c 8)" > cursors.txt
+    ! grep -qE '^differs: /data/(cursor|skip_batches)' cursors.txt || fail "the data cursors differ: $(grep /data/ cursors.txt)"
+    record "restart(srun_shrink)" "SIGKILL to world rank 1 ($victim) as step 4 begins; salloc -N 2, srun -N 2" \
+      "0 after one restart on one node" "$(grep -m1 'shrinking:' fault.log | cut -c1-160)" \
+      "from step $from every loss and the final checkpoint equal a resume at one rank by hand; /data/cursor equal to the uninterrupted run's" ;;
   supervisor_killed)
     # Rank 0 pauses 3 s as step 4 begins (every start: the requeued one pauses too): the window.
     jid=$(BRT_FAULT_INJECT="pause@step=4@rank=0@ms=3000" BRT_RESTARTS=2 BRT_LAUNCHER=srun BRT_DIST=$bin BRT_RUN_DIR=$work/run sbatch --parsable -N 2 \

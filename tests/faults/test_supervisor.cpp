@@ -124,6 +124,24 @@ TEST(HostList, ReadAndRewriteALaunchersHostsAndRanks) {
   EXPECT_EQ(with_command_ranks(eq, *find_command_ranks(eq), 2)[2], "--np=2");
   EXPECT_FALSE(find_command_hosts({"srun", "-N", "2", "brt-dist"}));
   EXPECT_FALSE(find_command_ranks({"mpirun", "--host", "a", "x"}));
+  // srun's size (its options only: the program's words are not srun's) and its exclusions.
+  const std::vector<std::string> srun = {"srun", "-N", "4", "--ntasks-per-node=2", "--mpi=pmix", "/bin/brt-dist",
+                                         "train", "-n", "9"};
+  const auto shape = find_srun_shape(srun);
+  ASSERT_TRUE(shape);
+  EXPECT_EQ(shape->nodes, 4);
+  EXPECT_EQ(shape->ranks(), 8);
+  EXPECT_EQ(with_srun_size(srun, *shape, 3, 6)[2], "3");
+  const std::vector<std::string> tasks = {"srun", "--nodes=2", "--ntasks=4", "a"};
+  EXPECT_EQ(with_srun_size(tasks, *find_srun_shape(tasks), 1, 2),
+            (std::vector<std::string>{"srun", "--nodes=1", "--ntasks=2", "a"}));
+  std::string list;
+  EXPECT_EQ(*with_srun_exclude({"srun", "-N", "2", "a"}, "h2", list),
+            (std::vector<std::string>{"srun", "--exclude=h2", "-N", "2", "a"}));
+  EXPECT_EQ(*with_srun_exclude({"srun", "--exclude=h2", "a"}, "h3", list),
+            (std::vector<std::string>{"srun", "--exclude=h2,h3", "a"}));
+  EXPECT_EQ(list, "h2,h3");
+  EXPECT_FALSE(with_srun_exclude({"mpirun", "a"}, "h3", list));
 }
 
 }  // namespace

@@ -56,8 +56,11 @@ ShrinkOptions shrink_options(const std::vector<std::string>& command, int min_dp
     k.ranks = ranks->ranks;
   } else if (const auto hosts = find_command_hosts(command)) {
     for (const HostSlots& h : hosts->hosts) k.ranks += h.slots;
+  } else if (const auto shape = find_srun_shape(command); shape && shape->ranks() > 0) {
+    k.ranks = shape->ranks();
   } else {
-    throw parallel::UsageError("--min-dp needs mpirun's -np or --host list in the command, to count its ranks");
+    throw parallel::UsageError("--min-dp needs mpirun's -np or --host list, or srun's -N or -n, in the command, "
+                               "to count its ranks");
   }
   const int dp = k.ranks / k.replica_ranks;
   if (dp < min_dp)
