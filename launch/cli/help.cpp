@@ -208,7 +208,7 @@ const std::vector<CommandHelp>& commands() {
         {"--restarts N", "after a fault, check the hosts and relaunch (resuming from the newest good checkpoint) "
                          "up to N times, then exit 75 (default 0: no restart)"},
         {"--spare-hosts H[:S],...", "with --restarts: hosts that take the place of one a fault was on or that "
-                                    "fails its check (mpirun --host lists)"},
+                                    "fails its check (mpirun --host lists; srun excludes the node instead)"},
         {"--min-dp M", "with --restarts: without a spare, leave the host out and relaunch on fewer ranks, down to M "
                        "data-parallel ranks, train.grad_accum raised to keep the global batch (refused, named, "
                        "when it cannot)"},
