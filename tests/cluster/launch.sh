@@ -16,7 +16,8 @@
 #                         exit 124
 #     head_host_killed    every process of h2 killed while rank 1 pauses at step 4: mpirun sees h2's
 #                         ssh session close and ends the job; the next start resumes on h1 alone
-#     head_rank_silent    world rank 1 (h2) SIGSTOPped as step 4 begins, train.timeout_s = 600 and
+#     head_rank_silent    world rank 1 (h2) SIGSTOPped as step 4 begins (rank 0 pauses 5 s at step 5,
+#                         so the teardown stops the ranks there), train.timeout_s = 600 and
 #                         --heartbeat-timeout-s 6: its heartbeats stop and the supervisor ends the
 #                         job naming it (launch/supervise/heartbeat_watch.h), exit 124, in seconds
 #                         where the inner bound would wait 600 s
@@ -78,7 +79,10 @@ case $case_name in
     bound=$((timeout_s + 2 + grace_s + 5 + 10)) ;;
   head_rank_silent)
     faulty+=(train.timeout_s=600)
-    pause_then "stop@step=4@rank=1" true
+    # Rank 0 pauses 5 s as step 5 begins: when the teardown's SIGCONT lets rank 1 go on, the
+    # SIGTERM behind it stops the ranks there (a save, exit 75) instead of the tiny model running
+    # to its last step first.
+    pause_then "stop@step=4@rank=1;pause@step=5@rank=0@ms=5000" true
     injected="SIGSTOP to world rank 1 (h2) as step 4 begins, train.timeout_s = 600; mpirun on h3 under --heartbeat-timeout-s 6"
     bound=$((6 + 2 + 5 + 10)) ;;
   head_slow_link)

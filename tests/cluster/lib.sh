@@ -127,6 +127,34 @@ same_losses() {
         END { if (n == 0) print "no steps" }' <(losses "$1") <(losses "$2"))
   [ -z "$bad" ] || fail "$2 differs from $1 after step ${3:-0}: $(echo "$bad" | head -3)"
 }
+# shrunk_run_is_exact STEPS LAUNCH...: after a restart on fewer ranks (brt-dist launch --min-dp,
+# train.grad_accum = 2), from the step the relaunch resumed at ($from) every loss it logged and
+# the final checkpoint equal the same checkpoint resumed by hand at that size (LAUNCH, possibly
+# none, starts it), and the final data cursors equal the uninterrupted run's (ref/): no sample
+# skipped or repeated.
+shrunk_run_is_exact() {
+  local steps=$1
+  shift
+  from=$(sed -nE 's/.*attempt 2 trains again: resumed at step ([0-9]+),.*/\1/p' fault.log)
+  [ -n "$from" ] || fail "no resume step in fault.log"
+  run small.log 120 "$@" "${TRAIN[@]}" "${args[@]}" train.grad_accum=2 --resume "$(ckpt c "$from")" \
+    checkpoint.dir="$work/small" log.metrics_path="$work/small.jsonl"
+  expect_rc 0 "the same checkpoint resumed by hand at the smaller size"
+  # The relaunch's steps (the first attempt logged up to step $from in the same file).
+  grep '"event":"train"' faulty.jsonl | while read -r line; do
+    [ "$(echo "$line" | sed -E 's/.*"step":([0-9]+).*/\1/')" -gt "$from" ] && echo "$line"
+  done > relaunch.jsonl
+  same_losses small.jsonl relaunch.jsonl "$from"
+  "$bin" ckpt diff "$(ckpt small "$steps")" "$(ckpt c "$steps")" > /dev/null ||
+    fail "the final checkpoint differs from the hand-made resume's"
+  # The data cursor of every global stream and the batches the step guard skips; the guard's
+  # loss windows differ with the sums' order.
+  "$bin" ckpt diff "$(ckpt ref "$steps")" "$(ckpt c "$steps")" > cursors.txt
+  ! grep -qE '^differs: /data/(cursor|skip_batches)' cursors.txt ||
+    fail "the data cursors differ from the uninterrupted run's: $(grep /data/ cursors.txt | head -3)"
+  "$bin" ckpt inspect "$(ckpt c "$steps")" > inspect.txt  # a file: grep -q would cut the pipe (pipefail)
+  grep -q '/data/cursor' inspect.txt || fail "no /data/cursor in the checkpoint"
+}
 # close_losses REF OTHER RTOL: the same steps, each loss within RTOL (relative) of REF's.
 close_losses() {
   local worst

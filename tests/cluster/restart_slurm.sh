@@ -23,16 +23,27 @@ SRUN=(srun -N 2 --ntasks-per-node=1 -c 1 --mpi=pmix -J brt-restart)
 run ref.log 120 "${SRUN[@]}" "${TRAIN[@]}" "${args[@]}" checkpoint.dir="$work/ref" log.metrics_path="$work/ref.jsonl"
 expect_rc 0 "reference run (srun -N 2)"
 job_field() { scontrol -o show job "$1" | grep -oE "(^| )$2=[^ ]*" | head -1 | cut -d= -f2; }
+# srun_fault PREFIX... -- LAUNCH-FLAGS...: `PREFIX brt-dist launch --restarts 2 LAUNCH-FLAGS srun -N
+# 2 ...` with world rank 1 killed as step 4 begins (attempt 1); waits for it to finish (exit 0)
+# and sets $victim, the node the supervisor named.
+srun_fault() {
+  local prefix=() flags=()
+  while [ "$1" != -- ]; do prefix+=("$1"); shift; done
+  shift
+  flags=("$@")
+  faulty=("${prefix[@]}" "$bin" launch --heartbeat-timeout-s 6 --restarts 2 "${flags[@]}"
+          --restart-log "$work/restarts.jsonl" "${SRUN[@]}" --export=ALL "${TRAIN[@]}" "${args[@]}"
+          checkpoint.dir="$work/c" log.metrics_path="$work/faulty.jsonl")
+  extra=()
+  pause_then "kill@step=4@rank=1@attempt=1" true
+  wait_job 120
+  expect_rc 0 "rank 1 killed, one restart"
+  victim=$(sed -nE 's/.*the fault was on host (h[0-9]).*/\1/p' fault.log | head -1)
+  [ -n "$victim" ] || fail "no host named for the fault: $(grep 'brt-dist launch' fault.log)"
+}
 case $case_name in
   srun_killed)
-    faulty=("$bin" launch --heartbeat-timeout-s 6 --restarts 2 --restart-log "$work/restarts.jsonl" "${SRUN[@]}"
-            --export=ALL "${TRAIN[@]}" "${args[@]}" checkpoint.dir="$work/c" log.metrics_path="$work/faulty.jsonl")
-    extra=()
-    pause_then "kill@step=4@rank=1@attempt=1" true
-    wait_job 120
-    expect_rc 0 "rank 1 killed, one restart"
-    victim=$(sed -nE 's/.*the fault was on host (h[0-9]).*/\1/p' fault.log | head -1)
-    [ -n "$victim" ] || fail "no host named for the fault: $(grep 'brt-dist launch' fault.log)"
+    srun_fault --
     expect_text fault.log "brt-dist launch: host $victim left out (the fault was there): srun --exclude=$victim"
     expect_text fault.log "brt-dist launch: restart 1 of 2: relaunching (attempt 2) on srun --exclude=$victim"
     expect_text fault.log "brt-dist launch: attempt 2 trains again"
@@ -45,29 +56,10 @@ case $case_name in
       "0 after one restart" "$(grep -m1 'left out' fault.log | cut -c1-160)" \
       "fault to first new step $total s; $placed; every loss and the final checkpoint bit-identical" ;;
   srun_shrink)
-    faulty=(salloc -N 2 -J brt-restart "$bin" launch --heartbeat-timeout-s 6 --restarts 2 --min-dp 1
-            --restart-log "$work/restarts.jsonl" "${SRUN[@]}" --export=ALL "${TRAIN[@]}" "${args[@]}"
-            checkpoint.dir="$work/c" log.metrics_path="$work/faulty.jsonl")
-    extra=()
-    pause_then "kill@step=4@rank=1@attempt=1" true
-    wait_job 120
-    expect_rc 0 "rank 1 killed, no node to spare: one restart on one node"
-    victim=$(sed -nE 's/.*the fault was on host (h[0-9]).*/\1/p' fault.log | head -1)
-    [ -n "$victim" ] || fail "no host named for the fault: $(grep 'brt-dist launch' fault.log)"
+    srun_fault salloc -N 2 -J brt-restart -- --min-dp 1
     expect_text fault.log "brt-dist launch: shrinking: 2 -> 1 ranks, 1 data-parallel ranks; train.grad_accum = 2 keeps the global batch of 2 streams"
     expect_text fault.log "brt-dist launch: restart 1 of 2: relaunching (attempt 2) on srun --exclude=$victim -N 1"
-    from=$(sed -nE 's/.*attempt 2 trains again: resumed at step ([0-9]+),.*/\1/p' fault.log)
-    [ -n "$from" ] || fail "no resume step in fault.log"
-    run small.log 120 "${TRAIN[@]}" "${args[@]}" train.grad_accum=2 --resume "$(ckpt c "$from")" \
-      checkpoint.dir="$work/small" log.metrics_path="$work/small.jsonl"
-    expect_rc 0 "the hand-made resume at one rank"
-    grep '"event":"train"' faulty.jsonl | while read -r line; do
-      [ "$(echo "$line" | sed -E 's/.*"step":([0-9]+).*/\1/')" -gt "$from" ] && echo "$line"
-    done > relaunch.jsonl
-    same_losses small.jsonl relaunch.jsonl "$from"
-    "$bin" ckpt diff "$(ckpt small 8)" "$(ckpt c 8)" > /dev/null || fail "the final checkpoint differs from the hand-made resume's"
-    "$bin" ckpt diff "$(ckpt ref 8)" "$(ckpt c 8)" > cursors.txt
-    ! grep -qE '^differs: /data/(cursor|skip_batches)' cursors.txt || fail "the data cursors differ: $(grep /data/ cursors.txt)"
+    shrunk_run_is_exact 8
     record "restart(srun_shrink)" "SIGKILL to world rank 1 ($victim) as step 4 begins; salloc -N 2, srun -N 2" \
       "0 after one restart on one node" "$(grep -m1 'shrinking:' fault.log | cut -c1-160)" \
       "from step $from every loss and the final checkpoint equal a resume at one rank by hand; /data/cursor equal to the uninterrupted run's" ;;
