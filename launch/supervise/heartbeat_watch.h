@@ -4,7 +4,7 @@
 // rank. A rank is watched from its first beat until its "done" line; one silent for the
 // timeout ends the job (supervisor.cpp). A rank that never beats is never judged (a launcher
 // that does not carry the variable or stderr loses the watch, not the job): train.timeout_s
-// stays the inner bound.
+// stays the inner bound. The variable reaches the ranks by with_variable_forwarded (host_list.h).
 #pragma once
 
 #include <chrono>
@@ -51,13 +51,5 @@ class HeartbeatWatch {
   double timeout_s_;
   std::map<int, Rank> ranks_;
 };
-
-// `command` with the variable `name` (kHeartbeatEnv, the attempt's number) carried to the
-// ranks: mpirun/mpiexec/orterun get `-x NAME` after their name (Open MPI passes only named
-// variables to other hosts) unless the command sets mca_base_env_list (which refuses -x beside
-// it); srun's --export list gets the name when it is a list without ALL. `note` says when the
-// variable cannot be carried.
-std::vector<std::string> with_heartbeat_forwarded(const std::vector<std::string>& command, std::string& note,
-                                                  const std::string& name = parallel::kHeartbeatEnv);
 
 }  // namespace brt::launch

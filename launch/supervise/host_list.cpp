@@ -13,6 +13,26 @@ std::string base_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// srun --export=LIST: NONE becomes the variable alone (srun adds SLURM_*), a list without ALL
+// gets it appended; ALL (the default) carries it already.
+void forward_srun_export(std::vector<std::string>& out, const std::string& name) {
+  for (size_t i = 1; i < out.size(); ++i) {
+    std::string* list = nullptr;
+    if (out[i].rfind("--export=", 0) == 0) {
+      list = &out[i];
+    } else if (out[i] == "--export" && i + 1 < out.size()) {
+      list = &out[++i];
+    } else {
+      continue;
+    }
+    const size_t eq = list->rfind("--export=", 0) == 0 ? 9 : 0;
+    const std::string value = list->substr(eq);
+    if (value.rfind("ALL", 0) == 0) return;
+    *list = list->substr(0, eq) + (value == "NONE" ? name : value + "," + name);
+    return;
+  }
+}
+
 }  // namespace
 
 std::vector<HostSlots> parse_host_list(std::string_view text) {
@@ -194,6 +214,28 @@ std::vector<std::string> with_last_override(std::vector<std::string> command, co
                 command.end());
   command.push_back(prefix + value);
   return command;
+}
+
+std::vector<std::string> with_variable_forwarded(const std::vector<std::string>& command, const std::string& name,
+                                                 std::string& note) {
+  std::vector<std::string> out = command;
+  if (out.empty()) return out;
+  const std::string launcher = base_name(out[0]);
+  if (launcher == "mpirun" || launcher == "mpiexec" || launcher == "orterun") {
+    const bool env_list = std::getenv("OMPI_MCA_mca_base_env_list") != nullptr ||
+                          std::any_of(out.begin(), out.end(), [](const std::string& a) {
+                            return a.find("mca_base_env_list") != std::string::npos;
+                          });
+    if (env_list) {
+      note = "the command sets mca_base_env_list, which refuses -x beside it: add " + name +
+             " to it, or ranks on other hosts do not see it";
+      return out;
+    }
+    out.insert(out.begin() + 1, {"-x", name});
+  } else if (launcher == "srun") {
+    forward_srun_export(out, name);
+  }
+  return out;
 }
 
 }  // namespace brt::launch

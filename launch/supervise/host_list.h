@@ -40,6 +40,14 @@ struct CommandRanks {
 };
 std::optional<CommandRanks> find_command_ranks(const std::vector<std::string>& command);
 std::vector<std::string> with_command_ranks(std::vector<std::string> command, const CommandRanks& where, int ranks);
+// `command` with the environment variable `name` (the heartbeat's interval, the attempt's number)
+// carried to the ranks: mpirun/mpiexec/orterun get `-x NAME` after their name (Open MPI passes
+// only named variables to other hosts) unless the command sets mca_base_env_list (which refuses
+// -x beside it); srun's --export list gets the name when it is a list without ALL. `note` says
+// when the variable cannot be carried.
+std::vector<std::string> with_variable_forwarded(const std::vector<std::string>& command, const std::string& name,
+                                                 std::string& note);
+
 // srun's excluded nodes (`--exclude=LIST`, `-x LIST`) with `host` added (inserted after srun's
 // name when it has none): the relaunch's step avoids the host inside the same allocation.
 // nullopt when `command` is not srun.

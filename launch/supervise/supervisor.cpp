@@ -12,6 +12,7 @@
 
 #include "launch/supervise/attempt.h"
 #include "launch/supervise/heartbeat_watch.h"
+#include "launch/supervise/host_list.h"
 #include "launch/supervise/restarts.h"
 #include "parallel/health/comm_error.h"
 #include "parallel/health/heartbeat.h"
@@ -75,13 +76,13 @@ int supervise(const SupervisorOptions& o) {
   std::vector<std::pair<std::string, std::string>> env;
   if (o.heartbeat_timeout_s > 0) {
     std::string note;
-    command = with_heartbeat_forwarded(o.command, note, parallel::kHeartbeatEnv);
+    command = with_variable_forwarded(o.command, parallel::kHeartbeatEnv, note);
     if (!note.empty()) say("heartbeats: " + note);
     env.emplace_back(parallel::kHeartbeatEnv, std::to_string(heartbeat_interval_for(o.heartbeat_timeout_s)));
   }
   if (o.restart.restarts > 0) {
     std::string note;
-    command = with_heartbeat_forwarded(command, note, kAttemptEnv);
+    command = with_variable_forwarded(command, kAttemptEnv, note);
   }
   Restarter restarter(o.restart, command);
   env.emplace_back(kAttemptEnv, "1");

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "launch/supervise/heartbeat_watch.h"
+#include "launch/supervise/host_list.h"
 #include "launch/supervise/supervisor.h"
 #include "parallel/health/heartbeat.h"
 #include "parallel/health/job_monitor.h"
@@ -132,20 +133,20 @@ TEST(Heartbeat, TheWatchJudgesOnlyRanksThatBeatAndForgivesItsOwnPause) {
 TEST(Heartbeat, TheVariableIsForwardedByEachLauncher) {
   std::string note;
   using V = std::vector<std::string>;
-  EXPECT_EQ(with_heartbeat_forwarded({"mpirun", "-np", "2", "brt-dist"}, note),
+  EXPECT_EQ(with_variable_forwarded({"mpirun", "-np", "2", "brt-dist"}, "BRT_HEARTBEAT_S", note),
             (V{"mpirun", "-x", "BRT_HEARTBEAT_S", "-np", "2", "brt-dist"}));
-  EXPECT_EQ(with_heartbeat_forwarded({"/usr/bin/mpiexec", "-n", "2", "a"}, note),
+  EXPECT_EQ(with_variable_forwarded({"/usr/bin/mpiexec", "-n", "2", "a"}, "BRT_HEARTBEAT_S", note),
             (V{"/usr/bin/mpiexec", "-x", "BRT_HEARTBEAT_S", "-n", "2", "a"}));
   EXPECT_TRUE(note.empty());
-  EXPECT_EQ(with_heartbeat_forwarded({"srun", "-N", "2", "a"}, note), (V{"srun", "-N", "2", "a"}));
-  EXPECT_EQ(with_heartbeat_forwarded({"srun", "--export=ALL,X=1", "a"}, note), (V{"srun", "--export=ALL,X=1", "a"}));
-  EXPECT_EQ(with_heartbeat_forwarded({"srun", "--export=NONE", "a"}, note), (V{"srun", "--export=BRT_HEARTBEAT_S", "a"}));
-  EXPECT_EQ(with_heartbeat_forwarded({"srun", "--export", "PATH,HOME", "a"}, note),
+  EXPECT_EQ(with_variable_forwarded({"srun", "-N", "2", "a"}, "BRT_HEARTBEAT_S", note), (V{"srun", "-N", "2", "a"}));
+  EXPECT_EQ(with_variable_forwarded({"srun", "--export=ALL,X=1", "a"}, "BRT_HEARTBEAT_S", note), (V{"srun", "--export=ALL,X=1", "a"}));
+  EXPECT_EQ(with_variable_forwarded({"srun", "--export=NONE", "a"}, "BRT_HEARTBEAT_S", note), (V{"srun", "--export=BRT_HEARTBEAT_S", "a"}));
+  EXPECT_EQ(with_variable_forwarded({"srun", "--export", "PATH,HOME", "a"}, "BRT_HEARTBEAT_S", note),
             (V{"srun", "--export", "PATH,HOME,BRT_HEARTBEAT_S", "a"}));
-  EXPECT_EQ(with_heartbeat_forwarded({"brt-dist", "train", "c.toml"}, note), (V{"brt-dist", "train", "c.toml"}));
+  EXPECT_EQ(with_variable_forwarded({"brt-dist", "train", "c.toml"}, "BRT_HEARTBEAT_S", note), (V{"brt-dist", "train", "c.toml"}));
   EXPECT_TRUE(note.empty());
   const V env_list = {"mpirun", "--mca", "mca_base_env_list", "A;B", "a"};
-  EXPECT_EQ(with_heartbeat_forwarded(env_list, note), env_list);
+  EXPECT_EQ(with_variable_forwarded(env_list, "BRT_HEARTBEAT_S", note), env_list);
   EXPECT_NE(note.find("mca_base_env_list"), std::string::npos) << note;
 }
 
