@@ -76,36 +76,54 @@ std::string command_checkpoint_dir(const std::vector<std::string>& command) {
   return dir;
 }
 
-HostHealth check_host(const std::string& host, const std::string& checkpoint_dir, double timeout_s) {
-  HostHealth h;
-  const auto t0 = Clock::now();
+namespace {
+
+// The check's script, run on the host: its available memory and whether the checkpoint
+// directory is a readable directory there.
+std::string health_script(const std::string& checkpoint_dir) {
   std::string script = "awk '/MemAvailable/ {print \"mem \" $2}' /proc/meminfo";
   if (!checkpoint_dir.empty())
     script += "; if test -d " + shell_quoted(checkpoint_dir) + " -a -r " + shell_quoted(checkpoint_dir) +
               "; then echo dir ok; else echo dir missing; fi";
-  const int connect = std::max(1, int(timeout_s / 2));
+  return script;
+}
+
+std::string last_line(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  if (const size_t nl = text.rfind('\n'); nl != std::string::npos) text = text.substr(nl + 1);
+  return text;
+}
+
+// Runs the check through `argv` (ssh HOST SCRIPT, srun ... -w NODE sh -c SCRIPT) and reads its answer.
+HostHealth checked(const std::vector<std::string>& argv, const std::string& agent, const std::string& checkpoint_dir,
+                   double timeout_s) {
+  HostHealth h;
+  const auto t0 = Clock::now();
   std::string output;
-  const int status = run_bounded({"ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=" + std::to_string(connect), host,
-                                  script},
-                                 timeout_s, output);
+  const int status = run_bounded(argv, timeout_s, output);
   h.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (status != 0) {
-    std::string last = output;
-    while (!last.empty() && (last.back() == '\n' || last.back() == '\r')) last.pop_back();
-    if (const size_t nl = last.rfind('\n'); nl != std::string::npos) last = last.substr(nl + 1);
+    const std::string last = last_line(output);
     h.detail = status < 0 ? "no answer within " + std::to_string(int(timeout_s)) + " s"
-                          : "ssh exited " + std::to_string(status) + (last.empty() ? "" : ": " + last);
+                          : agent + " exited " + std::to_string(status) + (last.empty() ? "" : ": " + last);
     return h;
   }
   std::istringstream lines(output);
   long long kb = -1;
-  bool dir_ok = checkpoint_dir.empty();
+  bool dir_ok = checkpoint_dir.empty(), answered = false;
   for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("mem ", 0) == 0) kb = std::atoll(line.c_str() + 4);
+    if (line.rfind("mem ", 0) == 0) {
+      kb = std::atoll(line.c_str() + 4);
+      answered = true;
+    }
     if (line == "dir ok") dir_ok = true;
   }
+  if (!answered) {
+    h.detail = agent + " ran nothing there" + (last_line(output).empty() ? "" : ": " + last_line(output));
+    return h;
+  }
   char text[96];
-  std::snprintf(text, sizeof text, "reachable, %.1f GB available", kb >= 0 ? double(kb) / 1e6 : -1.0);
+  std::snprintf(text, sizeof text, "reachable, %.1f GB available", double(kb) / 1e6);
   h.detail = text;
   if (!dir_ok) {
     h.detail += "; checkpoint dir " + checkpoint_dir + " is not a readable directory there";
@@ -114,6 +132,45 @@ HostHealth check_host(const std::string& host, const std::string& checkpoint_dir
   if (!checkpoint_dir.empty()) h.detail += ", " + checkpoint_dir + " readable";
   h.ok = true;
   return h;
+}
+
+}  // namespace
+
+HostHealth check_host(const std::string& host, const std::string& checkpoint_dir, double timeout_s) {
+  const int connect = std::max(1, int(timeout_s / 2));
+  return checked({"ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=" + std::to_string(connect), host,
+                  health_script(checkpoint_dir)},
+                 "ssh", checkpoint_dir, timeout_s);
+}
+
+HostHealth check_slurm_node(const std::string& node, const std::string& checkpoint_dir, double timeout_s) {
+  // --overlap: the check never waits for the step being torn down; --mpi=none: a site's default
+  // plugin (pmix) is not wanted for one shell.
+  return checked({"srun", "--overlap", "--mpi=none", "-N", "1", "-n", "1", "-w", node, "-J", "brt-node-check",
+                  "--quiet", "sh", "-c", health_script(checkpoint_dir)},
+                 "srun", checkpoint_dir, timeout_s);
+}
+
+std::vector<std::string> slurm_allocation_nodes(double timeout_s, std::string& why_none) {
+  const char* job = std::getenv("SLURM_JOB_ID");
+  const char* list = std::getenv("SLURM_JOB_NODELIST");
+  if (job == nullptr || list == nullptr || *list == '\0') {
+    why_none = "not inside a Slurm allocation (no SLURM_JOB_ID and SLURM_JOB_NODELIST)";
+    return {};
+  }
+  std::string output;
+  const int status = run_bounded({"scontrol", "show", "hostnames", list}, timeout_s, output);
+  std::vector<std::string> nodes;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty()) nodes.push_back(line);
+  if (status != 0 || nodes.empty()) {
+    why_none = "`scontrol show hostnames " + std::string(list) + "` " +
+               (status < 0 ? "gave no answer within " + std::to_string(int(timeout_s)) + " s"
+                           : "exited " + std::to_string(status) + ": " + last_line(output));
+    return {};
+  }
+  return nodes;
 }
 
 }  // namespace brt::launch

@@ -98,16 +98,13 @@ std::optional<int> Restarter::give_up(int status, const std::string& why, const 
   return status;
 }
 
-// Every host of the list and every spare checked at once (each bounded), one line each.
-std::set<std::string> Restarter::healthy_hosts(const std::vector<HostSlots>& hosts, double& checks_s) const {
+// Every one of `names` checked at once by `check` (each bounded), one line each: the healthy ones.
+std::set<std::string> Restarter::healthy_of(const std::vector<std::string>& names, HostCheck check,
+                                            double& checks_s) const {
   const auto t0 = Clock::now();
-  std::vector<std::string> names;
-  for (const HostSlots& h : hosts) names.push_back(h.name);
-  for (const HostSlots& h : options_.spares)
-    if (std::find(names.begin(), names.end(), h.name) == names.end()) names.push_back(h.name);
   std::vector<std::future<HostHealth>> checks;
   for (const std::string& n : names)
-    checks.push_back(std::async(std::launch::async, check_host, n, checkpoint_dir_, options_.host_check_timeout_s));
+    checks.push_back(std::async(std::launch::async, check, n, checkpoint_dir_, options_.host_check_timeout_s));
   std::set<std::string> healthy;
   for (size_t i = 0; i < names.size(); ++i) {
     const HostHealth h = checks[i].get();
@@ -116,6 +113,15 @@ std::set<std::string> Restarter::healthy_hosts(const std::vector<HostSlots>& hos
   }
   checks_s = seconds_between(t0, Clock::now());
   return healthy;
+}
+
+// Every host of the list and every spare, over ssh.
+std::set<std::string> Restarter::healthy_hosts(const std::vector<HostSlots>& hosts, double& checks_s) const {
+  std::vector<std::string> names;
+  for (const HostSlots& h : hosts) names.push_back(h.name);
+  for (const HostSlots& h : options_.spares)
+    if (std::find(names.begin(), names.end(), h.name) == names.end()) names.push_back(h.name);
+  return healthy_of(names, check_host, checks_s);
 }
 
 // A healthy spare not yet used and not in `hosts`, or null.
@@ -153,34 +159,60 @@ std::string Restarter::shrink(int dropped, int nodes) {
   return "";
 }
 
-// srun: the next step of the same allocation excludes the host the fault was on (Slurm places
-// it on the allocation's other nodes: a spare node when there is one); no ssh check. Inside an
-// allocation (SLURM_JOB_NUM_NODES) with fewer nodes left than the step asks for, --min-dp
-// shrinks it (-N, -n and train.grad_accum). Other commands without a host list relaunch as
-// they were.
-Restarter::NextHosts Restarter::srun_next(const AttemptResult& result, std::vector<std::string>& excluded) {
+// srun: the next step of the same allocation leaves out, by --exclude, the host the fault was on
+// and every node of the allocation that fails its check (a one-task srun step on each node not
+// yet left out; the supervisor runs inside the allocation: SLURM_JOB_NODELIST). Slurm places the
+// step on the allocation's other nodes: a spare node when there is one. With fewer nodes left
+// than the step asks for, --min-dp shrinks it (-N, -n and train.grad_accum); without --min-dp a
+// fault host that passed its check is kept, and a failed node refuses the restart. Outside an
+// allocation each srun allocates anew from the nodes Slurm finds responding: the fault host is
+// left out, nothing else is checked. Other commands without a host list relaunch as they were.
+Restarter::NextHosts Restarter::srun_next(const AttemptResult& result, std::vector<std::string>& excluded,
+                                          double& checks_s) {
   NextHosts out;
-  const std::string& host = result.signs.fault_host();
-  if (host.empty()) return out;
+  const std::optional<SrunShape> shape = find_srun_shape(command_);
+  if (!shape) return out;
+  const std::string& fault = result.signs.fault_host();
+  std::string why_none;
+  const std::vector<std::string> allocated = slurm_allocation_nodes(options_.host_check_timeout_s, why_none);
+  std::vector<std::string> checked, leave_out;
+  for (const std::string& n : allocated)
+    if (!excluded_nodes_.count(n)) checked.push_back(n);
+  const std::set<std::string> healthy = healthy_of(checked, check_slurm_node, checks_s);
+  for (const std::string& n : checked)
+    if (!healthy.count(n)) leave_out.push_back(n);
+  if (allocated.empty()) say("no node check: " + why_none);
+  const int needed = shape->nodes;  // 0: srun chooses
+  auto left_after = [&](size_t more) { return int(checked.size() - leave_out.size() - more); };
+  const bool fault_checked = std::find(checked.begin(), checked.end(), fault) != checked.end();
+  if (!fault.empty() && std::find(leave_out.begin(), leave_out.end(), fault) == leave_out.end()) {
+    if (!fault_checked || needed == 0 || left_after(1) >= needed || options_.shrink.min_dp > 0)
+      leave_out.push_back(fault);
+    else
+      say("host " + fault + ": the fault was there, but it passed its check and the allocation has no other node "
+          "for it (--min-dp would shrink): kept");
+  }
   std::string list;
-  const std::optional<std::vector<std::string>> next = with_srun_exclude(command_, host, list);
-  if (!next) return out;
-  command_ = *next;
-  excluded.push_back(host);
+  for (const std::string& n : leave_out) {
+    command_ = *with_srun_exclude(command_, n, list);
+    excluded_nodes_.insert(n);
+    excluded.push_back(n);
+    say("host " + n + " left out (" + (healthy.count(n) || (!fault_checked && n == fault) ? "the fault was there" : "failed its check") +
+        "): srun --exclude=" + list);
+  }
+  if (leave_out.empty()) return out;
   out.rewritten = true;
   out.hosts = "srun --exclude=" + list;
-  say("host " + host + " left out (the fault was there): srun --exclude=" + list);
-  excluded_nodes_.insert(host);
-  const char* allocated = std::getenv("SLURM_JOB_NUM_NODES");
-  const std::optional<SrunShape> shape = find_srun_shape(command_);
-  if (options_.shrink.min_dp == 0 || allocated == nullptr || !shape || shape->nodes == 0) return out;
-  const int left = std::atoi(allocated) - int(excluded_nodes_.size());
-  if (left >= shape->nodes) return out;
-  const int dropped = shape->tasks > 0 ? shape->ranks() - shape->ranks() / shape->nodes * left
-                                       : (shape->nodes - left) * shape->per_node;
-  if (const std::string refused = shrink(dropped, left); !refused.empty())
-    out.refused = "cannot shrink, " + refused;
-  out.hosts = "srun --exclude=" + list + " -N " + std::to_string(left);
+  const int left = left_after(0);
+  if (allocated.empty() || needed == 0 || left >= needed) return out;
+  if (options_.shrink.min_dp == 0) {
+    out.refused = "the allocation has " + std::to_string(left) + " node(s) left that pass their check, the step needs " +
+                  std::to_string(needed) + " (--min-dp would shrink)";
+    return out;
+  }
+  const int dropped = shape->tasks > 0 ? shape->ranks() - shape->ranks() / needed * left : (needed - left) * shape->per_node;
+  if (const std::string refused = shrink(dropped, left); !refused.empty()) out.refused = "cannot shrink, " + refused;
+  out.hosts += " -N " + std::to_string(left);
   return out;
 }
 
@@ -191,7 +223,7 @@ Restarter::NextHosts Restarter::next_hosts(const AttemptResult& result, std::vec
                                            double& checks_s) {
   NextHosts out;
   const std::optional<CommandHosts> where = find_command_hosts(command_);
-  if (!where) return srun_next(result, excluded);
+  if (!where) return srun_next(result, excluded, checks_s);
   const std::set<std::string> healthy = healthy_hosts(where->hosts, checks_s);
   std::vector<HostSlots> next;
   int dropped = 0;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "launch/supervise/attempt.h"
+#include "launch/supervise/host_check.h"
 #include "launch/supervise/host_list.h"
 
 namespace brt::launch {
@@ -57,7 +58,9 @@ class Restarter {
     std::string refused;     // why no list can be made (a failed host without a spare)
   };
   NextHosts next_hosts(const AttemptResult& result, std::vector<std::string>& excluded, double& checks_s);
-  NextHosts srun_next(const AttemptResult& result, std::vector<std::string>& excluded);
+  NextHosts srun_next(const AttemptResult& result, std::vector<std::string>& excluded, double& checks_s);
+  using HostCheck = HostHealth (*)(const std::string&, const std::string&, double);
+  std::set<std::string> healthy_of(const std::vector<std::string>& names, HostCheck check, double& checks_s) const;
   std::set<std::string> healthy_hosts(const std::vector<HostSlots>& hosts, double& checks_s) const;
   const HostSlots* free_spare(const std::vector<HostSlots>& hosts, const std::set<std::string>& healthy) const;
   // `nodes`: srun's new node count (0 for mpirun).

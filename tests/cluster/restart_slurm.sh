@@ -10,6 +10,13 @@
 #                        spare, so the next step runs with `srun --exclude=NODE -N 1` and
 #                        train.grad_accum = 2; its losses and final checkpoint equal a resume by
 #                        hand at one rank, /data/cursor the uninterrupted run's
+#     srun_node_check    inside a three-node allocation (salloc -N 3), `brt-dist launch --restarts 2
+#                        --min-dp 1 srun -N 2 ...`: the third node loses the shared file system
+#                        (an empty tmpfs over the work folder in its mount table) while rank 1
+#                        pauses at step 3, then rank 1 is SIGKILLed at step 4; the supervisor
+#                        checks every node of the allocation by a one-task srun step, leaves out
+#                        the fault's node and the one whose checkpoint.dir is gone, and shrinks
+#                        to `srun --exclude=... -N 1` (train.grad_accum = 2), exact as srun_shrink
 #     supervisor_killed  slurm/train.sbatch with BRT_RESTARTS=2 (the supervisor inside the batch
 #                        job): the supervisor SIGKILLed at step 4; its srun step ends (the ranks save
 #                        and stop), the script requeues the job, the requeued start resumes and
@@ -35,7 +42,7 @@ srun_fault() {
           --restart-log "$work/restarts.jsonl" "${SRUN[@]}" --export=ALL "${TRAIN[@]}" "${args[@]}"
           checkpoint.dir="$work/c" log.metrics_path="$work/faulty.jsonl")
   extra=()
-  pause_then "kill@step=4@rank=1@attempt=1" true
+  pause_then "${fault_spec:-kill@step=4@rank=1@attempt=1}" "${fault_action:-true}"
   wait_job 120
   expect_rc 0 "rank 1 killed, one restart"
   victim=$(sed -nE 's/.*the fault was on host (h[0-9]).*/\1/p' fault.log | head -1)
@@ -62,6 +69,27 @@ case $case_name in
     shrunk_run_is_exact 8
     record "restart(srun_shrink)" "SIGKILL to world rank 1 ($victim) as step 4 begins; salloc -N 2, srun -N 2" \
       "0 after one restart on one node" "$(grep -m1 'shrinking:' fault.log | cut -c1-160)" \
+      "from step $from every loss and the final checkpoint equal a resume at one rank by hand; /data/cursor equal to the uninterrupted run's" ;;
+  srun_node_check)
+    # The node attempt 1 does not use loses its view of the work folder (checkpoint.dir) while
+    # rank 1 pauses at step 3; rank 1 dies as step 4 begins.
+    hide_work_on_spare() {
+      local placed
+      placed=$(grep 'placement: 2 ranks on 2 hosts' fault.log | tail -1)
+      for spare in h1 h2 h3; do case $placed in *"$spare rank"*) ;; *) break ;; esac; done
+      cluster_exec "$spare" mount -t tmpfs brt-lost-shared "$work" || fail "cannot hide $work on $spare"
+    }
+    fault_spec="pause@step=3@rank=1@ms=3000@attempt=1;kill@step=4@rank=1@attempt=1" fault_action=hide_work_on_spare \
+      srun_fault salloc -N 3 -J brt-restart -- --min-dp 1
+    cluster_exec "$spare" umount "$work"
+    expect_text fault.log "brt-dist launch: host $spare: FAILED its check: reachable"
+    expect_text fault.log "checkpoint dir $work/c is not a readable directory there"
+    expect_text fault.log "brt-dist launch: host $spare left out (failed its check)"
+    expect_text fault.log "brt-dist launch: host $victim left out (the fault was there)"
+    expect_text fault.log "brt-dist launch: restart 1 of 2: relaunching (attempt 2) on srun --exclude=$spare,$victim -N 1"
+    shrunk_run_is_exact 8
+    record "restart(srun_node_check)" "checkpoint.dir hidden on $spare at step 3, SIGKILL to world rank 1 ($victim) at step 4; salloc -N 3, srun -N 2" \
+      "0 after one restart on one node" "$(grep -m1 "host $spare: FAILED" fault.log | cut -c1-160)" \
       "from step $from every loss and the final checkpoint equal a resume at one rank by hand; /data/cursor equal to the uninterrupted run's" ;;
   supervisor_killed)
     # Rank 0 pauses 3 s as step 4 begins (every start: the requeued one pauses too): the window.
