@@ -204,7 +204,7 @@ const std::vector<CommandHelp>& commands() {
         {"--kill-after-s S", "after SIGTERM to the launcher's group, the wait before SIGKILL (default 5)"},
         {"--heartbeat-timeout-s S", "every rank beats on stderr every S/6 s (0.2-5 s); one silent for S seconds (a "
                                     "stopped process, a dead host, a cut link) ends the job, exit 124; 0: off, "
-                                    "else >= 1 (default 30)"},
+                                    "else >= 1 (default: the run's launch.heartbeat_timeout_s, 30)"},
         {"--restarts N", "after a fault, check the hosts and relaunch (resuming from the newest good checkpoint) "
                          "up to N times, then exit 75 (default 0: no restart)"},
         {"--spare-hosts H[:S],...", "with --restarts: hosts that take the place of one a fault was on or that "

@@ -430,6 +430,10 @@ void resolve(RunConfig& config, const ConfigSources* sources) {
                           std::to_string(int64_t{config.train.batch} * config.train.grad_accum) +
                           " streams per rank is more than a stream index can count");
   check_data_tasks(config.data, source_of);
+  const double beat = config.launch.heartbeat_timeout_s;
+  if ((beat > 0 && beat < 1) || beat > 86400)
+    throw ConfigError(source_of("launch.heartbeat_timeout_s"), "launch.heartbeat_timeout_s",
+                      "must be 0 (no heartbeats) or between 1 and 86400 s");
 }
 
 std::vector<std::string> config_warnings(const RunConfig& c) {

@@ -122,6 +122,14 @@ struct CheckpointConfig {
   std::string init_from;
 };
 
+// What `brt-dist launch` (launch/supervise/supervisor.h) reads from the run it starts; the ranks
+// ignore it. Its flags override.
+struct LaunchConfig {
+  // A rank silent this long ends the job (exit 124, naming it); 0 = no heartbeats. Either 0 or
+  // at least 1 s (the ranks beat every timeout/6 s, 0.2-5 s: parallel/health/heartbeat.h).
+  double heartbeat_timeout_s = 30;
+};
+
 struct RunConfig {
   core::ModelConfig model;
   core::OptimConfig optim;
@@ -130,6 +138,7 @@ struct RunConfig {
   LogConfig log;
   CheckpointConfig checkpoint;
   RunDirConfig run;
+  LaunchConfig launch;
 };
 
 // Every configuration error: a message naming the key and where it was set.

@@ -127,6 +127,8 @@ Member<LogConfig, F> log(F LogConfig::*f) { return {&RunConfig::log, f}; }
 template <typename F>
 Member<RunDirConfig, F> run_dir(F RunDirConfig::*f) { return {&RunConfig::run, f}; }
 template <typename F>
+Member<LaunchConfig, F> launcher(F LaunchConfig::*f) { return {&RunConfig::launch, f}; }
+template <typename F>
 Member<CheckpointConfig, F> ckpt(F CheckpointConfig::*f) { return {&RunConfig::checkpoint, f}; }
 
 std::vector<KeySpec> build_keys() {
@@ -307,6 +309,10 @@ std::vector<KeySpec> build_keys() {
                       "applied after it; until then it is provisional"));
   k.push_back(bool_key("checkpoint.allow_fresh_start", ckpt(&CheckpointConfig::allow_fresh_start),
                        "start from step 0 when every checkpoint in checkpoint.dir is damaged"));
+  // [launch]
+  k.push_back(float_key("launch.heartbeat_timeout_s", launcher(&LaunchConfig::heartbeat_timeout_s), 0.0,
+                        "brt-dist launch: a rank silent this long ends the job (exit 124); 0 = no heartbeats, "
+                        "else at least 1; --heartbeat-timeout-s overrides"));
   return k;
 }
 

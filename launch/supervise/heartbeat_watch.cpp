@@ -29,7 +29,7 @@ std::optional<HeartbeatWatch::SilentRank> HeartbeatWatch::silent(Clock::time_poi
     const double quiet = std::chrono::duration<double>(now - r.heard).count();
     if (quiet <= timeout_s_) continue;
     char text[160];
-    std::snprintf(text, sizeof text, "world rank %d (host %s) has sent no heartbeat for %.1f s (--heartbeat-timeout-s %g)",
+    std::snprintf(text, sizeof text, "world rank %d (host %s) has sent no heartbeat for %.1f s (timeout %g s: launch.heartbeat_timeout_s, --heartbeat-timeout-s)",
                   rank, r.last.host.c_str(), quiet, timeout_s_);
     const std::string step = r.last.step < 0 ? "before its first step" : "in step " + std::to_string(r.last.step);
     return SilentRank{rank, r.last.host, std::string(text) + "; it last reported " + step + ": " + r.last.activity,

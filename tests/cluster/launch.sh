@@ -124,7 +124,7 @@ case $case_name in
   head_rank_silent)
     expect_rc 124 "$injected"
     expect_text fault.log "brt-dist launch: world rank 1 (host h2) has sent no heartbeat for"
-    expect_text fault.log "(--heartbeat-timeout-s 6); it last reported "
+    expect_text fault.log "(timeout 6 s: launch.heartbeat_timeout_s, --heartbeat-timeout-s); it last reported "
     expect_no_text fault.log "timeout on world rank"
     expect_no_text fault.log "brt-dist heartbeat: "  # the beats stay out of the log
     printed=$(first_line fault.log 'has sent no heartbeat') ;;

@@ -10,6 +10,9 @@
 #     exhausted     killed at step 4 in every attempt, --restarts 1: exit 75, "no restart left"
 #     no_progress   killed at step 4 in every attempt, --restarts 5 --no-progress-restarts 2:
 #                   exit 93 after two restarts that saved nothing newer, "do not requeue"
+#     heartbeat_key rank 1 of mpirun -np 2 SIGSTOPped at step 3, train.timeout_s 600: the run's
+#                   launch.heartbeat_timeout_s = 2 ends the job (124) naming the rank and the
+#                   timeout; --heartbeat-timeout-s 4 overrides the key; a key below 1 s is refused
 #     usage         --spare-hosts without --restarts, a bad --restarts: exit 2 naming the flag
 source "$(dirname "$0")/lib.sh"
 case_name=$2
@@ -77,6 +80,22 @@ case $case_name in
     [ "$(grep -c 'failed: exit status 137' fault.log)" = 3 ] || fail "expected 3 failed attempts"
     verify_ok "$(ckpt c 3)"
     record "restart(no_progress)" "SIGKILL at step 4 in every attempt" "93" "do not requeue" "ckpt-3 verifies" ;;
+  heartbeat_key)
+    export BRT_FAULT_INJECT="stop@step=3@rank=1"
+    for flag in "" 4; do
+      ALLOW_124=1 run "beat$flag.log" 60 "$bin" launch --grace-s 5 ${flag:+--heartbeat-timeout-s "$flag"} -- \
+        "${MPIRUN[@]}" -np 2 "${TRAIN[@]}" "${args[@]}" checkpoint.dir="$work/c$flag" train.timeout_s=600 \
+        launch.heartbeat_timeout_s=2
+      expect_rc 124 "a stopped rank, heartbeat timeout ${flag:-2} s"
+      expect_text "beat$flag.log" "brt-dist launch: world rank 1 (host $(hostname)) has sent no heartbeat for"
+      expect_text "beat$flag.log" "(timeout ${flag:-2} s: launch.heartbeat_timeout_s, --heartbeat-timeout-s); it last reported"
+    done
+    unset BRT_FAULT_INJECT
+    run bad.log 20 "${TRAIN[@]}" launch.heartbeat_timeout_s=0.5
+    expect_rc 2 "launch.heartbeat_timeout_s = 0.5"
+    expect_text bad.log "launch.heartbeat_timeout_s: must be 0 (no heartbeats) or between 1 and 86400 s"
+    record "restart(heartbeat_key)" "SIGSTOP to rank 1 of 2 at step 3; launch.heartbeat_timeout_s = 2" "124 after $secs s" \
+      "$(grep -m1 'has sent no heartbeat' beat.log | cut -c1-160)" "the key read by the supervisor; the flag overrides it" ;;
   usage)
     run u1.log 20 "$bin" launch --spare-hosts h9 mpirun -np 2 true
     expect_rc 2 "--spare-hosts without --restarts"

@@ -2,8 +2,11 @@
 // [--spare-hosts H:S,...] [--min-dp M] [--no-progress-restarts K] [--restart-log FILE]] [--] LAUNCHER ARGS...`: the job's launcher
 // under the supervisor (launch/supervise/supervisor.h). Its own flags come first; everything
 // from the first word that is not one (or after `--`) is the launcher's command line, untouched.
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,19 +38,39 @@ int count_value(const std::string& flag, const char* text, int low, int high) {
   return int(v);
 }
 
-// --min-dp: the sizes a shrink keeps, read from the `brt-dist train` the launcher starts (its
-// config file, overrides and flags, as train reads them).
-ShrinkOptions shrink_options(const std::vector<std::string>& command, int min_dp) {
-  size_t at = 1;
+// The run the launcher starts, as its `brt-dist train` reads its config file, overrides and
+// flags: no config when the command starts none; a failure kept to be raised where it matters.
+struct LaunchedRun {
+  std::optional<RunConfig> config;
+  std::exception_ptr failure;
+  std::string failure_text;
+};
+
+LaunchedRun launched_run(const std::vector<std::string>& command) {
+  LaunchedRun run;
+  size_t at = 0;
   while (at + 1 < command.size() &&
          !(std::filesystem::path(command[at]).filename() == "brt-dist" && command[at + 1] == "train"))
     ++at;
-  if (at + 1 >= command.size())
-    throw parallel::UsageError("--min-dp needs the launcher to start `brt-dist train` (none in the command)");
+  if (at + 1 >= command.size()) return run;
   std::vector<char*> argv;
   for (size_t i = at; i < command.size(); ++i) argv.push_back(const_cast<char*>(command[i].c_str()));
   argv.push_back(nullptr);
-  const RunConfig config = train_config_of(int(argv.size()) - 1, argv.data());
+  try {
+    run.config = train_config_of(int(argv.size()) - 1, argv.data());
+  } catch (const std::exception& e) {
+    run.failure = std::current_exception();
+    run.failure_text = e.what();
+  }
+  return run;
+}
+
+// --min-dp: the sizes a shrink keeps, read from the `brt-dist train` the launcher starts.
+ShrinkOptions shrink_options(const std::vector<std::string>& command, int min_dp, const LaunchedRun& run) {
+  if (run.failure) std::rethrow_exception(run.failure);
+  if (!run.config)
+    throw parallel::UsageError("--min-dp needs the launcher to start `brt-dist train` (none in the command)");
+  const RunConfig& config = *run.config;
   ShrinkOptions k;
   k.min_dp = min_dp;
   k.replica_ranks = config.train.tp * config.train.cp;
@@ -96,6 +119,7 @@ bool restart_flag(const std::string& arg, const char* value, RestartOptions& r) 
 
 int command_launch(int argc, char** argv) {
   SupervisorOptions options;
+  bool heartbeat_flag = false;
   int i = 2;
   for (; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -111,6 +135,7 @@ int command_launch(int argc, char** argv) {
     if (arg == "--heartbeat-timeout-s") {  // 0: no heartbeats
       if (i + 1 >= argc) throw parallel::UsageError(arg + " needs a value");
       options.heartbeat_timeout_s = seconds_value(arg, argv[++i], true);
+      heartbeat_flag = true;
       if (options.heartbeat_timeout_s > 0 && options.heartbeat_timeout_s < 1)
         throw parallel::UsageError(arg + " must be 0 (off) or at least 1 s, got '" + argv[i] + "'");
       continue;
@@ -130,9 +155,16 @@ int command_launch(int argc, char** argv) {
   RestartOptions& r = options.restart;
   if (r.restarts == 0 && (!r.spares.empty() || !r.log_path.empty() || r.shrink.min_dp > 0))
     throw parallel::UsageError("--spare-hosts, --min-dp and --restart-log need --restarts N (N >= 1)");
-  if (r.shrink.min_dp > 0) r.shrink = shrink_options(options.command, r.shrink.min_dp);
   if (options.command.empty())
     throw parallel::UsageError("no launcher command: brt-dist launch [flags] mpirun|srun|brt-dist ...");
+  const LaunchedRun run = launched_run(options.command);
+  if (r.shrink.min_dp > 0) r.shrink = shrink_options(options.command, r.shrink.min_dp, run);
+  // The run's launch.heartbeat_timeout_s unless the flag set it; a config the supervisor cannot
+  // read (the ranks will say why) leaves the default.
+  if (!heartbeat_flag && run.config) options.heartbeat_timeout_s = run.config->launch.heartbeat_timeout_s;
+  if (!heartbeat_flag && run.failure)
+    std::fprintf(stderr, "brt-dist launch: warning: cannot read the launched run's config (%s); heartbeat timeout "
+                 "%g s\n", run.failure_text.c_str(), options.heartbeat_timeout_s);
   return supervise(options);
 }
 
