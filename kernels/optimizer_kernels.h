@@ -121,9 +121,12 @@ class OptimizerKernels {
                                        T keep, T rho, double* param_squares,
                                        double* update_squares) = 0;
   // One factored tensor: row_sums[f1_size] = sums of G along n2 (per F1 entry), col_sums
-  // [f2_size] = sums of G along n1 (per F2 entry).
+  // [f2_size] = sums of G along n1 (per F2 entry). `scratch` holds adafactor_sums_scratch(tensor)
+  // doubles of the implementation's memory (the partial sums of a tiled pass; its contents
+  // on entry do not matter), and may be reused by the next call in stream order.
   virtual void adafactor_gradient_sums(const OptimTensor<T>& tensor, T grad_scale, T eps,
-                                       double* row_sums, double* col_sums) = 0;
+                                       double* row_sums, double* col_sums, double* scratch) = 0;
+  virtual int64_t adafactor_sums_scratch(const OptimTensor<T>&) const { return 0; }
   // f1 <- (1-rho)*f1 + rho*row_sums/n2_total, f2 likewise with n1_total, then
   // mean_sums[n_means] = sums of R along its normalised axis (in double).
   virtual void adafactor_update_factors(const OptimTensor<T>& tensor, double rho,

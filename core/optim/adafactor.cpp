@@ -112,6 +112,9 @@ void Adafactor<T>::allocate_state(int64_t v_total, int64_t f1_total, int64_t f2_
   row_sums_dev_.allocate(memory, static_cast<size_t>(f1_total), "Adafactor row sums");
   col_sums_dev_.allocate(memory, static_cast<size_t>(f2_total), "Adafactor column sums");
   mean_sums_dev_.allocate(memory, static_cast<size_t>(mean_total), "Adafactor mean sums");
+  int64_t sums_scratch = 0;
+  for (int p : factored_) sums_scratch = std::max(sums_scratch, this->kernels_.adafactor_sums_scratch(plans_[p].tensor));
+  sums_scratch_.allocate(memory, static_cast<size_t>(sums_scratch), "Adafactor row/column partial sums");
   psq_partial_dev_.allocate(memory, static_cast<size_t>(this->table_.size()), "Adafactor param squares");
   ysq_partial_dev_.allocate(memory, static_cast<size_t>(this->table_.size()), "Adafactor update squares");
   coef_dev_.allocate(memory, static_cast<size_t>(n_params), "Adafactor update coefficients");
@@ -181,7 +184,7 @@ void Adafactor<T>::update(double lr, double grad_scale) {
   for (int p : factored_) {
     const Plan& plan = plans_[p];
     k.adafactor_gradient_sums(plan.tensor, gs, eps, row_sums_dev_.data() + plan.f1_off,
-                              col_sums_dev_.data() + plan.f2_off);
+                              col_sums_dev_.data() + plan.f2_off, sums_scratch_.data());
   }
   stats_to_host(memory, psq_partial_dev_, psq_partial_);
   table.sum_per_param(psq_partial_, psq_);

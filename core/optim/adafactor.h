@@ -80,6 +80,9 @@ class Adafactor final : public Optimizer<T> {
   std::vector<T> coef_;
   // Sums along the factored axes and of R, in the store's memory and (for the reducer) here.
   kernels::Buffer<double> row_sums_dev_, col_sums_dev_, mean_sums_dev_;
+  // The kernels' partial sums for one tensor's row and column sums (the most any tensor needs;
+  // reused tensor after tensor in stream order).
+  kernels::Buffer<double> sums_scratch_;
   std::vector<double> row_sums_, col_sums_, mean_sums_;
   std::vector<StatBlock> row_blocks_, col_blocks_, mean_blocks_;
   kernels::Buffer<double> psq_partial_dev_, ysq_partial_dev_;

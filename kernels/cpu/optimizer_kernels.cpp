@@ -81,7 +81,7 @@ class CpuOptimizerKernels final : public OptimizerKernels<T> {
     }
   }
 
-  void adafactor_gradient_sums(const OptimTensor<T>& t, T gs, T eps, double* s1, double* s2) override {
+  void adafactor_gradient_sums(const OptimTensor<T>& t, T gs, T eps, double* s1, double* s2, double*) override {
     const int64_t rows = t.rows(), cols = t.cols(), inner = t.p1 * t.p2;
     const int64_t n2p2 = t.n2 * t.p2, p2 = t.p2;
     const T* g = t.grad;

@@ -25,7 +25,8 @@ class EmulatedCudaKernels final : public OptimizerKernels<float> {
   void scale(float* x, int64_t n, float s) override { launch_optim_scale(x, n, s, nullptr); cudaDeviceSynchronize(); }
   void adamw_update(const AdamWStep<float>& s, const OptimChunk* c, int64_t n, const OptimTensor<float>* t) override { launch_adamw_update(s, c, n, t, nullptr); cudaDeviceSynchronize(); }
   void adafactor_second_moment(const OptimChunk* c, int64_t n, const OptimTensor<float>* t, float gs, float eps, float keep, float rho, double* psq, double* ysq) override { launch_adafactor_second_moment(c, n, t, gs, eps, keep, rho, psq, ysq, nullptr); cudaDeviceSynchronize(); }
-  void adafactor_gradient_sums(const OptimTensor<float>& t, float gs, float eps, double* r, double* c) override { launch_adafactor_gradient_sums(t, gs, eps, r, c, nullptr); cudaDeviceSynchronize(); }
+  void adafactor_gradient_sums(const OptimTensor<float>& t, float gs, float eps, double* r, double* c, double* s) override { launch_adafactor_gradient_sums(t, gs, eps, r, c, s, nullptr); cudaDeviceSynchronize(); }
+  int64_t adafactor_sums_scratch(const OptimTensor<float>& t) const override { return adafactor_sums_tiling(t).scratch(); }
   void adafactor_update_factors(const OptimTensor<float>& t, double rho, const double* r, const double* c, double* m) override { launch_adafactor_update_factors(t, rho, r, c, m, nullptr); cudaDeviceSynchronize(); }
   void adafactor_compute_factors(const OptimTensor<float>& t, const double* m) override { launch_adafactor_compute_factors(t, m, nullptr); cudaDeviceSynchronize(); }
   void adafactor_factored_update_squares(const OptimChunk* c, int64_t n, const OptimTensor<float>* t, float gs, double* ysq) override { launch_adafactor_factored_update_squares(c, n, t, gs, ysq, nullptr); cudaDeviceSynchronize(); }

@@ -34,8 +34,11 @@ class CudaOptimizerKernels final : public OptimizerKernels<float> {
                                    update_squares, stream_);
   }
   void adafactor_gradient_sums(const OptimTensor<float>& tensor, float grad_scale, float eps, double* row_sums,
-                               double* col_sums) override {
-    launch_adafactor_gradient_sums(tensor, grad_scale, eps, row_sums, col_sums, stream_);
+                               double* col_sums, double* scratch) override {
+    launch_adafactor_gradient_sums(tensor, grad_scale, eps, row_sums, col_sums, scratch, stream_);
+  }
+  int64_t adafactor_sums_scratch(const OptimTensor<float>& tensor) const override {
+    return adafactor_sums_tiling(tensor).scratch();
   }
   void adafactor_update_factors(const OptimTensor<float>& tensor, double rho, const double* row_sums,
                                 const double* col_sums, double* mean_sums) override {

@@ -2,11 +2,14 @@
 // Adafactor's second moments, factors, update squares and update (kernels/optimizer_kernels.h).
 //
 // Determinism: no atomics. A chunk-list kernel runs one block per chunk and sums it with the
-// fixed block tree of device_common.cuh in double; the factored sums and the means give one
-// thread per output entry, which adds its inputs serially in index order (the means and the
-// factors are then bit-identical to the CPU's; the chunk partials agree to rounding).
+// fixed block tree of device_common.cuh in double. A matrix's row and column sums of G come
+// from one tiled pass and a fold in tile order (adafactor_sums_tiling.h); other layouts' sums
+// and the means give one thread per output entry, adding its inputs serially in index order.
+// Every sum is in double in a fixed order; they agree with the CPU's to rounding.
 // fp32 element math with double accumulations, as on the CPU (nvcc may contract a*b+c to an
 // FMA, hence rounding-level differences from the CPU).
+#include <stdexcept>
+
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/optim/optimizer_launchers.h"
 
@@ -90,18 +93,57 @@ __global__ void adafactor_second_moment_kernel(const OptimChunk* chunks,
   if (threadIdx.x == 0) update_squares[blockIdx.x] = acc;
 }
 
-// One block per row of a factored tensor whose F1 has one entry per row (P1 = P2 = 1).
-__global__ void adafactor_row_sums_kernel(const float* g, int64_t cols, float gs, float eps,
-                                          double* row_sums) {
-  __shared__ double shared[kWarp];
-  const float* grow = g + blockIdx.x * cols;
+// One tile of a matrix's G = (g*gs)^2 + eps (adafactor_sums_tiling.h), read once: each thread
+// sums its column down the tile's rows serially, then each warp sums its rows across the tile
+// (lanes strided, a fixed butterfly). One block per tile, column tiles fastest.
+__global__ void adafactor_tile_sums_kernel(const float* g, AdafactorSumsTiling s, float gs, float eps,
+                                           double* row_part, double* col_part) {
+  constexpr int R = AdafactorSumsTiling::kRows, C = AdafactorSumsTiling::kCols;
+  __shared__ float tile[R][C + 1];
+  const int64_t ct = blockIdx.x % s.col_tiles, gy = blockIdx.x / s.col_tiles;
+  const int64_t group = gy / s.row_tiles, rt = gy % s.row_tiles;
+  const int64_t r0 = group * s.n1 + rt * R;
+  const int nr = static_cast<int>(s.n1 - rt * R < R ? s.n1 - rt * R : R);
+  const int c = threadIdx.x;
+  const int64_t col = ct * C + c;
+  const bool in = col < s.cols;
   double acc = 0.0;
-  for (int64_t col = threadIdx.x; col < cols; col += blockDim.x) {
-    const float gi = grow[col] * gs;
-    acc += static_cast<double>(gi * gi + eps);
+  for (int r = 0; r < R; ++r) {
+    float v = 0.0f;
+    if (r < nr && in) {
+      const float gi = g[(r0 + r) * s.cols + col] * gs;
+      v = gi * gi + eps;
+      acc += static_cast<double>(v);
+    }
+    tile[r][c] = v;
   }
-  acc = block_sum(acc, shared);
-  if (threadIdx.x == 0) row_sums[blockIdx.x] = acc;
+  if (in) col_part[rt * s.groups * s.cols + group * s.cols + col] = acc;
+  __syncthreads();
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  for (int r = warp; r < nr; r += C / kWarp) {  // warp-uniform: every lane shuffles
+    double x = 0.0;
+    for (int k = lane; k < C; k += kWarp) x += static_cast<double>(tile[r][k]);  // 0 past the last column
+    x = warp_sum(x);
+    if (lane == 0) row_part[ct * s.rows + r0 + r] = x;
+  }
+}
+
+// Each row sum adds its column tiles' partials, each column sum its row tiles', in tile order.
+__global__ void adafactor_fold_sums_kernel(AdafactorSumsTiling s, const double* row_part, const double* col_part,
+                                           double* row_sums, double* col_sums) {
+  const int64_t f2 = s.groups * s.cols;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < s.rows + f2;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    double acc = 0.0;
+    if (e < s.rows) {
+      for (int64_t ct = 0; ct < s.col_tiles; ++ct) acc += row_part[ct * s.rows + e];
+      row_sums[e] = acc;
+    } else {
+      const int64_t k = e - s.rows;
+      for (int64_t rt = 0; rt < s.row_tiles; ++rt) acc += col_part[rt * f2 + k];
+      col_sums[k] = acc;
+    }
+  }
 }
 
 // General F1 entries (row, j = q1*P2 + q2): one thread each, a serial sum over n2.
@@ -275,14 +317,24 @@ void launch_adafactor_second_moment(const OptimChunk* chunks, int64_t n_chunks,
 }
 
 void launch_adafactor_gradient_sums(const OptimTensor<float>& t, float grad_scale, float eps,
-                                    double* row_sums, double* col_sums, cudaStream_t stream) {
+                                    double* row_sums, double* col_sums, double* scratch, cudaStream_t stream) {
   const int64_t rows = t.p0 * t.n1, cols = t.p1 * t.n2 * t.p2, inner = t.p1 * t.p2;
   if (rows <= 0 || cols <= 0) return;
-  if (inner == 1) {
-    adafactor_row_sums_kernel<<<static_cast<int>(rows), kOptimThreads, 0, stream>>>(t.grad, cols, grad_scale, eps, row_sums);
-  } else {
-    adafactor_inner_row_sums_kernel<<<elementwise_blocks(rows * inner), kOptimThreads, 0, stream>>>(t, grad_scale, eps, row_sums);
+  const AdafactorSumsTiling tiling = adafactor_sums_tiling(t);
+  if (tiling.tiled) {
+    const int64_t tiles = tiling.col_tiles * tiling.groups * tiling.row_tiles;
+    if (tiles > 0x7fffffff) throw std::runtime_error("adafactor_gradient_sums: too many tiles for one grid");
+    double* row_part = scratch;
+    double* col_part = scratch + tiling.row_partials();
+    adafactor_tile_sums_kernel<<<static_cast<int>(tiles), AdafactorSumsTiling::kCols, 0, stream>>>(
+        t.grad, tiling, grad_scale, eps, row_part, col_part);
+    BRT_CUDA_CHECK_LAUNCH("adafactor_gradient_sums (tiles)");
+    adafactor_fold_sums_kernel<<<elementwise_blocks(rows + t.p0 * cols), kOptimThreads, 0, stream>>>(
+        tiling, row_part, col_part, row_sums, col_sums);
+    BRT_CUDA_CHECK_LAUNCH("adafactor_gradient_sums (fold)");
+    return;
   }
+  adafactor_inner_row_sums_kernel<<<elementwise_blocks(rows * inner), kOptimThreads, 0, stream>>>(t, grad_scale, eps, row_sums);
   BRT_CUDA_CHECK_LAUNCH("adafactor_gradient_sums (rows)");
   adafactor_col_sums_kernel<<<elementwise_blocks(t.p0 * cols), kOptimThreads, 0, stream>>>(t, grad_scale, eps, col_sums);
   BRT_CUDA_CHECK_LAUNCH("adafactor_gradient_sums (columns)");

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/optim/adafactor_sums_tiling.h"
 #include "kernels/optimizer_kernels.h"
 
 namespace brt::kernels::cuda {
@@ -21,8 +22,10 @@ void launch_adafactor_second_moment(const OptimChunk* chunks, int64_t n_chunks,
                                     const OptimTensor<float>* tensors, float grad_scale, float eps,
                                     float keep, float rho, double* param_squares,
                                     double* update_squares, cudaStream_t stream);
+// Matrices (P1 = P2 = 1, groups P0 >= 1) in one tiled pass over G (adafactor_sums_tiling):
+// `scratch` holds its .scratch() doubles; other layouts need none.
 void launch_adafactor_gradient_sums(const OptimTensor<float>& tensor, float grad_scale, float eps,
-                                    double* row_sums, double* col_sums, cudaStream_t stream);
+                                    double* row_sums, double* col_sums, double* scratch, cudaStream_t stream);
 void launch_adafactor_update_factors(const OptimTensor<float>& tensor, double rho,
                                      const double* row_sums, const double* col_sums,
                                      double* mean_sums, cudaStream_t stream);

@@ -95,9 +95,9 @@ class GuardedKernels final : public kernels::OptimizerKernels<float> {
     GuardedMemory::Open open(memory_);
     cpu_->adafactor_second_moment(c, n, t, gs, eps, keep, rho, psq, ysq);
   }
-  void adafactor_gradient_sums(const Tensor& t, float gs, float eps, double* r, double* c) override {
+  void adafactor_gradient_sums(const Tensor& t, float gs, float eps, double* r, double* c, double* s) override {
     GuardedMemory::Open open(memory_);
-    cpu_->adafactor_gradient_sums(t, gs, eps, r, c);
+    cpu_->adafactor_gradient_sums(t, gs, eps, r, c, s);
   }
   void adafactor_update_factors(const Tensor& t, double rho, const double* r, const double* c, double* m) override {
     GuardedMemory::Open open(memory_);
