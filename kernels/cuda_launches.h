@@ -1,5 +1,5 @@
 // How many device launches (kernels, cuBLAS and cuFFT calls, copies and fills) the CUDA backend
-// makes per backend call of each kernel class, and the CUDA optimizer per step: the
+// makes per backend call of each kernel class: the
 // planner's launch term (launch/plan/counted_step.h) is calls × these × the launch cost. The
 // counting backend counts backend calls (kernels/counting_backend.h); these turn them into the
 // launches the device sees, as the strict emulator measured them on micro models of five
@@ -26,9 +26,6 @@ inline double cuda_launches_per_call(KernelClass c, bool bf16) {
   return 1.0;
 }
 
-// The optimizers' chunk-list kernels (kernels/cuda/optim) make a fixed number of launches a
-// step, however many tensors: Adafactor 8, AdamW 3 (each at its default clipping, model.md
-// §10c: AdamW clips at 1, Adafactor does not).
-inline double cuda_optimizer_launches_per_step(bool adafactor) { return adafactor ? 8.0 : 3.0; }
+// The optimizer's launches are listed per step, tensor by tensor: kernels/cuda_optimizer_launches.h.
 
 }  // namespace brt::kernels

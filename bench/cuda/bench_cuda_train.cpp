@@ -171,7 +171,8 @@ void bench_components(const std::string& path, const brt::launch::RunConfig& con
     const auto memory = brt::launch::predict_rank_memory(cfg.model, cfg.optim, s.batch, 1, false, 0);
     predicted = brt::launch::count_step(cfg.model, s.batch, 1, 1, memory, brt::launch::device_rates(device),
                                         {s.precision == kc::Precision::kBf16,
-                                         cfg.optim.kind == brt::core::OptimKind::kAdafactor});
+                                         cfg.optim.kind == brt::core::OptimKind::kAdafactor,
+                                         cfg.optim.min_dim_to_factor});
   }
   std::printf("%-20s component          predicted (%s)   measured (%s, per step)  measured/predicted\n",
               path.c_str(), device.empty() ? "no rates for this device" : device.c_str(), timer->clock_name());
@@ -180,7 +181,9 @@ void bench_components(const std::string& path, const brt::launch::RunConfig& con
     const char* name =
         k == kOptimizerSlot ? "optimizer" : brt::kernels::kernel_class_name(brt::kernels::KernelClass(k));
     const double measured = seconds[size_t(k)] / steps;
-    const double want = predicted.components.empty() ? 0.0 : predicted.components[size_t(k)].seconds;
+    const double want = predicted.components.empty()   ? 0.0
+                        : k == kOptimizerSlot           ? predicted.optimizer_seconds()
+                                                        : predicted.components[size_t(k)].seconds;
     want_total += want;
     measured_total += measured;
     std::printf("%-20s component %-16s %9.2f ms %12.2f ms %24.2f\n", path.c_str(), name, want * 1e3,

@@ -32,6 +32,38 @@ std::optional<FactorAxes> adafactor_factor_axes(const std::vector<int64_t>& shap
 }
 
 template <typename T>
+kernels::OptimTensor<T> adafactor_layout(const ParamSpec& spec, int64_t min_dim) {
+  kernels::OptimTensor<T> t;
+  const auto axes = adafactor_factor_axes(spec.shape, min_dim);
+  if (!axes) return t;
+  const std::vector<int64_t> shape = spec.local_shape();
+  const int first = std::min(axes->normalized, axes->largest);
+  const int second = std::max(axes->normalized, axes->largest);
+  t.factored = 1;
+  t.p0 = product(shape, 0, first);
+  t.n1 = shape[first];
+  t.p1 = product(shape, first + 1, second);
+  t.n2 = shape[second];
+  t.p2 = product(shape, second + 1, shape.size());
+  t.n1_total = spec.shape[size_t(first)];
+  t.n2_total = spec.shape[size_t(second)];
+  t.r_is_f1 = axes->normalized == first ? 1 : 0;
+  return t;
+}
+
+std::vector<kernels::OptimTensor<float>> optimizer_layouts(const ParamStore<float>& params, bool adafactor,
+                                                           int64_t min_dim) {
+  std::vector<kernels::OptimTensor<float>> tensors;
+  for (int p = 0; p < params.size(); ++p) {
+    kernels::OptimTensor<float> t;
+    if (adafactor) t = adafactor_layout<float>(params[p].spec, min_dim);
+    if (!t.factored) t.p0 = params[p].numel();
+    tensors.push_back(t);
+  }
+  return tensors;
+}
+
+template <typename T>
 Adafactor<T>::Adafactor(const OptimConfig& config, ParamStore<T>& store, const std::vector<bool>& owned,
                         kernels::OptimizerKernels<T>* kernels)
     : Optimizer<T>(config, store, owned, kernels) {
@@ -54,12 +86,13 @@ void Adafactor<T>::plan_tensor(int p, int64_t& v_total, int64_t& f1_total, int64
   ParamStore<T>& store = this->store_;
   Plan& plan = plans_[p];
   kernels::OptimTensor<T>& t = plan.tensor;
-  t.value = store[p].value;
-  t.grad = store[p].grad;
   // A tensor-parallel shard is factored as the whole tensor is (its logical shape decides),
   // over its own local lengths.
   const ParamSpec& spec = store[p].spec;
   const std::vector<int64_t> shape = spec.local_shape();
+  t = adafactor_layout<T>(spec, this->config_.min_dim_to_factor);
+  t.value = store[p].value;
+  t.grad = store[p].grad;
   plan.rms_count = spec.global_numel();
   const auto axes = adafactor_factor_axes(spec.shape, this->config_.min_dim_to_factor);
   const bool owned = this->owns(p);
@@ -68,17 +101,8 @@ void Adafactor<T>::plan_tensor(int p, int64_t& v_total, int64_t& f1_total, int64
     return;
   }
   plan.factored = true;
-  t.factored = 1;
   const int first = std::min(axes->normalized, axes->largest);
   const int second = std::max(axes->normalized, axes->largest);
-  t.p0 = product(shape, 0, first);
-  t.n1 = shape[first];
-  t.p1 = product(shape, first + 1, second);
-  t.n2 = shape[second];
-  t.p2 = product(shape, second + 1, shape.size());
-  t.n1_total = spec.shape[size_t(first)];
-  t.n2_total = spec.shape[size_t(second)];
-  t.r_is_f1 = axes->normalized == first ? 1 : 0;
   plan.r_dropped = axes->largest;
   plan.c_dropped = axes->normalized;
   plan.r_shape = without_axis(shape, axes->largest);
@@ -237,5 +261,7 @@ void Adafactor<T>::collect_state(std::vector<NamedState<T>>& out) {
 
 template class Adafactor<float>;
 template class Adafactor<double>;
+template kernels::OptimTensor<float> adafactor_layout<float>(const ParamSpec&, int64_t);
+template kernels::OptimTensor<double> adafactor_layout<double>(const ParamSpec&, int64_t);
 
 }  // namespace brt::core

@@ -34,6 +34,16 @@ struct FactorAxes {
 // < 2 or when the second-largest dim is below min_dim.
 std::optional<FactorAxes> adafactor_factor_axes(const std::vector<int64_t>& shape, int64_t min_dim);
 
+// A parameter as Adafactor's kernels see it (kernels::OptimTensor's layout fields; pointers
+// null): factored along the whole tensor's two largest axes, over this rank's lengths, or not.
+// The planner counts the CUDA optimizer's launches from it (kernels/cuda_optimizer_launches.h).
+template <typename T>
+kernels::OptimTensor<T> adafactor_layout(const ParamSpec& spec, int64_t min_dim);
+// Every parameter of `params` as the optimizer kernels see it: Adafactor's layouts
+// (`adafactor`), else (and for tensors it does not factor) their elements as P0.
+std::vector<kernels::OptimTensor<float>> optimizer_layouts(const ParamStore<float>& params, bool adafactor,
+                                                           int64_t min_dim);
+
 template <typename T>
 class Adafactor final : public Optimizer<T> {
  public:

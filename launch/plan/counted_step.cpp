@@ -10,7 +10,10 @@
 #include "core/model.h"
 #include "core/sharding/context_parallel.h"
 #include "kernels/counting_backend.h"
+#include "core/optim/adafactor.h"
+#include "core/optim/optim_stats.h"
 #include "kernels/cuda_launches.h"
+#include "kernels/cuda_optimizer_launches.h"
 #include "kernels/meta_memory.h"
 #include "launch/plan/planner.h"
 
@@ -31,6 +34,11 @@ DeviceRates device_rates(std::string_view name) {
   r.other_fraction = 0.5;
   r.hbm_fraction = 0.85;
   r.launch_us = 4.0;
+  // Hopper (H100 SXM5 and H200 SXM): 132 SMs, 2048 resident threads each (CUDA C++ Programming
+  // Guide, compute capability 9.0). A synchronising copy of a few KB: ~10 µs (assumed).
+  r.sms = 132;
+  r.threads_per_sm = 2048;
+  r.round_trip_us = 10.0;
   r.nvlink_gbps = 450;
   if (name == "h100") {
     r.name = "h100";
@@ -54,6 +62,13 @@ double CountedStep::compute_seconds() const {
   return s;
 }
 
+double CountedStep::optimizer_seconds() const {
+  double s = 0;
+  for (const ComponentTime& c : components)
+    if (c.optimizer) s += c.seconds;
+  return s;
+}
+
 double CountedStep::mfu(double step_seconds, const DeviceRates& rates) const {
   return step_seconds > 0 ? model10_flops / (step_seconds * rates.bf16_tflops * 1e12) : 0.0;
 }
@@ -62,10 +77,17 @@ namespace {
 
 struct Work {
   std::array<kernels::KernelCounts, kernels::kKernelClasses> counts{};
+  std::vector<kernels::OptimizerLaunch> optimizer;
 };
 
+// The CUDA optimizer's launches over `params` (kernels/cuda_optimizer_launches.h).
+std::vector<kernels::OptimizerLaunch> optimizer_launches(const core::ParamStore<float>& params, const CountedRun& run) {
+  return kernels::cuda_optimizer_step_launches(core::optimizer_layouts(params, run.adafactor, run.min_dim_to_factor),
+                                              core::ChunkTable(params).size(), run.adafactor);
+}
+
 // The step's device work at TP 1 on this rank's chunk, counted.
-Work counted_work(const core::ModelConfig& chunk, int streams) {
+Work counted_work(const core::ModelConfig& chunk, int streams, const CountedRun& run) {
   kernels::MetaMemory meta;
   kernels::CountingBackend<float> backend(meta);
   core::Model<float> model(chunk, streams, backend);
@@ -77,6 +99,7 @@ Work counted_work(const core::ModelConfig& chunk, int streams) {
   model.device_work();
   Work w;
   for (int k = 0; k < kernels::kKernelClasses; ++k) w.counts[size_t(k)] = backend.counts(kernels::KernelClass(k));
+  w.optimizer = optimizer_launches(model.params(), run);
   return w;
 }
 
@@ -96,7 +119,7 @@ CountedStep count_step(const core::ModelConfig& cfg, int streams, int tp, int cp
   core::ModelConfig whole = cfg;
   whole.resolve();
   const core::ModelConfig chunk = core::chunk_config(whole, cp);
-  const Work work = counted_work(chunk, streams);
+  const Work work = counted_work(chunk, streams, run);
   CountedStep step;
   const double hbm = rates.hbm_gbps * 1e9 * rates.hbm_fraction, launch = rates.launch_us * 1e-6;
   for (int k = 0; k < kernels::kKernelClasses; ++k) {
@@ -107,13 +130,24 @@ CountedStep count_step(const core::ModelConfig& cfg, int streams, int tp, int cp
     t.seconds = std::max(t.flops / rate_of(c, rates), t.bytes / hbm) + double(t.launches) * launch;
     step.components.push_back(t);
   }
-  // The optimizer reads parameters, gradients and state and writes parameters and state, one
-  // fused pass per tensor (core/optim), ~10 FLOPs per parameter.
-  ComponentTime opt{"optimizer", 10.0 * double(memory.parameters) / 4.0,
-                    double(2 * memory.parameters + memory.gradients + 2 * memory.optimizer),
-                    int64_t(kernels::cuda_optimizer_launches_per_step(run.adafactor)), 0};
-  opt.seconds = opt.bytes / hbm + double(opt.launches) * launch;
-  step.components.push_back(opt);
+  // The optimizer, launch by launch: a grid that fills a share of the resident threads streams at
+  // that share of the bandwidth. TP shares each launch's bytes and threads.
+  (void)memory;
+  ComponentTime sums{"optimizer sums", 0, 0, 0, 0, true}, rest{"optimizer", 0, 0, 0, 0, true};
+  const double resident = double(rates.sms) * rates.threads_per_sm;
+  for (const kernels::OptimizerLaunch& l : work.optimizer) {
+    ComponentTime& t = l.factor_sums ? sums : rest;
+    t.bytes += l.bytes / tp;
+    ++t.launches;
+    if (l.copy) {
+      t.seconds += rates.round_trip_us * 1e-6;
+      continue;
+    }
+    const double fill = std::min(1.0, double(l.threads) / tp / resident);
+    t.seconds += l.bytes / tp / (hbm * fill) + launch;
+  }
+  step.components.push_back(sums);
+  step.components.push_back(rest);
   step.model10_flops = core::flops_per_token(whole).training() * double(streams) * chunk.seq_len / tp;
   return step;
 }

@@ -30,6 +30,9 @@ struct DeviceRates {
   double other_fraction = 0;      // of fp32 peak, the CUDA-core kernels
   double hbm_fraction = 0;        // of HBM bandwidth, a streaming kernel
   double launch_us = 0;           // per kernel launch, eager
+  double round_trip_us = 0;       // a small device -> host copy the host waits for
+  int sms = 0;                    // streaming multiprocessors
+  int threads_per_sm = 0;         // resident threads per SM: a grid of fewer streams slower
   double memory_gb = 0;           // HBM capacity, GB (1e9 bytes)
   double nvlink_gbps = 0;         // NVLink payload per direction per GPU, GB/s
   std::string source;             // where the peaks come from
@@ -42,12 +45,14 @@ struct ComponentTime {
   double flops = 0, bytes = 0;
   int64_t launches = 0;  // the device's: backend calls × kernels/cuda_launches.h
   double seconds = 0;  // max(FLOPs ÷ rate, bytes ÷ bandwidth) + launches × launch cost
+  bool optimizer = false;  // one of the optimizer's lines
 };
 
 struct CountedStep {
-  std::vector<ComponentTime> components;  // the kernel classes, then the optimizer
+  std::vector<ComponentTime> components;  // the kernel classes, then the optimizer's lines
   double model10_flops = 0;               // model.md §10 training FLOPs of this rank's step
   double compute_seconds() const;
+  double optimizer_seconds() const;
   // model.md §10 FLOPs ÷ (step time × bf16 peak): the MFU a measured step would report.
   double mfu(double step_seconds, const DeviceRates& rates) const;
 };
@@ -56,13 +61,17 @@ struct CountedStep {
 struct CountedRun {
   bool bf16 = true;       // train.precision: a bf16 GEMM converts its operands first
   bool adafactor = true;  // optim.kind: the optimizer's launches a step
+  int64_t min_dim_to_factor = 128;  // optim.min_dim_to_factor: which tensors Adafactor factors
 };
 
 // This rank's compute for `streams` streams (B) of `cfg` at TP `tp` and CP `cp`: the chunk's
 // step counted at TP 1 and its FLOPs, bytes and launches' work shared by TP (an approximation:
 // the norms TP replicates are counted as split); each class's backend calls made the CUDA
-// backend's launches (kernels/cuda_launches.h); the optimizer's update streams `memory`'s
-// parameters, gradients and state once.
+// backend's launches (kernels/cuda_launches.h); the optimizer's step is the CUDA optimizer's own
+// launches over the chunk's parameters (kernels/cuda_optimizer_launches.h), each taking
+// bytes ÷ (bandwidth × the share of the device's resident threads its grid fills) + its launch,
+// and a copy the host waits for a round trip: two lines, Adafactor's row and column sums of G
+// ("optimizer sums") and the rest. `memory` is no longer read (kept for the callers' plans).
 CountedStep count_step(const core::ModelConfig& cfg, int streams, int tp, int cp, const MemoryPrediction& memory,
                        const DeviceRates& rates, const CountedRun& run = {});
 

@@ -240,7 +240,7 @@ LayoutPlan plan_layout(const core::ModelConfig& cfg, const core::OptimConfig& op
   }
   if (!cluster.device.empty() && !cluster.has_rates()) {  // the step counted per component
     plan.counted = count_step(cfg, B, tp, cp, plan.memory, device_rates(cluster.device),
-                              {options.bf16, optim.kind == core::OptimKind::kAdafactor});
+                              {options.bf16, optim.kind == core::OptimKind::kAdafactor, optim.min_dim_to_factor});
     plan.time.compute_s = plan.counted.compute_seconds();
   } else {
     plan_compute_time(plan, flops, double(B) * cfg.seq_len / cp, cluster);

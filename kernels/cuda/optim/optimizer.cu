@@ -3,7 +3,7 @@
 //
 // Determinism: no atomics. A chunk-list kernel runs one block per chunk and sums it with the
 // fixed block tree of device_common.cuh in double. A matrix's row and column sums of G come
-// from one tiled pass and a fold in tile order (adafactor_sums_tiling.h); other layouts' sums
+// from one tiled pass and a fold in a fixed order (adafactor_sums_tiling.h); other layouts' sums
 // and the means give one thread per output entry, adding its inputs serially in index order.
 // Every sum is in double in a fixed order; they agree with the CPU's to rounding.
 // fp32 element math with double accumulations, as on the CPU (nvcc may contract a*b+c to an
@@ -128,22 +128,26 @@ __global__ void adafactor_tile_sums_kernel(const float* g, AdafactorSumsTiling s
   }
 }
 
-// Each row sum adds its column tiles' partials, each column sum its row tiles', in tile order.
+// Each row sum adds its column tiles' partials, each column sum its row tiles': a block of
+// kFoldCols entries x kFoldLanes lanes, each lane adding every kFoldLanes-th partial in order,
+// then lane 0 the lanes in order. Row sums take the first fold_row_blocks() blocks.
 __global__ void adafactor_fold_sums_kernel(AdafactorSumsTiling s, const double* row_part, const double* col_part,
                                            double* row_sums, double* col_sums) {
-  const int64_t f2 = s.groups * s.cols;
-  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < s.rows + f2;
-       e += int64_t{gridDim.x} * blockDim.x) {
-    double acc = 0.0;
-    if (e < s.rows) {
-      for (int64_t ct = 0; ct < s.col_tiles; ++ct) acc += row_part[ct * s.rows + e];
-      row_sums[e] = acc;
-    } else {
-      const int64_t k = e - s.rows;
-      for (int64_t rt = 0; rt < s.row_tiles; ++rt) acc += col_part[rt * f2 + k];
-      col_sums[k] = acc;
-    }
-  }
+  constexpr int C = AdafactorSumsTiling::kFoldCols, L = AdafactorSumsTiling::kFoldLanes;
+  __shared__ double lanes[L][C + 1];
+  const bool rows = blockIdx.x < s.fold_row_blocks();
+  const int64_t width = rows ? s.rows : s.groups * s.cols, count = rows ? s.col_tiles : s.row_tiles;
+  const double* part = rows ? row_part : col_part;
+  const int64_t j = (rows ? blockIdx.x : blockIdx.x - s.fold_row_blocks()) * C + threadIdx.x;
+  double acc = 0.0;
+  if (j < width)
+    for (int64_t i = threadIdx.y; i < count; i += L) acc += part[i * width + j];
+  lanes[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y != 0 || j >= width) return;
+  double sum = 0.0;
+  for (int l = 0; l < L; ++l) sum += lanes[l][threadIdx.x];
+  (rows ? row_sums : col_sums)[j] = sum;
 }
 
 // General F1 entries (row, j = q1*P2 + q2): one thread each, a serial sum over n2.
@@ -329,7 +333,8 @@ void launch_adafactor_gradient_sums(const OptimTensor<float>& t, float grad_scal
     adafactor_tile_sums_kernel<<<static_cast<int>(tiles), AdafactorSumsTiling::kCols, 0, stream>>>(
         t.grad, tiling, grad_scale, eps, row_part, col_part);
     BRT_CUDA_CHECK_LAUNCH("adafactor_gradient_sums (tiles)");
-    adafactor_fold_sums_kernel<<<elementwise_blocks(rows + t.p0 * cols), kOptimThreads, 0, stream>>>(
+    const dim3 fold_block(AdafactorSumsTiling::kFoldCols, AdafactorSumsTiling::kFoldLanes);
+    adafactor_fold_sums_kernel<<<static_cast<int>(tiling.fold_blocks()), fold_block, 0, stream>>>(
         tiling, row_part, col_part, row_sums, col_sums);
     BRT_CUDA_CHECK_LAUNCH("adafactor_gradient_sums (fold)");
     return;

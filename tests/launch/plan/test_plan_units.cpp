@@ -6,6 +6,7 @@
 #include "core/flops.h"
 #include "core/param_count.h"
 #include "launch/config/config.h"
+#include "kernels/cuda_optimizer_launches.h"
 #include "launch/plan/planner.h"
 
 namespace brt::launch {
@@ -104,7 +105,7 @@ TEST(PlanCluster, ADeviceFieldPlansTheCountedStep) {
     const auto plans = plan_layouts(rc.model, rc.optim, c, 16);
     ASSERT_FALSE(plans.empty());
     const LayoutPlan& best = plans.front();
-    ASSERT_EQ(best.counted.components.size(), 7u);  // six kernel classes and the optimizer
+    ASSERT_EQ(best.counted.components.size(), 8u);  // six kernel classes and the optimizer's two lines
     const DeviceRates rates = device_rates(device);
     double sum = 0;
     for (const ComponentTime& t : best.counted.components) {
@@ -119,6 +120,31 @@ TEST(PlanCluster, ADeviceFieldPlansTheCountedStep) {
     compute[i++] = best.time.compute_s;
   }
   EXPECT_LE(compute[1], compute[0]);
+}
+
+// The optimizer's launches as kernels/cuda/optim issues them: the gradient norm and its read-back,
+// then Adafactor's kernels in core's order, five per factored tensor (the tiled sums and their
+// fold, accumulators, means, factors), with the grids the launchers choose.
+TEST(PlanOptimizer, LaunchesFollowTheKernelsGrids) {
+  kernels::OptimTensor<float> matrix, vector;
+  matrix.factored = 1;
+  matrix.n1 = 2048;
+  matrix.n2 = 8192;
+  vector.p0 = 1000;
+  const auto adafactor = kernels::cuda_optimizer_step_launches({matrix, vector}, 10, true);
+  ASSERT_EQ(adafactor.size(), 13u);
+  int copies = 0;
+  for (const auto& l : adafactor) copies += l.copy ? 1 : 0;
+  EXPECT_EQ(copies, 4);  // the norm's, the parameter and update squares', the coefficients
+  EXPECT_EQ(adafactor[3].kernel, "adafactor_tile_sums");
+  EXPECT_EQ(adafactor[3].threads, 64 * 64 * 128);  // 2048 / 32 row tiles x 8192 / 128 column tiles
+  EXPECT_DOUBLE_EQ(adafactor[3].bytes, 4.0 * 2048 * 8192 + 8.0 * (64 * 2048 + 64 * 8192));
+  EXPECT_EQ(adafactor[4].kernel, "adafactor_fold_sums");
+  EXPECT_EQ(adafactor[4].threads, (2048 + 8192) / 32 * 32 * 16);
+  EXPECT_TRUE(adafactor[3].factor_sums && adafactor[4].factor_sums && !adafactor[5].factor_sums);
+  const auto adamw = kernels::cuda_optimizer_step_launches({matrix, vector}, 10, false);
+  ASSERT_EQ(adamw.size(), 3u);
+  EXPECT_DOUBLE_EQ(adamw[2].bytes, 7 * 4.0 * (2048 * 8192 + 1000));
 }
 
 TEST(PlanComm, RingAllReduceFormula) {

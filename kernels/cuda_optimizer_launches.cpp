@@ -1,0 +1,78 @@
+#include "kernels/cuda_optimizer_launches.h"
+
+#include <algorithm>
+
+#include "kernels/cuda/optim/adafactor_sums_tiling.h"
+
+namespace brt::kernels {
+
+namespace {
+
+constexpr int64_t kChunkThreads = 256;  // optimizer.cu's kOptimThreads: one block per chunk
+constexpr double kF = sizeof(float), kD = sizeof(double);
+
+// device_common.cuh's elementwise_blocks: a grid-stride loop over n with at most 132 x 16 blocks.
+int64_t grid_stride_threads(int64_t n) {
+  return std::clamp<int64_t>((n + kChunkThreads - 1) / kChunkThreads, 1, 132 * 16) * kChunkThreads;
+}
+
+int64_t numel(const OptimTensor<float>& t) { return t.rows() * t.cols(); }
+
+// launch_adafactor_gradient_sums: the tiled pass and its fold, or the per-entry kernels.
+void gradient_sums(const OptimTensor<float>& t, std::vector<OptimizerLaunch>& out) {
+  const cuda::AdafactorSumsTiling s = cuda::adafactor_sums_tiling(t);
+  const double g = kF * double(numel(t));
+  if (s.tiled) {
+    const int64_t tiles = s.col_tiles * s.groups * s.row_tiles;
+    out.push_back({"adafactor_tile_sums", tiles * cuda::AdafactorSumsTiling::kCols, g + kD * double(s.scratch()), true});
+    out.push_back({"adafactor_fold_sums",
+                   s.fold_blocks() * cuda::AdafactorSumsTiling::kFoldCols * cuda::AdafactorSumsTiling::kFoldLanes,
+                   kD * double(s.scratch() + t.f1_size() + t.f2_size()), true});
+    return;
+  }
+  out.push_back({"adafactor_inner_row_sums", grid_stride_threads(t.f1_size()), g + kD * double(t.f1_size()), true});
+  out.push_back({"adafactor_col_sums", grid_stride_threads(t.f2_size()), g + kD * double(t.f2_size()), true});
+}
+
+}  // namespace
+
+std::vector<OptimizerLaunch> cuda_optimizer_step_launches(const std::vector<OptimTensor<float>>& tensors,
+                                                          int64_t n_chunks, bool adafactor) {
+  int64_t all = 0, factored = 0;
+  for (const auto& t : tensors) {
+    all += numel(t);
+    if (t.factored) factored += numel(t);
+  }
+  const int64_t chunk_threads = n_chunks * kChunkThreads, plain = all - factored;
+  const double partials = kD * double(n_chunks);
+  std::vector<OptimizerLaunch> out;
+  // core/optim/grad_clip.cpp GradNorm::compute: every step reports the norm.
+  out.push_back({"optim_sum_squares", chunk_threads, kF * double(all) + partials});
+  out.push_back({"gradient norm partials to the host", 0, partials, false, true});
+  if (!adafactor) {  // the fused AdamW: g, m, v, w read; m, v, w written
+    out.push_back({"adamw_update", chunk_threads, 7 * kF * double(all)});
+    return out;
+  }
+  // core/optim/adafactor.cpp Adafactor::update, phase A: every value read; v read, written, g read.
+  out.push_back({"adafactor_second_moment", chunk_threads, kF * double(all) + 3 * kF * double(plain) + 2 * partials});
+  for (const auto& t : tensors)
+    if (t.factored) gradient_sums(t, out);
+  out.push_back({"parameter squares to the host", 0, partials, false, true});
+  // Phase B, per factored tensor: accumulators and means, then the rsqrt factors.
+  for (const auto& t : tensors) {
+    if (!t.factored) continue;
+    const double f = double(t.f1_size() + t.f2_size());
+    out.push_back({"adafactor_accumulators", grid_stride_threads(t.f1_size() + t.f2_size()), (kD + 2 * kF) * f});
+    out.push_back({"adafactor_mean_sums", grid_stride_threads(t.n_means()),
+                   kF * double(t.r_is_f1 ? t.f1_size() : t.f2_size()) + kD * double(t.n_means())});
+    out.push_back({"adafactor_factors", grid_stride_threads(t.f1_size() + t.f2_size()), 2 * kF * f});
+  }
+  out.push_back({"adafactor_factored_update_squares", chunk_threads, kF * double(factored) + partials});
+  out.push_back({"update squares to the host", 0, partials, false, true});
+  out.push_back({"update coefficients to the device", 0, kF * double(tensors.size()), false, true});
+  // Phase C: g, m (and v) read; m and the value read and written.
+  out.push_back({"adafactor_apply", chunk_threads, 5 * kF * double(all) + kF * double(plain)});
+  return out;
+}
+
+}  // namespace brt::kernels
