@@ -14,7 +14,6 @@
 #include "kernels/cuda/device/device_arena.h"
 #include "kernels/cuda/device/device_memory.h"
 #include "kernels/cuda/launchers.h"
-#include "kernels/cuda/ssm/ssm_state_staged.h"
 #include "kernels/cuda/device/stream_wait.h"
 
 namespace brt::kernels::cuda {
@@ -219,24 +218,24 @@ class CudaBackend final : public Backend<float> {
                                 const ssm::S4dGrads<float>& g) override {
     launch_s4d_carry_apply_backward(d, p, state, active, dy, g, scratch(), stream_);
   }
-  // Context parallelism's state passing: staged through the host for now (ssm_state_staged.h).
+  // Context parallelism's state passing (ssm/s4d_state_passing.cu), on the stream.
   void s4d_state_advance(const ssm::S4dCarryDims& d, const ssm::S4dParams<float>& p,
                          const double* h, double* x, bool adjoint) override {
-    staged_s4d_state_advance(*memory_, d, p, h, x, adjoint);
+    launch_s4d_state_advance(d, p, h, x, adjoint, stream_);
   }
   void s4d_state_apply_grad(const ssm::S4dCarryDims& d, const ssm::S4dParams<float>& p,
                             const float* dy, double* g) override {
-    staged_s4d_state_apply_grad(*memory_, d, p, dy, g);
+    launch_s4d_state_apply_grad(d, p, dy, g, stream_);
   }
   void s4d_state_advance_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<float>& p,
                                   const double* x_prev, const double* gnext,
                                   const ssm::S4dGrads<float>& g) override {
-    staged_s4d_state_advance_backward(*memory_, d, p, x_prev, gnext, g);
+    launch_s4d_state_advance_backward(d, p, x_prev, gnext, g, scratch(), stream_);
   }
   void s4d_summary_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<float>& p,
                             const float* u, const double* dh, float* du,
                             const ssm::S4dGrads<float>& g) override {
-    staged_s4d_summary_backward(*memory_, d, p, u, dh, du, g);
+    launch_s4d_summary_backward(d, p, u, dh, du, g, scratch(), stream_);
   }
   void sine_forward(const float* a, const float* freq, int n, int O, float* s) override {
     launch_sine_forward(a, freq, n, O, s, stream_);

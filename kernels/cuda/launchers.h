@@ -181,6 +181,18 @@ void launch_s4d_carry_apply_backward(const ssm::S4dCarryDims& d, const ssm::S4dP
                                      const float* dy, const ssm::S4dGrads<float>& g,
                                      DeviceArena& scratch, cudaStream_t stream);
 
+// ---- ssm/s4d_state_passing.cu (context parallelism's S4D state passing, kernels/ssm/s4d_state_passing.h) ----
+void launch_s4d_state_advance(const ssm::S4dCarryDims& d, const ssm::S4dParams<float>& p, const double* h,
+                              double* x, bool adjoint, cudaStream_t stream);
+void launch_s4d_state_apply_grad(const ssm::S4dCarryDims& d, const ssm::S4dParams<float>& p, const float* dy,
+                                 double* g, cudaStream_t stream);
+void launch_s4d_state_advance_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<float>& p,
+                                       const double* x_prev, const double* gnext, const ssm::S4dGrads<float>& g,
+                                       DeviceArena& scratch, cudaStream_t stream);
+void launch_s4d_summary_backward(const ssm::S4dCarryDims& d, const ssm::S4dParams<float>& p, const float* u,
+                                 const double* dh, float* du, const ssm::S4dGrads<float>& g, DeviceArena& scratch,
+                                 cudaStream_t stream);
+
 // ---- implicit_filter.cu (model.md §7.1 `unstructured`: the filter network's ops) ----
 void launch_sine_forward(const float* a, const float* freq, int n, int O, float* s,
                          cudaStream_t stream);
