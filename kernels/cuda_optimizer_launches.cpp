@@ -37,7 +37,7 @@ void gradient_sums(const OptimTensor<float>& t, std::vector<OptimizerLaunch>& ou
 }  // namespace
 
 std::vector<OptimizerLaunch> cuda_optimizer_step_launches(const std::vector<OptimTensor<float>>& tensors,
-                                                          int64_t n_chunks, bool adafactor) {
+                                                          int64_t n_chunks, bool adafactor, bool reducer) {
   int64_t all = 0, factored = 0;
   for (const auto& t : tensors) {
     all += numel(t);
@@ -57,7 +57,7 @@ std::vector<OptimizerLaunch> cuda_optimizer_step_launches(const std::vector<Opti
   out.push_back({"adafactor_second_moment", chunk_threads, kF * double(all) + 3 * kF * double(plain) + 2 * partials});
   for (const auto& t : tensors)
     if (t.factored) gradient_sums(t, out);
-  out.push_back({"parameter squares to the host", 0, partials, false, true});
+  if (reducer) out.push_back({"parameter squares to the host", 0, partials, false, true});
   // Phase B, per factored tensor: accumulators and means, then the rsqrt factors.
   for (const auto& t : tensors) {
     if (!t.factored) continue;
@@ -68,8 +68,13 @@ std::vector<OptimizerLaunch> cuda_optimizer_step_launches(const std::vector<Opti
     out.push_back({"adafactor_factors", grid_stride_threads(t.f1_size() + t.f2_size()), 2 * kF * f});
   }
   out.push_back({"adafactor_factored_update_squares", chunk_threads, kF * double(factored) + partials});
-  out.push_back({"update squares to the host", 0, partials, false, true});
-  out.push_back({"update coefficients to the device", 0, kF * double(tensors.size()), false, true});
+  const auto n = int64_t(tensors.size());
+  if (reducer) {
+    out.push_back({"update squares to the host", 0, partials, false, true});
+    out.push_back({"update coefficients to the device", 0, kF * double(n), false, true});
+  } else {  // one thread per tensor over its chunks' two partials
+    out.push_back({"adafactor_coefficients", grid_stride_threads(n), 2 * partials + kD * double(2 * n + 1) + kF * double(n)});
+  }
   // Phase C: g, m (and v) read; m and the value read and written.
   out.push_back({"adafactor_apply", chunk_threads, 5 * kF * double(all) + kF * double(plain)});
   return out;

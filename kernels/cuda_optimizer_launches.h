@@ -26,7 +26,9 @@ struct OptimizerLaunch {
 
 // One step over `tensors` (their layouts: core::adafactor_layout for Adafactor, numel in
 // p0..p2 otherwise; pointers unused), `n_chunks` the optimizer's chunk table's size.
+// `reducer`: Adafactor's statistics are summed across ranks (tensor parallelism), so they go
+// through the host; without one the coefficients are made on the device.
 std::vector<OptimizerLaunch> cuda_optimizer_step_launches(const std::vector<OptimTensor<float>>& tensors,
-                                                          int64_t n_chunks, bool adafactor);
+                                                          int64_t n_chunks, bool adafactor, bool reducer = false);
 
 }  // namespace brt::kernels

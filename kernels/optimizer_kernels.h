@@ -18,6 +18,7 @@
 //  - Kernels never allocate and never synchronise; Memory::to_host orders after them.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 
@@ -85,6 +86,22 @@ struct OptimChunk {
 
 enum class OptimField { kValue, kGrad };
 
+// Adafactor's per-tensor update coefficient (model.md §10c), for adafactor_coefficients.
+struct AdafactorScalars {
+  double lr = 0, min_param_scale = 0, update_clip = 0;
+};
+
+// coef = lr * max(RMS(param), min_param_scale) / max(1, RMS(y) / update_clip), RMS(x) =
+// sqrt(sum of squares / n), in double as written: core's host arithmetic, so the two agree bit
+// for bit.
+BRT_HOST_DEVICE inline double adafactor_coefficient(const AdafactorScalars& s, double param_squares,
+                                                    double update_squares, double n) {
+  const double rms_param = sqrt(param_squares / n), rms_update = sqrt(update_squares / n) / s.update_clip;
+  const double param_scale = rms_param < s.min_param_scale ? s.min_param_scale : rms_param;  // std::max
+  const double clip_denom = 1.0 < rms_update ? rms_update : 1.0;
+  return s.lr * param_scale / clip_denom;
+}
+
 // AdamW step constants (model.md §10c), already in T as the update uses them.
 template <typename T>
 struct AdamWStep {
@@ -140,6 +157,13 @@ class OptimizerKernels {
   virtual void adafactor_factored_update_squares(const OptimChunk* chunks, int64_t n_chunks,
                                                  const OptimTensor<T>* tensors, T grad_scale,
                                                  double* update_squares) = 0;
+  // Every tensor's coefficient from the chunk partials of adafactor_second_moment and
+  // adafactor_factored_update_squares, on the device (no round trip through the host): tensor p
+  // sums its chunks [first_chunk[p], first_chunk[p+1]) in chunk order, n = rms_count[p].
+  // first_chunk and rms_count are in memory() (uploaded once); n_tensors + 1 entries / n_tensors.
+  virtual void adafactor_coefficients(int32_t n_tensors, const int64_t* first_chunk, const int64_t* rms_count,
+                                      const double* param_squares, const double* update_squares,
+                                      const AdafactorScalars& scalars, T* coef) = 0;
   // u = coef[tensor]*y (coef = lr * param scale / clip denominator, per tensor),
   // m <- beta1*m + (1-beta1)*u, value -= m.
   virtual void adafactor_apply(const OptimChunk* chunks, int64_t n_chunks,

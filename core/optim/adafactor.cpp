@@ -142,6 +142,13 @@ void Adafactor<T>::allocate_state(int64_t v_total, int64_t f1_total, int64_t f2_
   psq_partial_dev_.allocate(memory, static_cast<size_t>(this->table_.size()), "Adafactor param squares");
   ysq_partial_dev_.allocate(memory, static_cast<size_t>(this->table_.size()), "Adafactor update squares");
   coef_dev_.allocate(memory, static_cast<size_t>(n_params), "Adafactor update coefficients");
+  const std::vector<int64_t>& first = this->table_.first_chunks();
+  std::vector<int64_t> counts;
+  for (const Plan& plan : plans_) counts.push_back(plan.rms_count);
+  first_chunk_dev_.allocate(memory, first.size(), "Adafactor first chunk per parameter");
+  first_chunk_dev_.from_host(first);
+  rms_count_dev_.allocate(memory, counts.size(), "Adafactor RMS count per parameter");
+  rms_count_dev_.from_host(counts);
   row_sums_.assign(static_cast<size_t>(f1_total), 0.0);
   col_sums_.assign(static_cast<size_t>(f2_total), 0.0);
   mean_sums_.assign(static_cast<size_t>(mean_total), 0.0);
@@ -210,9 +217,11 @@ void Adafactor<T>::update(double lr, double grad_scale) {
     k.adafactor_gradient_sums(plan.tensor, gs, eps, row_sums_dev_.data() + plan.f1_off,
                               col_sums_dev_.data() + plan.f2_off, sums_scratch_.data());
   }
-  stats_to_host(memory, psq_partial_dev_, psq_partial_);
-  table.sum_per_param(psq_partial_, psq_);
-  if (this->reducer_) this->reducer_->reduce(StatKind::kParamSquares, psq_, table.per_param_blocks());
+  if (this->reducer_) {  // the sums leave this rank: through the host
+    stats_to_host(memory, psq_partial_dev_, psq_partial_);
+    table.sum_per_param(psq_partial_, psq_);
+    this->reducer_->reduce(StatKind::kParamSquares, psq_, table.per_param_blocks());
+  }
   reduce_stats(StatKind::kFactorRows, row_sums_dev_, row_sums_, row_blocks_);
   reduce_stats(StatKind::kFactorCols, col_sums_dev_, col_sums_, col_blocks_);
 
@@ -226,18 +235,23 @@ void Adafactor<T>::update(double lr, double grad_scale) {
   reduce_stats(StatKind::kFactorMean, mean_sums_dev_, mean_sums_, mean_blocks_);
   for (int p : factored_) k.adafactor_compute_factors(plans_[p].tensor, mean_sums_dev_.data() + plans_[p].mean_off);
   k.adafactor_factored_update_squares(chunks, n_chunks, tensors_.data(), gs, ysq_partial_dev_.data());
-  stats_to_host(memory, ysq_partial_dev_, ysq_partial_);
-  table.sum_per_param(ysq_partial_, ysq_);
-  if (this->reducer_) this->reducer_->reduce(StatKind::kUpdateSquares, ysq_, table.per_param_blocks());
 
-  // Phase C: u = lr * max(RMS(param), 1e-3) * y / max(1, RMS(y)/clip); momentum; apply.
-  for (size_t p = 0; p < plans_.size(); ++p) {
-    const double n = static_cast<double>(plans_[p].rms_count);  // RMS over the whole tensor
-    const double param_scale = std::max(std::sqrt(psq_[p] / n), c.min_param_scale);
-    const double clip_denom = std::max(1.0, std::sqrt(ysq_[p] / n) / c.update_clip);
-    coef_[p] = static_cast<T>(lr * param_scale / clip_denom);
+  // Phase C: u = lr * max(RMS(param), 1e-3) * y / max(1, RMS(y)/clip) (RMS over the whole
+  // tensor); momentum; apply. One rank's coefficients never leave the device; a reducer's
+  // totals are made on the host and sent back.
+  const kernels::AdafactorScalars scalars{lr, c.min_param_scale, c.update_clip};
+  if (this->reducer_) {
+    stats_to_host(memory, ysq_partial_dev_, ysq_partial_);
+    table.sum_per_param(ysq_partial_, ysq_);
+    this->reducer_->reduce(StatKind::kUpdateSquares, ysq_, table.per_param_blocks());
+    for (size_t p = 0; p < plans_.size(); ++p)
+      coef_[p] = static_cast<T>(
+          kernels::adafactor_coefficient(scalars, psq_[p], ysq_[p], static_cast<double>(plans_[p].rms_count)));
+    memory.from_host(coef_dev_.data(), coef_.data(), coef_.size() * sizeof(T));
+  } else {
+    k.adafactor_coefficients(static_cast<int32_t>(plans_.size()), first_chunk_dev_.data(), rms_count_dev_.data(),
+                             psq_partial_dev_.data(), ysq_partial_dev_.data(), scalars, coef_dev_.data());
   }
-  memory.from_host(coef_dev_.data(), coef_.data(), coef_.size() * sizeof(T));
   k.adafactor_apply(chunks, n_chunks, tensors_.data(), coef_dev_.data(), gs, static_cast<T>(c.beta1),
                     static_cast<T>(1.0 - c.beta1));
 }

@@ -87,6 +87,9 @@ class Adafactor final : public Optimizer<T> {
   kernels::Buffer<T> m_, v_, factors_, scratch_;
   kernels::Buffer<kernels::OptimTensor<T>> tensors_;
   kernels::Buffer<T> coef_dev_;  // per parameter: lr * param scale / clip denominator
+  // For the coefficients on the device (no reducer): the chunk table's first chunks and each
+  // parameter's RMS count, in the store's memory.
+  kernels::Buffer<int64_t> first_chunk_dev_, rms_count_dev_;
   std::vector<T> coef_;
   // Sums along the factored axes and of R, in the store's memory and (for the reducer) here.
   kernels::Buffer<double> row_sums_dev_, col_sums_dev_, mean_sums_dev_;

@@ -72,6 +72,8 @@ class ChunkTable {
   const std::vector<ParamChunk>& chunks() const { return chunks_; }
   int64_t size() const { return static_cast<int64_t>(chunks_.size()); }
   int params() const { return static_cast<int>(first_.size()) - 1; }
+  // first_chunks()[p] .. first_chunks()[p + 1]: parameter p's chunks (params() + 1 entries).
+  const std::vector<int64_t>& first_chunks() const { return first_; }
   // Adds partial[c] over each parameter's chunks, in chunk order, into per_param[p].
   void sum_per_param(std::span<const double> partial, std::span<double> per_param) const;
   // Blocks describing one entry per parameter (for the per-parameter StatKinds).

@@ -174,6 +174,18 @@ class CpuOptimizerKernels final : public OptimizerKernels<T> {
     }
   }
 
+  void adafactor_coefficients(int32_t n_tensors, const int64_t* first_chunk, const int64_t* rms_count,
+                              const double* param_squares, const double* update_squares,
+                              const AdafactorScalars& scalars, T* coef) override {
+    for (int32_t p = 0; p < n_tensors; ++p) {
+      double psq = 0.0, ysq = 0.0;
+      for (int64_t c = first_chunk[p]; c < first_chunk[p + 1]; ++c) {
+        psq += param_squares[c];
+        ysq += update_squares[c];
+      }
+      coef[p] = static_cast<T>(adafactor_coefficient(scalars, psq, ysq, static_cast<double>(rms_count[p])));
+    }
+  }
   void adafactor_apply(const OptimChunk* chunks, int64_t n_chunks, const OptimTensor<T>* tensors, const T* coefs,
                        T gs, T beta1, T one_minus_beta1) override {
 #pragma omp parallel for schedule(static)

@@ -83,7 +83,7 @@ struct Work {
 // The CUDA optimizer's launches over `params` (kernels/cuda_optimizer_launches.h).
 std::vector<kernels::OptimizerLaunch> optimizer_launches(const core::ParamStore<float>& params, const CountedRun& run) {
   return kernels::cuda_optimizer_step_launches(core::optimizer_layouts(params, run.adafactor, run.min_dim_to_factor),
-                                              core::ChunkTable(params).size(), run.adafactor);
+                                              core::ChunkTable(params).size(), run.adafactor, run.tp > 1);
 }
 
 // The step's device work at TP 1 on this rank's chunk, counted.
@@ -119,7 +119,9 @@ CountedStep count_step(const core::ModelConfig& cfg, int streams, int tp, int cp
   core::ModelConfig whole = cfg;
   whole.resolve();
   const core::ModelConfig chunk = core::chunk_config(whole, cp);
-  const Work work = counted_work(chunk, streams, run);
+  CountedRun with_tp = run;
+  with_tp.tp = tp;
+  const Work work = counted_work(chunk, streams, with_tp);
   CountedStep step;
   const double hbm = rates.hbm_gbps * 1e9 * rates.hbm_fraction, launch = rates.launch_us * 1e-6;
   for (int k = 0; k < kernels::kKernelClasses; ++k) {

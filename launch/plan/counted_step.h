@@ -62,6 +62,7 @@ struct CountedRun {
   bool bf16 = true;       // train.precision: a bf16 GEMM converts its operands first
   bool adafactor = true;  // optim.kind: the optimizer's launches a step
   int64_t min_dim_to_factor = 128;  // optim.min_dim_to_factor: which tensors Adafactor factors
+  int tp = 1;  // (count_step sets it) TP > 1 sums Adafactor's statistics through the host
 };
 
 // This rank's compute for `streams` streams (B) of `cfg` at TP `tp` and CP `cp`: the chunk's

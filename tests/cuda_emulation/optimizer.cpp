@@ -30,6 +30,7 @@ class EmulatedCudaKernels final : public OptimizerKernels<float> {
   void adafactor_update_factors(const OptimTensor<float>& t, double rho, const double* r, const double* c, double* m) override { launch_adafactor_update_factors(t, rho, r, c, m, nullptr); cudaDeviceSynchronize(); }
   void adafactor_compute_factors(const OptimTensor<float>& t, const double* m) override { launch_adafactor_compute_factors(t, m, nullptr); cudaDeviceSynchronize(); }
   void adafactor_factored_update_squares(const OptimChunk* c, int64_t n, const OptimTensor<float>* t, float gs, double* ysq) override { launch_adafactor_factored_update_squares(c, n, t, gs, ysq, nullptr); cudaDeviceSynchronize(); }
+  void adafactor_coefficients(int32_t n, const int64_t* first, const int64_t* count, const double* psq, const double* ysq, const AdafactorScalars& s, float* coef) override { launch_adafactor_coefficients(n, first, count, psq, ysq, s, coef, nullptr); cudaDeviceSynchronize(); }
   void adafactor_apply(const OptimChunk* c, int64_t n, const OptimTensor<float>* t, const float* coef, float gs, float b1, float omb1) override { launch_adafactor_apply(c, n, t, coef, gs, b1, omb1, nullptr); cudaDeviceSynchronize(); }
 };
 

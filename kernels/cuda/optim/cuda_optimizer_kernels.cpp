@@ -52,6 +52,12 @@ class CudaOptimizerKernels final : public OptimizerKernels<float> {
                                          double* update_squares) override {
     launch_adafactor_factored_update_squares(chunks, n_chunks, tensors, grad_scale, update_squares, stream_);
   }
+  void adafactor_coefficients(int32_t n_tensors, const int64_t* first_chunk, const int64_t* rms_count,
+                              const double* param_squares, const double* update_squares,
+                              const AdafactorScalars& scalars, float* coef) override {
+    launch_adafactor_coefficients(n_tensors, first_chunk, rms_count, param_squares, update_squares, scalars, coef,
+                                  stream_);
+  }
   void adafactor_apply(const OptimChunk* chunks, int64_t n_chunks, const OptimTensor<float>* tensors,
                        const float* coef, float grad_scale, float beta1, float one_minus_beta1) override {
     launch_adafactor_apply(chunks, n_chunks, tensors, coef, grad_scale, beta1, one_minus_beta1, stream_);

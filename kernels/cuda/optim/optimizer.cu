@@ -273,6 +273,21 @@ __global__ void adafactor_factored_squares_kernel(const OptimChunk* chunks,
   if (threadIdx.x == 0) update_squares[blockIdx.x] = acc;
 }
 
+// One thread per tensor: its chunks' partials in chunk order, then the coefficient in double,
+// exactly as core computes it on the host.
+__global__ void adafactor_coefficients_kernel(int32_t n_tensors, const int64_t* first_chunk, const int64_t* rms_count,
+                                              const double* param_squares, const double* update_squares,
+                                              AdafactorScalars s, float* coef) {
+  for (int32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < n_tensors; p += gridDim.x * blockDim.x) {
+    double psq = 0.0, ysq = 0.0;
+    for (int64_t c = first_chunk[p]; c < first_chunk[p + 1]; ++c) {
+      psq += param_squares[c];
+      ysq += update_squares[c];
+    }
+    coef[p] = static_cast<float>(adafactor_coefficient(s, psq, ysq, static_cast<double>(rms_count[p])));
+  }
+}
+
 __global__ void adafactor_apply_kernel(const OptimChunk* chunks, const OptimTensor<float>* tensors,
                                        const float* coefs, float gs, float beta1,
                                        float one_minus_beta1) {
@@ -371,6 +386,15 @@ void launch_adafactor_factored_update_squares(const OptimChunk* chunks, int64_t 
   if (n_chunks <= 0) return;
   adafactor_factored_squares_kernel<<<chunk_blocks(n_chunks), kOptimThreads, 0, stream>>>(chunks, tensors, grad_scale, update_squares);
   BRT_CUDA_CHECK_LAUNCH("adafactor_factored_update_squares");
+}
+
+void launch_adafactor_coefficients(int32_t n_tensors, const int64_t* first_chunk, const int64_t* rms_count,
+                                   const double* param_squares, const double* update_squares,
+                                   const AdafactorScalars& scalars, float* coef, cudaStream_t stream) {
+  if (n_tensors <= 0) return;
+  adafactor_coefficients_kernel<<<elementwise_blocks(n_tensors), kOptimThreads, 0, stream>>>(
+      n_tensors, first_chunk, rms_count, param_squares, update_squares, scalars, coef);
+  BRT_CUDA_CHECK_LAUNCH("adafactor_coefficients");
 }
 
 void launch_adafactor_apply(const OptimChunk* chunks, int64_t n_chunks,

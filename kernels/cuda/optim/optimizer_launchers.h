@@ -35,6 +35,9 @@ void launch_adafactor_factored_update_squares(const OptimChunk* chunks, int64_t 
                                               const OptimTensor<float>* tensors,
                                               float grad_scale, double* update_squares,
                                               cudaStream_t stream);
+void launch_adafactor_coefficients(int32_t n_tensors, const int64_t* first_chunk, const int64_t* rms_count,
+                                   const double* param_squares, const double* update_squares,
+                                   const AdafactorScalars& scalars, float* coef, cudaStream_t stream);
 void launch_adafactor_apply(const OptimChunk* chunks, int64_t n_chunks,
                             const OptimTensor<float>* tensors, const float* coef,
                             float grad_scale, float beta1, float one_minus_beta1,

@@ -112,6 +112,11 @@ class GuardedKernels final : public kernels::OptimizerKernels<float> {
     GuardedMemory::Open open(memory_);
     cpu_->adafactor_factored_update_squares(c, n, t, gs, ysq);
   }
+  void adafactor_coefficients(int32_t n, const int64_t* first, const int64_t* count, const double* psq,
+                              const double* ysq, const kernels::AdafactorScalars& s, float* coef) override {
+    GuardedMemory::Open open(memory_);
+    cpu_->adafactor_coefficients(n, first, count, psq, ysq, s, coef);
+  }
   void adafactor_apply(const kernels::OptimChunk* c, int64_t n, const Tensor* t, const float* coef, float gs, float b1,
                        float omb1) override {
     GuardedMemory::Open open(memory_);
@@ -230,6 +235,33 @@ TEST(OptimizerKernels, GuardedStoreStepsBitIdenticallyToHostMemory) {
       EXPECT_EQ(std::memcmp(state_a[k].data, sb.data(), sb.size() * sizeof(float)), 0) << state_a[k].name;
     }
   }
+}
+
+// Adafactor's coefficients made by the kernels from the chunk partials (one rank, no reducer:
+// nothing read back) equal the host's from the reduced sums (an identity reducer forces that
+// path) bit for bit, weights and state, over steps with the update clip active on some tensors.
+TEST(OptimizerKernels, AdafactorCoefficientsOnTheDeviceEqualTheHostsBitForBit) {
+  ParamStore<float> device_path, host_path;
+  declare(device_path, kernels::host_memory());
+  declare(host_path, kernels::host_memory());
+  OptimConfig c = config(OptimKind::kAdafactor);
+  c.update_clip = 0.5;  // RMS(y) > clip on the first steps
+  auto a = make_optimizer(c, device_path);
+  auto b = make_optimizer(c, host_path);
+  IdentityReducer reducer;
+  b->set_reducer(&reducer);
+  for (int t = 0; t < 4; ++t) {
+    set_grads(device_path, t);
+    set_grads(host_path, t);
+    a->step();
+    b->step();
+  }
+  EXPECT_GT(reducer.calls, 0);
+  const auto va = values(device_path), vb = values(host_path);
+  EXPECT_EQ(std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)), 0);
+  const auto sa = a->state(), sb = b->state();
+  for (size_t k = 0; k < sa.size(); ++k)
+    EXPECT_EQ(std::memcmp(sa[k].data, sb[k].data, size_t(sa[k].numel()) * sizeof(float)), 0) << sa[k].name;
 }
 
 TEST(OptimizerKernels, StoreTheHostCannotReadNeedsKernels) {

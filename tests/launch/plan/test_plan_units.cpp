@@ -131,11 +131,15 @@ TEST(PlanOptimizer, LaunchesFollowTheKernelsGrids) {
   matrix.n1 = 2048;
   matrix.n2 = 8192;
   vector.p0 = 1000;
-  const auto adafactor = kernels::cuda_optimizer_step_launches({matrix, vector}, 10, true);
+  const auto adafactor = kernels::cuda_optimizer_step_launches({matrix, vector}, 10, true, true);
   ASSERT_EQ(adafactor.size(), 13u);
   int copies = 0;
   for (const auto& l : adafactor) copies += l.copy ? 1 : 0;
-  EXPECT_EQ(copies, 4);  // the norm's, the parameter and update squares', the coefficients
+  EXPECT_EQ(copies, 4);  // the norm's, the parameter and update squares', the coefficients (TP's reducer)
+  const auto one_rank = kernels::cuda_optimizer_step_launches({matrix, vector}, 10, true, false);
+  ASSERT_EQ(one_rank.size(), 11u);  // the coefficients made on the device: one kernel, no copies
+  EXPECT_EQ(one_rank[9].kernel, "adafactor_coefficients");
+  EXPECT_TRUE(one_rank[1].copy && !one_rank[5].copy && !one_rank[10].copy);
   EXPECT_EQ(adafactor[3].kernel, "adafactor_tile_sums");
   EXPECT_EQ(adafactor[3].threads, 64 * 64 * 128);  // 2048 / 32 row tiles x 8192 / 128 column tiles
   EXPECT_DOUBLE_EQ(adafactor[3].bytes, 4.0 * 2048 * 8192 + 8.0 * (64 * 2048 + 64 * 8192));
