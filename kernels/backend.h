@@ -94,6 +94,14 @@ class Backend {
   // (untransposed) matrices.
   virtual void gemm(Trans ta, Trans tb, int M, int N, int K, T alpha, const T* A, int lda,
                     const T* B, int ldb, T beta, T* C, int ldc) = 0;
+  // A linear layer's backward, y = x·w with x [n, in] and w [in, out] (rows contiguous): dx =
+  // dx_beta·dx + dy·wᵀ (skipped when dx is null), then dw += xᵀ·dy. Exactly these two gemm
+  // calls; a backend may share their work (CUDA in bf16 rounds dy to bf16 once for both).
+  virtual void linear_backward(const T* x, int n, int in, const T* w, int out, const T* dy, T* dx, T* dw,
+                               T dx_beta) {
+    if (dx != nullptr) gemm(Trans::N, Trans::T, n, in, out, T(1), dy, out, w, out, dx_beta, dx, in);
+    gemm(Trans::T, Trans::N, in, out, n, T(1), x, in, dy, out, T(1), dw, out);
+  }
 
   // ---- element-wise helpers -------------------------------------------------------------
   virtual void fill(T* x, int64_t n, T value) = 0;

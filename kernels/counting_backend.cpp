@@ -53,7 +53,25 @@ void CountingBackend<T>::gemm(Trans ta, Trans tb, int M, int N, int K, T alpha, 
                               int ldb, T beta, T* C, int ldc) {
   const double m = M, n = N, k = K;
   add(kGemm, 2.0 * m * n * k, m * k + k * n + (beta != T(0) ? m * n : 0.0), m * n);
+  if (M > 0 && N > 0 && K > 0) {
+    converted(m * k);
+    converted(k * n);
+  }
   run(kGemm, [&] { inner_->gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc); });
+}
+
+template <typename T>
+void CountingBackend<T>::linear_backward(const T* x, int n, int in, const T* w, int out, const T* dy, T* dx, T* dw,
+                                         T dx_beta) {
+  const double rows = n, a = in, b = out;
+  if (dx != nullptr) add(kGemm, 2.0 * rows * a * b, rows * b + a * b + (dx_beta != T(0) ? rows * a : 0.0), rows * a);
+  add(kGemm, 2.0 * rows * a * b, rows * a + rows * b + a * b, a * b);
+  if (n > 0 && in > 0 && out > 0) {
+    converted(rows * b);                  // dy, once
+    if (dx != nullptr) converted(a * b);  // w
+    converted(rows * a);                  // x
+  }
+  run(kGemm, [&] { inner_->linear_backward(x, n, in, w, out, dy, dx, dw, dx_beta); });
 }
 
 template <typename T>

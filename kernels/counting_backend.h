@@ -55,7 +55,17 @@ class CountingBackend final : public Backend<T> {
 
   const KernelCounts& counts(KernelClass c) const { return counts_[size_t(c)]; }
   KernelCounts total() const;
-  void reset() { counts_ = {}; }
+  // The matrix products' operands a bf16 backend rounds to bf16 before multiplying (CUDA:
+  // one conversion kernel each; linear_backward rounds dy once for its two products).
+  struct Conversions {
+    double elements = 0;
+    int64_t launches = 0;
+  };
+  const Conversions& bf16_conversions() const { return conversions_; }
+  void reset() {
+    counts_ = {};
+    conversions_ = {};
+  }
   // Adds a call of class `c`: `flops`, and elements of T read and written (bytes: × sizeof(T)).
   void add(KernelClass c, double flops, double elems_read, double elems_written);
   // Runs `call` on the wrapped backend (if any), timed as class `c`.
@@ -64,6 +74,8 @@ class CountingBackend final : public Backend<T> {
 
   void gemm(Trans ta, Trans tb, int M, int N, int K, T alpha, const T* A, int lda, const T* B, int ldb,
             T beta, T* C, int ldc) override;
+  void linear_backward(const T* x, int n, int in, const T* w, int out, const T* dy, T* dx, T* dw,
+                       T dx_beta) override;
   void fill(T* x, int64_t n, T value) override;
   void copy(const T* x, int64_t n, T* y) override;
   void add_inplace(T* y, const T* x, int64_t n) override;
@@ -139,6 +151,11 @@ class CountingBackend final : public Backend<T> {
   Backend<T>* inner_ = nullptr;
   CallTimer* timer_ = nullptr;
   std::array<KernelCounts, kKernelClasses> counts_{};
+  Conversions conversions_;
+  void converted(double elements) {
+    conversions_.elements += elements;
+    ++conversions_.launches;
+  }
 };
 
 template <typename T>

@@ -10,13 +10,14 @@
 
 namespace brt::kernels {
 
-// Measured (launches.cpp, micro models, every variant the same to ~20%): a bf16 GEMM converts
-// both operands first (3); the attentions are several kernels per call, more in bf16 (the
+// Measured (launches.cpp, micro models, every variant the same to ~20%): a GEMM is one cuBLAS
+// call (in bf16 its operands' conversions are counted apart: CountingBackend::bf16_conversions,
+// the planner's "bf16 conversions" line); the attentions are several kernels per call, more in bf16 (the
 // tensor-core path's conversions and batched products); the loss 3; the SSM's FFT convolutions
 // and S4D passes ~4; a few elementwise calls are two kernels.
 inline double cuda_launches_per_call(KernelClass c, bool bf16) {
   switch (c) {
-    case KernelClass::kGemm: return bf16 ? 3.0 : 1.0;
+    case KernelClass::kGemm: return 1.0;
     case KernelClass::kWindowAttention: return bf16 ? 11.0 : 3.5;
     case KernelClass::kCrossAttention: return bf16 ? 10.0 : 2.5;
     case KernelClass::kElementwise: return 1.17;

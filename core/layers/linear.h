@@ -22,8 +22,7 @@ void linear_forward(Backend<T>& be, const T* x, int n, int in, const T* w, int o
 template <typename T>
 void linear_backward(Backend<T>& be, const T* x, int n, int in, const T* w, int out,
                      const T* dy, T* dx, T* dw, T dx_beta = T(1)) {
-  if (dx != nullptr) be.gemm(Trans::N, Trans::T, n, in, out, T(1), dy, out, w, out, dx_beta, dx, in);
-  be.gemm(Trans::T, Trans::N, in, out, n, T(1), x, in, dy, out, T(1), dw, out);
+  be.linear_backward(x, n, in, w, out, dy, dx, dw, dx_beta);
 }
 
 }  // namespace brt::core

@@ -155,9 +155,37 @@ void CudaBackend::gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, con
   void* b16 = arena.allocate(std::size_t{2} * b_rows * b_cols, "gemm bf16 B");
   launch_convert_to_bf16(A, a_rows, a_cols, lda, a16, stream_);
   launch_convert_to_bf16(B, b_rows, b_cols, ldb, b16, stream_);
+  gemm_bf16(ta, tb, M, N, K, alpha, a16, a_cols, b16, b_cols, beta, C, ldc);
+}
+
+void CudaBackend::gemm_bf16(Trans ta, Trans tb, int M, int N, int K, float alpha, const void* a16, int a_cols,
+                            const void* b16, int b_cols, float beta, float* C, int ldc) {
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
   BRT_CUBLAS_CHECK(cublasGemmEx(cublas_, to_cublas(tb), to_cublas(ta), N, M, K, &alpha, b16,
                                 CUDA_R_16BF, b_cols, a16, CUDA_R_16BF, a_cols, &beta, C,
                                 CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void CudaBackend::linear_backward(const float* x, int n, int in, const float* w, int out, const float* dy,
+                                  float* dx, float* dw, float dx_beta) {
+  if (options_.precision == Precision::kFp32 || n <= 0 || in <= 0 || out <= 0) {
+    Backend<float>::linear_backward(x, n, in, w, out, dy, dx, dw, dx_beta);
+    return;
+  }
+  // dy [n, out] once; w [in, out] then x [n, in] through one buffer (stream order: the dx
+  // product has read w's copy before x's conversion overwrites it). The same operands, rounding
+  // and products as the two gemm calls, so the results are bit-identical to them.
+  DeviceArena& arena = scratch();
+  void* dy16 = arena.allocate(std::size_t{2} * n * out, "linear_backward bf16 dy");
+  void* other16 = arena.allocate(std::size_t{2} * std::max(std::size_t(in) * out, std::size_t(n) * in),
+                                 "linear_backward bf16 w, then x");
+  launch_convert_to_bf16(dy, n, out, out, dy16, stream_);
+  if (dx != nullptr) {
+    launch_convert_to_bf16(w, in, out, out, other16, stream_);
+    gemm_bf16(Trans::N, Trans::T, n, in, out, 1.0f, dy16, out, other16, out, dx_beta, dx, in);
+  }
+  launch_convert_to_bf16(x, n, in, in, other16, stream_);
+  gemm_bf16(Trans::T, Trans::N, in, out, n, 1.0f, other16, in, dy16, out, 1.0f, dw, out);
 }
 
 namespace {

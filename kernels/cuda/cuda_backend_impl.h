@@ -39,6 +39,9 @@ class CudaBackend final : public Backend<float> {
 
   void gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, int lda,
             const float* B, int ldb, float beta, float* C, int ldc) override;
+  // bf16: dy rounded once for both products (gemm would round it for each).
+  void linear_backward(const float* x, int n, int in, const float* w, int out, const float* dy, float* dx,
+                       float* dw, float dx_beta) override;
 
   void fill(float* x, int64_t n, float value) override { launch_fill(x, n, value, stream_); }
   void copy(const float* x, int64_t n, float* y) override { launch_copy(x, n, y, stream_); }
@@ -251,6 +254,10 @@ class CudaBackend final : public Backend<float> {
  private:
   void release_handles() noexcept;
   [[noreturn]] void throw_bad_target(const int32_t* targets, int64_t row, int V);
+  // Row-major C = alpha·op(A)·op(B) + beta·C on the tensor cores from packed bf16 operands
+  // (a16 with a_cols columns as stored, b16 likewise), fp32 accumulation and output.
+  void gemm_bf16(Trans ta, Trans tb, int M, int N, int K, float alpha, const void* a16, int a_cols, const void* b16,
+                 int b_cols, float beta, float* C, int ldc);
   DeviceArena& scratch() {
     scratch_.reset();
     return scratch_;

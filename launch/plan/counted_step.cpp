@@ -69,6 +69,12 @@ double CountedStep::optimizer_seconds() const {
   return s;
 }
 
+double CountedStep::seconds_of(const std::string& name) const {
+  for (const ComponentTime& c : components)
+    if (c.name == name) return c.seconds;
+  return 0.0;
+}
+
 double CountedStep::mfu(double step_seconds, const DeviceRates& rates) const {
   return step_seconds > 0 ? model10_flops / (step_seconds * rates.bf16_tflops * 1e12) : 0.0;
 }
@@ -77,6 +83,7 @@ namespace {
 
 struct Work {
   std::array<kernels::KernelCounts, kernels::kKernelClasses> counts{};
+  kernels::CountingBackend<float>::Conversions conversions;
   std::vector<kernels::OptimizerLaunch> optimizer;
 };
 
@@ -99,6 +106,7 @@ Work counted_work(const core::ModelConfig& chunk, int streams, const CountedRun&
   model.device_work();
   Work w;
   for (int k = 0; k < kernels::kKernelClasses; ++k) w.counts[size_t(k)] = backend.counts(kernels::KernelClass(k));
+  w.conversions = backend.bf16_conversions();
   w.optimizer = optimizer_launches(model.params(), run);
   return w;
 }
@@ -131,6 +139,13 @@ CountedStep count_step(const core::ModelConfig& cfg, int streams, int tp, int cp
     ComponentTime t{kernels::kernel_class_name(c), n.flops / tp, n.bytes() / tp, launches, 0};
     t.seconds = std::max(t.flops / rate_of(c, rates), t.bytes / hbm) + double(t.launches) * launch;
     step.components.push_back(t);
+  }
+  // bf16: every matrix product's operands rounded to bf16 first, one kernel each (read fp32,
+  // write bf16), memory-bound.
+  if (run.bf16) {
+    ComponentTime conv{"bf16 conversions", 0, 6.0 * work.conversions.elements / tp, work.conversions.launches, 0};
+    conv.seconds = conv.bytes / hbm + double(conv.launches) * launch;
+    step.components.push_back(conv);
   }
   // The optimizer, launch by launch: a grid that fills a share of the resident threads streams at
   // that share of the bandwidth. TP shares each launch's bytes and threads.

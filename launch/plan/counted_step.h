@@ -49,10 +49,11 @@ struct ComponentTime {
 };
 
 struct CountedStep {
-  std::vector<ComponentTime> components;  // the kernel classes, then the optimizer's lines
+  std::vector<ComponentTime> components;  // the kernel classes, bf16 conversions, the optimizer's lines
   double model10_flops = 0;               // model.md §10 training FLOPs of this rank's step
   double compute_seconds() const;
   double optimizer_seconds() const;
+  double seconds_of(const std::string& name) const;  // 0 when no component has that name
   // model.md §10 FLOPs ÷ (step time × bf16 peak): the MFU a measured step would report.
   double mfu(double step_seconds, const DeviceRates& rates) const;
 };

@@ -109,7 +109,8 @@ double check_variant(const std::string& variant, kernels::cuda::Precision precis
                          core::optimizer_layouts(model.params(), k == kAdafactorSlot, optim_min_dim),
                          core::ChunkTable(model.params()).size(), k == kAdafactorSlot)
                          .size())
-            : calls * kernels::cuda_launches_per_call(c, bf16);
+            : calls * kernels::cuda_launches_per_call(c, bf16) +
+                  (bf16 && c == kernels::KernelClass::kGemm ? double(counted.bf16_conversions().launches) : 0.0);
     const double got = launches[size_t(k)];
     const double rel = predicted > 0 ? std::fabs(got - predicted) / predicted : (got > 0 ? 1.0 : 0.0);
     worst = std::max(worst, opt && rel > 0 ? 1.0 : rel);  // the optimizer's list is exact

@@ -53,6 +53,34 @@ TEST_F(CudaGemmBf16Test, Bf16OperandsMatchCpuWithinBf16Rounding) {
   check_all(kBf16Tolerance);
 }
 
+// linear_backward in bf16 rounds dy once for its two products: bit-identical to the two gemm
+// calls it replaces (Backend's own linear_backward), with and without dx, accumulating and not.
+TEST_F(CudaGemmBf16Test, LinearBackwardEqualsItsTwoGemmsBitForBit) {
+  SCOPED_TRACE(rng_.trace());
+  const int n = 37, in = 29, out = 53;
+  const auto x = rng_.normal(std::size_t(n) * in), w = rng_.normal(std::size_t(in) * out),
+             dy = rng_.normal(std::size_t(n) * out), dx0 = rng_.normal(std::size_t(n) * in),
+             dw0 = rng_.normal(std::size_t(in) * out);
+  const float *d_x = upload(x), *d_w = upload(w), *d_dy = upload(dy);
+  for (const float beta : {0.0f, 1.0f}) {
+    for (const bool with_dx : {true, false}) {
+      float *fused_dx = upload(dx0), *fused_dw = upload(dw0), *plain_dx = upload(dx0), *plain_dw = upload(dw0);
+      gpu_->linear_backward(d_x, n, in, d_w, out, d_dy, with_dx ? fused_dx : nullptr, fused_dw, beta);
+      gpu_->Backend<float>::linear_backward(d_x, n, in, d_w, out, d_dy, with_dx ? plain_dx : nullptr, plain_dw, beta);
+      EXPECT_TRUE(bit_identical(download(fused_dx, dx0.size()), download(plain_dx, dx0.size())))
+          << "dx, beta " << beta << (with_dx ? "" : " (not asked: unchanged)");
+      EXPECT_TRUE(bit_identical(download(fused_dw, dw0.size()), download(plain_dw, dw0.size()))) << "dw, beta " << beta;
+    }
+  }
+  // And within bf16 rounding of the CPU's.
+  auto dx = dx0, dw = dw0;
+  float *g_dx = upload(dx0), *g_dw = upload(dw0);
+  gpu_->linear_backward(d_x, n, in, d_w, out, d_dy, g_dx, g_dw, 1.0f);
+  cpu_->linear_backward(x.data(), n, in, w.data(), out, dy.data(), dx.data(), dw.data(), 1.0f);
+  EXPECT_REL_CLOSE(download(g_dx, dx.size()), dx, kBf16Tolerance, "dx");
+  EXPECT_REL_CLOSE(download(g_dw, dw.size()), dw, kBf16Tolerance, "dw");
+}
+
 using CudaElementwiseTest = CudaTest;
 
 TEST_F(CudaElementwiseTest, FillCopyAddScaleReluMatchCpu) {

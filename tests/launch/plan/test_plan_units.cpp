@@ -105,7 +105,9 @@ TEST(PlanCluster, ADeviceFieldPlansTheCountedStep) {
     const auto plans = plan_layouts(rc.model, rc.optim, c, 16);
     ASSERT_FALSE(plans.empty());
     const LayoutPlan& best = plans.front();
-    ASSERT_EQ(best.counted.components.size(), 8u);  // six kernel classes and the optimizer's two lines
+    // Six kernel classes, the bf16 operands' conversions and the optimizer's two lines.
+    ASSERT_EQ(best.counted.components.size(), 9u);
+    EXPECT_GT(best.counted.seconds_of("bf16 conversions"), 0.0);
     const DeviceRates rates = device_rates(device);
     double sum = 0;
     for (const ComponentTime& t : best.counted.components) {
