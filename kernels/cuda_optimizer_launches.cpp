@@ -1,20 +1,17 @@
 #include "kernels/cuda_optimizer_launches.h"
 
-#include <algorithm>
-
+#include "kernels/cuda/launch_grid.h"
 #include "kernels/cuda/optim/adafactor_sums_tiling.h"
 
 namespace brt::kernels {
 
 namespace {
 
-constexpr int64_t kChunkThreads = 256;  // optimizer.cu's kOptimThreads: one block per chunk
+constexpr int64_t kChunkThreads = cuda::kOptimThreads;  // one block per chunk
 constexpr double kF = sizeof(float), kD = sizeof(double);
 
-// device_common.cuh's elementwise_blocks: a grid-stride loop over n with at most 132 x 16 blocks.
-int64_t grid_stride_threads(int64_t n) {
-  return std::clamp<int64_t>((n + kChunkThreads - 1) / kChunkThreads, 1, 132 * 16) * kChunkThreads;
-}
+// The launchers' grid-stride loops over n (launch_grid.h).
+int64_t grid_stride_threads(int64_t n) { return int64_t(cuda::elementwise_blocks(n, cuda::kOptimThreads)) * kChunkThreads; }
 
 int64_t numel(const OptimTensor<float>& t) { return t.rows() * t.cols(); }
 

@@ -10,17 +10,12 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device/device_arena.h"
+#include "kernels/cuda/launch_grid.h"
 
 namespace brt::kernels::cuda {
 
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kWarp = 32;
-
-// Grid for a grid-stride loop over n elements.
-inline int elementwise_blocks(int64_t n, int threads = 256) {
-  const int64_t blocks = (n + threads - 1) / threads;
-  return static_cast<int>(std::clamp<int64_t>(blocks, 1, 132 * 16));
-}
 
 // Butterfly sum: every lane ends with the same bits (each step adds a commuted pair).
 template <typename V>

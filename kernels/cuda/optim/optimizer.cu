@@ -17,8 +17,6 @@ namespace brt::kernels::cuda {
 
 namespace {
 
-constexpr int kOptimThreads = 256;
-
 inline int chunk_blocks(int64_t n_chunks) { return static_cast<int>(n_chunks); }
 
 __global__ void optim_sum_squares_kernel(int use_grad, const OptimChunk* chunks,
