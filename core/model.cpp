@@ -67,6 +67,14 @@ Model<T>::Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backen
   scratch_.allocate(memory, int64_t(rows), D, cfg_.d_ff / tp_.size(), A / tp_.size());
   d_resid_a_.allocate(memory, rows * D, "residual gradient");
   d_resid_b_.allocate(memory, rows * D, "residual gradient");
+  // Binds the weights now, so that a backend's copy of them (CUDA bf16: a bf16 shadow) is
+  // allocated here and not in a step (a captured one must not allocate).
+  be_.weights_fixed(params_.values(), params_.total_numel());
+}
+
+template <typename T>
+Model<T>::~Model() {
+  be_.weights_fixed(nullptr, 0);
 }
 
 template <typename T>
@@ -113,6 +121,8 @@ template <typename T>
 const T* Model<T>::run_forward() {
   const int D = cfg_.d_model, V = cfg_.vocab, rows = streams_ * seq_;
   have_forward_ = true;
+  // The weights are fixed from here through this forward's backward (kernels/backend.h).
+  be_.weights_fixed(params_.values(), params_.total_numel());
   const StepContext<T> ctx{be_, streams_, seq_, doc_start_.data()};
   if (tp_.active())  // inputs_ holds this rank's local ids
     vocab_parallel_embedding_forward(be_, tp_, inputs_.data(), rows, params_[embed_].value, D,

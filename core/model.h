@@ -55,6 +55,10 @@ class Model {
   // part (summed over the group by the caller, as over data parallelism).
   Model(const ModelConfig& cfg, int streams, kernels::Backend<T>& backend,
         const TensorParallel& tp = {}, const ContextParallel& cp = {});
+  // Releases the weights it bound to the backend (kernels::Backend::weights_fixed).
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
 
   ParamStore<T>& params() { return params_; }
   // The memory every model buffer lives in (the backend's).

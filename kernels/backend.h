@@ -102,6 +102,16 @@ class Backend {
     if (dx != nullptr) gemm(Trans::N, Trans::T, n, in, out, T(1), dy, out, w, out, dx_beta, dx, in);
     gemm(Trans::T, Trans::N, in, out, n, T(1), x, in, dy, out, T(1), dw, out);
   }
+  // The model's weights are [values, values + n) and stay unchanged from this call until the
+  // next one (core calls it at the start of every forward, and a step's backward reads the
+  // weights its forward read); nullptr / 0 releases them. A backend whose products read rounded
+  // operands (CUDA in bf16) rounds the weights here, once, into a copy it reads wherever a
+  // product's operand lies inside the range, instead of rounding that operand at every call:
+  // the same operands, so the same results bit for bit. Other backends ignore it.
+  virtual void weights_fixed(const T* values, int64_t n) {
+    (void)values;
+    (void)n;
+  }
 
   // ---- element-wise helpers -------------------------------------------------------------
   virtual void fill(T* x, int64_t n, T value) = 0;

@@ -1,6 +1,9 @@
 #include "kernels/counting_backend.h"
 
 #include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/weight_shadow.h"
 
 namespace brt::kernels {
 
@@ -54,10 +57,25 @@ void CountingBackend<T>::gemm(Trans ta, Trans tb, int M, int N, int K, T alpha, 
   const double m = M, n = N, k = K;
   add(kGemm, 2.0 * m * n * k, m * k + k * n + (beta != T(0) ? m * n : 0.0), m * n);
   if (M > 0 && N > 0 && K > 0) {
-    converted(m * k);
-    converted(k * n);
+    operand(A, ta == Trans::N ? m : k, ta == Trans::N ? k : m, lda);
+    operand(B, tb == Trans::N ? k : n, tb == Trans::N ? n : k, ldb);
   }
   run(kGemm, [&] { inner_->gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc); });
+}
+
+template <typename T>
+void CountingBackend<T>::operand(const T* p, double rows, double cols, int ld) {
+  if (cuda::weight_shadow_offset(weights_, weights_n_, p, int64_t(rows), int64_t(cols), ld, sizeof(T)) < 0)
+    converted(rows * cols);
+}
+
+template <typename T>
+void CountingBackend<T>::weights_fixed(const T* values, int64_t n) {
+  weights_ = n > 0 ? values : nullptr;
+  weights_n_ = weights_ != nullptr ? n : 0;
+  conversions_.elements += double(weights_n_);
+  conversions_.launches += cuda::weight_shadow_launches(weights_n_);
+  run(kGemm, [&] { inner_->weights_fixed(values, n); });
 }
 
 template <typename T>
@@ -67,9 +85,9 @@ void CountingBackend<T>::linear_backward(const T* x, int n, int in, const T* w, 
   if (dx != nullptr) add(kGemm, 2.0 * rows * a * b, rows * b + a * b + (dx_beta != T(0) ? rows * a : 0.0), rows * a);
   add(kGemm, 2.0 * rows * a * b, rows * a + rows * b + a * b, a * b);
   if (n > 0 && in > 0 && out > 0) {
-    converted(rows * b);                  // dy, once
-    if (dx != nullptr) converted(a * b);  // w
-    converted(rows * a);                  // x
+    converted(rows * b);                                  // dy, once
+    if (dx != nullptr) operand(w, a, b, out);             // w
+    operand(x, rows, a, in);                              // x
   }
   run(kGemm, [&] { inner_->linear_backward(x, n, in, w, out, dy, dx, dw, dx_beta); });
 }

@@ -76,6 +76,10 @@ class CountingBackend final : public Backend<T> {
             T beta, T* C, int ldc) override;
   void linear_backward(const T* x, int n, int in, const T* w, int out, const T* dy, T* dx, T* dw,
                        T dx_beta) override;
+  // The weights' bf16 shadow: counted as their conversion (read fp32, write bf16) in the runs
+  // of kernels/cuda/weight_shadow.h, and a product's operand that reads it there is no longer
+  // counted as converted.
+  void weights_fixed(const T* values, int64_t n) override;
   void fill(T* x, int64_t n, T value) override;
   void copy(const T* x, int64_t n, T* y) override;
   void add_inplace(T* y, const T* x, int64_t n) override;
@@ -152,10 +156,14 @@ class CountingBackend final : public Backend<T> {
   CallTimer* timer_ = nullptr;
   std::array<KernelCounts, kKernelClasses> counts_{};
   Conversions conversions_;
+  const T* weights_ = nullptr;  // weights_fixed's range
+  int64_t weights_n_ = 0;
   void converted(double elements) {
     conversions_.elements += elements;
     ++conversions_.launches;
   }
+  // Counts operand p ([rows, cols], row stride ld) as converted unless it reads the shadow.
+  void operand(const T* p, double rows, double cols, int ld);
 };
 
 template <typename T>

@@ -11,6 +11,7 @@
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ssm/fft_conv.h"
+#include "kernels/cuda/weight_shadow.h"
 
 namespace brt::kernels::cuda {
 
@@ -151,11 +152,30 @@ void CudaBackend::gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, con
   DeviceArena& arena = scratch();
   const int a_rows = ta == Trans::N ? M : K, a_cols = ta == Trans::N ? K : M;
   const int b_rows = tb == Trans::N ? K : N, b_cols = tb == Trans::N ? N : K;
-  void* a16 = arena.allocate(std::size_t{2} * a_rows * a_cols, "gemm bf16 A");
-  void* b16 = arena.allocate(std::size_t{2} * b_rows * b_cols, "gemm bf16 B");
-  launch_convert_to_bf16(A, a_rows, a_cols, lda, a16, stream_);
-  launch_convert_to_bf16(B, b_rows, b_cols, ldb, b16, stream_);
+  const void* a16 = bf16_operand(A, a_rows, a_cols, lda, arena.allocate(std::size_t{2} * a_rows * a_cols, "gemm bf16 A"));
+  const void* b16 = bf16_operand(B, b_rows, b_cols, ldb, arena.allocate(std::size_t{2} * b_rows * b_cols, "gemm bf16 B"));
   gemm_bf16(ta, tb, M, N, K, alpha, a16, a_cols, b16, b_cols, beta, C, ldc);
+}
+
+void CudaBackend::weights_fixed(const float* values, int64_t n) {
+  const bool shadow = options_.precision == Precision::kBf16 && options_.bf16_weight_shadow && values != nullptr && n > 0;
+  weights_ = shadow ? values : nullptr;
+  weights_n_ = shadow ? n : 0;
+  if (!shadow) return;
+  const std::size_t bytes = std::size_t{2} * std::size_t(n);
+  if (weight_shadow_.capacity() < bytes) weight_shadow_ = DeviceArena(bytes, "CudaBackend bf16 weight shadow");
+  auto* shadow16 = static_cast<unsigned char*>(weight_shadow_.base());
+  for (int64_t at = 0; at < n; at += kWeightShadowRun) {  // the same rounding as a product's operand
+    const int run = int(std::min(kWeightShadowRun, n - at));
+    launch_convert_to_bf16(values + at, 1, run, run, shadow16 + 2 * at, stream_);
+  }
+}
+
+const void* CudaBackend::bf16_operand(const float* p, int rows, int cols, int ld, void* dst) {
+  const int64_t at = weight_shadow_offset(weights_, weights_n_, p, rows, cols, ld, sizeof(float));
+  if (at >= 0) return static_cast<const unsigned char*>(weight_shadow_.base()) + 2 * at;
+  launch_convert_to_bf16(p, rows, cols, ld, dst, stream_);
+  return dst;
 }
 
 void CudaBackend::gemm_bf16(Trans ta, Trans tb, int M, int N, int K, float alpha, const void* a16, int a_cols,
@@ -172,20 +192,20 @@ void CudaBackend::linear_backward(const float* x, int n, int in, const float* w,
     Backend<float>::linear_backward(x, n, in, w, out, dy, dx, dw, dx_beta);
     return;
   }
-  // dy [n, out] once; w [in, out] then x [n, in] through one buffer (stream order: the dx
-  // product has read w's copy before x's conversion overwrites it). The same operands, rounding
-  // and products as the two gemm calls, so the results are bit-identical to them.
+  // dy [n, out] once; w [in, out] (or its shadow) then x [n, in] through one buffer (stream
+  // order: the dx product has read w's copy before x's conversion overwrites it). The same
+  // operands, rounding and products as the two gemm calls, so the results are bit-identical.
   DeviceArena& arena = scratch();
   void* dy16 = arena.allocate(std::size_t{2} * n * out, "linear_backward bf16 dy");
   void* other16 = arena.allocate(std::size_t{2} * std::max(std::size_t(in) * out, std::size_t(n) * in),
                                  "linear_backward bf16 w, then x");
   launch_convert_to_bf16(dy, n, out, out, dy16, stream_);
   if (dx != nullptr) {
-    launch_convert_to_bf16(w, in, out, out, other16, stream_);
-    gemm_bf16(Trans::N, Trans::T, n, in, out, 1.0f, dy16, out, other16, out, dx_beta, dx, in);
+    const void* w16 = bf16_operand(w, in, out, out, other16);
+    gemm_bf16(Trans::N, Trans::T, n, in, out, 1.0f, dy16, out, w16, out, dx_beta, dx, in);
   }
-  launch_convert_to_bf16(x, n, in, in, other16, stream_);
-  gemm_bf16(Trans::T, Trans::N, in, out, n, 1.0f, other16, in, dy16, out, 1.0f, dw, out);
+  const void* x16 = bf16_operand(x, n, in, in, other16);
+  gemm_bf16(Trans::T, Trans::N, in, out, n, 1.0f, x16, in, dy16, out, 1.0f, dw, out);
 }
 
 namespace {

@@ -11,7 +11,8 @@
 //  - kFp32: every kernel in fp32 with fp32 reductions; cuBLAS with TF32 disabled, so gemm
 //    matches the CPU backend to fp32 rounding.
 //  - kBf16: gemm operands are rounded to bf16 on the fly (fp32 accumulation, fp32 output,
-//    cublasGemmEx); every other kernel stays fp32.
+//    cublasGemmEx), the weights once per forward into a shadow (bf16_weight_shadow); every
+//    other kernel stays fp32.
 // Determinism: same inputs, same device, same options -> bit-identical outputs. No kernel
 // uses floating-point atomics; reductions have a fixed partition and order.
 //
@@ -40,6 +41,10 @@ struct CudaOptions {
   Precision precision = Precision::kFp32;
   CUstream_st* stream = nullptr;        // null: the backend creates (and owns) its stream
   std::size_t workspace_bytes = std::size_t{256} << 20;  // scratch arena, allocated once
+  // bf16: round the model's weights once per forward into a bf16 shadow (Backend::weights_fixed)
+  // that the products read, instead of rounding a weight operand at every call. Off: per call
+  // (the same results; tests compare the two).
+  bool bf16_weight_shadow = true;
 };
 
 // What cudaGetDeviceCount said: the count, and when it failed the CUDA error's name and text

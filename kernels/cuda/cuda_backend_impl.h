@@ -42,6 +42,8 @@ class CudaBackend final : public Backend<float> {
   // bf16: dy rounded once for both products (gemm would round it for each).
   void linear_backward(const float* x, int n, int in, const float* w, int out, const float* dy, float* dx,
                        float* dw, float dx_beta) override;
+  // bf16: rounds [values, values + n) into the weight shadow (CudaOptions::bf16_weight_shadow).
+  void weights_fixed(const float* values, int64_t n) override;
 
   void fill(float* x, int64_t n, float value) override { launch_fill(x, n, value, stream_); }
   void copy(const float* x, int64_t n, float* y) override { launch_copy(x, n, y, stream_); }
@@ -258,6 +260,10 @@ class CudaBackend final : public Backend<float> {
   // (a16 with a_cols columns as stored, b16 likewise), fp32 accumulation and output.
   void gemm_bf16(Trans ta, Trans tb, int M, int N, int K, float alpha, const void* a16, int a_cols, const void* b16,
                  int b_cols, float beta, float* C, int ldc);
+  // Operand p ([rows, cols], row stride ld) in bf16 for a product: its slice of the weight
+  // shadow where it reads one (kernels/cuda/weight_shadow.h), else rounded now into dst
+  // (packed, ld = cols). Either way a product reads it with ld = cols.
+  const void* bf16_operand(const float* p, int rows, int cols, int ld, void* dst);
   DeviceArena& scratch() {
     scratch_.reset();
     return scratch_;
@@ -272,6 +278,9 @@ class CudaBackend final : public Backend<float> {
   DeviceArena cublas_workspace_;
   DeviceArena scratch_;
   DeviceArena t5_table_;  // t5_bucket_table(kT5TableDistances), uploaded at construction
+  DeviceArena weight_shadow_;         // bf16 copy of the weights (weights_fixed), grown on demand
+  const float* weights_ = nullptr;    // the weights it copies, or null: no shadow
+  int64_t weights_n_ = 0;
   std::unique_ptr<DeviceMemory> memory_;  // on stream_
   std::shared_ptr<CufftWorkArea> fft_work_;  // shared by this backend's convolvers (made lazily)
   std::shared_ptr<WaitWatchSlot> waits_ = std::make_shared<WaitWatchSlot>();  // shared with memory_

@@ -33,12 +33,13 @@ std::size_t cuda_workspace_bytes(const core::ModelConfig& model, int streams, bo
 }
 
 CudaWorkspaceBytes cuda_backend_workspace(const core::ModelConfig& model_in, int streams, bool bf16,
-                                          int tp) {
+                                          int tp, int64_t parameter_bytes) {
   core::ModelConfig model = model_in;
   model.resolve();
   CudaWorkspaceBytes w;
   w.scratch = int64_t(cuda_workspace_bytes(model, streams, bf16));
   w.cublas = int64_t{32} << 20;  // kernels/cuda/cuda_backend.cpp kCublasWorkspaceBytes
+  w.weight_shadow = bf16 ? parameter_bytes / 2 : 0;  // fp32 parameters, a bf16 copy
   // One convolver per BST layer (core/layers/bst_ssm.cpp): length N, or 2N for the unstructured
   // kernel's carry over [U_prev; U]; channels 1 (SH), H (MH) or S_ctx (MF); Ds = D/4 per rank.
   const int channels = model.ssm_channels();

@@ -177,7 +177,7 @@ struct LayoutPlan {
   Layout layout;
   MemoryPrediction memory;  // the largest over the layout's ranks
   // The CUDA backend's own device memory per GPU beside the model's (scratch arena, cuBLAS and
-  // cuFFT workspaces; launch/run/device_backend.h cuda_backend_workspace): counted in `fits`.
+  // cuFFT workspaces, bf16 weight shadow; launch/plan/backend_workspace.h): counted in `fits`.
   int64_t workspace = 0;
   StepTimePrediction time;
   CountedStep counted;      // with a cluster `device`: the compute per component

@@ -263,7 +263,7 @@ LayoutPlan plan_layout(const core::ModelConfig& cfg, const core::OptimConfig& op
   }
   plan.tokens_per_s = double(global_batch) * cfg.seq_len / plan.time.total();
   core::ModelConfig chunk = core::chunk_config(cfg, cp);  // the backend's workspace follows the chunk
-  plan.workspace = cuda_backend_workspace(chunk, B, options.bf16, tp).total();
+  plan.workspace = cuda_backend_workspace(chunk, B, options.bf16, tp, plan.memory.parameters).total();
   const double needed = double(plan.memory.total() + plan.workspace);
   if (needed > capacity) {
     plan.fits = false;
@@ -354,7 +354,7 @@ std::string format_plans(const std::vector<LayoutPlan>& plans, const ClusterSpec
   }
   std::snprintf(line, sizeof line,
                 "\nmemory: fp32 buffers as allocated (MB = 1e6 bytes; device %.1f GB); gpu-ws: the CUDA backend's scratch, cuBLAS "
-                "and cuFFT workspaces. step = compute + "
+                "and cuFFT workspaces, in bf16 the weights' bf16 shadow. step = compute + "
                 "communication, no overlap assumed (an upper bound);\ncompute = %s; communication: α-β, α = %.1f µs, ring all-reduce "
                 "2(p−1)/p·bytes/bw + α per train.bucket_mb bucket;\ntp-ar = the TP group's collectives of a step "
                 "as the layers issue them (all-reduce as above, all-gather / reduce-scatter (p−1)/p·bytes/bw + α);\ncp-ag = the "

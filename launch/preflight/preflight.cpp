@@ -213,7 +213,7 @@ MemoryNeed train_memory_need(const RunConfig& cfg, int world_size, int world_ran
   if (cfg.train.device == "cuda") {
     const int64_t workspace =
         cuda_backend_workspace(core::chunk_config(cfg.model, std::max(1, cfg.train.cp)), cfg.train.batch,
-                               cfg.train.precision == "bf16", tp).total();
+                               cfg.train.precision == "bf16", tp, m.parameters).total();
     need.device = m.total() + workspace;
     need.device_parts = memory_parts(m) + ", CUDA backend workspace " + gib_text(workspace);
     need.host = snapshot;
@@ -230,7 +230,8 @@ MemoryNeed inference_memory_need(const RunConfig& cfg, int streams, int tp) {
   m.optimizer = 0;  // eval and generate build no optimizer
   MemoryNeed need;
   if (cfg.train.device == "cuda") {
-    const int64_t workspace = cuda_backend_workspace(cfg.model, streams, cfg.train.precision == "bf16", tp).total();
+    const int64_t workspace =
+        cuda_backend_workspace(cfg.model, streams, cfg.train.precision == "bf16", tp, m.parameters).total();
     need.device = m.total() + workspace;
     need.device_parts = memory_parts(m) + ", CUDA backend workspace " + gib_text(workspace);
   } else {

@@ -170,6 +170,10 @@ class ForwardingBackend : public kernels::Backend<T> {
     Call c(*this, "gemm", {A, B, C});
     inner_.gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
+  void weights_fixed(const T* values, int64_t n) override {
+    Call c(*this, "weights_fixed", {values});
+    inner_.weights_fixed(values, n);
+  }
   void fill(T* x, int64_t n, T value) override {
     Call c(*this, "fill", {x});
     inner_.fill(x, n, value);

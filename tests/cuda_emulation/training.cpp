@@ -4,7 +4,7 @@
 // — a micro model of a variant (BST ones: variant names as core/model_config.h, e.g.
 // bst:sh:s4d, bst:mf:unstructured): forward loss, every parameter gradient, and (with
 // the optimizer) the weights after two optimizer steps and the next loss. fp32 ≤ 1e-5
-// relative; bf16 gemm ≤ 1e-2.
+// relative; bf16 gemm ≤ 1e-2. And bf16's weight shadow against rounding per product, bit for bit.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -79,14 +79,53 @@ void compare(const std::string& variant, const std::string& optimizer, bool bf16
   check("worst weight after " + std::to_string(steps) + " steps", worst_weight, bf16 ? 1e-2 : 1e-5);
 }
 
+// bf16 with the weight shadow (CudaOptions::bf16_weight_shadow: the weights rounded once per
+// forward) against rounding each weight operand per product: losses, gradients and weights
+// after three optimizer steps bit-identical (the optimizer's steps in between show that each
+// forward rounds the weights it reads).
+void compare_weight_shadow(const std::string& variant) {
+  const core::ModelConfig cfg = emu_check::micro_model(variant, variant == "xl" ? 32 : 16);
+  core::OptimConfig optim;
+  optim.lr = 0.05;
+  optim.warmup = 0;
+  optim.total_steps = 10;
+  optim.min_dim_to_factor = 16;
+  const int streams = 2, steps = 3;
+  std::printf("%s, adafactor, bf16 gemm: the weight shadow against rounding per product\n", variant.c_str());
+  Trace t[2];
+  for (int shadow = 0; shadow < 2; ++shadow) {
+    kernels::cuda::CudaOptions options;
+    options.precision = kernels::cuda::Precision::kBf16;
+    options.workspace_bytes = size_t(16) << 20;
+    options.bf16_weight_shadow = shadow == 1;
+    auto gpu = kernels::cuda::make_cuda_backend(options);
+    t[shadow] = run(cfg, streams, *gpu, optim, steps);
+  }
+  auto none_differ = [](const std::string& what, int differing, size_t of) {
+    if (differing > 0) ++emu_check::failures();
+    std::printf("  %-44s %d of %zu %s\n", what.c_str(), differing, of, differing > 0 ? "FAIL" : "ok");
+  };
+  int losses = 0;
+  for (int i = 0; i < steps; ++i) losses += t[0].losses[size_t(i)] != t[1].losses[size_t(i)];
+  none_differ("losses differing in any bit", losses, size_t(steps));
+  for (const auto member : {&Trace::grads, &Trace::weights}) {
+    int tensors = 0;  // vector<float>'s == compares the values; -0/+0 and NaN aside, bit for bit
+    for (size_t p = 0; p < (t[0].*member).size(); ++p) tensors += (t[0].*member)[p] != (t[1].*member)[p];
+    none_differ(member == &Trace::grads ? "gradients (step 1) differing" : "weights (last step) differing", tensors,
+                (t[0].*member).size());
+  }
+}
+
 }  // namespace
 
 // No arguments: every case below (slow: each emulated block starts its threads anew). Or one
-// case: training VARIANT adafactor|adamw fp32|bf16.
+// case: training VARIANT adafactor|adamw fp32|bf16, or training weight_shadow VARIANT.
 int main(int argc, char** argv) try {
   std::setvbuf(stdout, nullptr, _IONBF, 0);  // progress is visible while it runs
   if (argc == 4) {
     compare(argv[1], argv[2], std::string(argv[3]) == "bf16");
+  } else if (argc == 3 && std::string(argv[1]) == "weight_shadow") {
+    compare_weight_shadow(argv[2]);
   } else {
     for (const char* v : {"rec:fixed:skip", "rec:lstm:dual", "slide", "xl"}) compare(v, "adafactor", false);
     compare("rec:fixed:skip", "adamw", false);

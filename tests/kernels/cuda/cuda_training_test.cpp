@@ -4,7 +4,8 @@
 //    for 10 steps: the per-step difference is printed as a measurement; step 1 is held to 1e-5
 //    and every step to a divergence bound (expect_tracks);
 //  - two GPU runs are bit-identical (losses and final weights);
-//  - bf16 matrix products: the tiny config's loss after 200 steps within 1% of fp32.
+//  - bf16 matrix products: the tiny config's loss after 200 steps within 1% of fp32; the bf16
+//    weight shadow equal to rounding each weight per product, bit for bit.
 // Each run is the trainer's step loop (launch/train/trainer.cpp) without MPI: zero_grads, forward
 // with the 1/count loss scale (model.md §10b), backward, one optimizer step.
 #include <gtest/gtest.h>
@@ -69,9 +70,11 @@ RunResult train(const brt::launch::RunConfig& cfg, brt::kernels::Backend<float>&
   return r;
 }
 
-RunResult train_on_gpu(const brt::launch::RunConfig& cfg, kc::Precision precision, int steps) {
+RunResult train_on_gpu(const brt::launch::RunConfig& cfg, kc::Precision precision, int steps,
+                       bool weight_shadow = true) {
   kc::CudaOptions options;
   options.precision = precision;
+  options.bf16_weight_shadow = weight_shadow;
   auto backend = kc::make_cuda_backend(options);
   return train(cfg, *backend, steps);
 }
@@ -152,6 +155,23 @@ TEST_F(CudaTraining, RepeatedRunsAreBitIdentical) {
   const RunResult c = train_on_gpu(tiny_config(), kc::Precision::kBf16, 5);
   const RunResult d = train_on_gpu(tiny_config(), kc::Precision::kBf16, 5);
   for (size_t i = 0; i < c.losses.size(); ++i) EXPECT_EQ(c.losses[i], d.losses[i]) << "bf16 step " << i + 1;
+}
+
+// bf16 with the weights rounded once per forward into a shadow (CudaOptions::bf16_weight_shadow)
+// is bf16 with each weight operand rounded per product, bit for bit: the same operands, shapes and
+// alignment reach cuBLAS (kernels/cuda/weight_shadow.h); the optimizer's steps in between
+// show that each forward rounds the weights it reads.
+TEST_F(CudaTraining, Bf16WeightShadowEqualsRoundingPerProductBitForBit) {
+  const auto cfg = tiny_config({"model.seq_len=64", "model.window=16", "model.vocab=512", "train.batch=2"});
+  const RunResult shadow = train_on_gpu(cfg, kc::Precision::kBf16, 3, true);
+  const RunResult per_product = train_on_gpu(cfg, kc::Precision::kBf16, 3, false);
+  for (size_t i = 0; i < shadow.losses.size(); ++i)
+    EXPECT_EQ(std::memcmp(&shadow.losses[i], &per_product.losses[i], sizeof(double)), 0)
+        << "step " << i + 1 << ": " << shadow.losses[i] << " vs " << per_product.losses[i];
+  ASSERT_EQ(shadow.weights.size(), per_product.weights.size());
+  for (size_t p = 0; p < shadow.weights.size(); ++p)
+    EXPECT_EQ(std::memcmp(shadow.weights[p].data(), per_product.weights[p].data(), shadow.weights[p].size() * 4), 0)
+        << "parameter " << p;
 }
 
 TEST_F(CudaTraining, Bf16LossWithinOnePercentOfFp32After200Steps) {

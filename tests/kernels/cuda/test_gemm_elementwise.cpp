@@ -81,6 +81,56 @@ TEST_F(CudaGemmBf16Test, LinearBackwardEqualsItsTwoGemmsBitForBit) {
   EXPECT_REL_CLOSE(download(g_dw, dw.size()), dw, kBf16Tolerance, "dw");
 }
 
+// The weight shadow (Backend::weights_fixed): a product whose operand lies in the weights reads
+// their bf16 copy made at that call, and gets the result of rounding per call bit for bit (gemm;
+// linear_backward's dx). It is the copy that is read: weights changed behind it give the old
+// result until weights_fixed runs again, while a weight at an offset the shadow cannot serve
+// 16-byte aligned (kernels/cuda/weight_shadow.h) is rounded per call and follows at once.
+TEST_F(CudaGemmBf16Test, WeightShadowEqualsRoundingPerCallBitForBit) {
+  SCOPED_TRACE(rng_.trace());
+  const int n = 37, in = 29, out = 53, size = in * out;
+  const int64_t aligned = 8, unaligned = aligned + size + 3;  // elements into the weights
+  const auto weights = rng_.normal(std::size_t(unaligned + size)), changed = rng_.normal(weights.size());
+  const auto x = rng_.normal(std::size_t(n) * in), dy = rng_.normal(std::size_t(n) * out);
+  float* d_weights = upload(weights);
+  const float *d_x = upload(x), *d_dy = upload(dy);
+  using Results = std::vector<std::vector<float>>;
+  // y = x·w, then linear_backward's dx and dw, for the weight at `offset`.
+  auto products = [&](int64_t offset) {
+    const float* w = d_weights + offset;
+    float *y = poisoned(std::size_t(n) * out), *dx = poisoned(std::size_t(n) * in);
+    float* dw = upload(std::vector<float>(std::size_t(size), 0.0f));
+    gpu_->gemm(Trans::N, Trans::N, n, out, in, 1.0f, d_x, in, w, out, 0.0f, y, out);
+    gpu_->linear_backward(d_x, n, in, w, out, d_dy, dx, dw, 0.0f);
+    return Results{download(y, std::size_t(n) * out), download(dx, std::size_t(n) * in), download(dw, std::size_t(size))};
+  };
+  auto same = [](const Results& a, const Results& b) {
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (!bit_identical(a[i], b[i])) return false;
+    return true;
+  };
+  const auto bind = [&] { gpu_->weights_fixed(d_weights, int64_t(weights.size())); };
+  const auto unbind = [&] { gpu_->weights_fixed(nullptr, 0); };
+  Results before[2];
+  for (int k = 0; k < 2; ++k) {
+    const int64_t offset = k == 0 ? aligned : unaligned;
+    unbind();
+    before[k] = products(offset);
+    bind();
+    EXPECT_TRUE(same(products(offset), before[k])) << "offset " << offset;
+  }
+  copy_to_device(d_weights, changed.data(), changed.size() * sizeof(float), stream_handle(*gpu_));
+  const Results stale = products(aligned), followed = products(unaligned);
+  unbind();
+  const Results after_aligned = products(aligned), after_unaligned = products(unaligned);
+  EXPECT_FALSE(same(after_aligned, before[0])) << "the changed weights change the products";
+  EXPECT_TRUE(same(stale, before[0])) << "the aligned weight is read from the shadow";
+  EXPECT_TRUE(same(followed, after_unaligned)) << "the unaligned weight is rounded per call";
+  bind();
+  EXPECT_TRUE(same(products(aligned), after_aligned)) << "weights_fixed again rounds the new weights";
+  unbind();
+}
+
 using CudaElementwiseTest = CudaTest;
 
 TEST_F(CudaElementwiseTest, FillCopyAddScaleReluMatchCpu) {

@@ -83,8 +83,9 @@ TEST(DeviceSettings, Bf16ScratchHoldsTheLargestOperandPair) {
   EXPECT_EQ(cuda_workspace_bytes(m, 4, false), std::size_t{256} << 20);
 }
 
-// The CUDA backend's own memory that brt-dist plan counts per GPU: scratch, cuBLAS, and for BST
-// one cuFFT convolver per layer (staging + five spectra, 64-bit sizes) sharing ONE work area.
+// The CUDA backend's own memory that brt-dist plan counts per GPU: scratch, cuBLAS, for BST
+// one cuFFT convolver per layer (staging + five spectra, 64-bit sizes) sharing ONE work area,
+// and in bf16 the weight shadow.
 TEST(DeviceSettings, BackendWorkspaceCountsTheConvolversAndOneSharedCufftWorkArea) {
   const RunConfig bst = load_run_config("configs/1.3b-bst-mf-unstructured.toml", {});
   core::ModelConfig m = bst.model;
@@ -110,6 +111,10 @@ TEST(DeviceSettings, BackendWorkspaceCountsTheConvolversAndOneSharedCufftWorkAre
   const RunConfig rec = load_run_config("configs/1.3b.toml", {});
   EXPECT_EQ(cuda_backend_workspace(rec.model, B, true).fft_buffers, 0);
   EXPECT_EQ(cuda_backend_workspace(rec.model, B, true).fft_work_area, 0);
+  // bf16 keeps a bf16 copy of the rank's fp32 parameters (CudaBackend::weights_fixed); fp32 none.
+  const int64_t parameter_bytes = int64_t{4} * 325'000'000;
+  EXPECT_EQ(cuda_backend_workspace(rec.model, B, true, 4, parameter_bytes).weight_shadow, parameter_bytes / 2);
+  EXPECT_EQ(cuda_backend_workspace(rec.model, B, false, 4, parameter_bytes).weight_shadow, 0);
 }
 
 }  // namespace
