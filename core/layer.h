@@ -49,14 +49,14 @@ struct TensorRef {
 template <typename T>
 struct BackwardScratch {
   kernels::Buffer<T> d_model;    // [B*N, D]: gradient w.r.t. a layer's mid-residual y
-  kernels::Buffer<T> d_ff;       // [2, B*N, F]: MLP hidden gradients
+  kernels::Buffer<T> d_ff;       // [B*N, F]: the MLP hidden gradient
   kernels::Buffer<T> d_attn[6];  // [B*N, A] each: attention outputs, q, k, v, ...
   kernels::Buffer<T> d_norm;     // [B*N, D]: gradient w.r.t. a normalised input
   // rows = B*N; D, F and A as this rank holds them (F/TP, A/TP under tensor parallelism).
   void allocate(kernels::Memory& memory, int64_t rows, int64_t D, int64_t F, int64_t A) {
     d_model.allocate(memory, size_t(rows * D), "backward scratch d_model");
     d_norm.allocate(memory, size_t(rows * D), "backward scratch d_norm");
-    d_ff.allocate(memory, size_t(2 * rows * F), "backward scratch d_ff");
+    d_ff.allocate(memory, size_t(rows * F), "backward scratch d_ff");
     for (auto& b : d_attn) b.allocate(memory, size_t(rows * A), "backward scratch d_attn");
   }
   int64_t elems() const {

@@ -171,7 +171,7 @@ class Backend {
 
   // ---- model.md §4: ReLU -----------------------------------------------------------------
   virtual void relu_forward(const T* x, int64_t n, T* y) = 0;             // y may alias x
-  virtual void relu_backward(const T* y, const T* dy, int64_t n, T* dx) = 0;  // dx += dy*(y>0)
+  virtual void relu_backward(const T* y, const T* dy, int64_t n, T* dx) = 0;  // dx = dy*(y>0); dx may alias dy
 
   // ---- model.md §5.3: gates ----------------------------------------------------------------
   // fixed: g = sigmoid(bias[d]); out = carry*g + u*(1-g). carry, u, out: [n, D].

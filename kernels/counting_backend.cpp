@@ -222,7 +222,7 @@ void CountingBackend<T>::relu_forward(const T* x, int64_t n, T* y) {
 
 template <typename T>
 void CountingBackend<T>::relu_backward(const T* y, const T* dy, int64_t n, T* dx) {
-  add(kElem, double(n), 3.0 * double(n), double(n));
+  add(kElem, double(n), 2.0 * double(n), double(n));
   run(kElem, [&] { inner_->relu_backward(y, dy, n, dx); });
 }
 

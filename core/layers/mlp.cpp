@@ -63,11 +63,10 @@ void mlp_backward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, cons
   const int D = p.d_model, F = p.d_ff;
   const int64_t nf = static_cast<int64_t>(rows) * F;
   T* dm = scratch_f;
-  T* dpre = scratch_f + nf;
   auto& w2 = store[p.w2];
   linear_backward(be, acts.m.data(), rows, F, w2.value, D, du, dm, w2.grad, T(0));  // dm = du·W2ᵀ
   if (dm_extra != nullptr) be.add_inplace(dm, dm_extra, nf);
-  be.fill(dpre, nf, T(0));
+  T* dpre = dm;  // the gradient before the ReLU, in place: dm·(m > 0)
   be.relu_backward(acts.m.data(), dm, nf, dpre);
   T* dh = scratch_d;
   auto& w1 = store[p.w1];

@@ -43,7 +43,7 @@ void mlp_forward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, const
                  MlpActs<T>& acts, T* u, T beta);
 // du: gradient w.r.t. u; dm_extra (may be null): an extra gradient w.r.t. the hidden m
 // (the dual state MLP's gate reads m, model.md §5.3). Accumulates dy and parameter grads.
-// scratch_f: [2, rows, F], scratch_d: [rows, D].
+// scratch_f: [rows, F], scratch_d: [rows, D].
 template <typename T>
 void mlp_backward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, const T* y,
                   int rows, const MlpActs<T>& acts, const T* du, T* dy, T* scratch_f,

@@ -87,7 +87,7 @@ RecurrentStateSide<T>::RecurrentStateSide(ParamStore<T>& store, const ModelConfi
     }
     d_gated_.allocate(memory, ld, "state backward scratch");
     du2_.allocate(memory, ld, "state backward scratch");
-    scratch_f_.allocate(memory, 2 * static_cast<size_t>(R) * F, "state backward scratch");
+    scratch_f_.allocate(memory, static_cast<size_t>(R) * F, "state backward scratch");
     dm_.allocate(memory, static_cast<size_t>(R) * F, "state backward scratch");
   }
   for (auto* v : {&d_next_, &d_cur_, &du1_, &dzf_, &dzi_, &zf_, &zi_})

@@ -109,7 +109,7 @@ void ElementwiseOps<T>::relu_forward(const T* x, int64_t n, T* y) {
 template <typename T>
 void ElementwiseOps<T>::relu_backward(const T* y, const T* dy, int64_t n, T* dx) {
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMinWork)
-  for (int64_t i = 0; i < n; ++i) dx[i] += y[i] > T(0) ? dy[i] : T(0);
+  for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > T(0) ? dy[i] : T(0);
 }
 
 template struct ElementwiseOps<float>;

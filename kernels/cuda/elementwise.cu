@@ -68,7 +68,7 @@ __global__ void relu_forward_kernel(const float* x, int64_t n, float* y) {
 __global__ void relu_backward_kernel(const float* y, const float* dy, int64_t n, float* dx) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
-    dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
+    dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
   }
 }
 

@@ -225,7 +225,7 @@ if wants gputest; then
   # GPU tests of tests/kernels/cuda (GTest) run against the emulated CudaBackend, smallest shapes.
   backend_objects
   status=0
-  for spec in ${EMU_GPU_TESTS:-test_norms_gates_xent "test_attention:CudaWindowAttention*" test_event_timer optimizer_gpu_test test_s4d_state_passing "test_gemm_elementwise:CudaGemm*"}; do
+  for spec in ${EMU_GPU_TESTS:-test_norms_gates_xent "test_attention:CudaWindowAttention*" test_event_timer optimizer_gpu_test test_s4d_state_passing "test_gemm_elementwise:CudaGemm*:CudaElementwise*"}; do
     file=${spec%%:*}
     filter=${spec#*:}; [ "$filter" = "$spec" ] && filter='*'
     extra=()  # the attention tests' float64 reference (tests/kernels/cuda/CMakeLists.txt links it too)

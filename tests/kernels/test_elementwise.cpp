@@ -165,7 +165,7 @@ TEST(Relu, ForwardAndBackward) {
   be->relu_forward(x.data(), n, y.data());
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(y[i], x[i] > 0 ? x[i] : 0.0);
   const auto weights = rng.normal(n, 1.0);
-  std::vector<double> dx(n, 0.0);
+  std::vector<double> dx(n, 7.0);  // written, not accumulated
   be->relu_backward(y.data(), weights.data(), n, dx.data());
   const auto objective = [&] {
     be->relu_forward(x.data(), n, y.data());
@@ -176,6 +176,9 @@ TEST(Relu, ForwardAndBackward) {
   std::vector<double> inplace(x);
   be->relu_forward(inplace.data(), n, inplace.data());  // y may alias x
   EXPECT_EQ(inplace, y);
+  std::vector<double> dy_inplace(weights);
+  be->relu_backward(y.data(), dy_inplace.data(), n, dy_inplace.data());  // dx may alias dy
+  EXPECT_EQ(dy_inplace, dx);
 }
 
 }  // namespace

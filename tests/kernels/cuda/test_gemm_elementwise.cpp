@@ -160,6 +160,9 @@ TEST_F(CudaElementwiseTest, FillCopyAddScaleReluMatchCpu) {
   cpu_->relu_backward(r.data(), g.data(), n, dr.data());
   EXPECT_TRUE(bit_identical(download(d_r, n), r)) << "relu_forward";
   EXPECT_TRUE(bit_identical(download(d_dr, n), dr)) << "relu_backward";
+  float* d_g = upload(g);
+  gpu_->relu_backward(d_r, d_g, n, d_g);  // dx may alias dy
+  EXPECT_TRUE(bit_identical(download(d_g, n), dr)) << "relu_backward in place";
 }
 
 TEST_F(CudaElementwiseTest, ColumnSumAndBroadcastMatchCpuAndAreDeterministic) {
