@@ -80,6 +80,12 @@ inline std::string bad_target_message(const std::string& backend, int64_t target
          std::to_string(row) + " is outside [0, " + std::to_string(V) + ")";
 }
 
+// Bytes of the mask linear_relu_forward writes for y [n, out]: a bit per element, each of the n
+// rows padded to 128 bits (the cuBLASLt ReLU bit-mask, whose leading dimension must be a
+// multiple of 128). Core allocates it whatever the backend, so a layer's buffers do not depend
+// on which backend runs it (the CPU's never touches it: 1/32 of y's bytes).
+inline int64_t relu_mask_bytes(int64_t n, int64_t out) { return n * ((out + 127) / 128) * 16; }
+
 template <typename T>
 class Backend {
  public:
@@ -101,6 +107,27 @@ class Backend {
                                T dx_beta) {
     if (dx != nullptr) gemm(Trans::N, Trans::T, n, in, out, T(1), dy, out, w, out, dx_beta, dx, in);
     gemm(Trans::T, Trans::N, in, out, n, T(1), x, in, dy, out, T(1), dw, out);
+  }
+  // An MLP's first product and its ReLU (model.md §4): y = relu(x·w) for x [n, in], w [in, out],
+  // and `mask` (relu_mask_bytes(n, out) bytes, the backend's own format) keeps what
+  // relu_linear_backward needs of the product before the ReLU. The default is gemm, then
+  // relu_forward in place (no mask); CUDA in bf16 applies the ReLU in the product's epilogue.
+  virtual void linear_relu_forward(const T* x, int n, int in, const T* w, int out, T* y, void* mask) {
+    (void)mask;
+    gemm(Trans::N, Trans::N, n, out, in, T(1), x, in, w, out, T(0), y, out);
+    relu_forward(y, int64_t(n) * out, y);
+  }
+  // The backward of a linear layer y = x·w whose input came out of linear_relu_forward (x =
+  // relu(pre), `mask` as it wrote it): dx = (dy·wᵀ + dx_add)·(pre > 0), the gradient before the
+  // ReLU (dx_add may be null), then dw += xᵀ·dy. The default is linear_backward, add_inplace
+  // and relu_backward in place; CUDA in bf16 applies the ReLU's gradient in dx's epilogue.
+  virtual void relu_linear_backward(const T* x, const void* mask, int n, int in, const T* w, int out, const T* dy,
+                                    const T* dx_add, T* dx, T* dw) {
+    (void)mask;
+    const int64_t nx = int64_t(n) * in;
+    linear_backward(x, n, in, w, out, dy, dx, dw, T(0));
+    if (dx_add != nullptr) add_inplace(dx, dx_add, nx);
+    relu_backward(x, dx, nx, dx);
   }
   // The model's weights are [values, values + n) and stay unchanged from this call until the
   // next one (core calls it at the start of every forward, and a step's backward reads the

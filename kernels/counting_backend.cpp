@@ -41,6 +41,12 @@ void CountingBackend<T>::add(KernelClass c, double flops, double elems_read, dou
 }
 
 namespace {
+// The ReLU bit-mask: a bit per element, in elements of T.
+template <typename T>
+double mask_elems(int n, int out) {
+  return double(relu_mask_bytes(n, out)) / double(sizeof(T));
+}
+
 // Elements of T that `n` doubles take (the S4D states and the split loss's row statistics).
 template <typename T>
 double as_elems(double doubles) {
@@ -90,6 +96,32 @@ void CountingBackend<T>::linear_backward(const T* x, int n, int in, const T* w, 
     operand(x, rows, a, in);                              // x
   }
   run(kGemm, [&] { inner_->linear_backward(x, n, in, w, out, dy, dx, dw, dx_beta); });
+}
+
+template <typename T>
+void CountingBackend<T>::linear_relu_forward(const T* x, int n, int in, const T* w, int out, T* y, void* mask) {
+  const double rows = n, a = in, b = out;
+  add(kGemm, 2.0 * rows * a * b, rows * a + a * b, rows * b + mask_elems<T>(n, out));
+  if (n > 0 && in > 0 && out > 0) {
+    operand(x, rows, a, in);
+    operand(w, a, b, out);
+  }
+  run(kGemm, [&] { inner_->linear_relu_forward(x, n, in, w, out, y, mask); });
+}
+
+template <typename T>
+void CountingBackend<T>::relu_linear_backward(const T* x, const void* mask, int n, int in, const T* w, int out,
+                                              const T* dy, const T* dx_add, T* dx, T* dw) {
+  const double rows = n, a = in, b = out;
+  add(kGemm, 2.0 * rows * a * b, rows * b + a * b + mask_elems<T>(n, in) + (dx_add != nullptr ? rows * a : 0.0),
+      rows * a);
+  add(kGemm, 2.0 * rows * a * b, rows * a + rows * b + a * b, a * b);
+  if (n > 0 && in > 0 && out > 0) {
+    converted(rows * b);  // dy, once
+    operand(w, a, b, out);
+    operand(x, rows, a, in);
+  }
+  run(kGemm, [&] { inner_->relu_linear_backward(x, mask, n, in, w, out, dy, dx_add, dx, dw); });
 }
 
 template <typename T>

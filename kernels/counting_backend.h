@@ -80,6 +80,11 @@ class CountingBackend final : public Backend<T> {
   // of kernels/cuda/weight_shadow.h, and a product's operand that reads it there is no longer
   // counted as converted.
   void weights_fixed(const T* values, int64_t n) override;
+  // Counted as the CUDA backend runs them in bf16: products whose epilogues apply the ReLU and
+  // its gradient (and add dx_add), with no element-wise pass of their own.
+  void linear_relu_forward(const T* x, int n, int in, const T* w, int out, T* y, void* mask) override;
+  void relu_linear_backward(const T* x, const void* mask, int n, int in, const T* w, int out, const T* dy,
+                            const T* dx_add, T* dx, T* dw) override;
   void fill(T* x, int64_t n, T value) override;
   void copy(const T* x, int64_t n, T* y) override;
   void add_inplace(T* y, const T* x, int64_t n) override;

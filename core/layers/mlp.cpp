@@ -9,13 +9,15 @@ void MlpActs<T>::allocate(kernels::Memory& memory, const MlpParams& p, int rows)
   h.allocate(memory, static_cast<size_t>(rows) * p.d_model, "mlp input h");
   rstd.allocate(memory, size_t(rows), "mlp rstd");
   m.allocate(memory, static_cast<size_t>(rows) * p.d_ff, "mlp hidden m");
+  relu_mask.allocate(memory, size_t(kernels::relu_mask_bytes(rows, p.d_ff)), "mlp relu mask");
   if (p.tp.active()) u.allocate(memory, static_cast<size_t>(rows) * p.d_model, "mlp partial u");
 }
 
 template <typename T>
 int64_t MlpActs<T>::bytes() const {
   return static_cast<int64_t>(h.size() + rstd.size() + m.size() + u.size()) *
-         static_cast<int64_t>(sizeof(T));
+             static_cast<int64_t>(sizeof(T)) +
+         static_cast<int64_t>(relu_mask.size());
 }
 
 template <typename T>
@@ -37,8 +39,7 @@ void mlp_forward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, const
                  MlpActs<T>& acts, T* u, T beta) {
   const int D = p.d_model, F = p.d_ff;
   be.rmsnorm_forward(y, store[p.norm].value, rows, D, acts.h.data(), acts.rstd.data());
-  linear_forward(be, acts.h.data(), rows, D, store[p.w1].value, F, acts.m.data());
-  be.relu_forward(acts.m.data(), static_cast<int64_t>(rows) * F, acts.m.data());
+  be.linear_relu_forward(acts.h.data(), rows, D, store[p.w1].value, F, acts.m.data(), acts.relu_mask.data());
   if (!p.tp.active()) {
     linear_forward(be, acts.m.data(), rows, F, store[p.w2].value, D, u, beta);
     return;
@@ -61,13 +62,10 @@ void mlp_backward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, cons
                   int rows, const MlpActs<T>& acts, const T* du, T* dy, T* scratch_f,
                   T* scratch_d, const T* dm_extra) {
   const int D = p.d_model, F = p.d_ff;
-  const int64_t nf = static_cast<int64_t>(rows) * F;
-  T* dm = scratch_f;
+  // The gradient before the ReLU: (du·W2ᵀ + dm_extra)·(m > 0), and W2's gradient.
+  T* dpre = scratch_f;
   auto& w2 = store[p.w2];
-  linear_backward(be, acts.m.data(), rows, F, w2.value, D, du, dm, w2.grad, T(0));  // dm = du·W2ᵀ
-  if (dm_extra != nullptr) be.add_inplace(dm, dm_extra, nf);
-  T* dpre = dm;  // the gradient before the ReLU, in place: dm·(m > 0)
-  be.relu_backward(acts.m.data(), dm, nf, dpre);
+  be.relu_linear_backward(acts.m.data(), acts.relu_mask.data(), rows, F, w2.value, D, du, dm_extra, dpre, w2.grad);
   T* dh = scratch_d;
   auto& w1 = store[p.w1];
   linear_backward(be, acts.h.data(), rows, D, w1.value, F, dpre, dh, w1.grad, T(0));

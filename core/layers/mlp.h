@@ -28,6 +28,7 @@ struct MlpActs {
   kernels::Buffer<T> h;     // [rows, D]
   kernels::Buffer<T> rstd;  // [rows]
   kernels::Buffer<T> m;     // [rows, F] after ReLU (F / TP under TP)
+  kernels::Buffer<uint8_t> relu_mask;  // kernels::relu_mask_bytes(rows, F): the backend's ReLU mask
   kernels::Buffer<T> u;     // [rows, D] the row-parallel partial sum (TP > 1 only)
   void allocate(kernels::Memory& memory, const MlpParams& p, int rows);
   int64_t bytes() const;

@@ -112,6 +112,8 @@ CudaBackend::CudaBackend(const CudaOptions& options) : options_(options) {
     BRT_CUBLAS_CHECK(cublasSetMathMode(cublas_, options.precision == Precision::kFp32
                                                     ? CUBLAS_PEDANTIC_MATH
                                                     : CUBLAS_DEFAULT_MATH));
+    if (options.precision == Precision::kBf16)
+      relu_gemm_ = std::make_unique<ReluEpilogueGemm>(cublas_workspace_.base(), kCublasWorkspaceBytes);
   } catch (...) {
     release_handles();  // no destructor runs for a half-built object
     throw;
@@ -171,6 +173,52 @@ void CudaBackend::weights_fixed(const float* values, int64_t n) {
   }
 }
 
+void CudaBackend::linear_relu_forward(const float* x, int n, int in, const float* w, int out, float* y, void* mask) {
+  if (relu_gemm_ == nullptr || n <= 0 || in <= 0 || out <= 0) {
+    Backend<float>::linear_relu_forward(x, n, in, w, out, y, mask);
+    relu_masks_[mask] = false;
+    return;
+  }
+  DeviceArena& arena = scratch();
+  const void* x16 = bf16_operand(x, n, in, in, arena.allocate(std::size_t{2} * n * in, "linear_relu bf16 x"));
+  const void* w16 = bf16_operand(w, in, out, out, arena.allocate(std::size_t{2} * in * out, "linear_relu bf16 w"));
+  // Column-major: yᵀ [out, n] = wᵀ [out, in] · xᵀ [in, n].
+  const bool fused = relu_gemm_->relu_aux({out, n, in, false, w16, x16, nullptr, y}, mask, stream_);
+  relu_masks_[mask] = fused;
+  if (fused) return;
+  gemm_bf16(Trans::N, Trans::N, n, out, in, 1.0f, x16, in, w16, out, 0.0f, y, out);
+  launch_relu_forward(y, int64_t{n} * out, y, stream_);
+}
+
+void CudaBackend::relu_linear_backward(const float* x, const void* mask, int n, int in, const float* w, int out,
+                                       const float* dy, const float* dx_add, float* dx, float* dw) {
+  const auto written = relu_masks_.find(mask);
+  if (written == relu_masks_.end() || !written->second || n <= 0 || in <= 0 || out <= 0) {
+    // No mask from the epilogue: the products, the add and the ReLU's gradient from x itself.
+    Backend<float>::relu_linear_backward(x, mask, n, in, w, out, dy, dx_add, dx, dw);
+    return;
+  }
+  const auto [dy16, other16] = backward_bf16(dy, n, in, out);
+  const void* w16 = bf16_operand(w, in, out, out, other16);
+  // Column-major: dxᵀ [in, n] = (wᵀ [out, in])ᵀ · dyᵀ [out, n], plus dx_add, times the mask.
+  if (!relu_gemm_->drelu({in, n, out, true, w16, dy16, dx_add, dx}, mask, stream_)) {
+    gemm_bf16(Trans::N, Trans::T, n, in, out, 1.0f, dy16, out, w16, out, 0.0f, dx, in);
+    if (dx_add != nullptr) launch_add_inplace(dx, dx_add, int64_t{n} * in, stream_);
+    launch_relu_backward(x, dx, int64_t{n} * in, dx, stream_);
+  }
+  const void* x16 = bf16_operand(x, n, in, in, other16);
+  gemm_bf16(Trans::T, Trans::N, in, out, n, 1.0f, x16, in, dy16, out, 1.0f, dw, out);
+}
+
+CudaBackend::BackwardBf16 CudaBackend::backward_bf16(const float* dy, int n, int in, int out) {
+  DeviceArena& arena = scratch();
+  void* dy16 = arena.allocate(std::size_t{2} * n * out, "linear backward bf16 dy");
+  void* other16 = arena.allocate(std::size_t{2} * std::max(std::size_t(in) * out, std::size_t(n) * in),
+                                 "linear backward bf16 w, then x");
+  launch_convert_to_bf16(dy, n, out, out, dy16, stream_);
+  return {dy16, other16};
+}
+
 const void* CudaBackend::bf16_operand(const float* p, int rows, int cols, int ld, void* dst) {
   const int64_t at = weight_shadow_offset(weights_, weights_n_, p, rows, cols, ld, sizeof(float));
   if (at >= 0) return static_cast<const unsigned char*>(weight_shadow_.base()) + 2 * at;
@@ -192,14 +240,8 @@ void CudaBackend::linear_backward(const float* x, int n, int in, const float* w,
     Backend<float>::linear_backward(x, n, in, w, out, dy, dx, dw, dx_beta);
     return;
   }
-  // dy [n, out] once; w [in, out] (or its shadow) then x [n, in] through one buffer (stream
-  // order: the dx product has read w's copy before x's conversion overwrites it). The same
-  // operands, rounding and products as the two gemm calls, so the results are bit-identical.
-  DeviceArena& arena = scratch();
-  void* dy16 = arena.allocate(std::size_t{2} * n * out, "linear_backward bf16 dy");
-  void* other16 = arena.allocate(std::size_t{2} * std::max(std::size_t(in) * out, std::size_t(n) * in),
-                                 "linear_backward bf16 w, then x");
-  launch_convert_to_bf16(dy, n, out, out, dy16, stream_);
+  // The same operands, rounding and products as the two gemm calls: bit-identical to them.
+  const auto [dy16, other16] = backward_bf16(dy, n, in, out);
   if (dx != nullptr) {
     const void* w16 = bf16_operand(w, in, out, out, other16);
     gemm_bf16(Trans::N, Trans::T, n, in, out, 1.0f, dy16, out, w16, out, dx_beta, dx, in);

@@ -15,6 +15,10 @@
 #include "kernels/cuda/device/device_memory.h"
 #include "kernels/cuda/launchers.h"
 #include "kernels/cuda/device/stream_wait.h"
+#include "kernels/cuda/gemm/relu_epilogue.h"
+
+#include <memory>
+#include <unordered_map>
 
 namespace brt::kernels::cuda {
 class CufftWorkArea;  // fft_conv.h
@@ -44,6 +48,11 @@ class CudaBackend final : public Backend<float> {
                        float* dw, float dx_beta) override;
   // bf16: rounds [values, values + n) into the weight shadow (CudaOptions::bf16_weight_shadow).
   void weights_fixed(const float* values, int64_t n) override;
+  // bf16: the ReLU and its gradient in cuBLASLt epilogues (gemm/relu_epilogue.h) where it has
+  // algorithms for them, else the products and the ReLU kernels.
+  void linear_relu_forward(const float* x, int n, int in, const float* w, int out, float* y, void* mask) override;
+  void relu_linear_backward(const float* x, const void* mask, int n, int in, const float* w, int out, const float* dy,
+                            const float* dx_add, float* dx, float* dw) override;
 
   void fill(float* x, int64_t n, float value) override { launch_fill(x, n, value, stream_); }
   void copy(const float* x, int64_t n, float* y) override { launch_copy(x, n, y, stream_); }
@@ -264,6 +273,14 @@ class CudaBackend final : public Backend<float> {
   // shadow where it reads one (kernels/cuda/weight_shadow.h), else rounded now into dst
   // (packed, ld = cols). Either way a product reads it with ld = cols.
   const void* bf16_operand(const float* p, int rows, int cols, int ld, void* dst);
+  // A linear layer's backward in bf16: dy [n, out] rounded once into the scratch arena, and one
+  // buffer for w [in, out] (unless its shadow is read) then x [n, in] (stream order: the dx
+  // product has read w's copy before x's conversion overwrites it).
+  struct BackwardBf16 {
+    void* dy16;
+    void* other16;
+  };
+  BackwardBf16 backward_bf16(const float* dy, int n, int in, int out);
   DeviceArena& scratch() {
     scratch_.reset();
     return scratch_;
@@ -281,6 +298,8 @@ class CudaBackend final : public Backend<float> {
   DeviceArena weight_shadow_;         // bf16 copy of the weights (weights_fixed), grown on demand
   const float* weights_ = nullptr;    // the weights it copies, or null: no shadow
   int64_t weights_n_ = 0;
+  std::unique_ptr<ReluEpilogueGemm> relu_gemm_;          // bf16 only
+  std::unordered_map<const void*, bool> relu_masks_;    // mask -> written by the epilogue
   std::unique_ptr<DeviceMemory> memory_;  // on stream_
   std::shared_ptr<CufftWorkArea> fft_work_;  // shared by this backend's convolvers (made lazily)
   std::shared_ptr<WaitWatchSlot> waits_ = std::make_shared<WaitWatchSlot>();  // shared with memory_

@@ -170,6 +170,15 @@ class ForwardingBackend : public kernels::Backend<T> {
     Call c(*this, "gemm", {A, B, C});
     inner_.gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
+  void linear_relu_forward(const T* x, int n, int in, const T* w, int out, T* y, void* mask) override {
+    Call c(*this, "linear_relu_forward", {x, w, y, mask});
+    inner_.linear_relu_forward(x, n, in, w, out, y, mask);
+  }
+  void relu_linear_backward(const T* x, const void* mask, int n, int in, const T* w, int out, const T* dy,
+                            const T* dx_add, T* dx, T* dw) override {
+    Call c(*this, "relu_linear_backward", {x, mask, w, dy, dx_add, dx, dw});
+    inner_.relu_linear_backward(x, mask, n, in, w, out, dy, dx_add, dx, dw);
+  }
   void weights_fixed(const T* values, int64_t n) override {
     Call c(*this, "weights_fixed", {values});
     inner_.weights_fixed(values, n);

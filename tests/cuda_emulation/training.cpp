@@ -4,9 +4,11 @@
 // — a micro model of a variant (BST ones: variant names as core/model_config.h, e.g.
 // bst:sh:s4d, bst:mf:unstructured): forward loss, every parameter gradient, and (with
 // the optimizer) the weights after two optimizer steps and the next loss. fp32 ≤ 1e-5
-// relative; bf16 gemm ≤ 1e-2. And bf16's weight shadow against rounding per product, bit for bit.
+// relative; bf16 gemm ≤ 1e-2. And bf16's weight shadow and ReLU epilogues against their
+// unfused paths, bit for bit.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <memory>
 #include <random>
@@ -79,11 +81,14 @@ void compare(const std::string& variant, const std::string& optimizer, bool bf16
   check("worst weight after " + std::to_string(steps) + " steps", worst_weight, bf16 ? 1e-2 : 1e-5);
 }
 
-// bf16 with the weight shadow (CudaOptions::bf16_weight_shadow: the weights rounded once per
-// forward) against rounding each weight operand per product: losses, gradients and weights
-// after three optimizer steps bit-identical (the optimizer's steps in between show that each
-// forward rounds the weights it reads).
-void compare_weight_shadow(const std::string& variant) {
+// Two bf16 runs that must be bit-identical, losses, gradients and weights after three optimizer
+// steps (the steps in between show that each forward reads the weights it should):
+//  - weight_shadow: the weights rounded once per forward (CudaOptions::bf16_weight_shadow)
+//    against each weight operand rounded per product;
+//  - relu_epilogue: the MLP's ReLU in cuBLASLt's epilogues against the products and the ReLU
+//    kernels (EMU_CUBLASLT_NO_EPILOGUE=1 for the second run: the emulated cuBLASLt finds no
+//    algorithm). Bit for bit where no gradient is added before the ReLU (dx_add: dual variants).
+void compare_bf16_runs(const std::string& which, const std::string& variant) {
   const core::ModelConfig cfg = emu_check::micro_model(variant, variant == "xl" ? 32 : 16);
   core::OptimConfig optim;
   optim.lr = 0.05;
@@ -91,15 +96,20 @@ void compare_weight_shadow(const std::string& variant) {
   optim.total_steps = 10;
   optim.min_dim_to_factor = 16;
   const int streams = 2, steps = 3;
-  std::printf("%s, adafactor, bf16 gemm: the weight shadow against rounding per product\n", variant.c_str());
+  const bool shadow_case = which == "weight_shadow";
+  std::printf("%s, adafactor, bf16 gemm: %s\n", variant.c_str(),
+              shadow_case ? "the weight shadow against rounding per product"
+                          : "the ReLU in cuBLASLt epilogues against the ReLU kernels");
   Trace t[2];
-  for (int shadow = 0; shadow < 2; ++shadow) {
+  for (int run_index = 0; run_index < 2; ++run_index) {
     kernels::cuda::CudaOptions options;
     options.precision = kernels::cuda::Precision::kBf16;
     options.workspace_bytes = size_t(16) << 20;
-    options.bf16_weight_shadow = shadow == 1;
+    options.bf16_weight_shadow = !shadow_case || run_index == 1;
+    if (!shadow_case && run_index == 1) setenv("EMU_CUBLASLT_NO_EPILOGUE", "1", 1);
     auto gpu = kernels::cuda::make_cuda_backend(options);
-    t[shadow] = run(cfg, streams, *gpu, optim, steps);
+    t[run_index] = run(cfg, streams, *gpu, optim, steps);
+    unsetenv("EMU_CUBLASLT_NO_EPILOGUE");
   }
   auto none_differ = [](const std::string& what, int differing, size_t of) {
     if (differing > 0) ++emu_check::failures();
@@ -119,13 +129,13 @@ void compare_weight_shadow(const std::string& variant) {
 }  // namespace
 
 // No arguments: every case below (slow: each emulated block starts its threads anew). Or one
-// case: training VARIANT adafactor|adamw fp32|bf16, or training weight_shadow VARIANT.
+// case: training VARIANT adafactor|adamw fp32|bf16, or training weight_shadow|relu_epilogue VARIANT.
 int main(int argc, char** argv) try {
   std::setvbuf(stdout, nullptr, _IONBF, 0);  // progress is visible while it runs
   if (argc == 4) {
     compare(argv[1], argv[2], std::string(argv[3]) == "bf16");
-  } else if (argc == 3 && std::string(argv[1]) == "weight_shadow") {
-    compare_weight_shadow(argv[2]);
+  } else if (argc == 3 && (std::string(argv[1]) == "weight_shadow" || std::string(argv[1]) == "relu_epilogue")) {
+    compare_bf16_runs(argv[1], argv[2]);
   } else {
     for (const char* v : {"rec:fixed:skip", "rec:lstm:dual", "slide", "xl"}) compare(v, "adafactor", false);
     compare("rec:fixed:skip", "adamw", false);

@@ -131,6 +131,47 @@ TEST_F(CudaGemmBf16Test, WeightShadowEqualsRoundingPerCallBitForBit) {
   unbind();
 }
 
+// The MLP's ReLU in the products' epilogues (gemm/relu_epilogue.h): linear_relu_forward and
+// relu_linear_backward (its mask from that forward; with and without dx_add) against the same
+// calls' unfused default (the products, then the ReLU kernels) and the CPU. dw is the same cuBLAS
+// call either way (bit-identical); y and dx come from another cuBLAS entry point on a GPU, so
+// within fp32 rounding of the unfused path. EMU_CUBLASLT_NO_EPILOGUE=1 runs the fallbacks.
+TEST_F(CudaGemmBf16Test, ReluEpiloguesMatchTheUnfusedProductsAndTheCpu) {
+  SCOPED_TRACE(rng_.trace());
+  const int n = 37, in = 29, hidden = 53, out = 31;  // forward [n, in]·[in, hidden]; backward of [hidden, out]
+  const auto x = rng_.normal(std::size_t(n) * in), w1 = rng_.normal(std::size_t(in) * hidden),
+             w2 = rng_.normal(std::size_t(hidden) * out), dy = rng_.normal(std::size_t(n) * out),
+             extra = rng_.normal(std::size_t(n) * hidden);
+  const float *d_x = upload(x), *d_w1 = upload(w1), *d_w2 = upload(w2), *d_dy = upload(dy), *d_extra = upload(extra);
+  const std::size_t nh = std::size_t(n) * hidden;
+  auto* mask = arena_.allocate(std::size_t(relu_mask_bytes(n, hidden)), "relu mask");
+  float *m = poisoned(nh), *m_plain = poisoned(nh);
+  gpu_->linear_relu_forward(d_x, n, in, d_w1, hidden, m, mask);
+  gpu_->Backend<float>::linear_relu_forward(d_x, n, in, d_w1, hidden, m_plain, nullptr);
+  const auto hm = download(m, nh);
+  EXPECT_REL_CLOSE(hm, download(m_plain, nh), 1e-6, "relu(x·w1) against the unfused path");
+  std::vector<float> cpu_m(nh);
+  cpu_->linear_relu_forward(x.data(), n, in, w1.data(), hidden, cpu_m.data(), nullptr);
+  EXPECT_REL_CLOSE(hm, cpu_m, kBf16Tolerance, "relu(x·w1) against the CPU");
+  for (const bool with_extra : {false, true}) {
+    SCOPED_TRACE(with_extra ? "with dx_add" : "without dx_add");
+    const float* add = with_extra ? d_extra : nullptr;
+    float *dx = poisoned(nh), *dx_plain = poisoned(nh);
+    float *dw = upload(std::vector<float>(std::size_t(hidden) * out, 0.5f)), *dw_plain = upload(std::vector<float>(std::size_t(hidden) * out, 0.5f));
+    gpu_->relu_linear_backward(m, mask, n, hidden, d_w2, out, d_dy, add, dx, dw);
+    gpu_->Backend<float>::relu_linear_backward(m, nullptr, n, hidden, d_w2, out, d_dy, add, dx_plain, dw_plain);
+    const auto hdx = download(dx, nh);
+    EXPECT_REL_CLOSE(hdx, download(dx_plain, nh), 1e-6, "dx against the unfused path");
+    EXPECT_TRUE(bit_identical(download(dw, std::size_t(hidden) * out), download(dw_plain, std::size_t(hidden) * out))) << "dw";
+    std::vector<float> cpu_dx(nh), cpu_dw(std::size_t(hidden) * out, 0.5f);
+    cpu_->relu_linear_backward(hm.data(), nullptr, n, hidden, w2.data(), out, dy.data(),  // the GPU's ReLU
+                               with_extra ? extra.data() : nullptr, cpu_dx.data(), cpu_dw.data());
+    EXPECT_REL_CLOSE(hdx, cpu_dx, kBf16Tolerance, "dx against the CPU");
+    for (std::size_t i = 0; i < nh; ++i)
+      if (!(hm[i] > 0.0f)) ASSERT_EQ(hdx[i], 0.0f) << "the gradient where the ReLU was off, element " << i;
+  }
+}
+
 using CudaElementwiseTest = CudaTest;
 
 TEST_F(CudaElementwiseTest, FillCopyAddScaleReluMatchCpu) {

@@ -1,0 +1,61 @@
+// The MLP's ReLU inside its products (model.md §4; docs/gpu.md): cuBLASLt's RELU_AUX epilogue on
+// the first product writes relu(x·w) and a bit-mask of where the product was positive, and DRELU
+// on the second product's input gradient multiplies by that mask (adding C first), so neither
+// the ReLU nor its gradient is a pass over the hidden activations of its own. bf16 operands,
+// fp32 output and compute, as the backend's cublasGemmEx. Whether cuBLASLt has an algorithm for
+// an epilogue at a shape and the operands' alignments is asked once and kept with the algorithm;
+// where it has none, the caller runs the product and its own ReLU kernels.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <tuple>
+
+namespace brt::kernels::cuda {
+
+// The bit-mask's leading dimension in bits for an output of `rows` (column-major) rows:
+// cuBLASLt asks for a multiple of 128 (kernels::relu_mask_bytes sizes it).
+inline int64_t relu_mask_ld(int64_t rows) { return (rows + 127) / 128 * 128; }
+
+class ReluEpilogueGemm {
+ public:
+  // The cuBLASLt workspace (the backend's cuBLAS workspace: its calls run in stream order).
+  ReluEpilogueGemm(void* workspace, std::size_t workspace_bytes);
+  ~ReluEpilogueGemm();
+  ReluEpilogueGemm(const ReluEpilogueGemm&) = delete;
+  ReluEpilogueGemm& operator=(const ReluEpilogueGemm&) = delete;
+
+  // Column-major, as cuBLAS sees the backend's row-major products: D [m, n] = op(A)·B + beta·C
+  // with A stored [m, k] (transa: [k, m]), B [k, n], C and D [m, n], each dense (ld = rows).
+  struct Product {
+    int m = 0, n = 0, k = 0;
+    bool transa = false;
+    const void* a = nullptr;  // bf16
+    const void* b = nullptr;  // bf16
+    const float* c = nullptr;  // null: beta = 0
+    float* d = nullptr;
+  };
+  // D = relu(A·B) and the mask; false (nothing enqueued) where cuBLASLt has no algorithm.
+  bool relu_aux(const Product& p, void* mask, cudaStream_t stream);
+  // D = (op(A)·B + C)·mask; false (nothing enqueued) where cuBLASLt has no algorithm.
+  bool drelu(const Product& p, const void* mask, cudaStream_t stream);
+
+ private:
+  struct Plan {
+    bool asked = false, available = false;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  bool run(cublasLtEpilogue_t epilogue, const Product& p, const void* mask, cudaStream_t stream);
+
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  std::size_t workspace_bytes_ = 0;
+  // (epilogue, m, n, k, transa, with C, the alignments of A, B, C, D and the mask) -> plan
+  std::map<std::tuple<int, int, int, int, bool, bool, uint64_t>, Plan> plans_;
+};
+
+}  // namespace brt::kernels::cuda
