@@ -328,6 +328,11 @@ void synchronize(Backend<float>& backend) {
   cuda_backend->synchronize();
 }
 
+std::string describe_relu_epilogues(Backend<float>& backend) {
+  auto* cuda_backend = dynamic_cast<CudaBackend*>(&backend);
+  return cuda_backend != nullptr ? cuda_backend->relu_epilogues() : "";
+}
+
 CUstream_st* stream_handle(Backend<float>& backend) {
   auto* cuda_backend = dynamic_cast<CudaBackend*>(&backend);
   if (cuda_backend == nullptr) {

@@ -82,6 +82,11 @@ std::unique_ptr<Backend<float>> make_cuda_backend(const CudaOptions& options = {
 // Throws std::invalid_argument for another backend; not for use inside a graph capture.
 std::unique_ptr<CallTimer> make_event_timer(Backend<float>& backend);
 
+// Where a CUDA backend in bf16 has run the MLP's ReLU so far: cuBLASLt's epilogues or, where it
+// has no algorithm, the ReLU kernels (ReluEpilogueGemm::describe); "" for fp32, before any MLP
+// step, or for another backend.
+std::string describe_relu_epilogues(Backend<float>& backend);
+
 // The stream a CUDA backend enqueues on (a cudaStream_t), so collectives (NCCL) and timers can
 // be ordered after its kernels. Throws std::invalid_argument for another backend.
 CUstream_st* stream_handle(Backend<float>& backend);

@@ -37,6 +37,7 @@ class CudaBackend final : public Backend<float> {
   Memory& memory() override { return *memory_; }
   cudaStream_t stream() const { return stream_; }
   const CudaOptions& options() const { return options_; }
+  std::string relu_epilogues() const { return relu_gemm_ != nullptr ? relu_gemm_->describe() : ""; }
   void synchronize();
   // Host waits poll the stream and call `watch` (cuda_backend.h set_wait_watch).
   void set_wait_watch(WaitWatch watch) { waits_->watch = std::move(watch); }

@@ -103,4 +103,21 @@ bool ReluEpilogueGemm::run(cublasLtEpilogue_t epilogue, const Product& p, const 
   return true;
 }
 
+std::string ReluEpilogueGemm::describe() const {
+  int asked[2] = {0, 0}, available[2] = {0, 0};
+  for (const auto& [key, plan] : plans_) {
+    const int i = std::get<0>(key) == int(CUBLASLT_EPILOGUE_RELU_AUX) ? 0 : 1;
+    asked[i] += plan.asked ? 1 : 0;
+    available[i] += plan.available ? 1 : 0;
+  }
+  if (asked[0] + asked[1] == 0) return "";
+  std::string s;
+  const char* names[2] = {"RELU_AUX", "DRELU"};
+  for (int i = 0; i < 2; ++i)
+    s += std::string(i ? ", " : "") + names[i] + " at " + std::to_string(available[i]) + " of " +
+         std::to_string(asked[i]) + " problems";
+  const bool all = available[0] == asked[0] && available[1] == asked[1];
+  return s + (all ? "" : " (the others: the products and the ReLU kernels)");
+}
+
 }  // namespace brt::kernels::cuda

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <string>
 #include <tuple>
 
 namespace brt::kernels::cuda {
@@ -43,6 +44,9 @@ class ReluEpilogueGemm {
   bool relu_aux(const Product& p, void* mask, cudaStream_t stream);
   // D = (op(A)·B + C)·mask; false (nothing enqueued) where cuBLASLt has no algorithm.
   bool drelu(const Product& p, const void* mask, cudaStream_t stream);
+  // What cuBLASLt answered so far, e.g. "RELU_AUX at 2 of 2 problems, DRELU at 1 of 2 (the
+  // others: the ReLU kernels)"; "" before any product.
+  std::string describe() const;
 
  private:
   struct Plan {

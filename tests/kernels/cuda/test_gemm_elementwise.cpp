@@ -167,9 +167,14 @@ TEST_F(CudaGemmBf16Test, ReluEpiloguesMatchTheUnfusedProductsAndTheCpu) {
     cpu_->relu_linear_backward(hm.data(), nullptr, n, hidden, w2.data(), out, dy.data(),  // the GPU's ReLU
                                with_extra ? extra.data() : nullptr, cpu_dx.data(), cpu_dw.data());
     EXPECT_REL_CLOSE(hdx, cpu_dx, kBf16Tolerance, "dx against the CPU");
-    for (std::size_t i = 0; i < nh; ++i)
-      if (!(hm[i] > 0.0f)) ASSERT_EQ(hdx[i], 0.0f) << "the gradient where the ReLU was off, element " << i;
+    for (std::size_t i = 0; i < nh; ++i) {
+      if (!(hm[i] > 0.0f)) {
+        ASSERT_EQ(hdx[i], 0.0f) << "the gradient where the ReLU was off, element " << i;
+      }
+    }
   }
+  // Which path ran (a fallback is correct too; the GPU check's log shows the device's answer).
+  std::printf("the MLP's ReLU: %s\n", describe_relu_epilogues(*gpu_).c_str());
 }
 
 using CudaElementwiseTest = CudaTest;
