@@ -108,6 +108,13 @@ class Backend {
     if (dx != nullptr) gemm(Trans::N, Trans::T, n, in, out, T(1), dy, out, w, out, dx_beta, dx, in);
     gemm(Trans::T, Trans::N, in, out, n, T(1), x, in, dy, out, T(1), dw, out);
   }
+  // Products of one input with several weights (the attention's projections, model.md §3.1):
+  // y[j] = x·w[j] for x [n, in] and each w[j] [in, out], j < count. Exactly these gemm calls; a
+  // backend may share their work (CUDA in bf16 rounds x once for all of them).
+  virtual void linear_forward_shared(const T* x, int n, int in, int count, const T* const* w, int out,
+                                     T* const* y) {
+    for (int j = 0; j < count; ++j) gemm(Trans::N, Trans::N, n, out, in, T(1), x, in, w[j], out, T(0), y[j], out);
+  }
   // An MLP's first product and its ReLU (model.md §4): y = relu(x·w) for x [n, in], w [in, out],
   // and `mask` (relu_mask_bytes(n, out) bytes, the backend's own format) keeps what
   // relu_linear_backward needs of the product before the ReLU. The default is gemm, then

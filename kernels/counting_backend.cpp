@@ -99,6 +99,18 @@ void CountingBackend<T>::linear_backward(const T* x, int n, int in, const T* w, 
 }
 
 template <typename T>
+void CountingBackend<T>::linear_forward_shared(const T* x, int n, int in, int count, const T* const* w, int out,
+                                               T* const* y) {
+  const double rows = n, a = in, b = out;
+  for (int j = 0; j < count; ++j) add(kGemm, 2.0 * rows * a * b, rows * a + a * b, rows * b);
+  if (n > 0 && in > 0 && out > 0 && count > 0) {
+    operand(x, rows, a, in);
+    for (int j = 0; j < count; ++j) operand(w[j], a, b, out);
+  }
+  run(kGemm, [&] { inner_->linear_forward_shared(x, n, in, count, w, out, y); });
+}
+
+template <typename T>
 void CountingBackend<T>::linear_relu_forward(const T* x, int n, int in, const T* w, int out, T* y, void* mask) {
   const double rows = n, a = in, b = out;
   add(kGemm, 2.0 * rows * a * b, rows * a + a * b, rows * b + mask_elems<T>(n, out));

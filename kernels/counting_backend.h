@@ -80,6 +80,8 @@ class CountingBackend final : public Backend<T> {
   // of kernels/cuda/weight_shadow.h, and a product's operand that reads it there is no longer
   // counted as converted.
   void weights_fixed(const T* values, int64_t n) override;
+  // The products, x counted as converted once.
+  void linear_forward_shared(const T* x, int n, int in, int count, const T* const* w, int out, T* const* y) override;
   // Counted as the CUDA backend runs them in bf16: products whose epilogues apply the ReLU and
   // its gradient (and add dx_add), with no element-wise pass of their own.
   void linear_relu_forward(const T* x, int n, int in, const T* w, int out, T* y, void* mask) override;

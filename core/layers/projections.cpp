@@ -1,5 +1,9 @@
 #include "core/layers/projections.h"
 
+#include <array>
+#include <stdexcept>
+#include <string>
+
 #include "core/layers/linear.h"
 
 namespace brt::core {
@@ -34,12 +38,21 @@ void projections_forward(Backend<T>& be, ParamStore<T>& store, const ProjectionP
   const int D = s.d_model, A = s.width();
   be.rmsnorm_forward(x, store[p.norm].value, rows, D, acts.h.data(), acts.rstd.data());
   if (p.ids >= 0) be.add_rows_broadcast(acts.h.data(), store[p.ids].value, rows, p.id_rows, D);
+  // The projections of h, then their head norms (§3.1): one call, so a backend can share h
+  // (pointers on the stack: the step loop allocates nothing).
+  constexpr size_t kMaxProjections = 8;
+  if (p.weights.size() > kMaxProjections)
+    throw std::logic_error("projections_forward: " + std::to_string(p.weights.size()) + " projections, at most 8");
+  std::array<const T*, kMaxProjections> weights{};
+  std::array<T*, kMaxProjections> outs{};
   for (size_t j = 0; j < p.weights.size(); ++j) {
-    T* out = acts.out[j].data();
-    linear_forward(be, acts.h.data(), rows, D, store[p.weights[j]].value, A, out);
-    if (p.normalised[j])
-      be.head_l2norm_forward(out, rows, s.heads, s.head_dim, out, acts.rnorm[j].data());
+    weights[j] = store[p.weights[j]].value;
+    outs[j] = acts.out[j].data();
   }
+  be.linear_forward_shared(acts.h.data(), rows, D, int(p.weights.size()), weights.data(), A, outs.data());
+  for (size_t j = 0; j < p.weights.size(); ++j)
+    if (p.normalised[j])
+      be.head_l2norm_forward(outs[j], rows, s.heads, s.head_dim, outs[j], acts.rnorm[j].data());
 }
 
 template <typename T>

@@ -173,6 +173,22 @@ void CudaBackend::weights_fixed(const float* values, int64_t n) {
   }
 }
 
+void CudaBackend::linear_forward_shared(const float* x, int n, int in, int count, const float* const* w, int out,
+                                        float* const* y) {
+  if (options_.precision == Precision::kFp32 || n <= 0 || in <= 0 || out <= 0) {
+    Backend<float>::linear_forward_shared(x, n, in, count, w, out, y);
+    return;
+  }
+  // The same operands and products as a gemm each (bit-identical to them), x rounded once.
+  DeviceArena& arena = scratch();
+  const void* x16 = bf16_operand(x, n, in, in, arena.allocate(std::size_t{2} * n * in, "shared products bf16 x"));
+  void* w16_buffer = arena.allocate(std::size_t{2} * in * out, "shared products bf16 w");
+  for (int j = 0; j < count; ++j) {  // stream order: product j has read w16_buffer before j + 1's copy
+    const void* w16 = bf16_operand(w[j], in, out, out, w16_buffer);
+    gemm_bf16(Trans::N, Trans::N, n, out, in, 1.0f, x16, in, w16, out, 0.0f, y[j], out);
+  }
+}
+
 void CudaBackend::linear_relu_forward(const float* x, int n, int in, const float* w, int out, float* y, void* mask) {
   if (relu_gemm_ == nullptr || n <= 0 || in <= 0 || out <= 0) {
     Backend<float>::linear_relu_forward(x, n, in, w, out, y, mask);

@@ -49,6 +49,9 @@ class CudaBackend final : public Backend<float> {
                        float* dw, float dx_beta) override;
   // bf16: rounds [values, values + n) into the weight shadow (CudaOptions::bf16_weight_shadow).
   void weights_fixed(const float* values, int64_t n) override;
+  // bf16: x rounded once for all the products.
+  void linear_forward_shared(const float* x, int n, int in, int count, const float* const* w, int out,
+                             float* const* y) override;
   // bf16: the ReLU and its gradient in cuBLASLt epilogues (gemm/relu_epilogue.h) where it has
   // algorithms for them, else the products and the ReLU kernels.
   void linear_relu_forward(const float* x, int n, int in, const float* w, int out, float* y, void* mask) override;

@@ -170,6 +170,12 @@ class ForwardingBackend : public kernels::Backend<T> {
     Call c(*this, "gemm", {A, B, C});
     inner_.gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
+  void linear_forward_shared(const T* x, int n, int in, int count, const T* const* w, int out,
+                             T* const* y) override {
+    for (int j = 0; j < count; ++j) check("linear_forward_shared", w[j]), check("linear_forward_shared", y[j]);
+    Call c(*this, "linear_forward_shared", {x});
+    inner_.linear_forward_shared(x, n, in, count, w, out, y);
+  }
   void linear_relu_forward(const T* x, int n, int in, const T* w, int out, T* y, void* mask) override {
     Call c(*this, "linear_relu_forward", {x, w, y, mask});
     inner_.linear_relu_forward(x, n, in, w, out, y, mask);

@@ -81,6 +81,35 @@ TEST_F(CudaGemmBf16Test, LinearBackwardEqualsItsTwoGemmsBitForBit) {
   EXPECT_REL_CLOSE(download(g_dw, dw.size()), dw, kBf16Tolerance, "dw");
 }
 
+// linear_forward_shared rounds x once for its products: bit-identical to a gemm each (the
+// default), with the weights read from the shadow or rounded per product.
+TEST_F(CudaGemmBf16Test, LinearForwardSharedEqualsAGemmEachBitForBit) {
+  SCOPED_TRACE(rng_.trace());
+  const int n = 37, in = 32, out = 24, count = 3;
+  const auto x = rng_.normal(std::size_t(n) * in), weights = rng_.normal(std::size_t(count) * in * out);
+  const float *d_x = upload(x), *d_weights = upload(weights);
+  const float* w[count];
+  float *shared[count], *plain[count];
+  for (int j = 0; j < count; ++j) {
+    w[j] = d_weights + std::size_t(j) * in * out;
+    shared[j] = poisoned(std::size_t(n) * out);
+    plain[j] = poisoned(std::size_t(n) * out);
+  }
+  for (const bool shadow : {false, true}) {
+    gpu_->weights_fixed(shadow ? d_weights : nullptr, shadow ? int64_t(weights.size()) : 0);
+    gpu_->linear_forward_shared(d_x, n, in, count, w, out, shared);
+    gpu_->Backend<float>::linear_forward_shared(d_x, n, in, count, w, out, plain);
+    for (int j = 0; j < count; ++j)
+      EXPECT_TRUE(bit_identical(download(shared[j], std::size_t(n) * out), download(plain[j], std::size_t(n) * out)))
+          << "product " << j << (shadow ? ", weights from the shadow" : "");
+  }
+  gpu_->weights_fixed(nullptr, 0);
+  std::vector<float> y(std::size_t(n) * out);
+  cpu_->gemm(Trans::N, Trans::N, n, out, in, 1.0f, x.data(), in, weights.data() + std::size_t(2) * in * out, out, 0.0f,
+             y.data(), out);
+  EXPECT_REL_CLOSE(download(shared[2], y.size()), y, kBf16Tolerance, "against the CPU");
+}
+
 // The weight shadow (Backend::weights_fixed): a product whose operand lies in the weights reads
 // their bf16 copy made at that call, and gets the result of rounding per call bit for bit (gemm;
 // linear_backward's dx). It is the copy that is read: weights changed behind it give the old
