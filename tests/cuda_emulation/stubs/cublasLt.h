@@ -1,8 +1,8 @@
 // Host emulation of the cuBLASLt calls kernels/cuda makes (kernels/cuda/gemm/relu_epilogue.cpp):
 // bf16 A and B, fp32 C and D, fp32 compute and scale, column-major, in double accumulation like
-// the cuBLAS stub; the DEFAULT, RELU_AUX and DRELU epilogues as cublasLt.h documents them. The
-// ReLU bit-mask is this emulator's format (bit i + j·ld, least significant bit first in each
-// byte): only cuBLASLt reads what cuBLASLt writes. Strict about what the header states:
+// the emulated cuBLAS (cublas_v2.h here); the DEFAULT, RELU_AUX and DRELU epilogues as the real
+// cublasLt.h documents them. The ReLU bit-mask is this emulator's format (bit i + j·ld, least
+// significant bit first in each byte): only cuBLASLt reads what cuBLASLt writes. Strict about what the header states:
 // attribute sizes, the mask's leading dimension (a multiple of 128, at least D's rows) and that
 // it is device memory, C's layout equal to D's; and an algorithm remembers the problem and the
 // alignments its heuristic was told, so a call with other shapes or less aligned pointers fails.
@@ -105,7 +105,8 @@ inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPrefere
   return CUBLAS_STATUS_INVALID_VALUE;
 }
 namespace emu {
-// Why this problem is not one the stub (and the backend's use of cuBLASLt) supports, or "".
+// Why this problem is outside what this emulation implements (the backend's use of cuBLASLt),
+// or "" when it is inside.
 inline std::string lt_problem(cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t A, cublasLtMatrixLayout_t B,
                               cublasLtMatrixLayout_t C, cublasLtMatrixLayout_t D) {
   if (d->compute != CUBLAS_COMPUTE_32F || d->scale != CUDA_R_32F) return "compute and scale must be fp32";
