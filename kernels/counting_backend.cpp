@@ -193,7 +193,7 @@ void CountingBackend<T>::rmsnorm_forward(const T* x, const T* gamma, int n, int 
 template <typename T>
 void CountingBackend<T>::rmsnorm_backward(const T* x, const T* gamma, const T* rstd, const T* dy, int n, int D,
                                           T* dx, T* dgamma) {
-  add(kElem, 8.0 * n * D, 2.0 * n * D + D + n, double(n) * D + D);
+  add(kElem, 8.0 * n * D, 3.0 * n * D + D + n, double(n) * D + D);  // x, dy and dx (accumulated) read
   run(kElem, [&] { inner_->rmsnorm_backward(x, gamma, rstd, dy, n, D, dx, dgamma); });
 }
 
