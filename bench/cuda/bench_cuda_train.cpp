@@ -65,7 +65,7 @@ Settings parse(int argc, char** argv) {
 struct Measured {
   double step_s = 0, loss = 0;
   brt::launch::StepGraphStats graphs;
-  std::string relu_epilogues;  // kc::describe_relu_epilogues after the run (bf16)
+  std::string epilogues;  // kc::describe_epilogues after the run (bf16)
 };
 
 // Warm-up steps, then the median of s.steps timed steps; with `use_graphs` the forward and
@@ -114,7 +114,7 @@ Measured measure(const brt::launch::RunConfig& config, const Settings& s, bool u
   std::sort(seconds.begin(), seconds.end());
   m.step_s = seconds[seconds.size() / 2];
   if (graphs) m.graphs = graphs->stats();
-  m.relu_epilogues = kc::describe_relu_epilogues(backend);
+  m.epilogues = kc::describe_epilogues(backend);
   return m;
 }
 
@@ -220,8 +220,8 @@ void bench_config(const std::string& path, const Settings& s, double peak_tflops
               path.c_str(), g.graph_kernels, g.graph_copies, g.graph_fills,
               (long long)g.replayed_steps, graphed.step_s / eager.step_s,
               graphed.loss == eager.loss ? "bit-identical" : "DIFFER");
-  if (!eager.relu_epilogues.empty())
-    std::printf("%-20s the MLP's ReLU in cuBLASLt epilogues: %s\n", path.c_str(), eager.relu_epilogues.c_str());
+  if (!eager.epilogues.empty())
+    std::printf("%-20s the MLP's ReLU in cuBLASLt epilogues: %s\n", path.c_str(), eager.epilogues.c_str());
   std::fflush(stdout);
   bench_components(path, cfg, s);
 }

@@ -113,7 +113,7 @@ CudaBackend::CudaBackend(const CudaOptions& options) : options_(options) {
                                                     ? CUBLAS_PEDANTIC_MATH
                                                     : CUBLAS_DEFAULT_MATH));
     if (options.precision == Precision::kBf16)
-      relu_gemm_ = std::make_unique<ReluEpilogueGemm>(cublas_workspace_.base(), kCublasWorkspaceBytes);
+      epilogue_gemm_ = std::make_unique<EpilogueGemm>(cublas_workspace_.base(), kCublasWorkspaceBytes);
   } catch (...) {
     release_handles();  // no destructor runs for a half-built object
     throw;
@@ -190,7 +190,7 @@ void CudaBackend::linear_forward_shared(const float* x, int n, int in, int count
 }
 
 void CudaBackend::linear_relu_forward(const float* x, int n, int in, const float* w, int out, float* y, void* mask) {
-  if (relu_gemm_ == nullptr || n <= 0 || in <= 0 || out <= 0) {
+  if (epilogue_gemm_ == nullptr || n <= 0 || in <= 0 || out <= 0) {
     Backend<float>::linear_relu_forward(x, n, in, w, out, y, mask);
     relu_masks_[mask] = false;
     return;
@@ -199,7 +199,7 @@ void CudaBackend::linear_relu_forward(const float* x, int n, int in, const float
   const void* x16 = bf16_operand(x, n, in, in, arena.allocate(std::size_t{2} * n * in, "linear_relu bf16 x"));
   const void* w16 = bf16_operand(w, in, out, out, arena.allocate(std::size_t{2} * in * out, "linear_relu bf16 w"));
   // Column-major: yᵀ [out, n] = wᵀ [out, in] · xᵀ [in, n].
-  const bool fused = relu_gemm_->relu_aux({out, n, in, false, w16, x16, nullptr, y}, mask, stream_);
+  const bool fused = epilogue_gemm_->relu_aux({out, n, in, false, w16, x16, nullptr, y}, mask, stream_);
   relu_masks_[mask] = fused;
   if (fused) return;
   gemm_bf16(Trans::N, Trans::N, n, out, in, 1.0f, x16, in, w16, out, 0.0f, y, out);
@@ -217,7 +217,7 @@ void CudaBackend::relu_linear_backward(const float* x, const void* mask, int n, 
   const auto [dy16, other16] = backward_bf16(dy, n, in, out);
   const void* w16 = bf16_operand(w, in, out, out, other16);
   // Column-major: dxᵀ [in, n] = (wᵀ [out, in])ᵀ · dyᵀ [out, n], plus dx_add, times the mask.
-  if (!relu_gemm_->drelu({in, n, out, true, w16, dy16, dx_add, dx}, mask, stream_)) {
+  if (!epilogue_gemm_->drelu({in, n, out, true, w16, dy16, dx_add, dx}, mask, stream_)) {
     gemm_bf16(Trans::N, Trans::T, n, in, out, 1.0f, dy16, out, w16, out, 0.0f, dx, in);
     if (dx_add != nullptr) launch_add_inplace(dx, dx_add, int64_t{n} * in, stream_);
     launch_relu_backward(x, dx, int64_t{n} * in, dx, stream_);
@@ -344,9 +344,9 @@ void synchronize(Backend<float>& backend) {
   cuda_backend->synchronize();
 }
 
-std::string describe_relu_epilogues(Backend<float>& backend) {
+std::string describe_epilogues(Backend<float>& backend) {
   auto* cuda_backend = dynamic_cast<CudaBackend*>(&backend);
-  return cuda_backend != nullptr ? cuda_backend->relu_epilogues() : "";
+  return cuda_backend != nullptr ? cuda_backend->epilogues() : "";
 }
 
 CUstream_st* stream_handle(Backend<float>& backend) {

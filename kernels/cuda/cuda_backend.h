@@ -83,9 +83,9 @@ std::unique_ptr<Backend<float>> make_cuda_backend(const CudaOptions& options = {
 std::unique_ptr<CallTimer> make_event_timer(Backend<float>& backend);
 
 // Where a CUDA backend in bf16 has run the MLP's ReLU so far: cuBLASLt's epilogues or, where it
-// has no algorithm, the ReLU kernels (ReluEpilogueGemm::describe); "" for fp32, before any MLP
+// has no algorithm, the ReLU kernels (EpilogueGemm::describe); "" for fp32, before any MLP
 // step, or for another backend.
-std::string describe_relu_epilogues(Backend<float>& backend);
+std::string describe_epilogues(Backend<float>& backend);
 
 // The stream a CUDA backend enqueues on (a cudaStream_t), so collectives (NCCL) and timers can
 // be ordered after its kernels. Throws std::invalid_argument for another backend.

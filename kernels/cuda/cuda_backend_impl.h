@@ -15,7 +15,7 @@
 #include "kernels/cuda/device/device_memory.h"
 #include "kernels/cuda/launchers.h"
 #include "kernels/cuda/device/stream_wait.h"
-#include "kernels/cuda/gemm/relu_epilogue.h"
+#include "kernels/cuda/gemm/epilogue_gemm.h"
 
 #include <memory>
 #include <unordered_map>
@@ -37,7 +37,7 @@ class CudaBackend final : public Backend<float> {
   Memory& memory() override { return *memory_; }
   cudaStream_t stream() const { return stream_; }
   const CudaOptions& options() const { return options_; }
-  std::string relu_epilogues() const { return relu_gemm_ != nullptr ? relu_gemm_->describe() : ""; }
+  std::string epilogues() const { return epilogue_gemm_ != nullptr ? epilogue_gemm_->describe() : ""; }
   void synchronize();
   // Host waits poll the stream and call `watch` (cuda_backend.h set_wait_watch).
   void set_wait_watch(WaitWatch watch) { waits_->watch = std::move(watch); }
@@ -52,7 +52,7 @@ class CudaBackend final : public Backend<float> {
   // bf16: x rounded once for all the products.
   void linear_forward_shared(const float* x, int n, int in, int count, const float* const* w, int out,
                              float* const* y) override;
-  // bf16: the ReLU and its gradient in cuBLASLt epilogues (gemm/relu_epilogue.h) where it has
+  // bf16: the ReLU and its gradient in cuBLASLt epilogues (gemm/epilogue_gemm.h) where it has
   // algorithms for them, else the products and the ReLU kernels.
   void linear_relu_forward(const float* x, int n, int in, const float* w, int out, float* y, void* mask) override;
   void relu_linear_backward(const float* x, const void* mask, int n, int in, const float* w, int out, const float* dy,
@@ -302,7 +302,7 @@ class CudaBackend final : public Backend<float> {
   DeviceArena weight_shadow_;         // bf16 copy of the weights (weights_fixed), grown on demand
   const float* weights_ = nullptr;    // the weights it copies, or null: no shadow
   int64_t weights_n_ = 0;
-  std::unique_ptr<ReluEpilogueGemm> relu_gemm_;          // bf16 only
+  std::unique_ptr<EpilogueGemm> epilogue_gemm_;  // bf16 only
   std::unordered_map<const void*, bool> relu_masks_;    // mask -> written by the epilogue
   std::unique_ptr<DeviceMemory> memory_;  // on stream_
   std::shared_ptr<CufftWorkArea> fft_work_;  // shared by this backend's convolvers (made lazily)

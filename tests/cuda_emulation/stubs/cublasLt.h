@@ -1,4 +1,4 @@
-// Host emulation of the cuBLASLt calls kernels/cuda makes (kernels/cuda/gemm/relu_epilogue.cpp):
+// Host emulation of the cuBLASLt calls kernels/cuda makes (kernels/cuda/gemm/epilogue_gemm.cpp):
 // bf16 A and B, fp32 C and D, fp32 compute and scale, column-major, in double accumulation like
 // the emulated cuBLAS (cublas_v2.h here); the DEFAULT, RELU_AUX and DRELU epilogues as the real
 // cublasLt.h documents them. The ReLU bit-mask is this emulator's format (bit i + j·ld, least

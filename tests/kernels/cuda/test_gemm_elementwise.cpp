@@ -160,7 +160,7 @@ TEST_F(CudaGemmBf16Test, WeightShadowEqualsRoundingPerCallBitForBit) {
   unbind();
 }
 
-// The MLP's ReLU in the products' epilogues (gemm/relu_epilogue.h): linear_relu_forward and
+// The MLP's ReLU in the products' epilogues (gemm/epilogue_gemm.h): linear_relu_forward and
 // relu_linear_backward (its mask from that forward; with and without dx_add) against the same
 // calls' unfused default (the products, then the ReLU kernels) and the CPU. dw is the same cuBLAS
 // call either way (bit-identical); y and dx come from another cuBLAS entry point on a GPU, so
@@ -203,7 +203,7 @@ TEST_F(CudaGemmBf16Test, ReluEpiloguesMatchTheUnfusedProductsAndTheCpu) {
     }
   }
   // Which path ran (a fallback is correct too; the GPU check's log shows the device's answer).
-  std::printf("the MLP's ReLU: %s\n", describe_relu_epilogues(*gpu_).c_str());
+  std::printf("the MLP's ReLU: %s\n", describe_epilogues(*gpu_).c_str());
 }
 
 using CudaElementwiseTest = CudaTest;

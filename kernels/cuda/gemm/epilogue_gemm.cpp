@@ -1,4 +1,4 @@
-#include "kernels/cuda/gemm/relu_epilogue.h"
+#include "kernels/cuda/gemm/epilogue_gemm.h"
 
 #include <algorithm>
 
@@ -41,24 +41,24 @@ void set(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t a
 
 }  // namespace
 
-ReluEpilogueGemm::ReluEpilogueGemm(void* workspace, std::size_t workspace_bytes)
+EpilogueGemm::EpilogueGemm(void* workspace, std::size_t workspace_bytes)
     : workspace_(workspace), workspace_bytes_(workspace_bytes) {
   BRT_CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
 
-ReluEpilogueGemm::~ReluEpilogueGemm() {
+EpilogueGemm::~EpilogueGemm() {
   if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
 
-bool ReluEpilogueGemm::relu_aux(const Product& p, void* mask, cudaStream_t stream) {
+bool EpilogueGemm::relu_aux(const Product& p, void* mask, cudaStream_t stream) {
   return run(CUBLASLT_EPILOGUE_RELU_AUX, p, mask, stream);
 }
 
-bool ReluEpilogueGemm::drelu(const Product& p, const void* mask, cudaStream_t stream) {
+bool EpilogueGemm::drelu(const Product& p, const void* mask, cudaStream_t stream) {
   return run(CUBLASLT_EPILOGUE_DRELU, p, mask, stream);
 }
 
-bool ReluEpilogueGemm::run(cublasLtEpilogue_t epilogue, const Product& p, const void* mask, cudaStream_t stream) {
+bool EpilogueGemm::run(cublasLtEpilogue_t epilogue, const Product& p, const void* mask, cudaStream_t stream) {
   Descriptors x;
   BRT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&x.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = p.transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
@@ -103,7 +103,7 @@ bool ReluEpilogueGemm::run(cublasLtEpilogue_t epilogue, const Product& p, const 
   return true;
 }
 
-std::string ReluEpilogueGemm::describe() const {
+std::string EpilogueGemm::describe() const {
   int asked[2] = {0, 0}, available[2] = {0, 0};
   for (const auto& [key, plan] : plans_) {
     const int i = std::get<0>(key) == int(CUBLASLT_EPILOGUE_RELU_AUX) ? 0 : 1;

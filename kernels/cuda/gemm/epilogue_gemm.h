@@ -22,13 +22,13 @@ namespace brt::kernels::cuda {
 // cuBLASLt asks for a multiple of 128 (kernels::relu_mask_bytes sizes it).
 inline int64_t relu_mask_ld(int64_t rows) { return (rows + 127) / 128 * 128; }
 
-class ReluEpilogueGemm {
+class EpilogueGemm {
  public:
   // The cuBLASLt workspace (the backend's cuBLAS workspace: its calls run in stream order).
-  ReluEpilogueGemm(void* workspace, std::size_t workspace_bytes);
-  ~ReluEpilogueGemm();
-  ReluEpilogueGemm(const ReluEpilogueGemm&) = delete;
-  ReluEpilogueGemm& operator=(const ReluEpilogueGemm&) = delete;
+  EpilogueGemm(void* workspace, std::size_t workspace_bytes);
+  ~EpilogueGemm();
+  EpilogueGemm(const EpilogueGemm&) = delete;
+  EpilogueGemm& operator=(const EpilogueGemm&) = delete;
 
   // Column-major, as cuBLAS sees the backend's row-major products: D [m, n] = op(A)·B + beta·C
   // with A stored [m, k] (transa: [k, m]), B [k, n], C and D [m, n], each dense (ld = rows).
