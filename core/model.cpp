@@ -232,10 +232,9 @@ void Model<T>::backward() {
   tp_.reduce_input_grad(dh, nd);
   be_.gemm(kernels::Trans::T, kernels::Trans::N, VL, D, rows, inv_sqrt_v, logits_.data(), VL,
            final_h_.data(), D, T(1), embed.grad, D);
-  be_.fill(d_resid_a_.data(), nd, T(0));
-  auto& fn = params_[final_norm_];
-  be_.rmsnorm_backward(resid_.back().data(), fn.value, final_rstd_.data(), dh, rows, D,
-                       d_resid_a_.data(), fn.grad);
+  auto& fn = params_[final_norm_];  // d_resid_a written (no zero fill)
+  be_.rmsnorm_backward_residual(resid_.back().data(), fn.value, final_rstd_.data(), dh, nullptr, false, rows, D,
+                                d_resid_a_.data(), fn.grad);
   for (size_t l = layers_.size(); l-- > 0;) {
     be_.fill(d_resid_b_.data(), nd, T(0));
     layers_[l]->backward(ctx, d_resid_a_.data(), d_resid_b_.data(), scratch_);

@@ -54,8 +54,7 @@ void StandardLayer<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
   window_.forward(be, q, k, v, store_[rel_bias_], store_[scale_], attn_out_.data());
   // y = x + a·Wo;  out = y + MLP(y)   (model.md §4)
   add_row_parallel(be, tp_, attn_out_.data(), rows, A, store_[wo_].value, D, x, y_.data());
-  be.copy(y_.data(), static_cast<int64_t>(rows) * D, out);
-  mlp_forward(be, store_, mlp_, y_.data(), rows, mlp_acts_, out, T(1));
+  mlp_residual_forward(be, store_, mlp_, y_.data(), rows, mlp_acts_, out);
   // The next segment's block 0 attends to this segment's last block, detached (model.md §8).
   window_.carry(be, k, v);
 }
@@ -65,18 +64,15 @@ void StandardLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx,
                                 BackwardScratch<T>& scratch) {
   auto& be = ctx.backend;
   const int rows = ctx.streams * ctx.seq, D = shape_.d_model, A = shape_.width();
-  const int64_t nd = static_cast<int64_t>(rows) * D, na = static_cast<int64_t>(rows) * A;
-  // out = y + MLP(y): dy = dout + MLP'(y)ᵀ·dout
+  const int64_t na = static_cast<int64_t>(rows) * A;
+  // out = y + MLP(y): dy = dout + MLP'(y)ᵀ·dout, written by the MLP norm's backward
   T* dy = scratch.d_model.data();
-  be.copy(dout, nd, dy);
   mlp_backward(be, store_, mlp_, y_.data(), rows, mlp_acts_, dout, dy, scratch.d_ff.data(),
-               scratch.d_norm.data());
-  // y = x + a·Wo
-  be.add_inplace(dx, dy, nd);
+               scratch.d_norm.data(), nullptr, dout);
+  // y = x + a·Wo: dx gets dy in the attention norm's backward (projections_backward below)
   T* da = scratch.d_attn[0].data();
-  be.fill(da, na, T(0));
-  auto& wo = store_[wo_];
-  linear_backward(be, attn_out_.data(), rows, A, wo.value, D, dy, da, wo.grad);
+  auto& wo = store_[wo_];  // da written by its product (no zero fill)
+  linear_backward(be, attn_out_.data(), rows, A, wo.value, D, dy, da, wo.grad, T(0));
   T* dq = scratch.d_attn[1].data();
   T* dk = scratch.d_attn[2].data();
   T* dv = scratch.d_attn[3].data();
@@ -86,7 +82,7 @@ void StandardLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx,
   window_.backward(be, da, store_[rel_bias_], store_[scale_], dq, dk, dv);
   const std::array<const T*, 3> grads = {dq, dk, dv};
   projections_backward(be, store_, proj_, shape_, x_, rows, proj_acts_, grads, dx,
-                       scratch.d_attn[0].data(), scratch.d_norm.data());
+                       scratch.d_attn[0].data(), scratch.d_norm.data(), dy);
 }
 
 template <typename T>

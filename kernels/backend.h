@@ -136,6 +136,15 @@ class Backend {
     if (dx_add != nullptr) add_inplace(dx, dx_add, nx);
     relu_backward(x, dx, nx, dx);
   }
+  // A product onto the residual stream (model.md §4: y = x + a·Wo, out = y + MLP(y)): y =
+  // residual + x·w for x [n, in], w [in, out], residual and y [n, out] (residual may be y). The
+  // default is copy, then gemm with beta 1, so the CPU's values are those of the two calls; CUDA
+  // in bf16 reads the residual as the product's C and writes y (no copy), within fp32 rounding
+  // of the two calls (cuBLASLt may pick another kernel than cublasGemmEx).
+  virtual void linear_forward_residual(const T* x, int n, int in, const T* w, int out, const T* residual, T* y) {
+    if (residual != y) copy(residual, int64_t(n) * out, y);
+    gemm(Trans::N, Trans::N, n, out, in, T(1), x, in, w, out, T(1), y, out);
+  }
   // The model's weights are [values, values + n) and stay unchanged from this call until the
   // next one (core calls it at the start of every forward, and a step's backward reads the
   // weights its forward read); nullptr / 0 releases them. A backend whose products read rounded
@@ -170,6 +179,21 @@ class Backend {
   virtual void rmsnorm_forward(const T* x, const T* gamma, int n, int D, T* y, T* rstd) = 0;
   virtual void rmsnorm_backward(const T* x, const T* gamma, const T* rstd, const T* dy, int n,
                                 int D, T* dx, T* dgamma) = 0;
+  // rmsnorm_backward with the residual stream's gradient folded in (the residual adds of
+  // model.md §4 around the norm): dx = base + RMSNorm's input gradient, where base is
+  // dx + residual (accumulate) or residual (not), a null residual counting as none (0 when not
+  // accumulating); dgamma += as rmsnorm_backward. residual must not alias dx. The default is
+  // fill / copy / add_inplace, then rmsnorm_backward; a backend's own is one pass and equals
+  // it bit for bit (the same float additions in the same order).
+  virtual void rmsnorm_backward_residual(const T* x, const T* gamma, const T* rstd, const T* dy,
+                                         const T* residual, bool accumulate, int n, int D, T* dx,
+                                         T* dgamma) {
+    const int64_t nd = int64_t(n) * D;
+    if (accumulate && residual != nullptr) add_inplace(dx, residual, nd);
+    if (!accumulate && residual != nullptr) copy(residual, nd, dx);
+    if (!accumulate && residual == nullptr) fill(dx, nd, T(0));
+    rmsnorm_backward(x, gamma, rstd, dy, n, D, dx, dgamma);
+  }
 
   // ---- model.md §3.1: per-head L2 normalisation y = x * rsqrt(sum x^2 + 1e-6) ------------
   // x, y: [n, H*dh]; rnorm: [n, H] saved for backward. y may alias x.

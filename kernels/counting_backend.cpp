@@ -121,6 +121,19 @@ void CountingBackend<T>::linear_relu_forward(const T* x, int n, int in, const T*
   run(kGemm, [&] { inner_->linear_relu_forward(x, n, in, w, out, y, mask); });
 }
 
+// One product reading the residual as its C (CUDA in bf16: cuBLASLt), no copy.
+template <typename T>
+void CountingBackend<T>::linear_forward_residual(const T* x, int n, int in, const T* w, int out, const T* residual,
+                                                 T* y) {
+  const double rows = n, a = in, b = out;
+  add(kGemm, 2.0 * rows * a * b, rows * a + a * b + rows * b, rows * b);
+  if (n > 0 && in > 0 && out > 0) {
+    operand(x, rows, a, in);
+    operand(w, a, b, out);
+  }
+  run(kGemm, [&] { inner_->linear_forward_residual(x, n, in, w, out, residual, y); });
+}
+
 template <typename T>
 void CountingBackend<T>::relu_linear_backward(const T* x, const void* mask, int n, int in, const T* w, int out,
                                               const T* dy, const T* dx_add, T* dx, T* dw) {
@@ -195,6 +208,17 @@ void CountingBackend<T>::rmsnorm_backward(const T* x, const T* gamma, const T* r
                                           T* dx, T* dgamma) {
   add(kElem, 8.0 * n * D, 3.0 * n * D + D + n, double(n) * D + D);  // x, dy and dx (accumulated) read
   run(kElem, [&] { inner_->rmsnorm_backward(x, gamma, rstd, dy, n, D, dx, dgamma); });
+}
+
+// One pass: x, dy, the residual and (accumulating) dx read, dx written.
+template <typename T>
+void CountingBackend<T>::rmsnorm_backward_residual(const T* x, const T* gamma, const T* rstd, const T* dy,
+                                                   const T* residual, bool accumulate, int n, int D, T* dx,
+                                                   T* dgamma) {
+  const double nd = double(n) * D;
+  const double rows_read = 2.0 + (residual != nullptr ? 1.0 : 0.0) + (accumulate ? 1.0 : 0.0);
+  add(kElem, 8.0 * nd, rows_read * nd + D + n, nd + D);
+  run(kElem, [&] { inner_->rmsnorm_backward_residual(x, gamma, rstd, dy, residual, accumulate, n, D, dx, dgamma); });
 }
 
 template <typename T>

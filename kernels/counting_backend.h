@@ -85,6 +85,8 @@ class CountingBackend final : public Backend<T> {
   // Counted as the CUDA backend runs them in bf16: products whose epilogues apply the ReLU and
   // its gradient (and add dx_add), with no element-wise pass of their own.
   void linear_relu_forward(const T* x, int n, int in, const T* w, int out, T* y, void* mask) override;
+  // Counted as CUDA in bf16 runs it: one product reading the residual as its C, no copy.
+  void linear_forward_residual(const T* x, int n, int in, const T* w, int out, const T* residual, T* y) override;
   void relu_linear_backward(const T* x, const void* mask, int n, int in, const T* w, int out, const T* dy,
                             const T* dx_add, T* dx, T* dw) override;
   void fill(T* x, int64_t n, T value) override;
@@ -98,6 +100,8 @@ class CountingBackend final : public Backend<T> {
   void rmsnorm_forward(const T* x, const T* gamma, int n, int D, T* y, T* rstd) override;
   void rmsnorm_backward(const T* x, const T* gamma, const T* rstd, const T* dy, int n, int D, T* dx,
                         T* dgamma) override;
+  void rmsnorm_backward_residual(const T* x, const T* gamma, const T* rstd, const T* dy, const T* residual,
+                                 bool accumulate, int n, int D, T* dx, T* dgamma) override;
   void head_l2norm_forward(const T* x, int n, int H, int dh, T* y, T* rnorm) override;
   void head_l2norm_backward(const T* y, const T* rnorm, const T* dy, int n, int H, int dh, T* dx) override;
   void window_attention_forward(const WindowAttnDims& d, const T* q, const T* k, const T* v, const T* k_cache,

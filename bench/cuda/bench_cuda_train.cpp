@@ -221,7 +221,7 @@ void bench_config(const std::string& path, const Settings& s, double peak_tflops
               (long long)g.replayed_steps, graphed.step_s / eager.step_s,
               graphed.loss == eager.loss ? "bit-identical" : "DIFFER");
   if (!eager.epilogues.empty())
-    std::printf("%-20s the MLP's ReLU in cuBLASLt epilogues: %s\n", path.c_str(), eager.epilogues.c_str());
+    std::printf("%-20s the products through cuBLASLt (ReLU epilogues, residual C): %s\n", path.c_str(), eager.epilogues.c_str());
   std::fflush(stdout);
   bench_components(path, cfg, s);
 }

@@ -203,8 +203,8 @@ void BstLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx,
     throw std::logic_error(prefix_ + ": backward with a carry ablation set (evaluation only)");
   T* da_self = scratch.d_attn[0].data();
   T* da_cross = scratch.d_attn[1].data();
-  dual_output_backward(be, store_, wo_, mlp_, mlp_acts_, y_.data(), a_self_.data(),
-                       a_cross_.data(), rows, A, dout, dx, scratch, da_self, da_cross);
+  const T* dy = dual_output_backward(be, store_, wo_, mlp_, mlp_acts_, y_.data(), a_self_.data(),
+                       a_cross_.data(), rows, A, dout, scratch, da_self, da_cross);
   T* dq = scratch.d_attn[2].data();
   T* dk = scratch.d_attn[3].data();
   T* dv = scratch.d_attn[4].data();
@@ -218,7 +218,7 @@ void BstLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx,
   window_.backward(be, da_self, store_[rel_bias_], store_[scale1_], dq, dk, dv);
   const std::array<const T*, 4> grads = {dq, dk, dv, dq2};
   projections_backward(be, store_, proj_, shape_, x_, rows, proj_acts_, grads, dx,
-                       scratch.d_attn[0].data(), scratch.d_norm.data());
+                       scratch.d_attn[0].data(), scratch.d_norm.data(), dy);
   // Context side: K̂c, Vc → the context rows → the SSM.
   be.fill(dctx_.data(), int64_t(dctx_.size()), T(0));
   if (!mf_) {

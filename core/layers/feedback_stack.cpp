@@ -181,8 +181,8 @@ void FeedbackStack<T>::token_backward(kernels::Backend<T>& be, int layer, int t,
   const int A = shape_.width(), H = shape_.heads, dh = shape_.head_dim, W = cfg_.window;
   const int S = cfg_.state_size, B = streams_, bw = B * W;
   const int64_t block_a = int64_t(bw) * A, ext_a = 2 * block_a;
-  dual_output_backward(be, store_, side.wo, side.mlp, a.mlp, a.y.data(), a.a_ee.data(),
-                       a.a_es.data(), bw, A, dout, dx, scratch, da_ee_.data(), da_es_.data());
+  const T* dy = dual_output_backward(be, store_, side.wo, side.mlp, a.mlp, a.y.data(), a.a_ee.data(),
+                                     a.a_es.data(), bw, A, dout, scratch, da_ee_.data(), da_es_.data());
   be.fill(dq_.data(), block_a, T(0));
   be.fill(dq2_.data(), block_a, T(0));
   const kernels::CrossAttnDims to_state{B, W, S, H, dh, int64_t(W) * A, int64_t(S) * A, false};
@@ -212,7 +212,7 @@ void FeedbackStack<T>::token_backward(kernels::Backend<T>& be, int layer, int t,
   const std::array<const T*, 4> grads = {dq_.data(), dk_[layer][t].data(), dv_[layer][t].data(),
                                          dq2_.data()};
   projections_backward(be, store_, side.proj, shape_, res_[layer][t].data(), bw, a.proj, grads,
-                       dx, scratch.d_attn[0].data(), scratch.d_norm.data());
+                       dx, scratch.d_attn[0].data(), scratch.d_norm.data(), dy);
 }
 
 template <typename T>

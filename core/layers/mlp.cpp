@@ -34,12 +34,36 @@ MlpParams declare_mlp(ParamStore<T>& store, const std::string& norm_name,
   return p;
 }
 
+namespace {
+
+// h = RMSNorm(y), m = relu(h·W1) and its mask.
+template <typename T>
+void mlp_hidden_forward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, const T* y, int rows,
+                        MlpActs<T>& acts) {
+  be.rmsnorm_forward(y, store[p.norm].value, rows, p.d_model, acts.h.data(), acts.rstd.data());
+  be.linear_relu_forward(acts.h.data(), rows, p.d_model, store[p.w1].value, p.d_ff, acts.m.data(),
+                         acts.relu_mask.data());
+}
+
+}  // namespace
+
+template <typename T>
+void mlp_residual_forward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, const T* y, int rows,
+                          MlpActs<T>& acts, T* out) {
+  if (p.tp.active()) {
+    be.copy(y, static_cast<int64_t>(rows) * p.d_model, out);
+    mlp_forward(be, store, p, y, rows, acts, out, T(1));
+    return;
+  }
+  mlp_hidden_forward(be, store, p, y, rows, acts);
+  be.linear_forward_residual(acts.m.data(), rows, p.d_ff, store[p.w2].value, p.d_model, y, out);
+}
+
 template <typename T>
 void mlp_forward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, const T* y, int rows,
                  MlpActs<T>& acts, T* u, T beta) {
   const int D = p.d_model, F = p.d_ff;
-  be.rmsnorm_forward(y, store[p.norm].value, rows, D, acts.h.data(), acts.rstd.data());
-  be.linear_relu_forward(acts.h.data(), rows, D, store[p.w1].value, F, acts.m.data(), acts.relu_mask.data());
+  mlp_hidden_forward(be, store, p, y, rows, acts);
   if (!p.tp.active()) {
     linear_forward(be, acts.m.data(), rows, F, store[p.w2].value, D, u, beta);
     return;
@@ -60,7 +84,8 @@ void mlp_forward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, const
 template <typename T>
 void mlp_backward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, const T* y,
                   int rows, const MlpActs<T>& acts, const T* du, T* dy, T* scratch_f,
-                  T* scratch_d, const T* dm_extra) {
+                  T* scratch_d, std::type_identity_t<const T*> dm_extra,
+                  std::type_identity_t<const T*> dy_residual) {
   const int D = p.d_model, F = p.d_ff;
   // The gradient before the ReLU: (du·W2ᵀ + dm_extra)·(m > 0), and W2's gradient.
   T* dpre = scratch_f;
@@ -71,7 +96,8 @@ void mlp_backward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, cons
   linear_backward(be, acts.h.data(), rows, D, w1.value, F, dpre, dh, w1.grad, T(0));
   p.tp.reduce_input_grad(dh, static_cast<int64_t>(rows) * D);  // column-parallel W1
   auto& g = store[p.norm];
-  be.rmsnorm_backward(y, g.value, acts.rstd.data(), dh, rows, D, dy, g.grad);
+  be.rmsnorm_backward_residual(y, g.value, acts.rstd.data(), dh, dy_residual, dy_residual == nullptr, rows, D,
+                               dy, g.grad);
 }
 
 #define BRT_INSTANTIATE_MLP(T)                                                                 \
@@ -80,8 +106,10 @@ void mlp_backward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, cons
                                     int, int, const TensorParallel&);                          \
   template void mlp_forward<T>(Backend<T>&, ParamStore<T>&, const MlpParams&, const T*, int,   \
                                MlpActs<T>&, T*, T);                                            \
+  template void mlp_residual_forward<T>(Backend<T>&, ParamStore<T>&, const MlpParams&, const T*, \
+                                        int, MlpActs<T>&, T*);                                 \
   template void mlp_backward<T>(Backend<T>&, ParamStore<T>&, const MlpParams&, const T*, int,  \
-                                const MlpActs<T>&, const T*, T*, T*, T*, const T*);
+                                const MlpActs<T>&, const T*, T*, T*, T*, const T*, const T*);
 
 BRT_INSTANTIATE_MLP(float)
 BRT_INSTANTIATE_MLP(double)

@@ -1,9 +1,10 @@
-// The ReLU MLP of model.md §4 without its residual: u = ReLU(RMSNorm(y)·W1)·W2, as a
-// forward/backward pair with separate parameter and activation structs (the dual state MLP of
+// The ReLU MLP of model.md §4: u = ReLU(RMSNorm(y)·W1)·W2 (mlp_residual_forward: with its
+// residual, out = y + u), as a forward/backward pair with separate parameter and activation structs (the dual state MLP of
 // §5.3 runs it once per block on one set of parameters).
 #pragma once
 
 #include <string>
+#include <type_traits>
 
 #include "core/param_store.h"
 #include "core/sharding/tensor_parallel.h"
@@ -42,12 +43,21 @@ MlpParams declare_mlp(ParamStore<T>& store, const std::string& prefix_norm,
 template <typename T>
 void mlp_forward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, const T* y, int rows,
                  MlpActs<T>& acts, T* u, T beta);
+// The residual MLP block (model.md §4): out = y + MLP(y). Without TP its second product reads
+// y as the residual (Backend::linear_forward_residual: no copy of y into out first); with TP,
+// a copy of y, then mlp_forward with beta 1.
+template <typename T>
+void mlp_residual_forward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, const T* y, int rows,
+                          MlpActs<T>& acts, T* out);
 // du: gradient w.r.t. u; dm_extra (may be null): an extra gradient w.r.t. the hidden m
-// (the dual state MLP's gate reads m, model.md §5.3). Accumulates dy and parameter grads.
+// (the dual state MLP's gate reads m, model.md §5.3). Accumulates dy, or with dy_residual
+// (the residual path's gradient, u = y + MLP(y)) writes dy = dy_residual + MLP'(y)ᵀ·du in the
+// norm's backward pass (no copy of its own); accumulates parameter grads.
 // scratch_f: [rows, F], scratch_d: [rows, D].
 template <typename T>
 void mlp_backward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, const T* y,
                   int rows, const MlpActs<T>& acts, const T* du, T* dy, T* scratch_f,
-                  T* scratch_d, const T* dm_extra = nullptr);
+                  T* scratch_d, std::type_identity_t<const T*> dm_extra = nullptr,
+                  std::type_identity_t<const T*> dy_residual = nullptr);
 
 }  // namespace brt::core

@@ -9,8 +9,7 @@ void add_row_parallel(kernels::Backend<T>& be, const TensorParallel& tp, const T
                       int in, const T* w, int D, const T* x, T* y) {
   const int64_t nd = static_cast<int64_t>(rows) * D;
   if (!tp.active()) {
-    be.copy(x, nd, y);
-    linear_forward(be, a, rows, in, w, D, y, T(1));
+    be.linear_forward_residual(a, rows, in, w, D, x, y);  // x read as the product's C: no copy
     return;
   }
   linear_forward(be, a, rows, in, w, D, y);
@@ -29,27 +28,24 @@ void dual_output_forward(Backend<T>& be, ParamStore<T>& store, const TensorParal
   linear_forward(be, a1, rows, A, w + int64_t(A) * D, D, y, T(1));
   tp.reduce_output(y, nd);  // row-parallel Wo (a no-op at TP = 1)
   be.add_inplace(y, x, nd);
-  be.copy(y, nd, out);
-  mlp_forward(be, store, mlp, y, rows, mlp_acts, out, T(1));
+  mlp_residual_forward(be, store, mlp, y, rows, mlp_acts, out);
 }
 
 template <typename T>
-void dual_output_backward(Backend<T>& be, ParamStore<T>& store, int wo, const MlpParams& mlp,
-                          const MlpActs<T>& mlp_acts, const T* y, const T* a0, const T* a1,
-                          int rows, int A, const T* dout, T* dx, BackwardScratch<T>& scratch,
-                          T* da0, T* da1) {
+const T* dual_output_backward(Backend<T>& be, ParamStore<T>& store, int wo, const MlpParams& mlp,
+                              const MlpActs<T>& mlp_acts, const T* y, const T* a0, const T* a1,
+                              int rows, int A, const T* dout, BackwardScratch<T>& scratch,
+                              T* da0, T* da1) {
   const int D = mlp.d_model;
-  const int64_t nd = int64_t(rows) * D;
-  // out = y + MLP(y): dy = dout + MLP'(y)ᵀ·dout; y = x + ...: dx += dy.
+  // out = y + MLP(y): dy = dout + MLP'(y)ᵀ·dout, written by the MLP norm's backward.
   T* dy = scratch.d_model.data();
-  be.copy(dout, nd, dy);
   mlp_backward(be, store, mlp, y, rows, mlp_acts, dout, dy, scratch.d_ff.data(),
-               scratch.d_norm.data());
-  be.add_inplace(dx, dy, nd);
+               scratch.d_norm.data(), nullptr, dout);
   auto& w = store[wo];  // da0, da1 written by their products (no zero fills)
   linear_backward(be, a0, rows, A, w.value, D, dy, da0, w.grad, T(0));
   linear_backward(be, a1, rows, A, w.value + int64_t(A) * D, D, dy, da1, w.grad + int64_t(A) * D,
                   T(0));
+  return dy;  // y = x + ...: the caller's dx gets dy in its input norm's backward
 }
 
 #define BRT_INSTANTIATE_OUTPUT_PROJECTION(T)                                                   \
@@ -58,9 +54,9 @@ void dual_output_backward(Backend<T>& be, ParamStore<T>& store, int wo, const Ml
   template void dual_output_forward<T>(Backend<T>&, ParamStore<T>&, const TensorParallel&, int, \
                                        const MlpParams&, MlpActs<T>&, const T*, const T*,      \
                                        const T*, int, int, T*, T*);                            \
-  template void dual_output_backward<T>(Backend<T>&, ParamStore<T>&, int, const MlpParams&,    \
-                                        const MlpActs<T>&, const T*, const T*, const T*, int,  \
-                                        int, const T*, T*, BackwardScratch<T>&, T*, T*);
+  template const T* dual_output_backward<T>(Backend<T>&, ParamStore<T>&, int, const MlpParams&, \
+                                            const MlpActs<T>&, const T*, const T*, const T*, int, \
+                                            int, const T*, BackwardScratch<T>&, T*, T*);
 
 BRT_INSTANTIATE_OUTPUT_PROJECTION(float)
 BRT_INSTANTIATE_OUTPUT_PROJECTION(double)

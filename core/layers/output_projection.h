@@ -27,12 +27,14 @@ template <typename T>
 void dual_output_forward(Backend<T>& be, ParamStore<T>& store, const TensorParallel& tp, int wo,
                          const MlpParams& mlp, MlpActs<T>& mlp_acts, const T* x, const T* a0,
                          const T* a1, int rows, int A, T* y, T* out);
-// Its backward: accumulates dx and the Wo and MLP gradients, OVERWRITES da0, da1 [rows, A]
-// (which must not be scratch.d_model, d_ff or d_norm: those it uses).
+// Its backward: accumulates the Wo and MLP gradients, OVERWRITES da0, da1 [rows, A] (which
+// must not be scratch.d_model, d_ff or d_norm: those it uses) and returns dy, the gradient
+// w.r.t. y in scratch.d_model: the residual path's share of dx, which the caller adds in its
+// input norm's backward (projections_backward's dx_residual) before scratch.d_model is reused.
 template <typename T>
-void dual_output_backward(Backend<T>& be, ParamStore<T>& store, int wo, const MlpParams& mlp,
-                          const MlpActs<T>& mlp_acts, const T* y, const T* a0, const T* a1,
-                          int rows, int A, const T* dout, T* dx, BackwardScratch<T>& scratch,
-                          T* da0, T* da1);
+const T* dual_output_backward(Backend<T>& be, ParamStore<T>& store, int wo, const MlpParams& mlp,
+                              const MlpActs<T>& mlp_acts, const T* y, const T* a0, const T* a1,
+                              int rows, int A, const T* dout, BackwardScratch<T>& scratch,
+                              T* da0, T* da1);
 
 }  // namespace brt::core

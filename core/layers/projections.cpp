@@ -59,7 +59,7 @@ template <typename T>
 void projections_backward(Backend<T>& be, ParamStore<T>& store, const ProjectionParams& p,
                           const AttnShape& s, const T* x, int rows,
                           const ProjectionActs<T>& acts, std::type_identity_t<std::span<const T* const>> dout,
-                          T* dx, T* scratch_a, T* scratch_d) {
+                          T* dx, T* scratch_a, T* scratch_d, std::type_identity_t<const T*> dx_residual) {
   const int D = s.d_model, A = s.width();
   T* dh = scratch_d;
   bool first = true;  // the first product overwrites dh (no zero fill), the others add
@@ -86,7 +86,7 @@ void projections_backward(Backend<T>& be, ParamStore<T>& store, const Projection
     for (int r = 0; r < rows; r += p.id_rows) be.add_inplace(dids, dh + static_cast<int64_t>(r) * D, group);
   }
   auto& g = store[p.norm];
-  be.rmsnorm_backward(x, g.value, acts.rstd.data(), dh, rows, D, dx, g.grad);
+  be.rmsnorm_backward_residual(x, g.value, acts.rstd.data(), dh, dx_residual, true, rows, D, dx, g.grad);
 }
 
 #define BRT_INSTANTIATE_PROJECTIONS(T)                                                         \
@@ -96,7 +96,7 @@ void projections_backward(Backend<T>& be, ParamStore<T>& store, const Projection
   template void projections_backward<T>(Backend<T>&, ParamStore<T>&, const ProjectionParams&,  \
                                         const AttnShape&, const T*, int,                      \
                                         const ProjectionActs<T>&,                              \
-                                        std::span<const T* const>, T*, T*, T*);
+                                        std::span<const T* const>, T*, T*, T*, const T*);
 
 BRT_INSTANTIATE_PROJECTIONS(float)
 BRT_INSTANTIATE_PROJECTIONS(double)

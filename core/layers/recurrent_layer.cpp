@@ -159,8 +159,8 @@ void RecurrentLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx
     throw std::logic_error(prefix_ + ": backward with a carry ablation set (evaluation only)");
   T* da_ee = scratch.d_attn[0].data();
   T* da_es = scratch.d_attn[1].data();
-  dual_output_backward(be, store_, wo_, mlp_, mlp_acts_, y_.data(), a_ee_.data(), a_es_.data(),
-                       rows, A, dout, dx, scratch, da_ee, da_es);
+  const T* dy = dual_output_backward(be, store_, wo_, mlp_, mlp_acts_, y_.data(), a_ee_.data(), a_es_.data(),
+                       rows, A, dout, scratch, da_ee, da_es);
   T* dq = scratch.d_attn[2].data();
   T* dk = scratch.d_attn[3].data();
   T* dv = scratch.d_attn[4].data();
@@ -193,7 +193,7 @@ void RecurrentLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx
     if (ctx.doc_start[b]) be.add_inplace(store_[state_init_].grad, d_sigma0_.data() + b * sd, sd);
   const std::array<const T*, 4> grads = {dq, dk, dv, dq2};
   projections_backward(be, store_, proj_, shape_, x_, rows, proj_acts_, grads, dx,
-                       scratch.d_attn[0].data(), scratch.d_norm.data());
+                       scratch.d_attn[0].data(), scratch.d_norm.data(), dy);
 }
 
 template <typename T>

@@ -58,6 +58,10 @@ class CpuBackend final : public Backend<T> {
                         T* dx, T* dgamma) override {
     NormOps<T>::rmsnorm_backward(x, gamma, rstd, dy, n, D, dx, dgamma);
   }
+  void rmsnorm_backward_residual(const T* x, const T* gamma, const T* rstd, const T* dy, const T* residual,
+                                 bool accumulate, int n, int D, T* dx, T* dgamma) override {
+    NormOps<T>::rmsnorm_backward_residual(x, gamma, rstd, dy, residual, accumulate, n, D, dx, dgamma);
+  }
   void head_l2norm_forward(const T* x, int n, int H, int dh, T* y, T* rnorm) override {
     NormOps<T>::head_l2norm_forward(x, n, H, dh, y, rnorm);
   }

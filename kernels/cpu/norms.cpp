@@ -33,18 +33,41 @@ void NormOps<T>::rmsnorm_forward(const T* x, const T* gamma, int n, int D, T* y,
 template <typename T>
 void NormOps<T>::rmsnorm_backward(const T* x, const T* gamma, const T* rstd, const T* dy, int n,
                                   int D, T* dx, T* dgamma) {
+  rmsnorm_backward_residual(x, gamma, rstd, dy, nullptr, true, n, D, dx, dgamma);
+}
+
+// dx = base + (r*gamma_j*dy_j - x_j*coef), base as kernels/backend.h says: the additions of
+// fill / copy / add_inplace followed by the accumulating form, in the same order, so the one
+// pass equals them bit for bit.
+template <typename T>
+void NormOps<T>::rmsnorm_backward_residual(const T* x, const T* gamma, const T* rstd, const T* dy,
+                                           const T* residual, bool accumulate, int n, int D, T* dx,
+                                           T* dgamma) {
 #pragma omp parallel for schedule(static) if (int64_t{n} * D >= kParallelMinWork)
   for (int i = 0; i < n; ++i) {
-    const T* xr = x + static_cast<int64_t>(i) * D;
-    const T* dyr = dy + static_cast<int64_t>(i) * D;
-    T* dxr = dx + static_cast<int64_t>(i) * D;
+    const int64_t row = static_cast<int64_t>(i) * D;
+    const T* xr = x + row;
+    const T* dyr = dy + row;
+    T* dxr = dx + row;
     double dot = 0;
 #pragma omp simd reduction(+ : dot)
     for (int j = 0; j < D; ++j) dot += static_cast<double>(gamma[j]) * dyr[j] * xr[j];
     const T r = rstd[i];
     const T coef = static_cast<T>(dot * static_cast<double>(r) * r * r / D);
+    const T* res = residual != nullptr ? residual + row : nullptr;
+    if (accumulate && res != nullptr) {
 #pragma omp simd
-    for (int j = 0; j < D; ++j) dxr[j] += r * gamma[j] * dyr[j] - xr[j] * coef;
+      for (int j = 0; j < D; ++j) dxr[j] = (dxr[j] + res[j]) + (r * gamma[j] * dyr[j] - xr[j] * coef);
+    } else if (accumulate) {
+#pragma omp simd
+      for (int j = 0; j < D; ++j) dxr[j] += r * gamma[j] * dyr[j] - xr[j] * coef;
+    } else if (res != nullptr) {
+#pragma omp simd
+      for (int j = 0; j < D; ++j) dxr[j] = res[j] + (r * gamma[j] * dyr[j] - xr[j] * coef);
+    } else {
+#pragma omp simd
+      for (int j = 0; j < D; ++j) dxr[j] = T(0) + (r * gamma[j] * dyr[j] - xr[j] * coef);  // 0 + t: as the fill
+    }
   }
   column_reduce_accumulate(n, D, dgamma, [=](int i, int j) {
     const int64_t at = static_cast<int64_t>(i) * D + j;

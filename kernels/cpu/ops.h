@@ -42,6 +42,9 @@ struct NormOps {
   static void rmsnorm_forward(const T* x, const T* gamma, int n, int D, T* y, T* rstd);
   static void rmsnorm_backward(const T* x, const T* gamma, const T* rstd, const T* dy, int n,
                                int D, T* dx, T* dgamma);
+  static void rmsnorm_backward_residual(const T* x, const T* gamma, const T* rstd, const T* dy,
+                                        const T* residual, bool accumulate, int n, int D, T* dx,
+                                        T* dgamma);
   static void head_l2norm_forward(const T* x, int n, int H, int dh, T* y, T* rnorm);
   static void head_l2norm_backward(const T* y, const T* rnorm, const T* dy, int n, int H,
                                    int dh, T* dx);

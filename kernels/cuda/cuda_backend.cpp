@@ -206,6 +206,21 @@ void CudaBackend::linear_relu_forward(const float* x, int n, int in, const float
   launch_relu_forward(y, int64_t{n} * out, y, stream_);
 }
 
+void CudaBackend::linear_forward_residual(const float* x, int n, int in, const float* w, int out,
+                                          const float* residual, float* y) {
+  if (epilogue_gemm_ == nullptr || residual == y || n <= 0 || in <= 0 || out <= 0) {
+    Backend<float>::linear_forward_residual(x, n, in, w, out, residual, y);
+    return;
+  }
+  DeviceArena& arena = scratch();
+  const void* x16 = bf16_operand(x, n, in, in, arena.allocate(std::size_t{2} * n * in, "residual product bf16 x"));
+  const void* w16 = bf16_operand(w, in, out, out, arena.allocate(std::size_t{2} * in * out, "residual product bf16 w"));
+  // Column-major: yᵀ [out, n] = wᵀ [out, in] · xᵀ [in, n] + residualᵀ.
+  if (epilogue_gemm_->residual({out, n, in, false, w16, x16, residual, y}, stream_)) return;
+  launch_copy(residual, int64_t{n} * out, y, stream_);
+  gemm_bf16(Trans::N, Trans::N, n, out, in, 1.0f, x16, in, w16, out, 1.0f, y, out);
+}
+
 void CudaBackend::relu_linear_backward(const float* x, const void* mask, int n, int in, const float* w, int out,
                                        const float* dy, const float* dx_add, float* dx, float* dw) {
   const auto written = relu_masks_.find(mask);

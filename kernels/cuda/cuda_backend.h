@@ -82,9 +82,10 @@ std::unique_ptr<Backend<float>> make_cuda_backend(const CudaOptions& options = {
 // Throws std::invalid_argument for another backend; not for use inside a graph capture.
 std::unique_ptr<CallTimer> make_event_timer(Backend<float>& backend);
 
-// Where a CUDA backend in bf16 has run the MLP's ReLU so far: cuBLASLt's epilogues or, where it
-// has no algorithm, the ReLU kernels (EpilogueGemm::describe); "" for fp32, before any MLP
-// step, or for another backend.
+// Where a CUDA backend in bf16 has run the MLP's ReLU and the residual products so far:
+// cuBLASLt (its epilogues, the residual as C) or, where it has no algorithm, the products and
+// their own kernels (EpilogueGemm::describe); "" for fp32, before any step, or for another
+// backend.
 std::string describe_epilogues(Backend<float>& backend);
 
 // The stream a CUDA backend enqueues on (a cudaStream_t), so collectives (NCCL) and timers can

@@ -55,6 +55,10 @@ class CudaBackend final : public Backend<float> {
   // bf16: the ReLU and its gradient in cuBLASLt epilogues (gemm/epilogue_gemm.h) where it has
   // algorithms for them, else the products and the ReLU kernels.
   void linear_relu_forward(const float* x, int n, int in, const float* w, int out, float* y, void* mask) override;
+  // bf16: residual as the product's C through cuBLASLt (gemm/epilogue_gemm.h), where it has an
+  // algorithm; else the copy and cublasGemmEx.
+  void linear_forward_residual(const float* x, int n, int in, const float* w, int out, const float* residual,
+                               float* y) override;
   void relu_linear_backward(const float* x, const void* mask, int n, int in, const float* w, int out, const float* dy,
                             const float* dx_add, float* dx, float* dw) override;
 
@@ -90,6 +94,12 @@ class CudaBackend final : public Backend<float> {
   void rmsnorm_backward(const float* x, const float* gamma, const float* rstd, const float* dy,
                         int n, int D, float* dx, float* dgamma) override {
     launch_rmsnorm_backward(x, gamma, rstd, dy, n, D, dx, dgamma, scratch(), stream_);
+  }
+  void rmsnorm_backward_residual(const float* x, const float* gamma, const float* rstd, const float* dy,
+                                 const float* residual, bool accumulate, int n, int D, float* dx,
+                                 float* dgamma) override {
+    launch_rmsnorm_backward_residual(x, gamma, rstd, dy, residual, accumulate, n, D, dx, dgamma, scratch(),
+                                     stream_);
   }
   void head_l2norm_forward(const float* x, int n, int H, int dh, float* y,
                            float* rnorm) override {

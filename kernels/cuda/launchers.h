@@ -45,6 +45,11 @@ void launch_rmsnorm_forward(const float* x, const float* gamma, int n, int D, fl
 void launch_rmsnorm_backward(const float* x, const float* gamma, const float* rstd,
                              const float* dy, int n, int D, float* dx, float* dgamma,
                              DeviceArena& scratch, cudaStream_t stream);
+// kernels/backend.h rmsnorm_backward_residual.
+void launch_rmsnorm_backward_residual(const float* x, const float* gamma, const float* rstd,
+                                      const float* dy, const float* residual, bool accumulate, int n,
+                                      int D, float* dx, float* dgamma, DeviceArena& scratch,
+                                      cudaStream_t stream);
 void launch_head_l2norm_forward(const float* x, int n, int H, int dh, float* y, float* rnorm,
                                 cudaStream_t stream);
 void launch_head_l2norm_backward(const float* y, const float* rnorm, const float* dy, int n,

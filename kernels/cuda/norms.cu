@@ -25,12 +25,16 @@ __global__ void rmsnorm_forward_kernel(const float* x, const float* gamma, int D
   for (int j = threadIdx.x; j < D; j += blockDim.x) yr[j] = xr[j] * r * gamma[j];
 }
 
+// dx = base + (r*gamma_j*dy_j - x_j*coef), base as kernels/backend.h's
+// rmsnorm_backward_residual says (the CPU's additions in the CPU's order).
 __global__ void rmsnorm_backward_kernel(const float* x, const float* gamma, const float* rstd,
-                                        const float* dy, int D, float* dx) {
+                                        const float* dy, const float* residual, int accumulate,
+                                        int D, float* dx) {
   __shared__ double shared[kWarp];
   const int64_t row = blockIdx.x;
   const float* xr = x + row * D;
   const float* dyr = dy + row * D;
+  const float* res = residual != nullptr ? residual + row * D : nullptr;
   float* dxr = dx + row * D;
   double dot = 0;
   for (int j = threadIdx.x; j < D; j += blockDim.x) {
@@ -39,7 +43,13 @@ __global__ void rmsnorm_backward_kernel(const float* x, const float* gamma, cons
   dot = block_sum(dot, shared);
   const float r = rstd[row];
   const float coef = static_cast<float>(dot * static_cast<double>(r) * r * r / D);
-  for (int j = threadIdx.x; j < D; j += blockDim.x) dxr[j] += r * gamma[j] * dyr[j] - xr[j] * coef;
+  for (int j = threadIdx.x; j < D; j += blockDim.x) {
+    const float term = r * gamma[j] * dyr[j] - xr[j] * coef;
+    if (accumulate && res != nullptr) dxr[j] = (dxr[j] + res[j]) + term;
+    else if (accumulate) dxr[j] += term;
+    else if (res != nullptr) dxr[j] = res[j] + term;
+    else dxr[j] = 0.0f + term;  // 0 + t: as the fill it replaces
+  }
 }
 
 struct GammaGradTerm {
@@ -99,8 +109,16 @@ void launch_rmsnorm_forward(const float* x, const float* gamma, int n, int D, fl
 void launch_rmsnorm_backward(const float* x, const float* gamma, const float* rstd,
                              const float* dy, int n, int D, float* dx, float* dgamma,
                              DeviceArena& scratch, cudaStream_t stream) {
+  launch_rmsnorm_backward_residual(x, gamma, rstd, dy, nullptr, true, n, D, dx, dgamma, scratch, stream);
+}
+
+void launch_rmsnorm_backward_residual(const float* x, const float* gamma, const float* rstd,
+                                      const float* dy, const float* residual, bool accumulate, int n,
+                                      int D, float* dx, float* dgamma, DeviceArena& scratch,
+                                      cudaStream_t stream) {
   if (n <= 0 || D <= 0) return;
-  rmsnorm_backward_kernel<<<n, kRowThreads, 0, stream>>>(x, gamma, rstd, dy, D, dx);
+  rmsnorm_backward_kernel<<<n, kRowThreads, 0, stream>>>(x, gamma, rstd, dy, residual, accumulate ? 1 : 0,
+                                                         D, dx);
   BRT_CUDA_CHECK_LAUNCH("rmsnorm_backward");
   column_reduce_accumulate(n, D, GammaGradTerm{x, dy, rstd, D}, PlainColumnSum{}, dgamma, scratch,
                            stream, "rmsnorm_backward");

@@ -176,6 +176,10 @@ class ForwardingBackend : public kernels::Backend<T> {
     Call c(*this, "linear_forward_shared", {x});
     inner_.linear_forward_shared(x, n, in, count, w, out, y);
   }
+  void linear_forward_residual(const T* x, int n, int in, const T* w, int out, const T* residual, T* y) override {
+    Call c(*this, "linear_forward_residual", {x, w, residual, y});
+    inner_.linear_forward_residual(x, n, in, w, out, residual, y);
+  }
   void linear_relu_forward(const T* x, int n, int in, const T* w, int out, T* y, void* mask) override {
     Call c(*this, "linear_relu_forward", {x, w, y, mask});
     inner_.linear_relu_forward(x, n, in, w, out, y, mask);
@@ -230,6 +234,11 @@ class ForwardingBackend : public kernels::Backend<T> {
                         T* dx, T* dgamma) override {
     Call c(*this, "rmsnorm_backward", {x, gamma, rstd, dy, dx, dgamma});
     inner_.rmsnorm_backward(x, gamma, rstd, dy, n, D, dx, dgamma);
+  }
+  void rmsnorm_backward_residual(const T* x, const T* gamma, const T* rstd, const T* dy, const T* residual,
+                                 bool accumulate, int n, int D, T* dx, T* dgamma) override {
+    Call c(*this, "rmsnorm_backward_residual", {x, gamma, rstd, dy, residual, dx, dgamma});
+    inner_.rmsnorm_backward_residual(x, gamma, rstd, dy, residual, accumulate, n, D, dx, dgamma);
   }
   void head_l2norm_forward(const T* x, int n, int H, int dh, T* y, T* rnorm) override {
     Call c(*this, "head_l2norm_forward", {x, y, rnorm});

@@ -114,8 +114,9 @@ double check_variant(const std::string& variant, kernels::cuda::Precision precis
     const double got = launches[size_t(k)];
     const double rel = predicted > 0 ? std::fabs(got - predicted) / predicted : (got > 0 ? 1.0 : 0.0);
     // The optimizer's list is exact, and so are bf16's GEMMs: a product each, its operands'
-    // conversions, the MLP's ReLU in its epilogues (a fallback's ReLU kernels fail it). fp32
-    // runs the MLP's ReLU as kernels of those calls, which the counts (bf16's) leave out.
+    // conversions, the MLP's ReLU in its epilogues and the residual as a product's C (a
+    // fallback's ReLU or copy kernels fail it). fp32 runs the MLP's ReLU and the residual's copy
+    // as kernels of those calls, which the counts (bf16's) leave out.
     const bool exact = opt || (bf16 && c == kernels::KernelClass::kGemm);
     worst = std::max(worst, exact && rel > 0 ? 1.0 : rel);
     const char* name = k == kAdafactorSlot ? "adafactor step" : k == kAdamWSlot ? "adamw step" : kernels::kernel_class_name(c);

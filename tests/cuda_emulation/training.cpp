@@ -85,8 +85,9 @@ void compare(const std::string& variant, const std::string& optimizer, bool bf16
 // steps (the steps in between show that each forward reads the weights it should):
 //  - weight_shadow: the weights rounded once per forward (CudaOptions::bf16_weight_shadow)
 //    against each weight operand rounded per product;
-//  - relu_epilogue: the MLP's ReLU in cuBLASLt's epilogues against the products and the ReLU
-//    kernels (EMU_CUBLASLT_NO_EPILOGUE=1 for the second run: the emulated cuBLASLt finds no
+//  - epilogues: the products through cuBLASLt (the MLP's ReLU in its epilogues, the residual
+//    adds as the products' C) against the products and the ReLU, copy and add kernels
+//    (EMU_CUBLASLT_NO_EPILOGUE=all for the second run: the emulated cuBLASLt finds no
 //    algorithm). Bit for bit where no gradient is added before the ReLU (dx_add: dual variants).
 void compare_bf16_runs(const std::string& which, const std::string& variant) {
   const core::ModelConfig cfg = emu_check::micro_model(variant, variant == "xl" ? 32 : 16);
@@ -99,14 +100,14 @@ void compare_bf16_runs(const std::string& which, const std::string& variant) {
   const bool shadow_case = which == "weight_shadow";
   std::printf("%s, adafactor, bf16 gemm: %s\n", variant.c_str(),
               shadow_case ? "the weight shadow against rounding per product"
-                          : "the ReLU in cuBLASLt epilogues against the ReLU kernels");
+                          : "products through cuBLASLt (ReLU epilogues, residual C) against the kernels");
   Trace t[2];
   for (int run_index = 0; run_index < 2; ++run_index) {
     kernels::cuda::CudaOptions options;
     options.precision = kernels::cuda::Precision::kBf16;
     options.workspace_bytes = size_t(16) << 20;
     options.bf16_weight_shadow = !shadow_case || run_index == 1;
-    if (!shadow_case && run_index == 1) setenv("EMU_CUBLASLT_NO_EPILOGUE", "1", 1);
+    if (!shadow_case && run_index == 1) setenv("EMU_CUBLASLT_NO_EPILOGUE", "all", 1);
     auto gpu = kernels::cuda::make_cuda_backend(options);
     t[run_index] = run(cfg, streams, *gpu, optim, steps);
     unsetenv("EMU_CUBLASLT_NO_EPILOGUE");
@@ -129,12 +130,12 @@ void compare_bf16_runs(const std::string& which, const std::string& variant) {
 }  // namespace
 
 // No arguments: every case below (slow: each emulated block starts its threads anew). Or one
-// case: training VARIANT adafactor|adamw fp32|bf16, or training weight_shadow|relu_epilogue VARIANT.
+// case: training VARIANT adafactor|adamw fp32|bf16, or training weight_shadow|epilogues VARIANT.
 int main(int argc, char** argv) try {
   std::setvbuf(stdout, nullptr, _IONBF, 0);  // progress is visible while it runs
   if (argc == 4) {
     compare(argv[1], argv[2], std::string(argv[3]) == "bf16");
-  } else if (argc == 3 && (std::string(argv[1]) == "weight_shadow" || std::string(argv[1]) == "relu_epilogue")) {
+  } else if (argc == 3 && (std::string(argv[1]) == "weight_shadow" || std::string(argv[1]) == "epilogues")) {
     compare_bf16_runs(argv[1], argv[2]);
   } else {
     for (const char* v : {"rec:fixed:skip", "rec:lstm:dual", "slide", "xl"}) compare(v, "adafactor", false);

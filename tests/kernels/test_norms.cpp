@@ -1,5 +1,8 @@
 // RMSNorm (model.md §2) and per-head L2 normalisation (model.md §3.1).
 #include <cmath>
+#include <cstring>
+#include <string>
+#include <type_traits>
 
 #include "kernel_test_util.h"
 #include "kernels/backend.h"
@@ -73,6 +76,46 @@ TEST(RmsNorm, BackwardMatchesFiniteDifferences) {
     expect_close(dx2, dx, 1e-14, "dx twice");
     expect_close(dgamma2, dgamma, 1e-14, "dgamma twice");
   }
+}
+
+// rmsnorm_backward_residual in one pass equals its definition (kernels/backend.h: fill / copy /
+// add_inplace, then rmsnorm_backward) bit for bit, in its four forms: written or accumulated,
+// with or without a residual. Contract: bit-exact (the same additions in the same order).
+template <typename T>
+void check_rmsnorm_backward_residual(int n, int D) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  auto be = make_cpu_backend<T>();
+  const std::size_t size = static_cast<std::size_t>(n) * D;
+  const auto x = cast_to<T>(rng.normal(size, 1.0)), gamma = cast_to<T>(rng.uniform(D, 0.5, 1.5));
+  const auto dy = cast_to<T>(rng.normal(size, 1.0)), residual = cast_to<T>(rng.normal(size, 1.0));
+  const auto dx0 = cast_to<T>(rng.normal(size, 1.0)), dgamma0 = cast_to<T>(rng.normal(D, 1.0));
+  std::vector<T> y(size), rstd(n);
+  be->rmsnorm_forward(x.data(), gamma.data(), n, D, y.data(), rstd.data());
+  for (const bool accumulate : {false, true})
+    for (const T* res : {static_cast<const T*>(nullptr), residual.data()}) {
+      SCOPED_TRACE(std::string(accumulate ? "accumulate" : "write") + (res ? ", residual" : ", no residual"));
+      std::vector<T> dx(dx0), dgamma(dgamma0), dx_ref(dx0), dgamma_ref(dgamma0);
+      be->rmsnorm_backward_residual(x.data(), gamma.data(), rstd.data(), dy.data(), res, accumulate, n, D,
+                                    dx.data(), dgamma.data());
+      be->Backend<T>::rmsnorm_backward_residual(x.data(), gamma.data(), rstd.data(), dy.data(), res, accumulate,
+                                                n, D, dx_ref.data(), dgamma_ref.data());
+      EXPECT_EQ(std::memcmp(dx.data(), dx_ref.data(), size * sizeof(T)), 0) << "dx";
+      EXPECT_EQ(std::memcmp(dgamma.data(), dgamma_ref.data(), D * sizeof(T)), 0) << "dgamma";
+      // What the forms mean: dx - base is the same gradient in all four.
+      std::vector<double> term(size);
+      for (std::size_t i = 0; i < size; ++i)
+        term[i] = double(dx[i]) - (accumulate ? double(dx0[i]) : 0.0) - (res ? double(res[i]) : 0.0);
+      std::vector<T> plain(size, T(0)), dg(D, T(0));
+      be->rmsnorm_backward(x.data(), gamma.data(), rstd.data(), dy.data(), n, D, plain.data(), dg.data());
+      expect_close(plain, term, std::is_same_v<T, float> ? 1e-5 : 1e-13, "dx - base");
+    }
+}
+
+TEST(RmsNorm, BackwardIntoTheResidualEqualsItsDefinitionBitForBit) {
+  check_rmsnorm_backward_residual<double>(4, 70);
+  check_rmsnorm_backward_residual<float>(4, 70);
+  check_rmsnorm_backward_residual<float>(300, 160);  // parallel path
 }
 
 TEST(HeadL2Norm, ForwardMatchesReferenceAndMayAlias) {

@@ -1,6 +1,7 @@
 #include "kernels/cuda/gemm/epilogue_gemm.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "kernels/cuda/cuda_check.h"
 
@@ -58,6 +59,11 @@ bool EpilogueGemm::drelu(const Product& p, const void* mask, cudaStream_t stream
   return run(CUBLASLT_EPILOGUE_DRELU, p, mask, stream);
 }
 
+bool EpilogueGemm::residual(const Product& p, cudaStream_t stream) {
+  if (p.c == nullptr || p.c == p.d) throw std::invalid_argument("EpilogueGemm::residual: C must be another buffer than D");
+  return run(CUBLASLT_EPILOGUE_DEFAULT, p, nullptr, stream);
+}
+
 bool EpilogueGemm::run(cublasLtEpilogue_t epilogue, const Product& p, const void* mask, cudaStream_t stream) {
   Descriptors x;
   BRT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&x.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -65,8 +71,10 @@ bool EpilogueGemm::run(cublasLtEpilogue_t epilogue, const Product& p, const void
   set(x.desc, CUBLASLT_MATMUL_DESC_TRANSA, ta);
   set(x.desc, CUBLASLT_MATMUL_DESC_TRANSB, tb);
   set(x.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
-  set(x.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, mask);
-  set(x.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, relu_mask_ld(p.m));
+  if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) {  // the ReLU's bit-mask
+    set(x.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, mask);
+    set(x.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, relu_mask_ld(p.m));
+  }
   const int a_rows = p.transa ? p.k : p.m, a_cols = p.transa ? p.m : p.k;
   BRT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&x.a, CUDA_R_16BF, uint64_t(a_rows), uint64_t(a_cols), a_rows));
   BRT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&x.b, CUDA_R_16BF, uint64_t(p.k), uint64_t(p.n), p.k));
@@ -74,7 +82,7 @@ bool EpilogueGemm::run(cublasLtEpilogue_t epilogue, const Product& p, const void
   BRT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&x.d, CUDA_R_32F, uint64_t(p.m), uint64_t(p.n), p.m));
   const float* c = p.c != nullptr ? p.c : p.d;
   const uint32_t align[4] = {alignment(p.a), alignment(p.b), alignment(c), alignment(p.d)};
-  uint64_t aligns = alignment(mask);
+  uint64_t aligns = mask != nullptr ? alignment(mask) : 0;
   for (uint32_t al : align) aligns = aligns * 512 + al;
   Plan& plan = plans_[{int(epilogue), p.m, p.n, p.k, p.transa, p.c != nullptr, aligns}];
   if (!plan.asked) {
@@ -104,20 +112,26 @@ bool EpilogueGemm::run(cublasLtEpilogue_t epilogue, const Product& p, const void
 }
 
 std::string EpilogueGemm::describe() const {
-  int asked[2] = {0, 0}, available[2] = {0, 0};
-  for (const auto& [key, plan] : plans_) {
-    const int i = std::get<0>(key) == int(CUBLASLT_EPILOGUE_RELU_AUX) ? 0 : 1;
-    asked[i] += plan.asked ? 1 : 0;
-    available[i] += plan.available ? 1 : 0;
-  }
-  if (asked[0] + asked[1] == 0) return "";
+  constexpr int kKinds = 3;
+  const int epilogues[kKinds] = {int(CUBLASLT_EPILOGUE_RELU_AUX), int(CUBLASLT_EPILOGUE_DRELU),
+                                 int(CUBLASLT_EPILOGUE_DEFAULT)};
+  const char* names[kKinds] = {"RELU_AUX", "DRELU", "residual"};
+  int asked[kKinds] = {}, available[kKinds] = {};
+  for (const auto& [key, plan] : plans_)
+    for (int i = 0; i < kKinds; ++i)
+      if (std::get<0>(key) == epilogues[i]) {
+        asked[i] += plan.asked ? 1 : 0;
+        available[i] += plan.available ? 1 : 0;
+      }
   std::string s;
-  const char* names[2] = {"RELU_AUX", "DRELU"};
-  for (int i = 0; i < 2; ++i)
-    s += std::string(i ? ", " : "") + names[i] + " at " + std::to_string(available[i]) + " of " +
+  bool all = true;
+  for (int i = 0; i < kKinds; ++i) {
+    if (asked[i] == 0) continue;
+    s += std::string(s.empty() ? "" : ", ") + names[i] + " at " + std::to_string(available[i]) + " of " +
          std::to_string(asked[i]) + " problems";
-  const bool all = available[0] == asked[0] && available[1] == asked[1];
-  return s + (all ? "" : " (the others: the products and the ReLU kernels)");
+    all = all && available[i] == asked[i];
+  }
+  return s.empty() || all ? s : s + " (the others: the products and their own kernels)";
 }
 
 }  // namespace brt::kernels::cuda

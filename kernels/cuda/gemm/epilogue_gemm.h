@@ -1,10 +1,13 @@
-// The MLP's ReLU inside its products (model.md §4; docs/gpu.md): cuBLASLt's RELU_AUX epilogue on
-// the first product writes relu(x·w) and a bit-mask of where the product was positive, and DRELU
-// on the second product's input gradient multiplies by that mask (adding C first), so neither
-// the ReLU nor its gradient is a pass over the hidden activations of its own. bf16 operands,
-// fp32 output and compute, as the backend's cublasGemmEx. Whether cuBLASLt has an algorithm for
-// an epilogue at a shape and the operands' alignments is asked once and kept with the algorithm;
-// where it has none, the caller runs the product and its own ReLU kernels.
+// Products whose element-wise neighbours run inside them, through cuBLASLt (docs/gpu.md):
+//  - the MLP's ReLU (model.md §4): the RELU_AUX epilogue on the first product writes relu(x·w)
+//    and a bit-mask of where the product was positive, and DRELU on the second product's input
+//    gradient multiplies by that mask (adding C first), so neither the ReLU nor its gradient is
+//    a pass over the hidden activations of its own;
+//  - the residual adds (§4): D = A·B + C with C another buffer than D (cublasGemmEx reads C
+//    where it writes), so y = x + a·Wo needs no copy of x into y first.
+// bf16 operands, fp32 output and compute, as the backend's cublasGemmEx. Whether cuBLASLt has an
+// algorithm for a product at a shape and the operands' alignments is asked once and kept with
+// the algorithm; where it has none, the caller runs the product and its own kernels.
 #pragma once
 
 #include <cublasLt.h>
@@ -44,8 +47,11 @@ class EpilogueGemm {
   bool relu_aux(const Product& p, void* mask, cudaStream_t stream);
   // D = (op(A)·B + C)·mask; false (nothing enqueued) where cuBLASLt has no algorithm.
   bool drelu(const Product& p, const void* mask, cudaStream_t stream);
-  // What cuBLASLt answered so far, e.g. "RELU_AUX at 2 of 2 problems, DRELU at 1 of 2 (the
-  // others: the ReLU kernels)"; "" before any product.
+  // D = op(A)·B + C, C (not null) another buffer than D; false (nothing enqueued) where
+  // cuBLASLt has no algorithm.
+  bool residual(const Product& p, cudaStream_t stream);
+  // What cuBLASLt answered so far, e.g. "RELU_AUX at 2 of 2 problems, DRELU at 1 of 2, residual
+  // at 2 of 2 (the others: the products and their own kernels)"; "" before any product.
   std::string describe() const;
 
  private:

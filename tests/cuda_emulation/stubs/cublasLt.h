@@ -7,7 +7,8 @@
 // it is device memory, C's layout equal to D's; and an algorithm remembers the problem and the
 // alignments its heuristic was told, so a call with other shapes or less aligned pointers fails.
 // EMU_CUBLASLT_NO_EPILOGUE=1: the heuristic finds no algorithm for an epilogue (what a
-// cuBLASLt without them answers), so the callers' fallbacks run.
+// cuBLASLt without them answers), so the callers' fallbacks run; =all: none for any product
+// (the residual products' fallback too).
 #pragma once
 #include <cstdint>
 #include <cstdlib>
@@ -139,7 +140,8 @@ inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasL
   const std::string why = emu::lt_problem(d, A, B, C, D);
   if (!why.empty()) return emu::cublas_fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulAlgoGetHeuristic: " + why);
   const char* refuse = std::getenv("EMU_CUBLASLT_NO_EPILOGUE");
-  if (refuse != nullptr && std::string(refuse) == "1" && d->epilogue != CUBLASLT_EPILOGUE_DEFAULT) return CUBLAS_STATUS_NOT_SUPPORTED;
+  const std::string refused = refuse != nullptr ? refuse : "";
+  if ((refused == "1" && d->epilogue != CUBLASLT_EPILOGUE_DEFAULT) || refused == "all") return CUBLAS_STATUS_NOT_SUPPORTED;
   cublasLtMatmulHeuristicResult_t r{};
   r.algo.data[0] = d->epilogue;
   r.algo.data[1] = D->rows, r.algo.data[2] = D->cols, r.algo.data[3] = d->transa == CUBLAS_OP_N ? A->cols : A->rows;

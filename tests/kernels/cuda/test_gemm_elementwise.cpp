@@ -203,7 +203,34 @@ TEST_F(CudaGemmBf16Test, ReluEpiloguesMatchTheUnfusedProductsAndTheCpu) {
     }
   }
   // Which path ran (a fallback is correct too; the GPU check's log shows the device's answer).
-  std::printf("the MLP's ReLU: %s\n", describe_epilogues(*gpu_).c_str());
+  std::printf("cuBLASLt products: %s\n", describe_epilogues(*gpu_).c_str());
+}
+
+// A product onto the residual stream (gemm/epilogue_gemm.h): linear_forward_residual reads the
+// residual as the product's C and writes y, against the same call's default (a copy, then the
+// product with beta 1; bit-identical in the emulator, within fp32 rounding on a GPU, where
+// cuBLASLt may pick another kernel) and the CPU; the residual untouched; in place (residual = y)
+// the default. EMU_CUBLASLT_NO_EPILOGUE=1 leaves the residual product to cuBLASLt (not an
+// epilogue), so it runs there too.
+TEST_F(CudaGemmBf16Test, ResidualProductMatchesTheCopyAndProductAndTheCpu) {
+  SCOPED_TRACE(rng_.trace());
+  const int n = 37, in = 29, out = 31;
+  const std::size_t ny = std::size_t(n) * out;
+  const auto x = rng_.normal(std::size_t(n) * in), w = rng_.normal(std::size_t(in) * out), res = rng_.normal(ny);
+  const float *d_x = upload(x), *d_w = upload(w), *d_res = upload(res);
+  float *y = poisoned(ny), *y_plain = poisoned(ny);
+  gpu_->linear_forward_residual(d_x, n, in, d_w, out, d_res, y);
+  gpu_->Backend<float>::linear_forward_residual(d_x, n, in, d_w, out, d_res, y_plain);
+  const auto hy = download(y, ny);
+  EXPECT_REL_CLOSE(hy, download(y_plain, ny), 1e-6, "y against the copy and the product");
+  EXPECT_TRUE(bit_identical(download(d_res, ny), res)) << "the residual is only read";
+  std::vector<float> cpu_y(ny);
+  cpu_->linear_forward_residual(x.data(), n, in, w.data(), out, res.data(), cpu_y.data());
+  EXPECT_REL_CLOSE(hy, cpu_y, kBf16Tolerance, "y against the CPU");
+  float* in_place = upload(res);
+  gpu_->linear_forward_residual(d_x, n, in, d_w, out, in_place, in_place);
+  EXPECT_TRUE(bit_identical(download(in_place, ny), download(y_plain, ny))) << "residual = y: the product with beta 1";
+  std::printf("cuBLASLt products: %s\n", describe_epilogues(*gpu_).c_str());
 }
 
 using CudaElementwiseTest = CudaTest;

@@ -1,5 +1,7 @@
 // GPU RMSNorm, head L2 norm, gates and the fused softmax cross-entropy against the CPU
 // backend, forward and backward (backward accumulates into random initial gradients).
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "tests/kernels/cuda/cuda_test_util.h"
@@ -29,6 +31,41 @@ TEST_F(CudaNormTest, RmsNormForwardBackwardMatchCpu) {
   EXPECT_REL_CLOSE(download(d_rstd, n), rstd, kFp32Tolerance, "rmsnorm rstd");
   EXPECT_REL_CLOSE(download(d_dx, dx.size()), dx, kFp32Tolerance, "rmsnorm dx");
   EXPECT_REL_CLOSE(download(d_dgamma, D), dgamma, kFp32Tolerance, "rmsnorm dgamma");
+}
+
+// rmsnorm_backward_residual's one kernel equals its definition on the device (fill / copy /
+// add_inplace, then rmsnorm_backward: bit for bit, the same additions in the same order) and
+// the CPU's one pass to fp32 rounding (the row dots sum in another order), in all four forms.
+TEST_F(CudaNormTest, RmsNormBackwardIntoTheResidualEqualsItsDefinition) {
+  SCOPED_TRACE(rng_.trace());
+  const int n = 67, D = 333;
+  const std::size_t size = std::size_t(n) * D;
+  const auto x = rng_.normal(size, 2.0f), gamma = rng_.normal(D), dy = rng_.normal(size);
+  const auto residual = rng_.normal(size), dx0 = rng_.normal(size), dgamma0 = rng_.normal(D);
+  std::vector<float> y(size), rstd(n);
+  cpu_->rmsnorm_forward(x.data(), gamma.data(), n, D, y.data(), rstd.data());
+  float *d_x = upload(x), *d_gamma = upload(gamma), *d_dy = upload(dy), *d_res = upload(residual);
+  float *d_y = poisoned(size), *d_rstd = poisoned(n);
+  gpu_->rmsnorm_forward(d_x, d_gamma, n, D, d_y, d_rstd);
+  for (const bool accumulate : {false, true})
+    for (const bool with_residual : {false, true}) {
+      SCOPED_TRACE(std::string(accumulate ? "accumulate" : "write") + (with_residual ? ", residual" : ", none"));
+      const float* g_res = with_residual ? d_res : nullptr;
+      float *d_dx = upload(dx0), *d_dgamma = upload(dgamma0), *d_dx_def = upload(dx0), *d_dgamma_def = upload(dgamma0);
+      gpu_->rmsnorm_backward_residual(d_x, d_gamma, d_rstd, d_dy, g_res, accumulate, n, D, d_dx, d_dgamma);
+      gpu_->Backend<float>::rmsnorm_backward_residual(d_x, d_gamma, d_rstd, d_dy, g_res, accumulate, n, D,
+                                                      d_dx_def, d_dgamma_def);
+      const auto dx = download(d_dx, size), dx_def = download(d_dx_def, size);
+      const auto dgamma = download(d_dgamma, D), dgamma_def = download(d_dgamma_def, D);
+      EXPECT_EQ(std::memcmp(dx.data(), dx_def.data(), size * sizeof(float)), 0) << "dx";
+      EXPECT_EQ(std::memcmp(dgamma.data(), dgamma_def.data(), D * sizeof(float)), 0) << "dgamma";
+      auto dx_cpu = dx0, dgamma_cpu = dgamma0;
+      cpu_->rmsnorm_backward_residual(x.data(), gamma.data(), rstd.data(), dy.data(),
+                                      with_residual ? residual.data() : nullptr, accumulate, n, D,
+                                      dx_cpu.data(), dgamma_cpu.data());
+      EXPECT_REL_CLOSE(dx, dx_cpu, kFp32Tolerance, "dx");
+      EXPECT_REL_CLOSE(dgamma, dgamma_cpu, kFp32Tolerance, "dgamma");
+    }
 }
 
 TEST_F(CudaNormTest, HeadL2NormForwardBackwardMatchCpu) {
