@@ -198,7 +198,8 @@ class Backend {
   // ---- model.md §3.1: per-head L2 normalisation y = x * rsqrt(sum x^2 + 1e-6) ------------
   // x, y: [n, H*dh]; rnorm: [n, H] saved for backward. y may alias x.
   virtual void head_l2norm_forward(const T* x, int n, int H, int dh, T* y, T* rnorm) = 0;
-  // dx += rnorm * (dy - y * <y, dy>) per head. Uses the forward's output y.
+  // dx = rnorm * (dy - y * <y, dy>) per head, written (no zero fill first; its callers read
+  // it as a product's input gradient). Uses the forward's output y.
   virtual void head_l2norm_backward(const T* y, const T* rnorm, const T* dy, int n, int H,
                                     int dh, T* dx) = 0;
 

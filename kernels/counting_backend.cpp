@@ -232,7 +232,7 @@ template <typename T>
 void CountingBackend<T>::head_l2norm_backward(const T* y, const T* rnorm, const T* dy, int n, int H, int dh,
                                               T* dx) {
   const double a = double(n) * H * dh;
-  add(kElem, 6.0 * a, 3.0 * a + double(n) * H, a);
+  add(kElem, 6.0 * a, 2.0 * a + double(n) * H, a);  // y, dy read; dx written
   run(kElem, [&] { inner_->head_l2norm_backward(y, rnorm, dy, n, H, dh, dx); });
 }
 

@@ -46,8 +46,7 @@ void context_proj_backward(kernels::Backend<T>& be, ParamStore<T>& store,
                            T* dctx, T* scratch_a, T* scratch_h) {
   const int D = s.d_model, A = s.width(), G = p.groups, GL = p.local_groups(), cols = A / GL;
   const int all = static_cast<int>(rows * G), n = static_cast<int>(rows);
-  T* dk_raw = scratch_a;
-  be.fill(dk_raw, rows * A, T(0));
+  T* dk_raw = scratch_a;  // written by the norm's backward (no zero fill)
   be.head_l2norm_backward(acts.k.data(), acts.rnorm.data(), dk, n, s.heads, s.head_dim, dk_raw);
   T* dh = scratch_h;
   be.fill(dh, int64_t{all} * D, T(0));

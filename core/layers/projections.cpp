@@ -66,8 +66,7 @@ void projections_backward(Backend<T>& be, ParamStore<T>& store, const Projection
   for (size_t j = 0; j < p.weights.size(); ++j) {
     if (dout[j] == nullptr) continue;
     const T* draw = dout[j];
-    if (p.normalised[j]) {
-      be.fill(scratch_a, static_cast<int64_t>(rows) * A, T(0));
+    if (p.normalised[j]) {  // written into scratch_a (no zero fill)
       be.head_l2norm_backward(acts.out[j].data(), acts.rnorm[j].data(), dout[j], rows, s.heads,
                               s.head_dim, scratch_a);
       draw = scratch_a;

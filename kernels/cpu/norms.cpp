@@ -92,7 +92,7 @@ void NormOps<T>::head_l2norm_forward(const T* x, int n, int H, int dh, T* y, T* 
   }
 }
 
-// dx += rnorm * (dy - y * <y, dy>) per (position, head).
+// dx = rnorm * (dy - y * <y, dy>) per (position, head), written.
 template <typename T>
 void NormOps<T>::head_l2norm_backward(const T* y, const T* rnorm, const T* dy, int n, int H,
                                       int dh, T* dx) {
@@ -108,7 +108,7 @@ void NormOps<T>::head_l2norm_backward(const T* y, const T* rnorm, const T* dy, i
     const T rn = rnorm[r];
     const T d = static_cast<T>(dot);
 #pragma omp simd
-    for (int j = 0; j < dh; ++j) dxr[j] += rn * (dyr[j] - yr[j] * d);
+    for (int j = 0; j < dh; ++j) dxr[j] = rn * (dyr[j] - yr[j] * d);
   }
 }
 

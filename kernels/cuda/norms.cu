@@ -92,7 +92,7 @@ __global__ void head_l2norm_backward_kernel(const float* y, const float* rnorm, 
   dot = warp_sum(dot);
   const float rn = rnorm[r];
   const float d = static_cast<float>(dot);
-  for (int j = lane; j < dh; j += kWarp) dxr[j] += rn * (dyr[j] - yr[j] * d);
+  for (int j = lane; j < dh; j += kWarp) dxr[j] = rn * (dyr[j] - yr[j] * d);  // written
 }
 
 int warp_row_blocks(int64_t rows) { return static_cast<int>((rows * kWarp + 255) / 256); }

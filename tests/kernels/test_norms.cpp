@@ -156,7 +156,7 @@ TEST(HeadL2Norm, BackwardMatchesFiniteDifferences) {
   const auto weights = rng.normal(x.size(), 1.0);
   std::vector<double> y(x.size()), rnorm(n * H);
   be->head_l2norm_forward(x.data(), n, H, dh, y.data(), rnorm.data());
-  std::vector<double> dx(x.size(), 0.0);
+  std::vector<double> dx(x.size(), 7.0);  // written, whatever it held
   be->head_l2norm_backward(y.data(), rnorm.data(), weights.data(), n, H, dh, dx.data());
   const auto objective = [&] {
     be->head_l2norm_forward(x.data(), n, H, dh, y.data(), rnorm.data());

@@ -1,5 +1,6 @@
 // GPU RMSNorm, head L2 norm, gates and the fused softmax cross-entropy against the CPU
-// backend, forward and backward (backward accumulates into random initial gradients).
+// backend, forward and backward (backward accumulates into random initial gradients, or overwrites
+// them where the op writes: head_l2norm_backward).
 #include <cstring>
 #include <string>
 #include <vector>
@@ -74,7 +75,7 @@ TEST_F(CudaNormTest, HeadL2NormForwardBackwardMatchCpu) {
   const std::size_t size = std::size_t(n) * H * dh;
   const auto x = rng_.normal(size);
   const auto dy = rng_.normal(size);
-  auto dx = rng_.normal(size);
+  auto dx = rng_.normal(size);  // overwritten by both backends
   std::vector<float> y(size), rnorm(std::size_t(n) * H);
   float *d_y = poisoned(size), *d_rnorm = poisoned(rnorm.size()), *d_dx = upload(dx);
   gpu_->head_l2norm_forward(upload(x), n, H, dh, d_y, d_rnorm);
