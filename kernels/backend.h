@@ -119,8 +119,15 @@ class Backend {
   // and `mask` (relu_mask_bytes(n, out) bytes, the backend's own format) keeps what
   // relu_linear_backward needs of the product before the ReLU. The default is gemm, then
   // relu_forward in place (no mask); CUDA in bf16 applies the ReLU in the product's epilogue.
-  virtual void linear_relu_forward(const T* x, int n, int in, const T* w, int out, T* y, void* mask) {
+  // `y_for_products`: until weights_fixed(nullptr, 0) (the model's end), y is read only as an
+  // operand of this backend's products (gemm and the linear ops: relu_linear_backward's x among
+  // them) and written by nothing but this call; a backend may then keep y in the precision its
+  // products read (CUDA in bf16: bf16 values in y's memory, the rounding a product would apply,
+  // read without a conversion). Any other read of y is then undefined.
+  virtual void linear_relu_forward(const T* x, int n, int in, const T* w, int out, T* y, void* mask,
+                                   bool y_for_products) {
     (void)mask;
+    (void)y_for_products;
     gemm(Trans::N, Trans::N, n, out, in, T(1), x, in, w, out, T(0), y, out);
     relu_forward(y, int64_t(n) * out, y);
   }

@@ -71,6 +71,7 @@ void CountingBackend<T>::gemm(Trans ta, Trans tb, int M, int N, int K, T alpha, 
 
 template <typename T>
 void CountingBackend<T>::operand(const T* p, double rows, double cols, int ld) {
+  if (bf16_activations_.holds(p, int64_t(rows), int64_t(cols), ld)) return;
   if (cuda::weight_shadow_offset(weights_, weights_n_, p, int64_t(rows), int64_t(cols), ld, sizeof(T)) < 0)
     converted(rows * cols);
 }
@@ -79,6 +80,7 @@ template <typename T>
 void CountingBackend<T>::weights_fixed(const T* values, int64_t n) {
   weights_ = n > 0 ? values : nullptr;
   weights_n_ = weights_ != nullptr ? n : 0;
+  if (weights_ == nullptr) bf16_activations_.release_all();  // the model's end
   conversions_.elements += double(weights_n_);
   conversions_.launches += cuda::weight_shadow_launches(weights_n_);
   run(kGemm, [&] { inner_->weights_fixed(values, n); });
@@ -111,14 +113,18 @@ void CountingBackend<T>::linear_forward_shared(const T* x, int n, int in, int co
 }
 
 template <typename T>
-void CountingBackend<T>::linear_relu_forward(const T* x, int n, int in, const T* w, int out, T* y, void* mask) {
+void CountingBackend<T>::linear_relu_forward(const T* x, int n, int in, const T* w, int out, T* y, void* mask,
+                                             bool y_for_products) {
   const double rows = n, a = in, b = out;
-  add(kGemm, 2.0 * rows * a * b, rows * a + a * b, rows * b + mask_elems<T>(n, out));
+  const double y_elems = y_for_products ? rows * b * 2.0 / double(sizeof(T)) : rows * b;  // bf16: 2 bytes each
+  add(kGemm, 2.0 * rows * a * b, rows * a + a * b, y_elems + mask_elems<T>(n, out));
   if (n > 0 && in > 0 && out > 0) {
     operand(x, rows, a, in);
     operand(w, a, b, out);
   }
-  run(kGemm, [&] { inner_->linear_relu_forward(x, n, in, w, out, y, mask); });
+  if (y_for_products && n > 0 && out > 0) bf16_activations_.hold(y, n, out);
+  else bf16_activations_.release(y);
+  run(kGemm, [&] { inner_->linear_relu_forward(x, n, in, w, out, y, mask, y_for_products); });
 }
 
 // One product reading the residual as its C (CUDA in bf16: cuBLASLt), no copy.

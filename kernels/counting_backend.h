@@ -22,6 +22,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/call_timer.h"
+#include "kernels/cuda/bf16_activations.h"
 
 namespace brt::kernels {
 
@@ -84,7 +85,10 @@ class CountingBackend final : public Backend<T> {
   void linear_forward_shared(const T* x, int n, int in, int count, const T* const* w, int out, T* const* y) override;
   // Counted as the CUDA backend runs them in bf16: products whose epilogues apply the ReLU and
   // its gradient (and add dx_add), with no element-wise pass of their own.
-  void linear_relu_forward(const T* x, int n, int in, const T* w, int out, T* y, void* mask) override;
+  // With y_for_products, y is written in bf16 and the products that read it convert nothing
+  // (until weights_fixed(nullptr, 0)), as the CUDA backend in bf16 keeps it.
+  void linear_relu_forward(const T* x, int n, int in, const T* w, int out, T* y, void* mask,
+                           bool y_for_products) override;
   // Counted as CUDA in bf16 runs it: one product reading the residual as its C, no copy.
   void linear_forward_residual(const T* x, int n, int in, const T* w, int out, const T* residual, T* y) override;
   void relu_linear_backward(const T* x, const void* mask, int n, int in, const T* w, int out, const T* dy,
@@ -169,11 +173,13 @@ class CountingBackend final : public Backend<T> {
   Conversions conversions_;
   const T* weights_ = nullptr;  // weights_fixed's range
   int64_t weights_n_ = 0;
+  cuda::Bf16Activations bf16_activations_;  // linear_relu_forward's y_for_products
   void converted(double elements) {
     conversions_.elements += elements;
     ++conversions_.launches;
   }
-  // Counts operand p ([rows, cols], row stride ld) as converted unless it reads the shadow.
+  // Counts operand p ([rows, cols], row stride ld) as converted unless it reads the shadow or
+  // is an activation kept in bf16.
   void operand(const T* p, double rows, double cols, int ld);
 };
 

@@ -22,6 +22,10 @@ struct MlpParams {
   int norm = -1, w1 = -1, w2 = -1;
   int d_model = 0, d_ff = 0;
   TensorParallel tp;
+  // The hidden m is read only by the MLP's products, so a backend may keep it in the precision
+  // they read (Backend::linear_relu_forward's y_for_products; CUDA in bf16: bf16). False where
+  // something else reads m (the dual state MLP's gate, model.md §5.3).
+  bool hidden_for_products = true;
 };
 
 template <typename T>

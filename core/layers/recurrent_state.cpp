@@ -53,6 +53,7 @@ RecurrentStateSide<T>::RecurrentStateSide(ParamStore<T>& store, const ModelConfi
   gate1_.seq = seq_;
   if (dual_) {
     mlp_ = declare_mlp(store, sp + "norm2.scale", sp, D, cfg.d_ff, tp);
+    mlp_.hidden_for_products = false;  // Gate2 reads m (model.md §5.3)
     gate2_ = declare_gate(store, sp + "gate2.", cfg.gate, cfg.d_ff, D, tp, 1, cfg.gate_bias_mean);
     gate2_.seq = seq_;
   }

@@ -160,6 +160,7 @@ void CudaBackend::gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, con
 }
 
 void CudaBackend::weights_fixed(const float* values, int64_t n) {
+  if (values == nullptr || n <= 0) bf16_activations_.release_all();  // the model's end: y_for_products ends
   const bool shadow = options_.precision == Precision::kBf16 && options_.bf16_weight_shadow && values != nullptr && n > 0;
   weights_ = shadow ? values : nullptr;
   weights_n_ = shadow ? n : 0;
@@ -189,18 +190,24 @@ void CudaBackend::linear_forward_shared(const float* x, int n, int in, int count
   }
 }
 
-void CudaBackend::linear_relu_forward(const float* x, int n, int in, const float* w, int out, float* y, void* mask) {
+void CudaBackend::linear_relu_forward(const float* x, int n, int in, const float* w, int out, float* y, void* mask,
+                                      bool y_for_products) {
+  bf16_activations_.release(y);  // written in fp32 unless the epilogue keeps it in bf16 below
   if (epilogue_gemm_ == nullptr || n <= 0 || in <= 0 || out <= 0) {
-    Backend<float>::linear_relu_forward(x, n, in, w, out, y, mask);
+    Backend<float>::linear_relu_forward(x, n, in, w, out, y, mask, y_for_products);
     relu_masks_[mask] = false;
     return;
   }
   DeviceArena& arena = scratch();
   const void* x16 = bf16_operand(x, n, in, in, arena.allocate(std::size_t{2} * n * in, "linear_relu bf16 x"));
   const void* w16 = bf16_operand(w, in, out, out, arena.allocate(std::size_t{2} * in * out, "linear_relu bf16 w"));
-  // Column-major: yᵀ [out, n] = wᵀ [out, in] · xᵀ [in, n].
-  const bool fused = epilogue_gemm_->relu_aux({out, n, in, false, w16, x16, nullptr, y}, mask, stream_);
+  // Column-major: yᵀ [out, n] = wᵀ [out, in] · xᵀ [in, n]; y in bf16 where only products read it
+  // (the rounding their operand conversion would apply: bf16(relu(fp32 product))).
+  EpilogueGemm::Product product{out, n, in, false, w16, x16, nullptr, y};
+  product.d_bf16 = y_for_products;
+  const bool fused = epilogue_gemm_->relu_aux(product, mask, stream_);
   relu_masks_[mask] = fused;
+  if (fused && y_for_products) bf16_activations_.hold(y, n, out);
   if (fused) return;
   gemm_bf16(Trans::N, Trans::N, n, out, in, 1.0f, x16, in, w16, out, 0.0f, y, out);
   launch_relu_forward(y, int64_t{n} * out, y, stream_);
@@ -232,10 +239,12 @@ void CudaBackend::relu_linear_backward(const float* x, const void* mask, int n, 
   const auto [dy16, other16] = backward_bf16(dy, n, in, out);
   const void* w16 = bf16_operand(w, in, out, out, other16);
   // Column-major: dxᵀ [in, n] = (wᵀ [out, in])ᵀ · dyᵀ [out, n], plus dx_add, times the mask.
+  const bool x_bf16 = bf16_activations_.holds(x, n, in, in);
   if (!epilogue_gemm_->drelu({in, n, out, true, w16, dy16, dx_add, dx}, mask, stream_)) {
     gemm_bf16(Trans::N, Trans::T, n, in, out, 1.0f, dy16, out, w16, out, 0.0f, dx, in);
     if (dx_add != nullptr) launch_add_inplace(dx, dx_add, int64_t{n} * in, stream_);
-    launch_relu_backward(x, dx, int64_t{n} * in, dx, stream_);
+    if (x_bf16) launch_relu_backward_bf16(x, dx, int64_t{n} * in, dx, stream_);  // x holds bf16
+    else launch_relu_backward(x, dx, int64_t{n} * in, dx, stream_);
   }
   const void* x16 = bf16_operand(x, n, in, in, other16);
   gemm_bf16(Trans::T, Trans::N, in, out, n, 1.0f, x16, in, dy16, out, 1.0f, dw, out);
@@ -251,6 +260,7 @@ CudaBackend::BackwardBf16 CudaBackend::backward_bf16(const float* dy, int n, int
 }
 
 const void* CudaBackend::bf16_operand(const float* p, int rows, int cols, int ld, void* dst) {
+  if (bf16_activations_.holds(p, rows, cols, ld)) return p;  // kept in bf16 by linear_relu_forward
   const int64_t at = weight_shadow_offset(weights_, weights_n_, p, rows, cols, ld, sizeof(float));
   if (at >= 0) return static_cast<const unsigned char*>(weight_shadow_.base()) + 2 * at;
   launch_convert_to_bf16(p, rows, cols, ld, dst, stream_);
@@ -362,6 +372,11 @@ void synchronize(Backend<float>& backend) {
 std::string describe_epilogues(Backend<float>& backend) {
   auto* cuda_backend = dynamic_cast<CudaBackend*>(&backend);
   return cuda_backend != nullptr ? cuda_backend->epilogues() : "";
+}
+
+bool holds_bf16_activation(Backend<float>& backend, const float* p, int rows, int cols) {
+  auto* cuda_backend = dynamic_cast<CudaBackend*>(&backend);
+  return cuda_backend != nullptr && cuda_backend->holds_bf16(p, rows, cols);
 }
 
 CUstream_st* stream_handle(Backend<float>& backend) {

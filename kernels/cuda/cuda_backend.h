@@ -88,6 +88,11 @@ std::unique_ptr<CallTimer> make_event_timer(Backend<float>& backend);
 // backend.
 std::string describe_epilogues(Backend<float>& backend);
 
+// Whether a CUDA backend holds p ([rows, cols], dense) in bf16 for its products
+// (Backend::linear_relu_forward's y_for_products, where the epilogue ran); false for another
+// backend. For tests and diagnostics: p's bytes are then not fp32.
+bool holds_bf16_activation(Backend<float>& backend, const float* p, int rows, int cols);
+
 // The stream a CUDA backend enqueues on (a cudaStream_t), so collectives (NCCL) and timers can
 // be ordered after its kernels. Throws std::invalid_argument for another backend.
 CUstream_st* stream_handle(Backend<float>& backend);

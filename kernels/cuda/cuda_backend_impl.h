@@ -15,6 +15,7 @@
 #include "kernels/cuda/device/device_memory.h"
 #include "kernels/cuda/launchers.h"
 #include "kernels/cuda/device/stream_wait.h"
+#include "kernels/cuda/bf16_activations.h"
 #include "kernels/cuda/gemm/epilogue_gemm.h"
 
 #include <memory>
@@ -38,6 +39,7 @@ class CudaBackend final : public Backend<float> {
   cudaStream_t stream() const { return stream_; }
   const CudaOptions& options() const { return options_; }
   std::string epilogues() const { return epilogue_gemm_ != nullptr ? epilogue_gemm_->describe() : ""; }
+  bool holds_bf16(const float* p, int rows, int cols) const { return bf16_activations_.holds(p, rows, cols, cols); }
   void synchronize();
   // Host waits poll the stream and call `watch` (cuda_backend.h set_wait_watch).
   void set_wait_watch(WaitWatch watch) { waits_->watch = std::move(watch); }
@@ -54,7 +56,8 @@ class CudaBackend final : public Backend<float> {
                              float* const* y) override;
   // bf16: the ReLU and its gradient in cuBLASLt epilogues (gemm/epilogue_gemm.h) where it has
   // algorithms for them, else the products and the ReLU kernels.
-  void linear_relu_forward(const float* x, int n, int in, const float* w, int out, float* y, void* mask) override;
+  void linear_relu_forward(const float* x, int n, int in, const float* w, int out, float* y, void* mask,
+                           bool y_for_products) override;
   // bf16: residual as the product's C through cuBLASLt (gemm/epilogue_gemm.h), where it has an
   // algorithm; else the copy and cublasGemmEx.
   void linear_forward_residual(const float* x, int n, int in, const float* w, int out, const float* residual,
@@ -313,6 +316,7 @@ class CudaBackend final : public Backend<float> {
   const float* weights_ = nullptr;    // the weights it copies, or null: no shadow
   int64_t weights_n_ = 0;
   std::unique_ptr<EpilogueGemm> epilogue_gemm_;  // bf16 only
+  Bf16Activations bf16_activations_;  // linear_relu_forward's y_for_products, until the model's end
   std::unordered_map<const void*, bool> relu_masks_;    // mask -> written by the epilogue
   std::unique_ptr<DeviceMemory> memory_;  // on stream_
   std::shared_ptr<CufftWorkArea> fft_work_;  // shared by this backend's convolvers (made lazily)

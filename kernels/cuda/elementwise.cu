@@ -72,6 +72,17 @@ __global__ void relu_backward_kernel(const float* y, const float* dy, int64_t n,
   }
 }
 
+// relu_backward_kernel with y in bf16 (Backend::linear_relu_forward's y_for_products): y > 0
+// read from its bits (sign clear, not zero, not NaN), as the fp32 comparison answers.
+__global__ void relu_backward_bf16_kernel(const uint16_t* y16, const float* dy, int64_t n, float* dx) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const unsigned magnitude = y16[i] & 0x7fffu;
+    const bool positive = (y16[i] & 0x8000u) == 0 && magnitude != 0 && magnitude <= 0x7f80u;
+    dx[i] = positive ? dy[i] : 0.0f;
+  }
+}
+
 __global__ void convert_to_bf16_kernel(const float* src, int rows, int cols, int ld,
                                        __nv_bfloat16* dst) {
   const int64_t total = int64_t{rows} * cols;
@@ -150,6 +161,12 @@ void launch_column_sum_accumulate(const float* dz, int n, int D, float* db, Devi
                                   cudaStream_t stream) {
   column_reduce_accumulate(n, D, MatrixEntry{dz, D}, PlainColumnSum{}, db, scratch, stream,
                            "column_sum_accumulate");
+}
+
+void launch_relu_backward_bf16(const void* y16, const float* dy, int64_t n, float* dx, cudaStream_t stream) {
+  if (n <= 0) return;
+  relu_backward_bf16_kernel<<<elementwise_blocks(n), 256, 0, stream>>>(static_cast<const uint16_t*>(y16), dy, n, dx);
+  BRT_CUDA_CHECK_LAUNCH("relu_backward_bf16");
 }
 
 void launch_convert_to_bf16(const float* src, int rows, int cols, int ld, void* dst,

@@ -24,6 +24,8 @@ void launch_add_rows_broadcast(float* out, const float* table, int rows_out, int
 void launch_relu_forward(const float* x, int64_t n, float* y, cudaStream_t stream);
 void launch_relu_backward(const float* y, const float* dy, int64_t n, float* dx,
                           cudaStream_t stream);
+// relu_backward with y held in bf16 (Backend::linear_relu_forward's y_for_products).
+void launch_relu_backward_bf16(const void* y16, const float* dy, int64_t n, float* dx, cudaStream_t stream);
 // y[i*ldy + j] (+)= x[i*ldx + j] for i < rows, j < cols (backend.h copy_2d).
 void launch_copy_2d(const float* x, int64_t ldx, int rows, int64_t cols, float* y, int64_t ldy,
                     bool accumulate, cudaStream_t stream);

@@ -180,9 +180,10 @@ class ForwardingBackend : public kernels::Backend<T> {
     Call c(*this, "linear_forward_residual", {x, w, residual, y});
     inner_.linear_forward_residual(x, n, in, w, out, residual, y);
   }
-  void linear_relu_forward(const T* x, int n, int in, const T* w, int out, T* y, void* mask) override {
+  void linear_relu_forward(const T* x, int n, int in, const T* w, int out, T* y, void* mask,
+                           bool y_for_products) override {
     Call c(*this, "linear_relu_forward", {x, w, y, mask});
-    inner_.linear_relu_forward(x, n, in, w, out, y, mask);
+    inner_.linear_relu_forward(x, n, in, w, out, y, mask, y_for_products);
   }
   void relu_linear_backward(const T* x, const void* mask, int n, int in, const T* w, int out, const T* dy,
                             const T* dx_add, T* dx, T* dw) override {

@@ -5,6 +5,8 @@
 // step (tests/cuda_emulation/launches.cpp) checks the same rule against the CUDA backend.
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+
 #include "kernels/counting_backend.h"
 #include "kernels/meta_memory.h"
 
@@ -50,6 +52,32 @@ TEST_F(CountingConversions, WeightOperandsReadTheShadowOthersAreConvertedPerProd
   EXPECT_EQ(since(), P(0, 0));
   be_.gemm(Trans::N, Trans::N, M, N, K, 1.0f, act, K, w + 8, N, 0.0f, out, N);
   EXPECT_EQ(since(), P(M * K + K * N, 2)) << "released: per product again";
+}
+
+// linear_relu_forward's y_for_products (kernels/cuda/bf16_activations.h): the hidden is written
+// in bf16 and its products convert nothing until weights_fixed(nullptr, 0) (the model's end), not
+// a forward's weights_fixed(values); without the flag it is
+// converted per product as any activation; read with another shape, the contract is broken.
+TEST_F(CountingConversions, AHiddenKeptInBf16IsNotConvertedByItsProducts) {
+  const int n = 4, in = 8, F = 16, D = 8;
+  float *x = buffer(n * in), *w1 = buffer(in * F), *w2 = buffer(F * D), *m = buffer(n * F), *out = buffer(n * D);
+  auto* mask = meta_.allocate(std::size_t(relu_mask_bytes(n, F)), "mask");
+  using P = std::pair<double, int64_t>;
+  be_.linear_relu_forward(x, n, in, w1, F, m, mask, true);
+  EXPECT_EQ(since(), P(n * in + in * F, 2)) << "the first product's operands";
+  be_.linear_forward_residual(m, n, F, w2, D, out, out);
+  EXPECT_EQ(since(), P(F * D, 1)) << "the hidden read as it is: only the weight converted";
+  EXPECT_THROW(be_.gemm(Trans::N, Trans::N, n - 1, D, F, 1.0f, m, F, w2, D, 0.0f, out, D), std::logic_error);
+  be_.weights_fixed(w2, F * D);
+  be_.linear_forward_residual(m, n, F, w2, D, out, out);
+  EXPECT_EQ(since().first, F * D) << "a forward's weights_fixed keeps it (its shadow converted, the hidden not)";
+  be_.weights_fixed(nullptr, 0);
+  be_.linear_forward_residual(m, n, F, w2, D, out, out);
+  EXPECT_EQ(since(), P(n * F + F * D, 2)) << "after weights_fixed the hidden is fp32 again";
+  be_.linear_relu_forward(x, n, in, w1, F, m, mask, false);
+  since();
+  be_.linear_forward_residual(m, n, F, w2, D, out, out);
+  EXPECT_EQ(since(), P(n * F + F * D, 2)) << "without y_for_products: converted per product";
 }
 
 }  // namespace

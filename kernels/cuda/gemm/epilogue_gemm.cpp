@@ -78,13 +78,14 @@ bool EpilogueGemm::run(cublasLtEpilogue_t epilogue, const Product& p, const void
   const int a_rows = p.transa ? p.k : p.m, a_cols = p.transa ? p.m : p.k;
   BRT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&x.a, CUDA_R_16BF, uint64_t(a_rows), uint64_t(a_cols), a_rows));
   BRT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&x.b, CUDA_R_16BF, uint64_t(p.k), uint64_t(p.n), p.k));
-  BRT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&x.c, CUDA_R_32F, uint64_t(p.m), uint64_t(p.n), p.m));
-  BRT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&x.d, CUDA_R_32F, uint64_t(p.m), uint64_t(p.n), p.m));
+  const cudaDataType out_type = p.d_bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  BRT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&x.c, out_type, uint64_t(p.m), uint64_t(p.n), p.m));
+  BRT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&x.d, out_type, uint64_t(p.m), uint64_t(p.n), p.m));
   const float* c = p.c != nullptr ? p.c : p.d;
   const uint32_t align[4] = {alignment(p.a), alignment(p.b), alignment(c), alignment(p.d)};
   uint64_t aligns = mask != nullptr ? alignment(mask) : 0;
   for (uint32_t al : align) aligns = aligns * 512 + al;
-  Plan& plan = plans_[{int(epilogue), p.m, p.n, p.k, p.transa, p.c != nullptr, aligns}];
+  Plan& plan = plans_[{int(epilogue), p.m, p.n, p.k, p.transa, p.c != nullptr, p.d_bf16, aligns}];
   if (!plan.asked) {
     plan.asked = true;
     BRT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&x.pref));

@@ -42,6 +42,7 @@ class EpilogueGemm {
     const void* b = nullptr;  // bf16
     const float* c = nullptr;  // null: beta = 0
     float* d = nullptr;
+    bool d_bf16 = false;  // D (and C) hold bf16, in the first half of d's bytes
   };
   // D = relu(A·B) and the mask; false (nothing enqueued) where cuBLASLt has no algorithm.
   bool relu_aux(const Product& p, void* mask, cudaStream_t stream);
@@ -64,8 +65,8 @@ class EpilogueGemm {
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;
-  // (epilogue, m, n, k, transa, with C, the alignments of A, B, C, D and the mask) -> plan
-  std::map<std::tuple<int, int, int, int, bool, bool, uint64_t>, Plan> plans_;
+  // (epilogue, m, n, k, transa, with C, D in bf16, the alignments of A, B, C, D and the mask)
+  std::map<std::tuple<int, int, int, int, bool, bool, bool, uint64_t>, Plan> plans_;
 };
 
 }  // namespace brt::kernels::cuda

@@ -1,5 +1,6 @@
 // Host emulation of the cuBLASLt calls kernels/cuda makes (kernels/cuda/gemm/epilogue_gemm.cpp):
-// bf16 A and B, fp32 C and D, fp32 compute and scale, column-major, in double accumulation like
+// bf16 A and B, fp32 or bf16 C and D (bf16: the fp32 result rounded to nearest even, as the
+// backend's conversion kernel rounds), fp32 compute and scale, column-major, in double accumulation like
 // the emulated cuBLAS (cublas_v2.h here); the DEFAULT, RELU_AUX and DRELU epilogues as the real
 // cublasLt.h documents them. The ReLU bit-mask is this emulator's format (bit i + j·ld, least
 // significant bit first in each byte): only cuBLASLt reads what cuBLASLt writes. Strict about what the header states:
@@ -111,8 +112,9 @@ namespace emu {
 inline std::string lt_problem(cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t A, cublasLtMatrixLayout_t B,
                               cublasLtMatrixLayout_t C, cublasLtMatrixLayout_t D) {
   if (d->compute != CUBLAS_COMPUTE_32F || d->scale != CUDA_R_32F) return "compute and scale must be fp32";
-  if (A->type != CUDA_R_16BF || B->type != CUDA_R_16BF || C->type != CUDA_R_32F || D->type != CUDA_R_32F)
-    return "types must be bf16 A, B and fp32 C, D";
+  if (A->type != CUDA_R_16BF || B->type != CUDA_R_16BF || (D->type != CUDA_R_32F && D->type != CUDA_R_16BF) ||
+      C->type != D->type)
+    return "types must be bf16 A, B and C, D both fp32 or both bf16";
   if (C->rows != D->rows || C->cols != D->cols || C->ld != D->ld) return "C's layout differs from D's";
   const uint64_t m = D->rows, n = D->cols, k = d->transa == CUBLAS_OP_N ? A->cols : A->rows;
   const uint64_t a_m = d->transa == CUBLAS_OP_N ? A->rows : A->cols;
@@ -181,6 +183,7 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
   const bool ta = d->transa != CUBLAS_OP_N;
   const int64_t lda = Al->ld, ldb = Bl->ld, ldc = Cl->ld, ldd = Dl->ld, aux_ld = d->aux_ld;
+  const bool out_bf16 = Dl->type == CUDA_R_16BF;
   const uint32_t epilogue = d->epilogue;
   auto* bits = static_cast<unsigned char*>(const_cast<void*>(d->aux));
   const cudaError_t e = emu::enqueue(stream, emu::NodeKind::kKernel, "cublasLtMatmul", [=] {
@@ -189,7 +192,9 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
         double s = 0;
         for (int64_t p = 0; p < k; ++p)
           s += double(emu::bf16_to_float(A, ta ? p + i * lda : i + p * lda)) * double(emu::bf16_to_float(B, p + j * ldb));
-        const float c = be == 0.0f ? 0.0f : static_cast<const float*>(C)[i + j * ldc];
+        const float c = be == 0.0f ? 0.0f
+                        : out_bf16 ? emu::bf16_to_float(C, i + j * ldc)
+                                   : static_cast<const float*>(C)[i + j * ldc];
         const float pre = float(al * s + (be == 0.0f ? 0.0 : double(be) * c));
         const int64_t bit = i + j * aux_ld;
         float out = pre;
@@ -200,7 +205,10 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
         } else if (epilogue == CUBLASLT_EPILOGUE_DRELU) {
           out = (bits[bit / 8] >> (bit % 8)) & 1 ? pre : 0.0f;
         }
-        static_cast<float*>(D)[i + j * ldd] = out;
+        if (out_bf16)
+          static_cast<__nv_bfloat16*>(D)[i + j * ldd] = __float2bfloat16_rn(out);
+        else
+          static_cast<float*>(D)[i + j * ldd] = out;
       }
   });
   return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : emu::cublas_fail(CUBLAS_STATUS_EXECUTION_FAILED, std::string("cublasLtMatmul: ") + cudaGetErrorName(e));

@@ -1,5 +1,6 @@
 // GPU gemm (fp32 and bf16), element-wise helpers, column sums and embedding against the CPU
 // backend on fresh random inputs; determinism of the reductions (two runs bit-identical).
+#include <stdexcept>
 #include <vector>
 
 #include "tests/kernels/cuda/cuda_test_util.h"
@@ -175,12 +176,12 @@ TEST_F(CudaGemmBf16Test, ReluEpiloguesMatchTheUnfusedProductsAndTheCpu) {
   const std::size_t nh = std::size_t(n) * hidden;
   auto* mask = arena_.allocate(std::size_t(relu_mask_bytes(n, hidden)), "relu mask");
   float *m = poisoned(nh), *m_plain = poisoned(nh);
-  gpu_->linear_relu_forward(d_x, n, in, d_w1, hidden, m, mask);
-  gpu_->Backend<float>::linear_relu_forward(d_x, n, in, d_w1, hidden, m_plain, nullptr);
+  gpu_->linear_relu_forward(d_x, n, in, d_w1, hidden, m, mask, false);
+  gpu_->Backend<float>::linear_relu_forward(d_x, n, in, d_w1, hidden, m_plain, nullptr, false);
   const auto hm = download(m, nh);
   EXPECT_REL_CLOSE(hm, download(m_plain, nh), 1e-6, "relu(x·w1) against the unfused path");
   std::vector<float> cpu_m(nh);
-  cpu_->linear_relu_forward(x.data(), n, in, w1.data(), hidden, cpu_m.data(), nullptr);
+  cpu_->linear_relu_forward(x.data(), n, in, w1.data(), hidden, cpu_m.data(), nullptr, false);
   EXPECT_REL_CLOSE(hm, cpu_m, kBf16Tolerance, "relu(x·w1) against the CPU");
   for (const bool with_extra : {false, true}) {
     SCOPED_TRACE(with_extra ? "with dx_add" : "without dx_add");
@@ -204,6 +205,49 @@ TEST_F(CudaGemmBf16Test, ReluEpiloguesMatchTheUnfusedProductsAndTheCpu) {
   }
   // Which path ran (a fallback is correct too; the GPU check's log shows the device's answer).
   std::printf("cuBLASLt products: %s\n", describe_epilogues(*gpu_).c_str());
+}
+
+// The MLP's hidden kept in bf16 for its products (linear_relu_forward's y_for_products): where
+// the epilogue runs, m's memory holds bf16(relu(x·w1)) and the products that read it (the next
+// product, forward; relu_linear_backward's dw) read it without a conversion, the same operand a
+// conversion of the fp32 m would give (so the same results: within 1e-6 on a GPU, where cuBLASLt
+// may pick another kernel for a bf16 output; bit for bit in the emulator); a product reading it
+// with another shape throws; the model's end (weights_fixed(nullptr, 0)) ends the holding. Under EMU_CUBLASLT_NO_EPILOGUE=1
+// nothing is held and the same products run on the fp32 m.
+TEST_F(CudaGemmBf16Test, HiddenKeptInBf16IsReadByItsProductsAsTheirRounding) {
+  SCOPED_TRACE(rng_.trace());
+  const int n = 37, in = 29, hidden = 53, out = 31;
+  const auto x = rng_.normal(std::size_t(n) * in), w1 = rng_.normal(std::size_t(in) * hidden),
+             w2 = rng_.normal(std::size_t(hidden) * out), dy = rng_.normal(std::size_t(n) * out),
+             res = rng_.normal(std::size_t(n) * out);
+  const float *d_x = upload(x), *d_w1 = upload(w1), *d_w2 = upload(w2), *d_dy = upload(dy), *d_res = upload(res);
+  const std::size_t nh = std::size_t(n) * hidden, ny = std::size_t(n) * out, nw = std::size_t(hidden) * out;
+  const std::size_t mask_bytes = std::size_t(relu_mask_bytes(n, hidden));
+  void *mask = arena_.allocate(mask_bytes, "relu mask"), *mask_plain = arena_.allocate(mask_bytes, "relu mask");
+  float *m = poisoned(nh), *m_plain = poisoned(nh);
+  gpu_->linear_relu_forward(d_x, n, in, d_w1, hidden, m, mask, true);
+  gpu_->linear_relu_forward(d_x, n, in, d_w1, hidden, m_plain, mask_plain, false);
+  const bool held = holds_bf16_activation(*gpu_, m, n, hidden);
+  EXPECT_FALSE(holds_bf16_activation(*gpu_, m_plain, n, hidden)) << "y_for_products false: fp32";
+  std::printf("the hidden in bf16: %s (%s)\n", held ? "held" : "not held", describe_epilogues(*gpu_).c_str());
+  float *y = poisoned(ny), *y_plain = poisoned(ny);
+  gpu_->linear_forward_residual(m, n, hidden, d_w2, out, d_res, y);
+  gpu_->linear_forward_residual(m_plain, n, hidden, d_w2, out, d_res, y_plain);
+  EXPECT_REL_CLOSE(download(y, ny), download(y_plain, ny), 1e-6, "the next product forward");
+  float *dx = poisoned(nh), *dx_plain = poisoned(nh);
+  float *dw = upload(std::vector<float>(nw, 0.5f)), *dw_plain = upload(std::vector<float>(nw, 0.5f));
+  gpu_->relu_linear_backward(m, mask, n, hidden, d_w2, out, d_dy, nullptr, dx, dw);
+  gpu_->relu_linear_backward(m_plain, mask_plain, n, hidden, d_w2, out, d_dy, nullptr, dx_plain, dw_plain);
+  EXPECT_REL_CLOSE(download(dx, nh), download(dx_plain, nh), 1e-6, "the gradient before the ReLU");
+  EXPECT_REL_CLOSE(download(dw, nw), download(dw_plain, nw), 1e-6, "dw");
+  if (held) {
+    float* other = poisoned(std::size_t(n - 1) * out);
+    EXPECT_THROW(gpu_->gemm(Trans::N, Trans::N, n - 1, out, hidden, 1.0f, m, hidden, d_w2, out, 0.0f, other, out),
+                 std::logic_error)
+        << "a product reading the held hidden with another shape";
+  }
+  gpu_->weights_fixed(nullptr, 0);
+  EXPECT_FALSE(holds_bf16_activation(*gpu_, m, n, hidden)) << "weights_fixed ends the holding";
 }
 
 // A product onto the residual stream (gemm/epilogue_gemm.h): linear_forward_residual reads the
