@@ -143,6 +143,19 @@ class Backend {
     if (dx_add != nullptr) add_inplace(dx, dx_add, nx);
     relu_backward(x, dx, nx, dx);
   }
+  // The MLP's backward through both its products (model.md §4), u = relu(x·w1)·w2 with x [n, in],
+  // w1 [in, hidden], w2 [hidden, out], m = relu(x·w1) and `mask` as linear_relu_forward wrote
+  // them: dm = (du·w2ᵀ + dm_extra)·(pre > 0) into dm [n, hidden] (dm_extra may be null), dw2 +=
+  // mᵀ·du, then dx = dm·w1ᵀ (written) and dw1 += xᵀ·dm. The default is relu_linear_backward,
+  // then linear_backward with dx_beta 0, so the CPU computes what those two calls do; a backend
+  // may keep dm in the precision the two products read (CUDA in bf16 without dm_extra: DRELU
+  // writes it in bf16 and they read it as it is), so dm's content afterwards is the backend's.
+  virtual void mlp_products_backward(const T* x, const T* w1, const T* m, const void* mask, int n, int in,
+                                     int hidden, const T* w2, int out, const T* du, const T* dm_extra, T* dm,
+                                     T* dx, T* dw1, T* dw2) {
+    relu_linear_backward(m, mask, n, hidden, w2, out, du, dm_extra, dm, dw2);
+    linear_backward(x, n, in, w1, hidden, dm, dx, dw1, T(0));
+  }
   // A product onto the residual stream (model.md §4: y = x + a·Wo, out = y + MLP(y)): y =
   // residual + x·w for x [n, in], w [in, out], residual and y [n, out] (residual may be y). The
   // default is copy, then gemm with beta 1, so the CPU's values are those of the two calls; CUDA

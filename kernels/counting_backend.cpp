@@ -141,6 +141,28 @@ void CountingBackend<T>::linear_forward_residual(const T* x, int n, int in, cons
 }
 
 template <typename T>
+void CountingBackend<T>::mlp_products_backward(const T* x, const T* w1, const T* m, const void* mask, int n, int in,
+                                               int hidden, const T* w2, int out, const T* du, const T* dm_extra,
+                                               T* dm, T* dx, T* dw1, T* dw2) {
+  const double rows = n, a = in, f = hidden, b = out;
+  const bool dm_bf16 = dm_extra == nullptr;
+  const double dm_elems = dm_bf16 ? rows * f * 2.0 / double(sizeof(T)) : rows * f;  // as written and read
+  add(kGemm, 2.0 * rows * f * b, rows * b + f * b + mask_elems<T>(n, hidden) + (dm_bf16 ? 0.0 : rows * f), dm_elems);
+  add(kGemm, 2.0 * rows * f * b, rows * f + rows * b + f * b, f * b);      // dw2 += mᵀ·du
+  add(kGemm, 2.0 * rows * a * f, dm_elems + a * f, rows * a);              // dx = dm·w1ᵀ
+  add(kGemm, 2.0 * rows * a * f, rows * a + dm_elems + a * f, a * f);      // dw1 += xᵀ·dm
+  if (n > 0 && in > 0 && hidden > 0 && out > 0) {
+    converted(rows * b);  // du, once
+    operand(w2, f, b, out);
+    operand(m, rows, f, hidden);
+    if (!dm_bf16) converted(rows * f);  // dm, once, for its two products
+    operand(w1, a, f, hidden);
+    operand(x, rows, a, in);
+  }
+  run(kGemm, [&] { inner_->mlp_products_backward(x, w1, m, mask, n, in, hidden, w2, out, du, dm_extra, dm, dx, dw1, dw2); });
+}
+
+template <typename T>
 void CountingBackend<T>::relu_linear_backward(const T* x, const void* mask, int n, int in, const T* w, int out,
                                               const T* dy, const T* dx_add, T* dx, T* dw) {
   const double rows = n, a = in, b = out;

@@ -91,6 +91,11 @@ class CountingBackend final : public Backend<T> {
                            bool y_for_products) override;
   // Counted as CUDA in bf16 runs it: one product reading the residual as its C, no copy.
   void linear_forward_residual(const T* x, int n, int in, const T* w, int out, const T* residual, T* y) override;
+  // Counted as the CUDA backend in bf16 runs it: the four products, dm written in bf16 and read
+  // by its two products as it is (without dm_extra; with it, dm in fp32, converted once).
+  void mlp_products_backward(const T* x, const T* w1, const T* m, const void* mask, int n, int in, int hidden,
+                             const T* w2, int out, const T* du, const T* dm_extra, T* dm, T* dx, T* dw1,
+                             T* dw2) override;
   void relu_linear_backward(const T* x, const void* mask, int n, int in, const T* w, int out, const T* dy,
                             const T* dx_add, T* dx, T* dw) override;
   void fill(T* x, int64_t n, T value) override;

@@ -87,13 +87,13 @@ void mlp_backward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, cons
                   T* scratch_d, std::type_identity_t<const T*> dm_extra,
                   std::type_identity_t<const T*> dy_residual) {
   const int D = p.d_model, F = p.d_ff;
-  // The gradient before the ReLU: (du·W2ᵀ + dm_extra)·(m > 0), and W2's gradient.
-  T* dpre = scratch_f;
-  auto& w2 = store[p.w2];
-  be.relu_linear_backward(acts.m.data(), acts.relu_mask.data(), rows, F, w2.value, D, du, dm_extra, dpre, w2.grad);
+  // Through both products: the gradient before the ReLU, (du·W2ᵀ + dm_extra)·(m > 0), in
+  // scratch_f (the backend's own precision), W2's and W1's gradients, and dh.
   T* dh = scratch_d;
   auto& w1 = store[p.w1];
-  linear_backward(be, acts.h.data(), rows, D, w1.value, F, dpre, dh, w1.grad, T(0));
+  auto& w2 = store[p.w2];
+  be.mlp_products_backward(acts.h.data(), w1.value, acts.m.data(), acts.relu_mask.data(), rows, D, F, w2.value, D,
+                           du, dm_extra, scratch_f, dh, w1.grad, w2.grad);
   p.tp.reduce_input_grad(dh, static_cast<int64_t>(rows) * D);  // column-parallel W1
   auto& g = store[p.norm];
   be.rmsnorm_backward_residual(y, g.value, acts.rstd.data(), dh, dy_residual, dy_residual == nullptr, rows, D,

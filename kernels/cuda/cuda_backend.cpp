@@ -250,6 +250,41 @@ void CudaBackend::relu_linear_backward(const float* x, const void* mask, int n, 
   gemm_bf16(Trans::T, Trans::N, in, out, n, 1.0f, x16, in, dy16, out, 1.0f, dw, out);
 }
 
+void CudaBackend::mlp_products_backward(const float* x, const float* w1, const float* m, const void* mask, int n,
+                                        int in, int hidden, const float* w2, int out, const float* du,
+                                        const float* dm_extra, float* dm, float* dx, float* dw1, float* dw2) {
+  const auto written = relu_masks_.find(mask);
+  const bool epilogue_mask = written != relu_masks_.end() && written->second;
+  // dm_extra would be the DRELU's C, which must then be bf16 too: such MLPs keep dm in fp32.
+  if (!epilogue_mask || dm_extra != nullptr || n <= 0 || in <= 0 || hidden <= 0 || out <= 0) {
+    Backend<float>::mlp_products_backward(x, w1, m, mask, n, in, hidden, w2, out, du, dm_extra, dm, dx, dw1, dw2);
+    return;
+  }
+  // The operands of relu_linear_backward and linear_backward, each rounded as they round it; one
+  // buffer serves w2, m, w1 and x in turn (stream order: each product has read it before the next
+  // conversion writes it).
+  DeviceArena& arena = scratch();
+  void* du16 = arena.allocate(std::size_t{2} * n * out, "MLP backward bf16 du");
+  const std::size_t other = std::max({std::size_t(hidden) * out, std::size_t(n) * hidden, std::size_t(in) * hidden,
+                                      std::size_t(n) * in});
+  void* other16 = arena.allocate(2 * other, "MLP backward bf16 w2, m, w1, then x");
+  launch_convert_to_bf16(du, n, out, out, du16, stream_);
+  const void* w2_16 = bf16_operand(w2, hidden, out, out, other16);
+  // Column-major: dmᵀ [hidden, n] = (w2ᵀ [out, hidden])ᵀ · duᵀ [out, n], times the mask, in bf16.
+  EpilogueGemm::Product product{hidden, n, out, true, w2_16, du16, nullptr, dm};
+  product.d_bf16 = true;
+  if (!epilogue_gemm_->drelu(product, mask, stream_)) {
+    Backend<float>::mlp_products_backward(x, w1, m, mask, n, in, hidden, w2, out, du, dm_extra, dm, dx, dw1, dw2);
+    return;
+  }
+  const void* m16 = bf16_operand(m, n, hidden, hidden, other16);
+  gemm_bf16(Trans::T, Trans::N, hidden, out, n, 1.0f, m16, hidden, du16, out, 1.0f, dw2, out);
+  const void* w1_16 = bf16_operand(w1, in, hidden, hidden, other16);
+  gemm_bf16(Trans::N, Trans::T, n, in, hidden, 1.0f, dm, hidden, w1_16, hidden, 0.0f, dx, in);
+  const void* x16 = bf16_operand(x, n, in, in, other16);
+  gemm_bf16(Trans::T, Trans::N, in, hidden, n, 1.0f, x16, in, dm, hidden, 1.0f, dw1, hidden);
+}
+
 CudaBackend::BackwardBf16 CudaBackend::backward_bf16(const float* dy, int n, int in, int out) {
   DeviceArena& arena = scratch();
   void* dy16 = arena.allocate(std::size_t{2} * n * out, "linear backward bf16 dy");

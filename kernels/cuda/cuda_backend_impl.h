@@ -62,6 +62,11 @@ class CudaBackend final : public Backend<float> {
   // algorithm; else the copy and cublasGemmEx.
   void linear_forward_residual(const float* x, int n, int in, const float* w, int out, const float* residual,
                                float* y) override;
+  // bf16, the mask from the epilogue and no dm_extra: DRELU writes dm in bf16, which the W1
+  // products read as it is; otherwise the two calls (dm in fp32).
+  void mlp_products_backward(const float* x, const float* w1, const float* m, const void* mask, int n, int in,
+                             int hidden, const float* w2, int out, const float* du, const float* dm_extra, float* dm,
+                             float* dx, float* dw1, float* dw2) override;
   void relu_linear_backward(const float* x, const void* mask, int n, int in, const float* w, int out, const float* dy,
                             const float* dx_add, float* dx, float* dw) override;
 

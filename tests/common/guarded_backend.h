@@ -185,6 +185,12 @@ class ForwardingBackend : public kernels::Backend<T> {
     Call c(*this, "linear_relu_forward", {x, w, y, mask});
     inner_.linear_relu_forward(x, n, in, w, out, y, mask, y_for_products);
   }
+  void mlp_products_backward(const T* x, const T* w1, const T* m, const void* mask, int n, int in, int hidden,
+                             const T* w2, int out, const T* du, const T* dm_extra, T* dm, T* dx, T* dw1,
+                             T* dw2) override {
+    Call c(*this, "mlp_products_backward", {x, w1, m, mask, w2, du, dm_extra, dm, dx, dw1, dw2});
+    inner_.mlp_products_backward(x, w1, m, mask, n, in, hidden, w2, out, du, dm_extra, dm, dx, dw1, dw2);
+  }
   void relu_linear_backward(const T* x, const void* mask, int n, int in, const T* w, int out, const T* dy,
                             const T* dx_add, T* dx, T* dw) override {
     Call c(*this, "relu_linear_backward", {x, mask, w, dy, dx_add, dx, dw});

@@ -1,6 +1,7 @@
 // GPU gemm (fp32 and bf16), element-wise helpers, column sums and embedding against the CPU
 // backend on fresh random inputs; determinism of the reductions (two runs bit-identical).
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "tests/kernels/cuda/cuda_test_util.h"
@@ -248,6 +249,53 @@ TEST_F(CudaGemmBf16Test, HiddenKeptInBf16IsReadByItsProductsAsTheirRounding) {
   }
   gpu_->weights_fixed(nullptr, 0);
   EXPECT_FALSE(holds_bf16_activation(*gpu_, m, n, hidden)) << "weights_fixed ends the holding";
+}
+
+// The MLP's backward through both products (mlp_products_backward): with the epilogue's mask and
+// no dm_extra the gradient before the ReLU is written by DRELU in bf16 and read as it is by W1's
+// two products; against the same call's default (relu_linear_backward, then linear_backward: dm
+// in fp32, rounded by linear_backward) within 1e-6 (bit for bit in the emulator), with the hidden
+// held in bf16 or not; with dm_extra the default itself; the CPU within bf16 rounding.
+TEST_F(CudaGemmBf16Test, MlpBackwardThroughBothProductsMatchesItsTwoCalls) {
+  SCOPED_TRACE(rng_.trace());
+  const int n = 37, in = 29, hidden = 53, out = 29;
+  const auto x = rng_.normal(std::size_t(n) * in), w1 = rng_.normal(std::size_t(in) * hidden),
+             w2 = rng_.normal(std::size_t(hidden) * out), du = rng_.normal(std::size_t(n) * out),
+             extra = rng_.normal(std::size_t(n) * hidden);
+  const float *d_x = upload(x), *d_w1 = upload(w1), *d_w2 = upload(w2), *d_du = upload(du), *d_extra = upload(extra);
+  const std::size_t nh = std::size_t(n) * hidden, nx = std::size_t(n) * in;
+  const std::size_t n1 = std::size_t(in) * hidden, n2 = std::size_t(hidden) * out;
+  // The CPU reads the GPU's hidden (the same ReLU pattern; its products round what they read).
+  float* m_fp32 = poisoned(nh);
+  gpu_->linear_relu_forward(d_x, n, in, d_w1, hidden, m_fp32, arena_.allocate(std::size_t(relu_mask_bytes(n, hidden)), "mask"),
+                            false);
+  const auto hm = download(m_fp32, nh);
+  for (const bool held : {false, true})
+    for (const bool with_extra : {false, true}) {
+      SCOPED_TRACE(std::string(held ? "hidden in bf16" : "hidden in fp32") + (with_extra ? ", dm_extra" : ""));
+      void* mask = arena_.allocate(std::size_t(relu_mask_bytes(n, hidden)), "relu mask");
+      float* m = poisoned(nh);
+      gpu_->linear_relu_forward(d_x, n, in, d_w1, hidden, m, mask, held);
+      const float* add = with_extra ? d_extra : nullptr;
+      float *dm = poisoned(nh), *dx = poisoned(nx), *dw1 = upload(std::vector<float>(n1, 0.5f)),
+            *dw2 = upload(std::vector<float>(n2, 0.25f));
+      float *dm_d = poisoned(nh), *dx_d = poisoned(nx), *dw1_d = upload(std::vector<float>(n1, 0.5f)),
+            *dw2_d = upload(std::vector<float>(n2, 0.25f));
+      gpu_->mlp_products_backward(d_x, d_w1, m, mask, n, in, hidden, d_w2, out, d_du, add, dm, dx, dw1, dw2);
+      gpu_->Backend<float>::mlp_products_backward(d_x, d_w1, m, mask, n, in, hidden, d_w2, out, d_du, add, dm_d,
+                                                  dx_d, dw1_d, dw2_d);
+      const auto hx = download(dx, nx), hw1 = download(dw1, n1), hw2 = download(dw2, n2);
+      EXPECT_REL_CLOSE(hx, download(dx_d, nx), 1e-6, "dx against the two calls");
+      EXPECT_REL_CLOSE(hw1, download(dw1_d, n1), 1e-6, "dw1 against the two calls");
+      EXPECT_REL_CLOSE(hw2, download(dw2_d, n2), 1e-6, "dw2 against the two calls");
+      std::vector<float> cpu_dm(nh), cpu_dx(nx), cpu_dw1(n1, 0.5f), cpu_dw2(n2, 0.25f);
+      cpu_->mlp_products_backward(x.data(), w1.data(), hm.data(), nullptr, n, in, hidden, w2.data(), out, du.data(),
+                                  with_extra ? extra.data() : nullptr, cpu_dm.data(), cpu_dx.data(), cpu_dw1.data(),
+                                  cpu_dw2.data());
+      EXPECT_REL_CLOSE(hx, cpu_dx, kBf16Tolerance, "dx against the CPU");
+      EXPECT_REL_CLOSE(hw1, cpu_dw1, kBf16Tolerance, "dw1 against the CPU");
+      EXPECT_REL_CLOSE(hw2, cpu_dw2, kBf16Tolerance, "dw2 against the CPU");
+    }
 }
 
 // A product onto the residual stream (gemm/epilogue_gemm.h): linear_forward_residual reads the
