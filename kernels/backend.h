@@ -197,6 +197,13 @@ class Backend {
 
   // ---- model.md §2: RMSNorm; rstd[n] saved for backward ----------------------------------
   virtual void rmsnorm_forward(const T* x, const T* gamma, int n, int D, T* y, T* rstd) = 0;
+  // rmsnorm_forward whose y is read only as an operand of this backend's products, and written
+  // by nothing but this call, until the model's end (linear_relu_forward's y_for_products: the
+  // same contract). The default is rmsnorm_forward; CUDA in bf16 writes y in bf16 (the rounding
+  // a product would apply), which its products read without a conversion.
+  virtual void rmsnorm_forward_for_products(const T* x, const T* gamma, int n, int D, T* y, T* rstd) {
+    rmsnorm_forward(x, gamma, n, D, y, rstd);
+  }
   virtual void rmsnorm_backward(const T* x, const T* gamma, const T* rstd, const T* dy, int n,
                                 int D, T* dx, T* dgamma) = 0;
   // rmsnorm_backward with the residual stream's gradient folded in (the residual adds of

@@ -229,6 +229,14 @@ template <typename T>
 void CountingBackend<T>::rmsnorm_forward(const T* x, const T* gamma, int n, int D, T* y, T* rstd) {
   add(kElem, 4.0 * n * D, double(n) * D + D, double(n) * D + n);
   run(kElem, [&] { inner_->rmsnorm_forward(x, gamma, n, D, y, rstd); });
+  bf16_activations_.release(y);
+}
+
+template <typename T>
+void CountingBackend<T>::rmsnorm_forward_for_products(const T* x, const T* gamma, int n, int D, T* y, T* rstd) {
+  add(kElem, 4.0 * n * D, double(n) * D + D, double(n) * D * 2.0 / double(sizeof(T)) + n);  // y in bf16
+  if (n > 0 && D > 0) bf16_activations_.hold(y, n, D);
+  run(kElem, [&] { inner_->rmsnorm_forward_for_products(x, gamma, n, D, y, rstd); });
 }
 
 template <typename T>

@@ -107,6 +107,8 @@ class CountingBackend final : public Backend<T> {
   void embedding_forward(const int32_t* tokens, int n, const T* table, int D, T* out) override;
   void embedding_backward(const int32_t* tokens, int n, const T* dout, int D, T* dtable) override;
   void rmsnorm_forward(const T* x, const T* gamma, int n, int D, T* y, T* rstd) override;
+  // y written in bf16 and read by its products without a conversion, as CUDA in bf16 does.
+  void rmsnorm_forward_for_products(const T* x, const T* gamma, int n, int D, T* y, T* rstd) override;
   void rmsnorm_backward(const T* x, const T* gamma, const T* rstd, const T* dy, int n, int D, T* dx,
                         T* dgamma) override;
   void rmsnorm_backward_residual(const T* x, const T* gamma, const T* rstd, const T* dy, const T* residual,

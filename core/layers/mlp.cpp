@@ -40,7 +40,7 @@ namespace {
 template <typename T>
 void mlp_hidden_forward(Backend<T>& be, ParamStore<T>& store, const MlpParams& p, const T* y, int rows,
                         MlpActs<T>& acts) {
-  be.rmsnorm_forward(y, store[p.norm].value, rows, p.d_model, acts.h.data(), acts.rstd.data());
+  be.rmsnorm_forward_for_products(y, store[p.norm].value, rows, p.d_model, acts.h.data(), acts.rstd.data());
   be.linear_relu_forward(acts.h.data(), rows, p.d_model, store[p.w1].value, p.d_ff, acts.m.data(),
                          acts.relu_mask.data(), p.hidden_for_products);
 }

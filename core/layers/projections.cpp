@@ -36,8 +36,12 @@ template <typename T>
 void projections_forward(Backend<T>& be, ParamStore<T>& store, const ProjectionParams& p,
                          const AttnShape& s, const T* x, int rows, ProjectionActs<T>& acts) {
   const int D = s.d_model, A = s.width();
-  be.rmsnorm_forward(x, store[p.norm].value, rows, D, acts.h.data(), acts.rstd.data());
-  if (p.ids >= 0) be.add_rows_broadcast(acts.h.data(), store[p.ids].value, rows, p.id_rows, D);
+  // h is read only by the products below and their backward, unless IDs are added to it.
+  if (p.ids < 0) be.rmsnorm_forward_for_products(x, store[p.norm].value, rows, D, acts.h.data(), acts.rstd.data());
+  if (p.ids >= 0) {
+    be.rmsnorm_forward(x, store[p.norm].value, rows, D, acts.h.data(), acts.rstd.data());
+    be.add_rows_broadcast(acts.h.data(), store[p.ids].value, rows, p.id_rows, D);
+  }
   // The projections of h, then their head norms (§3.1): one call, so a backend can share h
   // (pointers on the stack: the step loop allocates nothing).
   constexpr size_t kMaxProjections = 8;

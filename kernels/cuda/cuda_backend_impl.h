@@ -98,6 +98,17 @@ class CudaBackend final : public Backend<float> {
   void rmsnorm_forward(const float* x, const float* gamma, int n, int D, float* y,
                        float* rstd) override {
     launch_rmsnorm_forward(x, gamma, n, D, y, rstd, stream_);
+    bf16_activations_.release(y);
+  }
+  // bf16: y written in bf16 and held for the products (bf16_activations.h).
+  void rmsnorm_forward_for_products(const float* x, const float* gamma, int n, int D, float* y,
+                                    float* rstd) override {
+    if (options_.precision != Precision::kBf16) {
+      rmsnorm_forward(x, gamma, n, D, y, rstd);
+      return;
+    }
+    launch_rmsnorm_forward_bf16(x, gamma, n, D, y, rstd, stream_);
+    if (n > 0 && D > 0) bf16_activations_.hold(y, n, D);
   }
   void rmsnorm_backward(const float* x, const float* gamma, const float* rstd, const float* dy,
                         int n, int D, float* dx, float* dgamma) override {

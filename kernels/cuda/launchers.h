@@ -44,6 +44,9 @@ void launch_embedding_backward(const int32_t* tokens, int n, const float* dout, 
 // ---- norms.cu (model.md §2, §3.1) ----
 void launch_rmsnorm_forward(const float* x, const float* gamma, int n, int D, float* y,
                             float* rstd, cudaStream_t stream);
+// y16: the normalised rows in bf16 (Backend::rmsnorm_forward_for_products).
+void launch_rmsnorm_forward_bf16(const float* x, const float* gamma, int n, int D, void* y16, float* rstd,
+                                 cudaStream_t stream);
 void launch_rmsnorm_backward(const float* x, const float* gamma, const float* rstd,
                              const float* dy, int n, int D, float* dx, float* dgamma,
                              DeviceArena& scratch, cudaStream_t stream);

@@ -1,5 +1,7 @@
 // RMSNorm (model.md §2) and per-head L2 normalisation (model.md §3.1). Row sums in double, like the
 // CPU backend; one block per RMSNorm row, one warp per (position, head) for the L2 norm.
+#include <cuda_bf16.h>
+
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/launchers.h"
 
@@ -11,8 +13,10 @@ constexpr double kRmsEps = 1e-6;  // model.md §2
 constexpr double kL2Eps = 1e-6;   // model.md §3.1
 constexpr int kRowThreads = 256;
 
+// y16 (not null): y written in bf16 there instead, rounded to nearest even as the conversion
+// kernel rounds the fp32 value.
 __global__ void rmsnorm_forward_kernel(const float* x, const float* gamma, int D, float* y,
-                                       float* rstd) {
+                                       __nv_bfloat16* y16, float* rstd) {
   __shared__ double shared[kWarp];
   const int64_t row = blockIdx.x;
   const float* xr = x + row * D;
@@ -22,7 +26,11 @@ __global__ void rmsnorm_forward_kernel(const float* x, const float* gamma, int D
   ss = block_sum(ss, shared);
   const float r = static_cast<float>(1.0 / sqrt(ss / D + kRmsEps));
   if (threadIdx.x == 0) rstd[row] = r;
-  for (int j = threadIdx.x; j < D; j += blockDim.x) yr[j] = xr[j] * r * gamma[j];
+  for (int j = threadIdx.x; j < D; j += blockDim.x) {
+    const float v = xr[j] * r * gamma[j];
+    if (y16 != nullptr) y16[row * D + j] = __float2bfloat16_rn(v);
+    else yr[j] = v;
+  }
 }
 
 // dx = base + (r*gamma_j*dy_j - x_j*coef), base as kernels/backend.h's
@@ -102,8 +110,16 @@ int warp_row_blocks(int64_t rows) { return static_cast<int>((rows * kWarp + 255)
 void launch_rmsnorm_forward(const float* x, const float* gamma, int n, int D, float* y,
                             float* rstd, cudaStream_t stream) {
   if (n <= 0 || D <= 0) return;
-  rmsnorm_forward_kernel<<<n, kRowThreads, 0, stream>>>(x, gamma, D, y, rstd);
+  rmsnorm_forward_kernel<<<n, kRowThreads, 0, stream>>>(x, gamma, D, y, nullptr, rstd);
   BRT_CUDA_CHECK_LAUNCH("rmsnorm_forward");
+}
+
+void launch_rmsnorm_forward_bf16(const float* x, const float* gamma, int n, int D, void* y16, float* rstd,
+                                 cudaStream_t stream) {
+  if (n <= 0 || D <= 0) return;
+  rmsnorm_forward_kernel<<<n, kRowThreads, 0, stream>>>(x, gamma, D, nullptr, static_cast<__nv_bfloat16*>(y16),
+                                                        rstd);
+  BRT_CUDA_CHECK_LAUNCH("rmsnorm_forward_bf16");
 }
 
 void launch_rmsnorm_backward(const float* x, const float* gamma, const float* rstd,

@@ -237,6 +237,10 @@ class ForwardingBackend : public kernels::Backend<T> {
     Call c(*this, "rmsnorm_forward", {x, gamma, y, rstd});
     inner_.rmsnorm_forward(x, gamma, n, D, y, rstd);
   }
+  void rmsnorm_forward_for_products(const T* x, const T* gamma, int n, int D, T* y, T* rstd) override {
+    Call c(*this, "rmsnorm_forward_for_products", {x, gamma, y, rstd});
+    inner_.rmsnorm_forward_for_products(x, gamma, n, D, y, rstd);
+  }
   void rmsnorm_backward(const T* x, const T* gamma, const T* rstd, const T* dy, int n, int D,
                         T* dx, T* dgamma) override {
     Call c(*this, "rmsnorm_backward", {x, gamma, rstd, dy, dx, dgamma});

@@ -1,5 +1,7 @@
 // GPU gemm (fp32 and bf16), element-wise helpers, column sums and embedding against the CPU
 // backend on fresh random inputs; determinism of the reductions (two runs bit-identical).
+#include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -249,6 +251,38 @@ TEST_F(CudaGemmBf16Test, HiddenKeptInBf16IsReadByItsProductsAsTheirRounding) {
   }
   gpu_->weights_fixed(nullptr, 0);
   EXPECT_FALSE(holds_bf16_activation(*gpu_, m, n, hidden)) << "weights_fixed ends the holding";
+}
+
+// RMSNorm for products (rmsnorm_forward_for_products): in bf16 y holds bf16 values, each the
+// fp32 normalised value rounded to nearest even (bit for bit what a product's conversion of
+// rmsnorm_forward's y gives), rstd as rmsnorm_forward's, and a product reading it equals one
+// reading the fp32 y bit for bit (the same operand).
+TEST_F(CudaGemmBf16Test, RmsNormForProductsWritesTheRoundingItsProductsRead) {
+  SCOPED_TRACE(rng_.trace());
+  const int n = 37, D = 48, out = 21;
+  const auto x = rng_.normal(std::size_t(n) * D, 2.0f), gamma = rng_.normal(D), w = rng_.normal(std::size_t(D) * out);
+  const float *d_x = upload(x), *d_gamma = upload(gamma), *d_w = upload(w);
+  const std::size_t nd = std::size_t(n) * D, ny = std::size_t(n) * out;
+  float *y = poisoned(nd), *y_plain = poisoned(nd), *rstd = poisoned(n), *rstd_plain = poisoned(n);
+  gpu_->rmsnorm_forward_for_products(d_x, d_gamma, n, D, y, rstd);
+  gpu_->rmsnorm_forward(d_x, d_gamma, n, D, y_plain, rstd_plain);
+  ASSERT_TRUE(holds_bf16_activation(*gpu_, y, n, D));
+  EXPECT_FALSE(holds_bf16_activation(*gpu_, y_plain, n, D));
+  EXPECT_TRUE(bit_identical(download(rstd, n), download(rstd_plain, n))) << "rstd";
+  const auto raw = download(y, nd / 2), plain = download(y_plain, nd);  // nd is even: the bf16 half
+  std::vector<uint16_t> bits(nd);
+  std::memcpy(bits.data(), raw.data(), nd * sizeof(uint16_t));
+  int differing = 0;
+  for (std::size_t i = 0; i < nd; ++i) {
+    uint32_t u;
+    std::memcpy(&u, &plain[i], 4);
+    differing += bits[i] != uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);  // round to nearest even
+  }
+  EXPECT_EQ(differing, 0) << "bf16 values that are not the fp32 y rounded";
+  float *z = poisoned(ny), *z_plain = poisoned(ny);
+  gpu_->gemm(Trans::N, Trans::N, n, out, D, 1.0f, y, D, d_w, out, 0.0f, z, out);
+  gpu_->gemm(Trans::N, Trans::N, n, out, D, 1.0f, y_plain, D, d_w, out, 0.0f, z_plain, out);
+  EXPECT_TRUE(bit_identical(download(z, ny), download(z_plain, ny))) << "a product reading it";
 }
 
 // The MLP's backward through both products (mlp_products_backward): with the epilogue's mask and
