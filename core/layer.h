@@ -73,8 +73,8 @@ class Layer {
   // x: [B*N, D] the layer's input; out: [B*N, D] its output. Saves what backward needs and
   // updates the carried state for the next segment (detached).
   virtual void forward(const StepContext<T>& ctx, const T* x, T* out) = 0;
-  // dout: gradient w.r.t. out; dx: gradient w.r.t. x, ACCUMULATED. Parameter gradients are
-  // accumulated into the parameter store.
+  // dout: gradient w.r.t. out; dx: gradient w.r.t. x, WRITTEN (whatever it held before: the
+  // model fills nothing). Parameter gradients are accumulated into the parameter store.
   virtual void backward(const StepContext<T>& ctx, const T* dout, T* dx,
                         BackwardScratch<T>& scratch) = 0;
   // Before a step's device work (Model::stage_step): copies into backend memory what the

@@ -235,8 +235,7 @@ void Model<T>::backward() {
   auto& fn = params_[final_norm_];  // d_resid_a written (no zero fill)
   be_.rmsnorm_backward_residual(resid_.back().data(), fn.value, final_rstd_.data(), dh, nullptr, false, rows, D,
                                 d_resid_a_.data(), fn.grad);
-  for (size_t l = layers_.size(); l-- > 0;) {
-    be_.fill(d_resid_b_.data(), nd, T(0));
+  for (size_t l = layers_.size(); l-- > 0;) {  // each layer writes its dx (core/layer.h)
     layers_[l]->backward(ctx, d_resid_a_.data(), d_resid_b_.data(), scratch_);
     std::swap(d_resid_a_, d_resid_b_);
     if (hook_) hook_(int(l));

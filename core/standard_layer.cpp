@@ -82,7 +82,7 @@ void StandardLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx,
   window_.backward(be, da, store_[rel_bias_], store_[scale_], dq, dk, dv);
   const std::array<const T*, 3> grads = {dq, dk, dv};
   projections_backward(be, store_, proj_, shape_, x_, rows, proj_acts_, grads, dx,
-                       scratch.d_attn[0].data(), scratch.d_norm.data(), dy);
+                       scratch.d_attn[0].data(), scratch.d_norm.data(), dy, false);  // dx written
 }
 
 template <typename T>

@@ -218,7 +218,7 @@ void BstLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx,
   window_.backward(be, da_self, store_[rel_bias_], store_[scale1_], dq, dk, dv);
   const std::array<const T*, 4> grads = {dq, dk, dv, dq2};
   projections_backward(be, store_, proj_, shape_, x_, rows, proj_acts_, grads, dx,
-                       scratch.d_attn[0].data(), scratch.d_norm.data(), dy);
+                       scratch.d_attn[0].data(), scratch.d_norm.data(), dy, false);  // dx written
   // Context side: K̂c, Vc → the context rows → the SSM.
   be.fill(dctx_.data(), int64_t(dctx_.size()), T(0));
   if (!mf_) {

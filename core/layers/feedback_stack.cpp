@@ -212,7 +212,7 @@ void FeedbackStack<T>::token_backward(kernels::Backend<T>& be, int layer, int t,
   const std::array<const T*, 4> grads = {dq_.data(), dk_[layer][t].data(), dv_[layer][t].data(),
                                          dq2_.data()};
   projections_backward(be, store_, side.proj, shape_, res_[layer][t].data(), bw, a.proj, grads,
-                       dx, scratch.d_attn[0].data(), scratch.d_norm.data(), dy);
+                       dx, scratch.d_attn[0].data(), scratch.d_norm.data(), dy, false);  // dx written
 }
 
 template <typename T>
@@ -248,12 +248,11 @@ void FeedbackStack<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx,
     be.fill(dv_s_.data(), int64_t(dv_s_.size()), T(0));
     be.copy_rows(dout + int64_t(t) * W * D, int64_t(N) * D, B, block_d, dres_a_.data(), block_d);
     for (int l = L - 1; l >= 0; --l) {
-      be.fill(dres_b_.data(), int64_t(B) * block_d, T(0));
       token_backward(be, l, t, dres_a_.data(), dres_b_.data(), scratch);
       std::swap(dres_a_, dres_b_);
     }
     be.copy_2d(dres_a_.data(), block_d, B, block_d, dx + int64_t(t) * W * D, int64_t(N) * D,
-               /*accumulate=*/true);
+               /*accumulate=*/false);  // dx written (core/layer.h): every block's rows once
     state_.backward_keys(be, t, dk_s_.data(), dv_s_.data());  // completes Σ_t's gradient
   }
   state_.end_backward(be, d_sigma0_.data());

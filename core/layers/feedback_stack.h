@@ -67,7 +67,7 @@ class FeedbackStack : public Layer<T> {
   };
 
   void token_forward(kernels::Backend<T>& be, int layer, int t, int state_block);
-  // dout, dx: [B·W, D] for block t (dx accumulated). Adds the gradient w.r.t. the state's
+  // dout, dx: [B·W, D] for block t (dx written). Adds the gradient w.r.t. the state's
   // K̂_s, V_s into dk_s_, dv_s_ and w.r.t. this layer's keys/values into dk_, dv_.
   void token_backward(kernels::Backend<T>& be, int layer, int t, const T* dout, T* dx,
                       BackwardScratch<T>& scratch);

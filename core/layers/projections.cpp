@@ -63,7 +63,8 @@ template <typename T>
 void projections_backward(Backend<T>& be, ParamStore<T>& store, const ProjectionParams& p,
                           const AttnShape& s, const T* x, int rows,
                           const ProjectionActs<T>& acts, std::type_identity_t<std::span<const T* const>> dout,
-                          T* dx, T* scratch_a, T* scratch_d, std::type_identity_t<const T*> dx_residual) {
+                          T* dx, T* scratch_a, T* scratch_d, std::type_identity_t<const T*> dx_residual,
+                          bool accumulate_dx) {
   const int D = s.d_model, A = s.width();
   T* dh = scratch_d;
   bool first = true;  // the first product overwrites dh (no zero fill), the others add
@@ -89,7 +90,7 @@ void projections_backward(Backend<T>& be, ParamStore<T>& store, const Projection
     for (int r = 0; r < rows; r += p.id_rows) be.add_inplace(dids, dh + static_cast<int64_t>(r) * D, group);
   }
   auto& g = store[p.norm];
-  be.rmsnorm_backward_residual(x, g.value, acts.rstd.data(), dh, dx_residual, true, rows, D, dx, g.grad);
+  be.rmsnorm_backward_residual(x, g.value, acts.rstd.data(), dh, dx_residual, accumulate_dx, rows, D, dx, g.grad);
 }
 
 #define BRT_INSTANTIATE_PROJECTIONS(T)                                                         \
@@ -99,7 +100,7 @@ void projections_backward(Backend<T>& be, ParamStore<T>& store, const Projection
   template void projections_backward<T>(Backend<T>&, ParamStore<T>&, const ProjectionParams&,  \
                                         const AttnShape&, const T*, int,                      \
                                         const ProjectionActs<T>&,                              \
-                                        std::span<const T* const>, T*, T*, T*, const T*);
+                                        std::span<const T* const>, T*, T*, T*, const T*, bool);
 
 BRT_INSTANTIATE_PROJECTIONS(float)
 BRT_INSTANTIATE_PROJECTIONS(double)

@@ -50,14 +50,15 @@ struct ProjectionActs {
 template <typename T>
 void projections_forward(Backend<T>& be, ParamStore<T>& store, const ProjectionParams& p,
                          const AttnShape& s, const T* x, int rows, ProjectionActs<T>& acts);
-// dout[j]: gradient w.r.t. out[j] (null: no gradient). Accumulates dx and parameter grads;
-// dx_residual (may be null: the residual path's gradient, y = x + attention(x)) is added into
-// dx in the norm's backward pass, before its own term (no add of its own).
-// scratch_a: [rows, A], scratch_d: [rows, D].
+// dout[j]: gradient w.r.t. out[j] (null: no gradient). Accumulates parameter grads, and dx
+// (or, without accumulate_dx, writes it); dx_residual (may be null: the residual path's
+// gradient, y = x + attention(x)) is added in the norm's backward pass, before its own term (no
+// add of its own). scratch_a: [rows, A], scratch_d: [rows, D].
 template <typename T>
 void projections_backward(Backend<T>& be, ParamStore<T>& store, const ProjectionParams& p,
                           const AttnShape& s, const T* x, int rows,
                           const ProjectionActs<T>& acts, std::type_identity_t<std::span<const T* const>> dout,
-                          T* dx, T* scratch_a, T* scratch_d, std::type_identity_t<const T*> dx_residual = nullptr);
+                          T* dx, T* scratch_a, T* scratch_d, std::type_identity_t<const T*> dx_residual = nullptr,
+                          bool accumulate_dx = true);
 
 }  // namespace brt::core

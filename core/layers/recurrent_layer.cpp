@@ -193,7 +193,7 @@ void RecurrentLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx
     if (ctx.doc_start[b]) be.add_inplace(store_[state_init_].grad, d_sigma0_.data() + b * sd, sd);
   const std::array<const T*, 4> grads = {dq, dk, dv, dq2};
   projections_backward(be, store_, proj_, shape_, x_, rows, proj_acts_, grads, dx,
-                       scratch.d_attn[0].data(), scratch.d_norm.data(), dy);
+                       scratch.d_attn[0].data(), scratch.d_norm.data(), dy, false);  // dx written
 }
 
 template <typename T>

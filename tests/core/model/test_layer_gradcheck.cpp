@@ -67,7 +67,7 @@ TEST_P(LayerGradCheck, InputAndParameterGradientsMatchFiniteDifferences) {
   };
   f();
   store.zero_grads();
-  std::vector<double> dx(rows * D, 0.0);
+  std::vector<double> dx(rows * D, 7.0);  // written by backward (core/layer.h), whatever it held
   layer->backward(ctx, probe.data(), dx.data(), scratch);
 
   GradCheckVars vars;
