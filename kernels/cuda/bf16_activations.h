@@ -25,15 +25,24 @@ class Bf16Activations {
   // Backend::weights_fixed(nullptr, 0): every buffer is released (their contract ends there).
   void release_all() { ++generation_; }
   // Whether operand p, [rows, cols] with row stride ld, is held in bf16. A held buffer read with
-  // another shape or stride is a misuse of the contract and throws (its bytes are not fp32).
+  // another shape or stride, or from inside (its fp32 extent, rows·cols floats), is a misuse of
+  // the contract and throws (its bytes are not fp32).
   bool holds(const void* p, int64_t rows, int64_t cols, int64_t ld) const {
-    const auto it = entries_.find(p);
-    if (it == entries_.end() || it->second.generation != generation_) return false;
+    auto it = entries_.upper_bound(p);
+    if (it == entries_.begin()) return false;
+    --it;  // the held buffer at or below p
     const Entry& e = it->second;
+    if (e.generation != generation_) return false;
+    const std::string held = "an activation kept in bf16 [" + std::to_string(e.rows) + ", " + std::to_string(e.cols) +
+                             "] (Backend::linear_relu_forward's y_for_products)";
+    if (it->first != p) {
+      const auto offset = static_cast<const char*>(p) - static_cast<const char*>(it->first);
+      if (offset < e.rows * e.cols * 4) throw std::logic_error("a product reads inside " + held);
+      return false;
+    }
     if (e.rows != rows || e.cols != cols || ld != cols)
-      throw std::logic_error("a product reads an activation kept in bf16 [" + std::to_string(e.rows) + ", " +
-                             std::to_string(e.cols) + "] as [" + std::to_string(rows) + ", " + std::to_string(cols) +
-                             "] with row stride " + std::to_string(ld) + " (Backend::linear_relu_forward's y_for_products)");
+      throw std::logic_error("a product reads " + held + " as [" + std::to_string(rows) + ", " + std::to_string(cols) +
+                             "] with row stride " + std::to_string(ld));
     return true;
   }
 

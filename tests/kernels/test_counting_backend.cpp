@@ -68,6 +68,8 @@ TEST_F(CountingConversions, AHiddenKeptInBf16IsNotConvertedByItsProducts) {
   be_.linear_forward_residual(m, n, F, w2, D, out, out);
   EXPECT_EQ(since(), P(F * D, 1)) << "the hidden read as it is: only the weight converted";
   EXPECT_THROW(be_.gemm(Trans::N, Trans::N, n - 1, D, F, 1.0f, m, F, w2, D, 0.0f, out, D), std::logic_error);
+  EXPECT_THROW(be_.gemm(Trans::N, Trans::N, 1, D, F, 1.0f, m + F, F, w2, D, 0.0f, out, D), std::logic_error)
+      << "a row from inside the held hidden";
   be_.weights_fixed(w2, F * D);
   be_.linear_forward_residual(m, n, F, w2, D, out, out);
   EXPECT_EQ(since().first, F * D) << "a forward's weights_fixed keeps it (its shadow converted, the hidden not)";
