@@ -50,6 +50,21 @@ class CudaGemmBf16Test : public CudaGemmTest {
     o.precision = Precision::kBf16;
     return o;
   }
+  // An MLP's operands (model.md §4), seeded: x [n, in], w1 [in, hidden], w2 [hidden, out], an
+  // output gradient dy [n, out] and an extra hidden gradient [n, hidden]; host and device.
+  struct MlpOperands {
+    int n, in, hidden, out;
+    std::vector<float> x, w1, w2, dy, extra;
+    const float *d_x, *d_w1, *d_w2, *d_dy, *d_extra;
+  };
+  MlpOperands mlp_operands(int n, int in, int hidden, int out) {
+    MlpOperands o{n, in, hidden, out, rng_.normal(std::size_t(n) * in), rng_.normal(std::size_t(in) * hidden),
+                  rng_.normal(std::size_t(hidden) * out), rng_.normal(std::size_t(n) * out),
+                  rng_.normal(std::size_t(n) * hidden), nullptr, nullptr, nullptr, nullptr, nullptr};
+    o.d_x = upload(o.x), o.d_w1 = upload(o.w1), o.d_w2 = upload(o.w2), o.d_dy = upload(o.dy);
+    o.d_extra = upload(o.extra);
+    return o;
+  }
 };
 
 TEST_F(CudaGemmBf16Test, Bf16OperandsMatchCpuWithinBf16Rounding) {
@@ -171,34 +186,31 @@ TEST_F(CudaGemmBf16Test, WeightShadowEqualsRoundingPerCallBitForBit) {
 // within fp32 rounding of the unfused path. EMU_CUBLASLT_NO_EPILOGUE=1 runs the fallbacks.
 TEST_F(CudaGemmBf16Test, ReluEpiloguesMatchTheUnfusedProductsAndTheCpu) {
   SCOPED_TRACE(rng_.trace());
-  const int n = 37, in = 29, hidden = 53, out = 31;  // forward [n, in]·[in, hidden]; backward of [hidden, out]
-  const auto x = rng_.normal(std::size_t(n) * in), w1 = rng_.normal(std::size_t(in) * hidden),
-             w2 = rng_.normal(std::size_t(hidden) * out), dy = rng_.normal(std::size_t(n) * out),
-             extra = rng_.normal(std::size_t(n) * hidden);
-  const float *d_x = upload(x), *d_w1 = upload(w1), *d_w2 = upload(w2), *d_dy = upload(dy), *d_extra = upload(extra);
+  const MlpOperands o = mlp_operands(37, 29, 53, 31);  // forward [n, in]·[in, hidden]; backward of [hidden, out]
+  const int n = o.n, in = o.in, hidden = o.hidden, out = o.out;
   const std::size_t nh = std::size_t(n) * hidden;
   auto* mask = arena_.allocate(std::size_t(relu_mask_bytes(n, hidden)), "relu mask");
   float *m = poisoned(nh), *m_plain = poisoned(nh);
-  gpu_->linear_relu_forward(d_x, n, in, d_w1, hidden, m, mask, false);
-  gpu_->Backend<float>::linear_relu_forward(d_x, n, in, d_w1, hidden, m_plain, nullptr, false);
+  gpu_->linear_relu_forward(o.d_x, n, in, o.d_w1, hidden, m, mask, false);
+  gpu_->Backend<float>::linear_relu_forward(o.d_x, n, in, o.d_w1, hidden, m_plain, nullptr, false);
   const auto hm = download(m, nh);
   EXPECT_REL_CLOSE(hm, download(m_plain, nh), 1e-6, "relu(x·w1) against the unfused path");
   std::vector<float> cpu_m(nh);
-  cpu_->linear_relu_forward(x.data(), n, in, w1.data(), hidden, cpu_m.data(), nullptr, false);
+  cpu_->linear_relu_forward(o.x.data(), n, in, o.w1.data(), hidden, cpu_m.data(), nullptr, false);
   EXPECT_REL_CLOSE(hm, cpu_m, kBf16Tolerance, "relu(x·w1) against the CPU");
   for (const bool with_extra : {false, true}) {
     SCOPED_TRACE(with_extra ? "with dx_add" : "without dx_add");
-    const float* add = with_extra ? d_extra : nullptr;
+    const float* add = with_extra ? o.d_extra : nullptr;
     float *dx = poisoned(nh), *dx_plain = poisoned(nh);
     float *dw = upload(std::vector<float>(std::size_t(hidden) * out, 0.5f)), *dw_plain = upload(std::vector<float>(std::size_t(hidden) * out, 0.5f));
-    gpu_->relu_linear_backward(m, mask, n, hidden, d_w2, out, d_dy, add, dx, dw);
-    gpu_->Backend<float>::relu_linear_backward(m, nullptr, n, hidden, d_w2, out, d_dy, add, dx_plain, dw_plain);
+    gpu_->relu_linear_backward(m, mask, n, hidden, o.d_w2, out, o.d_dy, add, dx, dw);
+    gpu_->Backend<float>::relu_linear_backward(m, nullptr, n, hidden, o.d_w2, out, o.d_dy, add, dx_plain, dw_plain);
     const auto hdx = download(dx, nh);
     EXPECT_REL_CLOSE(hdx, download(dx_plain, nh), 1e-6, "dx against the unfused path");
     EXPECT_TRUE(bit_identical(download(dw, std::size_t(hidden) * out), download(dw_plain, std::size_t(hidden) * out))) << "dw";
     std::vector<float> cpu_dx(nh), cpu_dw(std::size_t(hidden) * out, 0.5f);
-    cpu_->relu_linear_backward(hm.data(), nullptr, n, hidden, w2.data(), out, dy.data(),  // the GPU's ReLU
-                               with_extra ? extra.data() : nullptr, cpu_dx.data(), cpu_dw.data());
+    cpu_->relu_linear_backward(hm.data(), nullptr, n, hidden, o.w2.data(), out, o.dy.data(),  // the GPU's ReLU
+                               with_extra ? o.extra.data() : nullptr, cpu_dx.data(), cpu_dw.data());
     EXPECT_REL_CLOSE(hdx, cpu_dx, kBf16Tolerance, "dx against the CPU");
     for (std::size_t i = 0; i < nh; ++i) {
       if (!(hm[i] > 0.0f)) {
@@ -215,37 +227,35 @@ TEST_F(CudaGemmBf16Test, ReluEpiloguesMatchTheUnfusedProductsAndTheCpu) {
 // product, forward; relu_linear_backward's dw) read it without a conversion, the same operand a
 // conversion of the fp32 m would give (so the same results: within 1e-6 on a GPU, where cuBLASLt
 // may pick another kernel for a bf16 output; bit for bit in the emulator); a product reading it
-// with another shape throws; the model's end (weights_fixed(nullptr, 0)) ends the holding. Under EMU_CUBLASLT_NO_EPILOGUE=1
-// nothing is held and the same products run on the fp32 m.
+// with another shape throws; the model's end (weights_fixed(nullptr, 0)) ends the holding.
+// Under EMU_CUBLASLT_NO_EPILOGUE=1 nothing is held and the same products run on the fp32 m.
 TEST_F(CudaGemmBf16Test, HiddenKeptInBf16IsReadByItsProductsAsTheirRounding) {
   SCOPED_TRACE(rng_.trace());
-  const int n = 37, in = 29, hidden = 53, out = 31;
-  const auto x = rng_.normal(std::size_t(n) * in), w1 = rng_.normal(std::size_t(in) * hidden),
-             w2 = rng_.normal(std::size_t(hidden) * out), dy = rng_.normal(std::size_t(n) * out),
-             res = rng_.normal(std::size_t(n) * out);
-  const float *d_x = upload(x), *d_w1 = upload(w1), *d_w2 = upload(w2), *d_dy = upload(dy), *d_res = upload(res);
+  const MlpOperands o = mlp_operands(37, 29, 53, 31);
+  const int n = o.n, in = o.in, hidden = o.hidden, out = o.out;
+  const float* d_res = upload(rng_.normal(std::size_t(n) * out));
   const std::size_t nh = std::size_t(n) * hidden, ny = std::size_t(n) * out, nw = std::size_t(hidden) * out;
   const std::size_t mask_bytes = std::size_t(relu_mask_bytes(n, hidden));
   void *mask = arena_.allocate(mask_bytes, "relu mask"), *mask_plain = arena_.allocate(mask_bytes, "relu mask");
   float *m = poisoned(nh), *m_plain = poisoned(nh);
-  gpu_->linear_relu_forward(d_x, n, in, d_w1, hidden, m, mask, true);
-  gpu_->linear_relu_forward(d_x, n, in, d_w1, hidden, m_plain, mask_plain, false);
+  gpu_->linear_relu_forward(o.d_x, n, in, o.d_w1, hidden, m, mask, true);
+  gpu_->linear_relu_forward(o.d_x, n, in, o.d_w1, hidden, m_plain, mask_plain, false);
   const bool held = holds_bf16_activation(*gpu_, m, n, hidden);
   EXPECT_FALSE(holds_bf16_activation(*gpu_, m_plain, n, hidden)) << "y_for_products false: fp32";
   std::printf("the hidden in bf16: %s (%s)\n", held ? "held" : "not held", describe_epilogues(*gpu_).c_str());
   float *y = poisoned(ny), *y_plain = poisoned(ny);
-  gpu_->linear_forward_residual(m, n, hidden, d_w2, out, d_res, y);
-  gpu_->linear_forward_residual(m_plain, n, hidden, d_w2, out, d_res, y_plain);
+  gpu_->linear_forward_residual(m, n, hidden, o.d_w2, out, d_res, y);
+  gpu_->linear_forward_residual(m_plain, n, hidden, o.d_w2, out, d_res, y_plain);
   EXPECT_REL_CLOSE(download(y, ny), download(y_plain, ny), 1e-6, "the next product forward");
   float *dx = poisoned(nh), *dx_plain = poisoned(nh);
   float *dw = upload(std::vector<float>(nw, 0.5f)), *dw_plain = upload(std::vector<float>(nw, 0.5f));
-  gpu_->relu_linear_backward(m, mask, n, hidden, d_w2, out, d_dy, nullptr, dx, dw);
-  gpu_->relu_linear_backward(m_plain, mask_plain, n, hidden, d_w2, out, d_dy, nullptr, dx_plain, dw_plain);
+  gpu_->relu_linear_backward(m, mask, n, hidden, o.d_w2, out, o.d_dy, nullptr, dx, dw);
+  gpu_->relu_linear_backward(m_plain, mask_plain, n, hidden, o.d_w2, out, o.d_dy, nullptr, dx_plain, dw_plain);
   EXPECT_REL_CLOSE(download(dx, nh), download(dx_plain, nh), 1e-6, "the gradient before the ReLU");
   EXPECT_REL_CLOSE(download(dw, nw), download(dw_plain, nw), 1e-6, "dw");
   if (held) {
     float* other = poisoned(std::size_t(n - 1) * out);
-    EXPECT_THROW(gpu_->gemm(Trans::N, Trans::N, n - 1, out, hidden, 1.0f, m, hidden, d_w2, out, 0.0f, other, out),
+    EXPECT_THROW(gpu_->gemm(Trans::N, Trans::N, n - 1, out, hidden, 1.0f, m, hidden, o.d_w2, out, 0.0f, other, out),
                  std::logic_error)
         << "a product reading the held hidden with another shape";
   }
@@ -292,40 +302,37 @@ TEST_F(CudaGemmBf16Test, RmsNormForProductsWritesTheRoundingItsProductsRead) {
 // held in bf16 or not; with dm_extra the default itself; the CPU within bf16 rounding.
 TEST_F(CudaGemmBf16Test, MlpBackwardThroughBothProductsMatchesItsTwoCalls) {
   SCOPED_TRACE(rng_.trace());
-  const int n = 37, in = 29, hidden = 53, out = 29;
-  const auto x = rng_.normal(std::size_t(n) * in), w1 = rng_.normal(std::size_t(in) * hidden),
-             w2 = rng_.normal(std::size_t(hidden) * out), du = rng_.normal(std::size_t(n) * out),
-             extra = rng_.normal(std::size_t(n) * hidden);
-  const float *d_x = upload(x), *d_w1 = upload(w1), *d_w2 = upload(w2), *d_du = upload(du), *d_extra = upload(extra);
+  const MlpOperands o = mlp_operands(37, 29, 53, 29);  // du: the operands' dy
+  const int n = o.n, in = o.in, hidden = o.hidden, out = o.out;
   const std::size_t nh = std::size_t(n) * hidden, nx = std::size_t(n) * in;
   const std::size_t n1 = std::size_t(in) * hidden, n2 = std::size_t(hidden) * out;
   // The CPU reads the GPU's hidden (the same ReLU pattern; its products round what they read).
   float* m_fp32 = poisoned(nh);
-  gpu_->linear_relu_forward(d_x, n, in, d_w1, hidden, m_fp32, arena_.allocate(std::size_t(relu_mask_bytes(n, hidden)), "mask"),
-                            false);
+  void* mask_fp32 = arena_.allocate(std::size_t(relu_mask_bytes(n, hidden)), "mask");
+  gpu_->linear_relu_forward(o.d_x, n, in, o.d_w1, hidden, m_fp32, mask_fp32, false);
   const auto hm = download(m_fp32, nh);
   for (const bool held : {false, true})
     for (const bool with_extra : {false, true}) {
       SCOPED_TRACE(std::string(held ? "hidden in bf16" : "hidden in fp32") + (with_extra ? ", dm_extra" : ""));
       void* mask = arena_.allocate(std::size_t(relu_mask_bytes(n, hidden)), "relu mask");
       float* m = poisoned(nh);
-      gpu_->linear_relu_forward(d_x, n, in, d_w1, hidden, m, mask, held);
-      const float* add = with_extra ? d_extra : nullptr;
+      gpu_->linear_relu_forward(o.d_x, n, in, o.d_w1, hidden, m, mask, held);
+      const float* add = with_extra ? o.d_extra : nullptr;
       float *dm = poisoned(nh), *dx = poisoned(nx), *dw1 = upload(std::vector<float>(n1, 0.5f)),
             *dw2 = upload(std::vector<float>(n2, 0.25f));
       float *dm_d = poisoned(nh), *dx_d = poisoned(nx), *dw1_d = upload(std::vector<float>(n1, 0.5f)),
             *dw2_d = upload(std::vector<float>(n2, 0.25f));
-      gpu_->mlp_products_backward(d_x, d_w1, m, mask, n, in, hidden, d_w2, out, d_du, add, dm, dx, dw1, dw2);
-      gpu_->Backend<float>::mlp_products_backward(d_x, d_w1, m, mask, n, in, hidden, d_w2, out, d_du, add, dm_d,
+      gpu_->mlp_products_backward(o.d_x, o.d_w1, m, mask, n, in, hidden, o.d_w2, out, o.d_dy, add, dm, dx, dw1, dw2);
+      gpu_->Backend<float>::mlp_products_backward(o.d_x, o.d_w1, m, mask, n, in, hidden, o.d_w2, out, o.d_dy, add, dm_d,
                                                   dx_d, dw1_d, dw2_d);
       const auto hx = download(dx, nx), hw1 = download(dw1, n1), hw2 = download(dw2, n2);
       EXPECT_REL_CLOSE(hx, download(dx_d, nx), 1e-6, "dx against the two calls");
       EXPECT_REL_CLOSE(hw1, download(dw1_d, n1), 1e-6, "dw1 against the two calls");
       EXPECT_REL_CLOSE(hw2, download(dw2_d, n2), 1e-6, "dw2 against the two calls");
       std::vector<float> cpu_dm(nh), cpu_dx(nx), cpu_dw1(n1, 0.5f), cpu_dw2(n2, 0.25f);
-      cpu_->mlp_products_backward(x.data(), w1.data(), hm.data(), nullptr, n, in, hidden, w2.data(), out, du.data(),
-                                  with_extra ? extra.data() : nullptr, cpu_dm.data(), cpu_dx.data(), cpu_dw1.data(),
-                                  cpu_dw2.data());
+      cpu_->mlp_products_backward(o.x.data(), o.w1.data(), hm.data(), nullptr, n, in, hidden, o.w2.data(), out,
+                                  o.dy.data(), with_extra ? o.extra.data() : nullptr, cpu_dm.data(), cpu_dx.data(),
+                                  cpu_dw1.data(), cpu_dw2.data());
       EXPECT_REL_CLOSE(hx, cpu_dx, kBf16Tolerance, "dx against the CPU");
       EXPECT_REL_CLOSE(hw1, cpu_dw1, kBf16Tolerance, "dw1 against the CPU");
       EXPECT_REL_CLOSE(hw2, cpu_dw2, kBf16Tolerance, "dw2 against the CPU");
