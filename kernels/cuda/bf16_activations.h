@@ -33,16 +33,14 @@ class Bf16Activations {
     --it;  // the held buffer at or below p
     const Entry& e = it->second;
     if (e.generation != generation_) return false;
-    const std::string held = "an activation kept in bf16 [" + std::to_string(e.rows) + ", " + std::to_string(e.cols) +
-                             "] (Backend::linear_relu_forward's y_for_products)";
     if (it->first != p) {
       const auto offset = static_cast<const char*>(p) - static_cast<const char*>(it->first);
-      if (offset < e.rows * e.cols * 4) throw std::logic_error("a product reads inside " + held);
+      if (offset < e.rows * e.cols * 4) throw std::logic_error("a product reads inside " + describe(e));
       return false;
     }
     if (e.rows != rows || e.cols != cols || ld != cols)
-      throw std::logic_error("a product reads " + held + " as [" + std::to_string(rows) + ", " + std::to_string(cols) +
-                             "] with row stride " + std::to_string(ld));
+      throw std::logic_error("a product reads " + describe(e) + " as [" + std::to_string(rows) + ", " +
+                             std::to_string(cols) + "] with row stride " + std::to_string(ld));
     return true;
   }
 
@@ -51,6 +49,11 @@ class Bf16Activations {
     int64_t rows = 0, cols = 0;
     uint64_t generation = 0;  // valid while equal to generation_
   };
+  // For the errors only: holds() runs on every product's operands and builds no string there.
+  static std::string describe(const Entry& e) {
+    return "an activation kept in bf16 [" + std::to_string(e.rows) + ", " + std::to_string(e.cols) +
+           "] (Backend::linear_relu_forward's y_for_products)";
+  }
   // Entries are never erased, only marked: after a step's first forward the step loop inserts
   // nothing (no heap allocation in it).
   std::map<const void*, Entry> entries_;
