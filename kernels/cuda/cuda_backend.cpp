@@ -205,9 +205,13 @@ void CudaBackend::linear_relu_forward(const float* x, int n, int in, const float
   // (the rounding their operand conversion would apply: bf16(relu(fp32 product))).
   EpilogueGemm::Product product{out, n, in, false, w16, x16, nullptr, y};
   product.d_bf16 = y_for_products;
-  const bool fused = epilogue_gemm_->relu_aux(product, mask, stream_);
-  relu_masks_[mask] = fused;
+  bool fused = epilogue_gemm_->relu_aux(product, mask, stream_);
   if (fused && y_for_products) bf16_activations_.hold(y, n, out);
+  if (!fused && y_for_products) {  // no bf16 output for RELU_AUX here: the epilogue in fp32 still
+    product.d_bf16 = false;
+    fused = epilogue_gemm_->relu_aux(product, mask, stream_);
+  }
+  relu_masks_[mask] = fused;
   if (fused) return;
   gemm_bf16(Trans::N, Trans::N, n, out, in, 1.0f, x16, in, w16, out, 0.0f, y, out);
   launch_relu_forward(y, int64_t{n} * out, y, stream_);

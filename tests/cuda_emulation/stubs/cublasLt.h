@@ -9,7 +9,7 @@
 // alignments its heuristic was told, so a call with other shapes or less aligned pointers fails.
 // EMU_CUBLASLT_NO_EPILOGUE=1: the heuristic finds no algorithm for an epilogue (what a
 // cuBLASLt without them answers), so the callers' fallbacks run; =all: none for any product
-// (the residual products' fallback too).
+// (the residual products' fallback too); =bf16: none for an epilogue with a bf16 output.
 #pragma once
 #include <cstdint>
 #include <cstdlib>
@@ -143,7 +143,9 @@ inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasL
   if (!why.empty()) return emu::cublas_fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulAlgoGetHeuristic: " + why);
   const char* refuse = std::getenv("EMU_CUBLASLT_NO_EPILOGUE");
   const std::string refused = refuse != nullptr ? refuse : "";
-  if ((refused == "1" && d->epilogue != CUBLASLT_EPILOGUE_DEFAULT) || refused == "all") return CUBLAS_STATUS_NOT_SUPPORTED;
+  if ((refused == "1" && d->epilogue != CUBLASLT_EPILOGUE_DEFAULT) || refused == "all" ||
+      (refused == "bf16" && d->epilogue != CUBLASLT_EPILOGUE_DEFAULT && D->type == CUDA_R_16BF))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
   cublasLtMatmulHeuristicResult_t r{};
   r.algo.data[0] = d->epilogue;
   r.algo.data[1] = D->rows, r.algo.data[2] = D->cols, r.algo.data[3] = d->transa == CUBLAS_OP_N ? A->cols : A->rows;

@@ -228,7 +228,8 @@ TEST_F(CudaGemmBf16Test, ReluEpiloguesMatchTheUnfusedProductsAndTheCpu) {
 // conversion of the fp32 m would give (so the same results: within 1e-6 on a GPU, where cuBLASLt
 // may pick another kernel for a bf16 output; bit for bit in the emulator); a product reading it
 // with another shape throws; the model's end (weights_fixed(nullptr, 0)) ends the holding.
-// Under EMU_CUBLASLT_NO_EPILOGUE=1 nothing is held and the same products run on the fp32 m.
+// Under EMU_CUBLASLT_NO_EPILOGUE=1 nothing is held and the same products run on the fp32 m; under
+// =bf16 (no epilogue with a bf16 output) nothing is held and the ReLU stays in the fp32 epilogue.
 TEST_F(CudaGemmBf16Test, HiddenKeptInBf16IsReadByItsProductsAsTheirRounding) {
   SCOPED_TRACE(rng_.trace());
   const MlpOperands o = mlp_operands(37, 29, 53, 31);
