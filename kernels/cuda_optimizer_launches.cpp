@@ -43,9 +43,18 @@ std::vector<OptimizerLaunch> cuda_optimizer_step_launches(const std::vector<Opti
   const int64_t chunk_threads = n_chunks * kChunkThreads, plain = all - factored;
   const double partials = kD * double(n_chunks);
   std::vector<OptimizerLaunch> out;
-  // core/optim/grad_clip.cpp GradNorm::compute: every step reports the norm.
+  // core/optim/optimizer.cpp Optimizer::grad_norm and apply: every step reports the norm. One
+  // process makes it on the device (GradNorm::enqueue) and reads back the step's scalars; a
+  // reducer's partials go through the host. Then the host writes the step's scalars.
+  const double scalars = sizeof(OptimStepScalars<float>);
   out.push_back({"optim_sum_squares", chunk_threads, kF * double(all) + partials});
-  out.push_back({"gradient norm partials to the host", 0, partials, false, true});
+  if (reducer) {
+    out.push_back({"gradient norm partials to the host", 0, partials, false, true});
+  } else {
+    out.push_back({"grad_norm_finish", kChunkThreads, partials + scalars});
+    out.push_back({"step scalars to the host", 0, scalars, false, true});
+  }
+  out.push_back({"step scalars to the device", 0, scalars, false, true});
   if (!adafactor) {  // the fused AdamW: g, m, v, w read; m, v, w written
     out.push_back({"adamw_update", chunk_threads, 7 * kF * double(all)});
     return out;

@@ -86,28 +86,55 @@ struct OptimChunk {
 
 enum class OptimField { kValue, kGrad };
 
-// Adafactor's per-tensor update coefficient (model.md §10c), for adafactor_coefficients.
+// Adafactor's per-tensor update coefficient (model.md §10c), for adafactor_coefficients: the
+// constants of a run (the step's learning rate is OptimStepScalars::lr).
 struct AdafactorScalars {
-  double lr = 0, min_param_scale = 0, update_clip = 0;
+  double min_param_scale = 0, update_clip = 0;
 };
 
 // coef = lr * max(RMS(param), min_param_scale) / max(1, RMS(y) / update_clip), RMS(x) =
 // sqrt(sum of squares / n), in double as written: core's host arithmetic, so the two agree bit
 // for bit.
-BRT_HOST_DEVICE inline double adafactor_coefficient(const AdafactorScalars& s, double param_squares,
+BRT_HOST_DEVICE inline double adafactor_coefficient(const AdafactorScalars& s, double lr, double param_squares,
                                                     double update_squares, double n) {
   const double rms_param = sqrt(param_squares / n), rms_update = sqrt(update_squares / n) / s.update_clip;
   const double param_scale = rms_param < s.min_param_scale ? s.min_param_scale : rms_param;  // std::max
   const double clip_denom = 1.0 < rms_update ? rms_update : 1.0;
-  return s.lr * param_scale / clip_denom;
+  return lr * param_scale / clip_denom;
 }
 
-// AdamW step constants (model.md §10c), already in T as the update uses them.
+// Global-norm clipping's factor (model.md §10c): min(1, clip_norm / norm); 1 when clipping is off
+// (clip_norm <= 0) or the norm is not finite (so a NaN gradient shows in the loss and norm
+// instead of being hidden by a zero scale). norm - norm is 0 exactly when norm is finite.
+BRT_HOST_DEVICE inline double optim_clip_scale(double norm, double clip_norm) {
+  if (clip_norm <= 0 || !(norm - norm == 0.0) || norm <= clip_norm) return 1.0;
+  return clip_norm / norm;
+}
+
+// AdamW's constants (model.md §10c), already in T as the update uses them; what changes from
+// step to step is in OptimStepScalars.
 template <typename T>
 struct AdamWStep {
   T beta1, beta2, one_minus_beta1, one_minus_beta2;
-  T inv_bias_correction1, inv_bias_correction2;  // 1 / (1 - beta^(t+1))
-  T eps, lr, grad_scale, weight_decay;
+  T eps, weight_decay;
+};
+
+// The scalars that change from one optimizer step to the next, in the kernels' memory (one per
+// optimizer): every kernel of an update reads them there, so an update can be enqueued before
+// the host knows the step's gradient norm, and a replayed CUDA graph reads the step's own values
+// (issue 51 item 2; docs/gpu.md, "The optimizer's scalars on the device").
+template <typename T>
+struct OptimStepScalars {
+  // From the step count t, written by the host before the update (core/optim/optimizer.cpp).
+  double lr = 0;   // the scheduled learning rate
+  double rho = 0;  // Adafactor: (t + 1)^-decay_exponent
+  T lr_t = 0;      // AdamW: lr in T
+  T keep_t = 0, rho_t = 0;                               // Adafactor: T(1 - rho), T(rho)
+  T inv_bias_correction1 = 0, inv_bias_correction2 = 0;  // AdamW: 1 / (1 - beta^(t+1)) in T
+  // From the gradients: written on the device by grad_norm_finish, or by the host.
+  double grad_norm = 0;  // the global L2 norm before clipping
+  T grad_scale = 1;      // the gradients' factor: optim_clip_scale(grad_norm, clip_norm)
+  int32_t skip = 0;      // nonzero: the norm is not finite, and the update writes nothing
 };
 
 template <typename T>
@@ -121,54 +148,65 @@ class OptimizerKernels {
   // partial[c] = sum over chunk c of x^2 in double, x = the tensor's value or grad.
   virtual void sum_squares(OptimField field, const OptimChunk* chunks, int64_t n_chunks,
                            const OptimTensor<T>* tensors, double* partial) = 0;
+  // From sum_squares' gradient partials, on the device: step->grad_norm = sqrt of the sum over
+  // parameters, in parameter order, of each parameter's chunks [first_chunk[p], first_chunk[p+1])
+  // summed in chunk order (core's host order: bit for bit), step->grad_scale =
+  // T(optim_clip_scale(norm, clip_norm)), step->skip = whether the norm is not finite. `partial`
+  // is used as scratch (its contents are undefined after). first_chunk: n_params + 1 entries.
+  virtual void grad_norm_finish(int32_t n_params, const int64_t* first_chunk, double* partial, double clip_norm,
+                                OptimStepScalars<T>* step) = 0;
   // x *= s over n elements (gradient clipping outside an optimizer).
   virtual void scale(T* x, int64_t n, T s) = 0;
 
+  // Every kernel below reads the step's scalars from `step` (in memory()) and, when step->skip
+  // is set, writes nothing at all.
+
   // AdamW, fused: m, v, bias correction, decay (tensors with decay set), param update, for
-  // the gradients times step.grad_scale.
-  virtual void adamw_update(const AdamWStep<T>& step, const OptimChunk* chunks, int64_t n_chunks,
-                            const OptimTensor<T>* tensors) = 0;
+  // the gradients times step->grad_scale.
+  virtual void adamw_update(const AdamWStep<T>& constants, const OptimStepScalars<T>* step, const OptimChunk* chunks,
+                            int64_t n_chunks, const OptimTensor<T>* tensors) = 0;
 
   // ---- Adafactor (model.md §10c), G = (g*grad_scale)^2 + eps --------------------------------
   // Every chunk: param_squares[c] = sum of value^2 (before the update). Chunks of unfactored
   // tensors also: v <- keep*v + rho*G, y = g*grad_scale/sqrt(v) and update_squares[c] = sum
   // of y^2; update_squares of factored chunks is left alone.
   virtual void adafactor_second_moment(const OptimChunk* chunks, int64_t n_chunks,
-                                       const OptimTensor<T>* tensors, T grad_scale, T eps,
-                                       T keep, T rho, double* param_squares,
-                                       double* update_squares) = 0;
+                                       const OptimTensor<T>* tensors, const OptimStepScalars<T>* step, T eps,
+                                       double* param_squares, double* update_squares) = 0;
   // One factored tensor: row_sums[f1_size] = sums of G along n2 (per F1 entry), col_sums
   // [f2_size] = sums of G along n1 (per F2 entry). `scratch` holds adafactor_sums_scratch(tensor)
   // doubles of the implementation's memory (the partial sums of a tiled pass; its contents
   // on entry do not matter), and may be reused by the next call in stream order.
-  virtual void adafactor_gradient_sums(const OptimTensor<T>& tensor, T grad_scale, T eps,
+  virtual void adafactor_gradient_sums(const OptimTensor<T>& tensor, const OptimStepScalars<T>* step, T eps,
                                        double* row_sums, double* col_sums, double* scratch) = 0;
   virtual int64_t adafactor_sums_scratch(const OptimTensor<T>&) const { return 0; }
-  // f1 <- (1-rho)*f1 + rho*row_sums/n2_total, f2 likewise with n1_total, then
+  // f1 <- (1-rho)*f1 + rho*row_sums/n2_total, f2 likewise with n1_total (rho = step->rho), then
   // mean_sums[n_means] = sums of R along its normalised axis (in double).
-  virtual void adafactor_update_factors(const OptimTensor<T>& tensor, double rho,
+  virtual void adafactor_update_factors(const OptimTensor<T>& tensor, const OptimStepScalars<T>* step,
                                         const double* row_sums, const double* col_sums,
                                         double* mean_sums) = 0;
-  // The rsqrt factors: C^-1/2, and (R / mean(R))^-1/2 with mean = mean_sums / n_total.
+  // The rsqrt factors: C^-1/2, and (R / mean(R))^-1/2 with mean = mean_sums / n_total (scratch
+  // only: it reads no step scalars).
   virtual void adafactor_compute_factors(const OptimTensor<T>& tensor,
                                          const double* mean_sums) = 0;
   // Factored tensors: update_squares[c] = sum over chunk c of y^2, y = g*grad_scale*fac1*fac2.
   // Chunks of unfactored tensors are left alone.
   virtual void adafactor_factored_update_squares(const OptimChunk* chunks, int64_t n_chunks,
-                                                 const OptimTensor<T>* tensors, T grad_scale,
+                                                 const OptimTensor<T>* tensors, const OptimStepScalars<T>* step,
                                                  double* update_squares) = 0;
-  // Every tensor's coefficient from the chunk partials of adafactor_second_moment and
-  // adafactor_factored_update_squares, on the device (no round trip through the host): tensor p
-  // sums its chunks [first_chunk[p], first_chunk[p+1]) in chunk order, n = rms_count[p].
-  // first_chunk and rms_count are in memory() (uploaded once); n_tensors + 1 entries / n_tensors.
+  // Every tensor's coefficient (lr = step->lr) from the chunk partials of
+  // adafactor_second_moment and adafactor_factored_update_squares, on the device (no round trip
+  // through the host): tensor p sums its chunks [first_chunk[p], first_chunk[p+1]) in chunk
+  // order, n = rms_count[p]. first_chunk and rms_count are in memory() (uploaded once);
+  // n_tensors + 1 entries / n_tensors.
   virtual void adafactor_coefficients(int32_t n_tensors, const int64_t* first_chunk, const int64_t* rms_count,
                                       const double* param_squares, const double* update_squares,
-                                      const AdafactorScalars& scalars, T* coef) = 0;
+                                      const AdafactorScalars& constants, const OptimStepScalars<T>* step,
+                                      T* coef) = 0;
   // u = coef[tensor]*y (coef = lr * param scale / clip denominator, per tensor),
   // m <- beta1*m + (1-beta1)*u, value -= m.
-  virtual void adafactor_apply(const OptimChunk* chunks, int64_t n_chunks,
-                               const OptimTensor<T>* tensors, const T* coef, T grad_scale,
-                               T beta1, T one_minus_beta1) = 0;
+  virtual void adafactor_apply(const OptimChunk* chunks, int64_t n_chunks, const OptimTensor<T>* tensors,
+                               const T* coef, const OptimStepScalars<T>* step, T beta1, T one_minus_beta1) = 0;
 };
 
 // The host implementation (OpenMP over chunks), on host memory.

@@ -197,24 +197,30 @@ void Adafactor<T>::reduce_stats(StatKind kind, kernels::Buffer<double>& dev, std
 }
 
 template <typename T>
-void Adafactor<T>::update(double lr, double grad_scale) {
+void Adafactor<T>::fill_step_scalars(kernels::OptimStepScalars<T>& s) const {
+  s.rho = std::pow(static_cast<double>(this->t_ + 1), -this->config_.decay_exponent);
+  s.rho_t = static_cast<T>(s.rho);
+  s.keep_t = static_cast<T>(1.0 - s.rho);
+}
+
+template <typename T>
+void Adafactor<T>::update() {
   const OptimConfig& c = this->config_;
   const ChunkTable& table = this->table_;
   kernels::OptimizerKernels<T>& k = this->kernels_;
   kernels::Memory& memory = this->memory();
   const kernels::OptimChunk* chunks = this->chunks_.data();
   const int64_t n_chunks = table.size();
-  const double rho = std::pow(static_cast<double>(this->t_ + 1), -c.decay_exponent);
-  const T rho_t = static_cast<T>(rho), keep_t = static_cast<T>(1.0 - rho);
-  const T gs = static_cast<T>(grad_scale), eps = static_cast<T>(c.adafactor_eps);
+  const kernels::OptimStepScalars<T>* step = this->step_scalars();
+  const T eps = static_cast<T>(c.adafactor_eps);
 
   // Phase A: parameter squares (before the update), the full second moments and their update
   // squares, and the row/column sums of G for factored tensors.
-  k.adafactor_second_moment(chunks, n_chunks, tensors_.data(), gs, eps, keep_t, rho_t, psq_partial_dev_.data(),
+  k.adafactor_second_moment(chunks, n_chunks, tensors_.data(), step, eps, psq_partial_dev_.data(),
                             ysq_partial_dev_.data());
   for (int p : factored_) {
     const Plan& plan = plans_[p];
-    k.adafactor_gradient_sums(plan.tensor, gs, eps, row_sums_dev_.data() + plan.f1_off,
+    k.adafactor_gradient_sums(plan.tensor, step, eps, row_sums_dev_.data() + plan.f1_off,
                               col_sums_dev_.data() + plan.f2_off, sums_scratch_.data());
   }
   if (this->reducer_) {  // the sums leave this rank: through the host
@@ -229,30 +235,31 @@ void Adafactor<T>::update(double lr, double grad_scale) {
   // update squares of factored tensors.
   for (int p : factored_) {
     const Plan& plan = plans_[p];
-    k.adafactor_update_factors(plan.tensor, rho, row_sums_dev_.data() + plan.f1_off,
+    k.adafactor_update_factors(plan.tensor, step, row_sums_dev_.data() + plan.f1_off,
                                col_sums_dev_.data() + plan.f2_off, mean_sums_dev_.data() + plan.mean_off);
   }
   reduce_stats(StatKind::kFactorMean, mean_sums_dev_, mean_sums_, mean_blocks_);
   for (int p : factored_) k.adafactor_compute_factors(plans_[p].tensor, mean_sums_dev_.data() + plans_[p].mean_off);
-  k.adafactor_factored_update_squares(chunks, n_chunks, tensors_.data(), gs, ysq_partial_dev_.data());
+  k.adafactor_factored_update_squares(chunks, n_chunks, tensors_.data(), step, ysq_partial_dev_.data());
 
   // Phase C: u = lr * max(RMS(param), 1e-3) * y / max(1, RMS(y)/clip) (RMS over the whole
   // tensor); momentum; apply. One rank's coefficients never leave the device; a reducer's
-  // totals are made on the host and sent back.
-  const kernels::AdafactorScalars scalars{lr, c.min_param_scale, c.update_clip};
+  // totals are made on the host (whose step is apply(): the lr it staged) and sent back.
+  const kernels::AdafactorScalars scalars{c.min_param_scale, c.update_clip};
   if (this->reducer_) {
     stats_to_host(memory, ysq_partial_dev_, ysq_partial_);
     table.sum_per_param(ysq_partial_, ysq_);
     this->reducer_->reduce(StatKind::kUpdateSquares, ysq_, table.per_param_blocks());
+    const double lr = this->staged_scalars().lr;
     for (size_t p = 0; p < plans_.size(); ++p)
-      coef_[p] = static_cast<T>(
-          kernels::adafactor_coefficient(scalars, psq_[p], ysq_[p], static_cast<double>(plans_[p].rms_count)));
+      coef_[p] = static_cast<T>(kernels::adafactor_coefficient(scalars, lr, psq_[p], ysq_[p],
+                                                               static_cast<double>(plans_[p].rms_count)));
     memory.from_host(coef_dev_.data(), coef_.data(), coef_.size() * sizeof(T));
   } else {
     k.adafactor_coefficients(static_cast<int32_t>(plans_.size()), first_chunk_dev_.data(), rms_count_dev_.data(),
-                             psq_partial_dev_.data(), ysq_partial_dev_.data(), scalars, coef_dev_.data());
+                             psq_partial_dev_.data(), ysq_partial_dev_.data(), scalars, step, coef_dev_.data());
   }
-  k.adafactor_apply(chunks, n_chunks, tensors_.data(), coef_dev_.data(), gs, static_cast<T>(c.beta1),
+  k.adafactor_apply(chunks, n_chunks, tensors_.data(), coef_dev_.data(), step, static_cast<T>(c.beta1),
                     static_cast<T>(1.0 - c.beta1));
 }
 

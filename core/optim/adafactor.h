@@ -54,7 +54,8 @@ class Adafactor final : public Optimizer<T> {
   int64_t state_elems_allocated() const override { return int64_t(m_.size() + v_.size() + factors_.size()); }
 
  protected:
-  void update(double lr, double grad_scale) override;
+  void update() override;
+  void fill_step_scalars(kernels::OptimStepScalars<T>& s) const override;
   void collect_state(std::vector<NamedState<T>>& out) override;
 
  private:

@@ -27,21 +27,25 @@ AdamW<T>::AdamW(const OptimConfig& config, ParamStore<T>& store, const std::vect
 }
 
 template <typename T>
-void AdamW<T>::update(double lr, double grad_scale) {
+void AdamW<T>::fill_step_scalars(kernels::OptimStepScalars<T>& s) const {
   const OptimConfig& c = this->config_;
   const double step = static_cast<double>(this->t_ + 1);
+  s.lr_t = static_cast<T>(s.lr);
+  s.inv_bias_correction1 = static_cast<T>(1.0 / (1.0 - std::pow(c.beta1, step)));
+  s.inv_bias_correction2 = static_cast<T>(1.0 / (1.0 - std::pow(c.beta2, step)));
+}
+
+template <typename T>
+void AdamW<T>::update() {
+  const OptimConfig& c = this->config_;
   kernels::AdamWStep<T> s;
   s.beta1 = static_cast<T>(c.beta1);
   s.beta2 = static_cast<T>(c.beta2);
   s.one_minus_beta1 = static_cast<T>(1.0 - c.beta1);
   s.one_minus_beta2 = static_cast<T>(1.0 - c.beta2);
-  s.inv_bias_correction1 = static_cast<T>(1.0 / (1.0 - std::pow(c.beta1, step)));
-  s.inv_bias_correction2 = static_cast<T>(1.0 / (1.0 - std::pow(c.beta2, step)));
   s.eps = static_cast<T>(c.eps);
-  s.lr = static_cast<T>(lr);
-  s.grad_scale = static_cast<T>(grad_scale);
   s.weight_decay = static_cast<T>(c.weight_decay);
-  this->kernels_.adamw_update(s, this->chunks_.data(), this->table_.size(), tensors_.data());
+  this->kernels_.adamw_update(s, this->step_scalars(), this->chunks_.data(), this->table_.size(), tensors_.data());
 }
 
 template <typename T>

@@ -22,7 +22,8 @@ class AdamW final : public Optimizer<T> {
   int64_t state_elems_allocated() const override { return int64_t(m_.size() + v_.size()); }
 
  protected:
-  void update(double lr, double grad_scale) override;
+  void update() override;
+  void fill_step_scalars(kernels::OptimStepScalars<T>& s) const override;
   void collect_state(std::vector<NamedState<T>>& out) override;
 
  private:

@@ -5,10 +5,7 @@
 
 namespace brt::core {
 
-double clip_scale(double norm, double clip_norm) {
-  if (clip_norm <= 0 || !std::isfinite(norm) || norm <= clip_norm) return 1.0;
-  return clip_norm / norm;
-}
+double clip_scale(double norm, double clip_norm) { return kernels::optim_clip_scale(norm, clip_norm); }
 
 template <typename T>
 GradNorm<T>::GradNorm(const ParamStore<T>& store, StatReducer* reducer, kernels::OptimizerKernels<T>* kernels)
@@ -22,6 +19,8 @@ GradNorm<T>::GradNorm(const ParamStore<T>& store, StatReducer* reducer, kernels:
   tensors_.allocate(memory, tensors.size(), "gradient norm tensor table");
   tensors_.from_host(tensors);
   partial_dev_.allocate(memory, partial_.size(), "gradient norm partial sums");
+  first_chunk_dev_.allocate(memory, table_.first_chunks().size(), "gradient norm first chunk per parameter");
+  first_chunk_dev_.from_host(table_.first_chunks());
 }
 
 template <typename T>
@@ -34,6 +33,15 @@ double GradNorm<T>::compute(const ParamStore<T>& store) {
   double total = 0.0;
   for (double s : per_param_) total += s;
   return std::sqrt(total);
+}
+
+template <typename T>
+void GradNorm<T>::enqueue(const ParamStore<T>& store, double clip_norm, kernels::OptimStepScalars<T>* step) {
+  if (&store != store_) throw std::invalid_argument("GradNorm::enqueue: not the ParamStore it was planned for");
+  if (reducer_) throw std::logic_error("GradNorm::enqueue: a reducer sums the norm on the host; use compute()");
+  kernels_->sum_squares(kernels::OptimField::kGrad, chunks_.data(), table_.size(), tensors_.data(), partial_dev_.data());
+  kernels_->grad_norm_finish(static_cast<int32_t>(store.size()), first_chunk_dev_.data(), partial_dev_.data(), clip_norm,
+                             step);
 }
 
 template <typename T>

@@ -28,6 +28,11 @@ class GradNorm {
   // (kGradSquares) before they are added, in parameter order. `store` must be the one given
   // at construction.
   double compute(const ParamStore<T>& store);
+  // Without a reducer: the norm, its clip scale (clip_norm, as clip_scale) and whether it is
+  // finite, made where the gradients live and written into `step` (in the store's memory:
+  // kernels::OptimizerKernels::grad_norm_finish); nothing comes to the host. The same norm as
+  // compute(), bit for bit. Throws std::logic_error under a reducer.
+  void enqueue(const ParamStore<T>& store, double clip_norm, kernels::OptimStepScalars<T>* step);
   void set_reducer(StatReducer* reducer) { reducer_ = reducer; }
   kernels::OptimizerKernels<T>& kernels() { return *kernels_; }
 
@@ -39,6 +44,7 @@ class GradNorm {
   kernels::Buffer<kernels::OptimChunk> chunks_;      // table_ in the kernels' memory
   kernels::Buffer<kernels::OptimTensor<T>> tensors_;  // every parameter's gradient
   kernels::Buffer<double> partial_dev_;
+  kernels::Buffer<int64_t> first_chunk_dev_;  // table_.first_chunks() in the kernels' memory
   std::vector<double> partial_;
   std::vector<double> per_param_;
   StatReducer* reducer_ = nullptr;

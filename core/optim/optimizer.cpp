@@ -24,6 +24,7 @@ Optimizer<T>::Optimizer(const OptimConfig& config, ParamStore<T>& store, const s
       table_(store, ChunkTable::kDefaultChunk, owned), owned_(owned), grad_norm_(store, nullptr, &kernels_) {
   if (!store.finalized()) throw std::logic_error("Optimizer: the ParamStore is not finalized");
   chunks_ = upload_chunks(table_, store.memory());
+  scalars_.allocate(store.memory(), 1, "optimizer step scalars");
   state_offset_.assign(size_t(store.size()), -1);
   for (int p = 0; p < store.size(); ++p) {
     if (!owns(p)) continue;
@@ -39,7 +40,24 @@ StepStats Optimizer<T>::step() {
 
 template <typename T>
 double Optimizer<T>::grad_norm() {
-  return grad_norm_.compute(store_);
+  if (!device_steps()) return grad_norm_.compute(store_);
+  // One process: the norm made where the gradients live, one scalar back (compute()'s value).
+  grad_norm_.enqueue(store_, config_.clip_norm, scalars_.data());
+  kernels::OptimStepScalars<T> v;
+  memory().to_host(&v, scalars_.data(), sizeof v);
+  return v.grad_norm;
+}
+
+template <typename T>
+void Optimizer<T>::write_step_scalars(double grad_norm, double clip) {
+  kernels::OptimStepScalars<T> s;
+  s.lr = learning_rate(config_, t_);
+  fill_step_scalars(s);
+  s.grad_norm = grad_norm;
+  s.grad_scale = static_cast<T>(clip);
+  s.skip = 0;
+  staged_ = s;
+  memory().from_host(scalars_.data(), &s, sizeof s);
 }
 
 template <typename T>
@@ -49,8 +67,36 @@ StepStats Optimizer<T>::apply(double grad_norm) {
   s.lr = learning_rate(config_, t_);
   s.grad_norm = grad_norm;
   s.clip_scale = clip_scale(s.grad_norm, config_.clip_norm);
-  update(s.lr, s.clip_scale);
+  write_step_scalars(s.grad_norm, s.clip_scale);
+  update();
   ++t_;
+  return s;
+}
+
+template <typename T>
+void Optimizer<T>::stage_step() {
+  write_step_scalars(0.0, 1.0);  // the gradient side is enqueue_step's
+}
+
+template <typename T>
+void Optimizer<T>::enqueue_step() {
+  if (!device_steps())
+    throw std::logic_error("Optimizer::enqueue_step: a reducer sums the statistics on the host; use step()");
+  grad_norm_.enqueue(store_, config_.clip_norm, scalars_.data());
+  update();
+}
+
+template <typename T>
+StepStats Optimizer<T>::finish_step() {
+  kernels::OptimStepScalars<T> v;
+  memory().to_host(&v, scalars_.data(), sizeof v);
+  StepStats s;
+  s.step = t_;
+  s.lr = staged_.lr;
+  s.grad_norm = v.grad_norm;
+  s.clip_scale = clip_scale(v.grad_norm, config_.clip_norm);
+  s.applied = v.skip == 0;
+  if (s.applied) ++t_;
   return s;
 }
 

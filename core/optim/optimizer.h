@@ -52,6 +52,7 @@ struct StepStats {
   double lr = 0.0;          // learning rate used
   double grad_norm = 0.0;   // global L2 norm before clipping
   double clip_scale = 1.0;  // factor applied to the gradients (1 when not clipped)
+  bool applied = true;      // false: finish_step found the norm not finite; nothing was written
 };
 
 template <typename T>
@@ -77,6 +78,18 @@ class Optimizer {
   double grad_norm();
   StepStats apply(double grad_norm);
 
+  // The same update enqueued without waiting for its gradient norm (no reducer: device_steps();
+  // docs/gpu.md, "The optimizer's scalars on the device"). stage_step() writes the scalars that
+  // follow from t into the store's memory (call it before the step's device work, while the
+  // device is idle: the copy waits for it); enqueue_step() enqueues the global norm, its clip
+  // scale and the update, which writes nothing when the norm is not finite; finish_step() reads
+  // the norm back and counts the update only if it was applied. For a finite norm the values
+  // and state equal step()'s bit for bit; a non-finite one leaves them as they were.
+  bool device_steps() const { return reducer_ == nullptr; }
+  void stage_step();
+  void enqueue_step();
+  StepStats finish_step();
+
   int64_t step_count() const { return t_; }
   void set_step_count(int64_t t);
   // Every state tensor, in a fixed order (by parameter, then slot). Tensors of parameters
@@ -96,9 +109,14 @@ class Optimizer {
   void set_reducer(StatReducer* reducer);
 
  protected:
-  // Applies one update with learning rate `lr` to the gradients multiplied by `grad_scale`;
-  // t_ is the number of updates done before this one.
-  virtual void update(double lr, double grad_scale) = 0;
+  // Enqueues one update from the step scalars in step_scalars() (learning rate, clip scale, the
+  // rule's t-dependent factors, skip); t_ is the number of updates done before this one.
+  virtual void update() = 0;
+  // The rule's scalars that follow from t_ (AdamW's bias corrections, Adafactor's rho).
+  virtual void fill_step_scalars(kernels::OptimStepScalars<T>& s) const = 0;
+  // This step's scalars in the store's memory, and as the host last wrote them.
+  const kernels::OptimStepScalars<T>* step_scalars() const { return scalars_.data(); }
+  const kernels::OptimStepScalars<T>& staged_scalars() const { return staged_; }
   virtual void collect_state(std::vector<NamedState<T>>& out) = 0;
   kernels::Memory& memory() { return store_.memory(); }
 
@@ -115,7 +133,12 @@ class Optimizer {
   StatReducer* reducer_ = nullptr;
 
  private:
+  // Writes the scalars of step t_ (with these gradient-side values) into the store's memory.
+  void write_step_scalars(double grad_norm, double clip_scale);
+
   GradNorm<T> grad_norm_;
+  kernels::Buffer<kernels::OptimStepScalars<T>> scalars_;  // one entry, in the store's memory
+  kernels::OptimStepScalars<T> staged_;
 };
 
 // Adafactor or AdamW per config.kind, on `kernels` (see the Optimizer constructor).

@@ -29,18 +29,34 @@ class CpuOptimizerKernels final : public OptimizerKernels<T> {
     }
   }
 
+  void grad_norm_finish(int32_t n_params, const int64_t* first_chunk, double* partial, double clip_norm,
+                        OptimStepScalars<T>* step) override {
+    // core::ChunkTable::sum_per_param, then the parameters in order: GradNorm::compute's sums.
+    double total = 0.0;
+    for (int32_t p = 0; p < n_params; ++p) {
+      double s = 0.0;
+      for (int64_t c = first_chunk[p]; c < first_chunk[p + 1]; ++c) s += partial[c];
+      total += s;
+    }
+    const double norm = std::sqrt(total);
+    step->grad_norm = norm;
+    step->grad_scale = static_cast<T>(optim_clip_scale(norm, clip_norm));
+    step->skip = std::isfinite(norm) ? 0 : 1;
+  }
+
   void scale(T* x, int64_t n, T s) override {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) x[i] *= s;
   }
 
-  void adamw_update(const AdamWStep<T>& s, const OptimChunk* chunks, int64_t n_chunks,
-                    const OptimTensor<T>* tensors) override {
-    // Locals, not s.*: the stores to m, v and w could alias the step's fields otherwise, and
-    // the loop would reload them every element instead of vectorising.
+  void adamw_update(const AdamWStep<T>& s, const OptimStepScalars<T>* step, const OptimChunk* chunks,
+                    int64_t n_chunks, const OptimTensor<T>* tensors) override {
+    if (step->skip) return;
+    // Locals, not s.* or step->*: the stores to m, v and w could alias them otherwise, and the
+    // loop would reload them every element instead of vectorising.
     const T b1 = s.beta1, b2 = s.beta2, one_minus_b1 = s.one_minus_beta1, one_minus_b2 = s.one_minus_beta2;
-    const T inv_bc1 = s.inv_bias_correction1, inv_bc2 = s.inv_bias_correction2;
-    const T eps = s.eps, lr = s.lr, gs = s.grad_scale;
+    const T inv_bc1 = step->inv_bias_correction1, inv_bc2 = step->inv_bias_correction2;
+    const T eps = s.eps, lr = step->lr_t, gs = step->grad_scale;
 #pragma omp parallel for schedule(static)
     for (int64_t c = 0; c < n_chunks; ++c) {
       const OptimChunk& ch = chunks[c];
@@ -61,8 +77,10 @@ class CpuOptimizerKernels final : public OptimizerKernels<T> {
   }
 
   void adafactor_second_moment(const OptimChunk* chunks, int64_t n_chunks, const OptimTensor<T>* tensors,
-                               T gs, T eps, T keep, T rho, double* param_squares,
+                               const OptimStepScalars<T>* step, T eps, double* param_squares,
                                double* update_squares) override {
+    if (step->skip) return;
+    const T gs = step->grad_scale, keep = step->keep_t, rho = step->rho_t;
 #pragma omp parallel for schedule(static)
     for (int64_t c = 0; c < n_chunks; ++c) {
       const OptimChunk& ch = chunks[c];
@@ -81,7 +99,10 @@ class CpuOptimizerKernels final : public OptimizerKernels<T> {
     }
   }
 
-  void adafactor_gradient_sums(const OptimTensor<T>& t, T gs, T eps, double* s1, double* s2, double*) override {
+  void adafactor_gradient_sums(const OptimTensor<T>& t, const OptimStepScalars<T>* step, T eps, double* s1, double* s2,
+                               double*) override {
+    if (step->skip) return;
+    const T gs = step->grad_scale;
     const int64_t rows = t.rows(), cols = t.cols(), inner = t.p1 * t.p2;
     const int64_t n2p2 = t.n2 * t.p2, p2 = t.p2;
     const T* g = t.grad;
@@ -123,8 +144,10 @@ class CpuOptimizerKernels final : public OptimizerKernels<T> {
     }
   }
 
-  void adafactor_update_factors(const OptimTensor<T>& t, double rho, const double* s1, const double* s2,
-                                double* means) override {
+  void adafactor_update_factors(const OptimTensor<T>& t, const OptimStepScalars<T>* step, const double* s1,
+                                const double* s2, double* means) override {
+    if (step->skip) return;
+    const double rho = step->rho;
     const int64_t f1_size = t.f1_size(), f2_size = t.f2_size();
     for (int64_t k = 0; k < f1_size; ++k)
       t.f1[k] = static_cast<T>((1.0 - rho) * t.f1[k] + rho * (s1[k] / static_cast<double>(t.n2_total)));
@@ -164,7 +187,9 @@ class CpuOptimizerKernels final : public OptimizerKernels<T> {
   }
 
   void adafactor_factored_update_squares(const OptimChunk* chunks, int64_t n_chunks, const OptimTensor<T>* tensors,
-                                         T gs, double* update_squares) override {
+                                         const OptimStepScalars<T>* step, double* update_squares) override {
+    if (step->skip) return;
+    const T gs = step->grad_scale;
 #pragma omp parallel for schedule(static)
     for (int64_t c = 0; c < n_chunks; ++c) {
       const OptimChunk& ch = chunks[c];
@@ -176,18 +201,22 @@ class CpuOptimizerKernels final : public OptimizerKernels<T> {
 
   void adafactor_coefficients(int32_t n_tensors, const int64_t* first_chunk, const int64_t* rms_count,
                               const double* param_squares, const double* update_squares,
-                              const AdafactorScalars& scalars, T* coef) override {
+                              const AdafactorScalars& scalars, const OptimStepScalars<T>* step, T* coef) override {
+    if (step->skip) return;
+    const double lr = step->lr;
     for (int32_t p = 0; p < n_tensors; ++p) {
       double psq = 0.0, ysq = 0.0;
       for (int64_t c = first_chunk[p]; c < first_chunk[p + 1]; ++c) {
         psq += param_squares[c];
         ysq += update_squares[c];
       }
-      coef[p] = static_cast<T>(adafactor_coefficient(scalars, psq, ysq, static_cast<double>(rms_count[p])));
+      coef[p] = static_cast<T>(adafactor_coefficient(scalars, lr, psq, ysq, static_cast<double>(rms_count[p])));
     }
   }
   void adafactor_apply(const OptimChunk* chunks, int64_t n_chunks, const OptimTensor<T>* tensors, const T* coefs,
-                       T gs, T beta1, T one_minus_beta1) override {
+                       const OptimStepScalars<T>* step, T beta1, T one_minus_beta1) override {
+    if (step->skip) return;
+    const T gs = step->grad_scale;
 #pragma omp parallel for schedule(static)
     for (int64_t c = 0; c < n_chunks; ++c) {
       const OptimChunk& ch = chunks[c];

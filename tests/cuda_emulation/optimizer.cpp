@@ -4,6 +4,7 @@
 // several steps (factored, unfactored, rank-3 and r > c tensors; clipping active), plus
 // clip_gradients through the emulated sum of squares and scale.
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -21,17 +22,19 @@ class EmulatedCudaKernels final : public OptimizerKernels<float> {
  public:
   const char* name() const override { return "emulated-cuda"; }
   Memory& memory() override { return host_memory(); }
+  using Scalars = OptimStepScalars<float>;
   void sum_squares(OptimField f, const OptimChunk* c, int64_t n, const OptimTensor<float>* t, double* p) override { launch_optim_sum_squares(f, c, n, t, p, nullptr); cudaDeviceSynchronize(); }
+  void grad_norm_finish(int32_t n, const int64_t* first, double* p, double clip, Scalars* step) override { launch_grad_norm_finish(n, first, p, clip, step, nullptr); cudaDeviceSynchronize(); }
   void scale(float* x, int64_t n, float s) override { launch_optim_scale(x, n, s, nullptr); cudaDeviceSynchronize(); }
-  void adamw_update(const AdamWStep<float>& s, const OptimChunk* c, int64_t n, const OptimTensor<float>* t) override { launch_adamw_update(s, c, n, t, nullptr); cudaDeviceSynchronize(); }
-  void adafactor_second_moment(const OptimChunk* c, int64_t n, const OptimTensor<float>* t, float gs, float eps, float keep, float rho, double* psq, double* ysq) override { launch_adafactor_second_moment(c, n, t, gs, eps, keep, rho, psq, ysq, nullptr); cudaDeviceSynchronize(); }
-  void adafactor_gradient_sums(const OptimTensor<float>& t, float gs, float eps, double* r, double* c, double* s) override { launch_adafactor_gradient_sums(t, gs, eps, r, c, s, nullptr); cudaDeviceSynchronize(); }
+  void adamw_update(const AdamWStep<float>& s, const Scalars* step, const OptimChunk* c, int64_t n, const OptimTensor<float>* t) override { launch_adamw_update(s, step, c, n, t, nullptr); cudaDeviceSynchronize(); }
+  void adafactor_second_moment(const OptimChunk* c, int64_t n, const OptimTensor<float>* t, const Scalars* step, float eps, double* psq, double* ysq) override { launch_adafactor_second_moment(c, n, t, step, eps, psq, ysq, nullptr); cudaDeviceSynchronize(); }
+  void adafactor_gradient_sums(const OptimTensor<float>& t, const Scalars* step, float eps, double* r, double* c, double* s) override { launch_adafactor_gradient_sums(t, step, eps, r, c, s, nullptr); cudaDeviceSynchronize(); }
   int64_t adafactor_sums_scratch(const OptimTensor<float>& t) const override { return adafactor_sums_tiling(t).scratch(); }
-  void adafactor_update_factors(const OptimTensor<float>& t, double rho, const double* r, const double* c, double* m) override { launch_adafactor_update_factors(t, rho, r, c, m, nullptr); cudaDeviceSynchronize(); }
+  void adafactor_update_factors(const OptimTensor<float>& t, const Scalars* step, const double* r, const double* c, double* m) override { launch_adafactor_update_factors(t, step, r, c, m, nullptr); cudaDeviceSynchronize(); }
   void adafactor_compute_factors(const OptimTensor<float>& t, const double* m) override { launch_adafactor_compute_factors(t, m, nullptr); cudaDeviceSynchronize(); }
-  void adafactor_factored_update_squares(const OptimChunk* c, int64_t n, const OptimTensor<float>* t, float gs, double* ysq) override { launch_adafactor_factored_update_squares(c, n, t, gs, ysq, nullptr); cudaDeviceSynchronize(); }
-  void adafactor_coefficients(int32_t n, const int64_t* first, const int64_t* count, const double* psq, const double* ysq, const AdafactorScalars& s, float* coef) override { launch_adafactor_coefficients(n, first, count, psq, ysq, s, coef, nullptr); cudaDeviceSynchronize(); }
-  void adafactor_apply(const OptimChunk* c, int64_t n, const OptimTensor<float>* t, const float* coef, float gs, float b1, float omb1) override { launch_adafactor_apply(c, n, t, coef, gs, b1, omb1, nullptr); cudaDeviceSynchronize(); }
+  void adafactor_factored_update_squares(const OptimChunk* c, int64_t n, const OptimTensor<float>* t, const Scalars* step, double* ysq) override { launch_adafactor_factored_update_squares(c, n, t, step, ysq, nullptr); cudaDeviceSynchronize(); }
+  void adafactor_coefficients(int32_t n, const int64_t* first, const int64_t* count, const double* psq, const double* ysq, const AdafactorScalars& s, const Scalars* step, float* coef) override { launch_adafactor_coefficients(n, first, count, psq, ysq, s, step, coef, nullptr); cudaDeviceSynchronize(); }
+  void adafactor_apply(const OptimChunk* c, int64_t n, const OptimTensor<float>* t, const float* coef, const Scalars* step, float b1, float omb1) override { launch_adafactor_apply(c, n, t, coef, step, b1, omb1, nullptr); cudaDeviceSynchronize(); }
 };
 
 using emu_check::rel;
@@ -65,6 +68,38 @@ void compare(core::OptimKind kind, double grad_sd) {
   for (size_t k = 0; k < s1.size(); ++k) report(s1[k].name, rel(s2[k].data, s1[k].data, s1[k].numel()));
 }
 
+// The step enqueued without waiting for its norm (Optimizer::stage_step / enqueue_step /
+// finish_step: the norm, clip scale and skip made by the emulated grad_norm_finish) against
+// step() on the same emulated kernels: bit-identical values and state; step 1's NaN gradient
+// is skipped by every kernel (step() is not called for it, as the trainer's guard would not).
+void device_steps(core::OptimKind kind) {
+  std::printf("%s enqueued steps\n", kind == core::OptimKind::kAdamW ? "adamw" : "adafactor");
+  core::ParamStore<float> a, b;
+  declare(a); declare(b);
+  core::OptimConfig c; c.kind = kind; c.lr = 0.02; c.warmup = 2; c.total_steps = 10; c.clip_norm = 100.0;
+  EmulatedCudaKernels emu;
+  auto host = core::make_optimizer(c, a, {}, &emu);
+  auto dev = core::make_optimizer(c, b, {}, &emu);
+  std::mt19937 gen(9);
+  std::normal_distribution<float> nd;
+  int differ = 0;
+  for (int t = 0; t < 4; ++t) {
+    for (int64_t i = 0; i < a.total_numel(); ++i) a.grads()[i] = b.grads()[i] = nd(gen);
+    if (t == 1) a.grads()[77] = b.grads()[77] = NAN;
+    dev->stage_step();
+    dev->enqueue_step();
+    const auto sb = dev->finish_step();
+    const double norm = host->grad_norm();
+    if (t != 1) host->apply(norm);
+    differ += (sb.applied != (t != 1)) + (t != 1 && sb.grad_norm != norm);
+  }
+  differ += std::memcmp(a.values(), b.values(), size_t(a.total_numel()) * sizeof(float)) != 0;
+  const auto s1 = host->state(), s2 = dev->state();
+  for (size_t k = 0; k < s1.size(); ++k) differ += std::memcmp(s1[k].data, s2[k].data, size_t(s1[k].numel()) * sizeof(float)) != 0;
+  differ += host->step_count() != dev->step_count();
+  report("differences from step() (bit for bit)", differ, 0.5);
+}
+
 void clip() {
   std::printf("clip_gradients\n");
   core::ParamStore<float> a, b;
@@ -83,6 +118,8 @@ int main() {
   compare(core::OptimKind::kAdamW, 1.0);
   compare(core::OptimKind::kAdafactor, 1.0);
   compare(core::OptimKind::kAdafactor, 1e-3);  // tiny gradients: the eps floor matters
+  device_steps(core::OptimKind::kAdamW);
+  device_steps(core::OptimKind::kAdafactor);
   clip();
   std::printf("failures: %d\n", emu_check::failures());
   return emu_check::failures() != 0;

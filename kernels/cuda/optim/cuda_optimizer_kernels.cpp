@@ -22,45 +22,50 @@ class CudaOptimizerKernels final : public OptimizerKernels<float> {
                    const OptimTensor<float>* tensors, double* partial) override {
     launch_optim_sum_squares(field, chunks, n_chunks, tensors, partial, stream_);
   }
+  void grad_norm_finish(int32_t n_params, const int64_t* first_chunk, double* partial, double clip_norm,
+                        OptimStepScalars<float>* step) override {
+    launch_grad_norm_finish(n_params, first_chunk, partial, clip_norm, step, stream_);
+  }
   void scale(float* x, int64_t n, float s) override { launch_optim_scale(x, n, s, stream_); }
-  void adamw_update(const AdamWStep<float>& step, const OptimChunk* chunks, int64_t n_chunks,
-                    const OptimTensor<float>* tensors) override {
-    launch_adamw_update(step, chunks, n_chunks, tensors, stream_);
+  void adamw_update(const AdamWStep<float>& constants, const OptimStepScalars<float>* step, const OptimChunk* chunks,
+                    int64_t n_chunks, const OptimTensor<float>* tensors) override {
+    launch_adamw_update(constants, step, chunks, n_chunks, tensors, stream_);
   }
   void adafactor_second_moment(const OptimChunk* chunks, int64_t n_chunks, const OptimTensor<float>* tensors,
-                               float grad_scale, float eps, float keep, float rho, double* param_squares,
+                               const OptimStepScalars<float>* step, float eps, double* param_squares,
                                double* update_squares) override {
-    launch_adafactor_second_moment(chunks, n_chunks, tensors, grad_scale, eps, keep, rho, param_squares,
-                                   update_squares, stream_);
+    launch_adafactor_second_moment(chunks, n_chunks, tensors, step, eps, param_squares, update_squares, stream_);
   }
-  void adafactor_gradient_sums(const OptimTensor<float>& tensor, float grad_scale, float eps, double* row_sums,
-                               double* col_sums, double* scratch) override {
-    launch_adafactor_gradient_sums(tensor, grad_scale, eps, row_sums, col_sums, scratch, stream_);
+  void adafactor_gradient_sums(const OptimTensor<float>& tensor, const OptimStepScalars<float>* step, float eps,
+                               double* row_sums, double* col_sums, double* scratch) override {
+    launch_adafactor_gradient_sums(tensor, step, eps, row_sums, col_sums, scratch, stream_);
   }
   int64_t adafactor_sums_scratch(const OptimTensor<float>& tensor) const override {
     return adafactor_sums_tiling(tensor).scratch();
   }
-  void adafactor_update_factors(const OptimTensor<float>& tensor, double rho, const double* row_sums,
-                                const double* col_sums, double* mean_sums) override {
-    launch_adafactor_update_factors(tensor, rho, row_sums, col_sums, mean_sums, stream_);
+  void adafactor_update_factors(const OptimTensor<float>& tensor, const OptimStepScalars<float>* step,
+                                const double* row_sums, const double* col_sums, double* mean_sums) override {
+    launch_adafactor_update_factors(tensor, step, row_sums, col_sums, mean_sums, stream_);
   }
   void adafactor_compute_factors(const OptimTensor<float>& tensor, const double* mean_sums) override {
     launch_adafactor_compute_factors(tensor, mean_sums, stream_);
   }
   void adafactor_factored_update_squares(const OptimChunk* chunks, int64_t n_chunks,
-                                         const OptimTensor<float>* tensors, float grad_scale,
+                                         const OptimTensor<float>* tensors, const OptimStepScalars<float>* step,
                                          double* update_squares) override {
-    launch_adafactor_factored_update_squares(chunks, n_chunks, tensors, grad_scale, update_squares, stream_);
+    launch_adafactor_factored_update_squares(chunks, n_chunks, tensors, step, update_squares, stream_);
   }
   void adafactor_coefficients(int32_t n_tensors, const int64_t* first_chunk, const int64_t* rms_count,
                               const double* param_squares, const double* update_squares,
-                              const AdafactorScalars& scalars, float* coef) override {
-    launch_adafactor_coefficients(n_tensors, first_chunk, rms_count, param_squares, update_squares, scalars, coef,
-                                  stream_);
+                              const AdafactorScalars& scalars, const OptimStepScalars<float>* step,
+                              float* coef) override {
+    launch_adafactor_coefficients(n_tensors, first_chunk, rms_count, param_squares, update_squares, scalars, step,
+                                  coef, stream_);
   }
   void adafactor_apply(const OptimChunk* chunks, int64_t n_chunks, const OptimTensor<float>* tensors,
-                       const float* coef, float grad_scale, float beta1, float one_minus_beta1) override {
-    launch_adafactor_apply(chunks, n_chunks, tensors, coef, grad_scale, beta1, one_minus_beta1, stream_);
+                       const float* coef, const OptimStepScalars<float>* step, float beta1,
+                       float one_minus_beta1) override {
+    launch_adafactor_apply(chunks, n_chunks, tensors, coef, step, beta1, one_minus_beta1, stream_);
   }
 
  private:

@@ -34,6 +34,25 @@ __global__ void optim_sum_squares_kernel(int use_grad, const OptimChunk* chunks,
   if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
 
+// One block: thread p sums parameter p's chunk partials in chunk order (into the first one),
+// then thread 0 the parameters in order: core::GradNorm::compute's order, bit for bit.
+__global__ void grad_norm_finish_kernel(int32_t n_params, const int64_t* first_chunk, double* partial,
+                                        double clip_norm, OptimStepScalars<float>* step) {
+  for (int32_t p = threadIdx.x; p < n_params; p += blockDim.x) {
+    double s = 0.0;
+    for (int64_t c = first_chunk[p]; c < first_chunk[p + 1]; ++c) s += partial[c];
+    if (first_chunk[p] < first_chunk[p + 1]) partial[first_chunk[p]] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  double total = 0.0;
+  for (int32_t p = 0; p < n_params; ++p) total += first_chunk[p] < first_chunk[p + 1] ? partial[first_chunk[p]] : 0.0;
+  const double norm = sqrt(total);
+  step->grad_norm = norm;
+  step->grad_scale = static_cast<float>(optim_clip_scale(norm, clip_norm));
+  step->skip = norm - norm == 0.0 ? 0 : 1;
+}
+
 __global__ void optim_scale_kernel(float* x, int64_t n, float s) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -41,8 +60,11 @@ __global__ void optim_scale_kernel(float* x, int64_t n, float s) {
   }
 }
 
-__global__ void adamw_kernel(AdamWStep<float> s, const OptimChunk* chunks,
+__global__ void adamw_kernel(AdamWStep<float> s, const OptimStepScalars<float>* step, const OptimChunk* chunks,
                              const OptimTensor<float>* tensors) {
+  if (step->skip) return;
+  const float gs = step->grad_scale, lr = step->lr_t;
+  const float inv_bc1 = step->inv_bias_correction1, inv_bc2 = step->inv_bias_correction2;
   const OptimChunk ch = chunks[blockIdx.x];
   const OptimTensor<float>& t = tensors[ch.tensor];
   const float wd = t.decay ? s.weight_decay : 0.0f;
@@ -51,22 +73,24 @@ __global__ void adamw_kernel(AdamWStep<float> s, const OptimChunk* chunks,
   float* m = t.m;
   float* v = t.v;
   for (int64_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
-    const float gi = g[i] * s.grad_scale;
+    const float gi = g[i] * gs;
     const float mi = s.beta1 * m[i] + s.one_minus_beta1 * gi;
     const float vi = s.beta2 * v[i] + s.one_minus_beta2 * gi * gi;
     m[i] = mi;
     v[i] = vi;
     const float step_dir =
-        (mi * s.inv_bias_correction1) / (sqrtf(vi * s.inv_bias_correction2) + s.eps) + wd * w[i];
-    w[i] -= s.lr * step_dir;
+        (mi * inv_bc1) / (sqrtf(vi * inv_bc2) + s.eps) + wd * w[i];
+    w[i] -= lr * step_dir;
   }
 }
 
 __global__ void adafactor_second_moment_kernel(const OptimChunk* chunks,
-                                               const OptimTensor<float>* tensors, float gs,
-                                               float eps, float keep, float rho,
+                                               const OptimTensor<float>* tensors,
+                                               const OptimStepScalars<float>* step, float eps,
                                                double* param_squares, double* update_squares) {
   __shared__ double shared[kWarp];
+  if (step->skip) return;  // the whole block
+  const float gs = step->grad_scale, keep = step->keep_t, rho = step->rho_t;
   const OptimChunk ch = chunks[blockIdx.x];
   const OptimTensor<float>& t = tensors[ch.tensor];
   double psq = 0.0;
@@ -94,8 +118,11 @@ __global__ void adafactor_second_moment_kernel(const OptimChunk* chunks,
 // One tile of a matrix's G = (g*gs)^2 + eps (adafactor_sums_tiling.h), read once: each thread
 // sums its column down the tile's rows serially, then each warp sums its rows across the tile
 // (lanes strided, a fixed butterfly). One block per tile, column tiles fastest.
-__global__ void adafactor_tile_sums_kernel(const float* g, AdafactorSumsTiling s, float gs, float eps,
-                                           double* row_part, double* col_part) {
+__global__ void adafactor_tile_sums_kernel(const float* g, AdafactorSumsTiling s,
+                                           const OptimStepScalars<float>* step, float eps, double* row_part,
+                                           double* col_part) {
+  if (step->skip) return;  // the whole block
+  const float gs = step->grad_scale;
   constexpr int R = AdafactorSumsTiling::kRows, C = AdafactorSumsTiling::kCols;
   __shared__ float tile[R][C + 1];
   const int64_t ct = blockIdx.x % s.col_tiles, gy = blockIdx.x / s.col_tiles;
@@ -129,8 +156,10 @@ __global__ void adafactor_tile_sums_kernel(const float* g, AdafactorSumsTiling s
 // Each row sum adds its column tiles' partials, each column sum its row tiles': a block of
 // kFoldCols entries x kFoldLanes lanes, each lane adding every kFoldLanes-th partial in order,
 // then lane 0 the lanes in order. Row sums take the first fold_row_blocks() blocks.
-__global__ void adafactor_fold_sums_kernel(AdafactorSumsTiling s, const double* row_part, const double* col_part,
-                                           double* row_sums, double* col_sums) {
+__global__ void adafactor_fold_sums_kernel(AdafactorSumsTiling s, const OptimStepScalars<float>* step,
+                                           const double* row_part, const double* col_part, double* row_sums,
+                                           double* col_sums) {
+  if (step->skip) return;  // the whole block
   constexpr int C = AdafactorSumsTiling::kFoldCols, L = AdafactorSumsTiling::kFoldLanes;
   __shared__ double lanes[L][C + 1];
   const bool rows = blockIdx.x < s.fold_row_blocks();
@@ -149,8 +178,10 @@ __global__ void adafactor_fold_sums_kernel(AdafactorSumsTiling s, const double* 
 }
 
 // General F1 entries (row, j = q1*P2 + q2): one thread each, a serial sum over n2.
-__global__ void adafactor_inner_row_sums_kernel(OptimTensor<float> t, float gs, float eps,
+__global__ void adafactor_inner_row_sums_kernel(OptimTensor<float> t, const OptimStepScalars<float>* step, float eps,
                                                 double* row_sums) {
+  if (step->skip) return;
+  const float gs = step->grad_scale;
   const int64_t inner = t.p1 * t.p2, cols = t.p1 * t.n2 * t.p2, n2p2 = t.n2 * t.p2;
   const int64_t total = t.p0 * t.n1 * inner;
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
@@ -167,8 +198,10 @@ __global__ void adafactor_inner_row_sums_kernel(OptimTensor<float> t, float gs, 
 }
 
 // F2 entries (group q0, column): one thread each walks the n1 rows (coalesced across threads).
-__global__ void adafactor_col_sums_kernel(OptimTensor<float> t, float gs, float eps,
+__global__ void adafactor_col_sums_kernel(OptimTensor<float> t, const OptimStepScalars<float>* step, float eps,
                                           double* col_sums) {
+  if (step->skip) return;
+  const float gs = step->grad_scale;
   const int64_t cols = t.p1 * t.n2 * t.p2;
   const int64_t total = t.p0 * cols;
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
@@ -184,8 +217,10 @@ __global__ void adafactor_col_sums_kernel(OptimTensor<float> t, float gs, float 
   }
 }
 
-__global__ void adafactor_accumulators_kernel(OptimTensor<float> t, double rho,
+__global__ void adafactor_accumulators_kernel(OptimTensor<float> t, const OptimStepScalars<float>* step,
                                               const double* s1, const double* s2) {
+  if (step->skip) return;
+  const double rho = step->rho;
   const int64_t f1_size = t.p0 * t.n1 * t.p1 * t.p2;
   const int64_t f2_size = t.p0 * t.p1 * t.n2 * t.p2;
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < f1_size + f2_size;
@@ -202,7 +237,8 @@ __global__ void adafactor_accumulators_kernel(OptimTensor<float> t, double rho,
 }
 
 // Sums of R along its normalised axis: one thread per (q0, q1, q2), serial in index order.
-__global__ void adafactor_mean_sums_kernel(OptimTensor<float> t, double* means) {
+__global__ void adafactor_mean_sums_kernel(OptimTensor<float> t, const OptimStepScalars<float>* step, double* means) {
+  if (step->skip) return;
   const int64_t n_means = t.p0 * t.p1 * t.p2;
   for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < n_means;
        o += int64_t{gridDim.x} * blockDim.x) {
@@ -256,9 +292,11 @@ __device__ __forceinline__ float factored_y(const OptimTensor<float>& t, int64_t
 }
 
 __global__ void adafactor_factored_squares_kernel(const OptimChunk* chunks,
-                                                  const OptimTensor<float>* tensors, float gs,
-                                                  double* update_squares) {
+                                                  const OptimTensor<float>* tensors,
+                                                  const OptimStepScalars<float>* step, double* update_squares) {
   __shared__ double shared[kWarp];
+  if (step->skip) return;  // the whole block
+  const float gs = step->grad_scale;
   const OptimChunk ch = chunks[blockIdx.x];
   const OptimTensor<float>& t = tensors[ch.tensor];
   if (!t.factored) return;  // the whole block
@@ -275,20 +313,25 @@ __global__ void adafactor_factored_squares_kernel(const OptimChunk* chunks,
 // exactly as core computes it on the host.
 __global__ void adafactor_coefficients_kernel(int32_t n_tensors, const int64_t* first_chunk, const int64_t* rms_count,
                                               const double* param_squares, const double* update_squares,
-                                              AdafactorScalars s, float* coef) {
+                                              AdafactorScalars s, const OptimStepScalars<float>* step,
+                                              float* coef) {
+  if (step->skip) return;
+  const double lr = step->lr;
   for (int32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < n_tensors; p += gridDim.x * blockDim.x) {
     double psq = 0.0, ysq = 0.0;
     for (int64_t c = first_chunk[p]; c < first_chunk[p + 1]; ++c) {
       psq += param_squares[c];
       ysq += update_squares[c];
     }
-    coef[p] = static_cast<float>(adafactor_coefficient(s, psq, ysq, static_cast<double>(rms_count[p])));
+    coef[p] = static_cast<float>(adafactor_coefficient(s, lr, psq, ysq, static_cast<double>(rms_count[p])));
   }
 }
 
 __global__ void adafactor_apply_kernel(const OptimChunk* chunks, const OptimTensor<float>* tensors,
-                                       const float* coefs, float gs, float beta1,
+                                       const float* coefs, const OptimStepScalars<float>* step, float beta1,
                                        float one_minus_beta1) {
+  if (step->skip) return;
+  const float gs = step->grad_scale;
   const OptimChunk ch = chunks[blockIdx.x];
   const OptimTensor<float>& t = tensors[ch.tensor];
   const float coef = coefs[ch.tensor];
@@ -311,29 +354,36 @@ void launch_optim_sum_squares(OptimField field, const OptimChunk* chunks, int64_
   BRT_CUDA_CHECK_LAUNCH("optim_sum_squares");
 }
 
+void launch_grad_norm_finish(int32_t n_params, const int64_t* first_chunk, double* partial, double clip_norm,
+                             OptimStepScalars<float>* step, cudaStream_t stream) {
+  grad_norm_finish_kernel<<<1, kOptimThreads, 0, stream>>>(n_params, first_chunk, partial, clip_norm, step);
+  BRT_CUDA_CHECK_LAUNCH("grad_norm_finish");
+}
+
 void launch_optim_scale(float* x, int64_t n, float s, cudaStream_t stream) {
   if (n <= 0) return;
   optim_scale_kernel<<<elementwise_blocks(n), kOptimThreads, 0, stream>>>(x, n, s);
   BRT_CUDA_CHECK_LAUNCH("optim_scale");
 }
 
-void launch_adamw_update(const AdamWStep<float>& step, const OptimChunk* chunks, int64_t n_chunks,
-                         const OptimTensor<float>* tensors, cudaStream_t stream) {
+void launch_adamw_update(const AdamWStep<float>& constants, const OptimStepScalars<float>* step,
+                         const OptimChunk* chunks, int64_t n_chunks, const OptimTensor<float>* tensors,
+                         cudaStream_t stream) {
   if (n_chunks <= 0) return;
-  adamw_kernel<<<chunk_blocks(n_chunks), kOptimThreads, 0, stream>>>(step, chunks, tensors);
+  adamw_kernel<<<chunk_blocks(n_chunks), kOptimThreads, 0, stream>>>(constants, step, chunks, tensors);
   BRT_CUDA_CHECK_LAUNCH("adamw_update");
 }
 
 void launch_adafactor_second_moment(const OptimChunk* chunks, int64_t n_chunks,
-                                    const OptimTensor<float>* tensors, float grad_scale, float eps,
-                                    float keep, float rho, double* param_squares,
-                                    double* update_squares, cudaStream_t stream) {
+                                    const OptimTensor<float>* tensors, const OptimStepScalars<float>* step,
+                                    float eps, double* param_squares, double* update_squares,
+                                    cudaStream_t stream) {
   if (n_chunks <= 0) return;
-  adafactor_second_moment_kernel<<<chunk_blocks(n_chunks), kOptimThreads, 0, stream>>>(chunks, tensors, grad_scale, eps, keep, rho, param_squares, update_squares);
+  adafactor_second_moment_kernel<<<chunk_blocks(n_chunks), kOptimThreads, 0, stream>>>(chunks, tensors, step, eps, param_squares, update_squares);
   BRT_CUDA_CHECK_LAUNCH("adafactor_second_moment");
 }
 
-void launch_adafactor_gradient_sums(const OptimTensor<float>& t, float grad_scale, float eps,
+void launch_adafactor_gradient_sums(const OptimTensor<float>& t, const OptimStepScalars<float>* step, float eps,
                                     double* row_sums, double* col_sums, double* scratch, cudaStream_t stream) {
   const int64_t rows = t.p0 * t.n1, cols = t.p1 * t.n2 * t.p2, inner = t.p1 * t.p2;
   if (rows <= 0 || cols <= 0) return;
@@ -344,28 +394,28 @@ void launch_adafactor_gradient_sums(const OptimTensor<float>& t, float grad_scal
     double* row_part = scratch;
     double* col_part = scratch + tiling.row_partials();
     adafactor_tile_sums_kernel<<<static_cast<int>(tiles), AdafactorSumsTiling::kCols, 0, stream>>>(
-        t.grad, tiling, grad_scale, eps, row_part, col_part);
+        t.grad, tiling, step, eps, row_part, col_part);
     BRT_CUDA_CHECK_LAUNCH("adafactor_gradient_sums (tiles)");
     const dim3 fold_block(AdafactorSumsTiling::kFoldCols, AdafactorSumsTiling::kFoldLanes);
     adafactor_fold_sums_kernel<<<static_cast<int>(tiling.fold_blocks()), fold_block, 0, stream>>>(
-        tiling, row_part, col_part, row_sums, col_sums);
+        tiling, step, row_part, col_part, row_sums, col_sums);
     BRT_CUDA_CHECK_LAUNCH("adafactor_gradient_sums (fold)");
     return;
   }
-  adafactor_inner_row_sums_kernel<<<elementwise_blocks(rows * inner), kOptimThreads, 0, stream>>>(t, grad_scale, eps, row_sums);
+  adafactor_inner_row_sums_kernel<<<elementwise_blocks(rows * inner), kOptimThreads, 0, stream>>>(t, step, eps, row_sums);
   BRT_CUDA_CHECK_LAUNCH("adafactor_gradient_sums (rows)");
-  adafactor_col_sums_kernel<<<elementwise_blocks(t.p0 * cols), kOptimThreads, 0, stream>>>(t, grad_scale, eps, col_sums);
+  adafactor_col_sums_kernel<<<elementwise_blocks(t.p0 * cols), kOptimThreads, 0, stream>>>(t, step, eps, col_sums);
   BRT_CUDA_CHECK_LAUNCH("adafactor_gradient_sums (columns)");
 }
 
-void launch_adafactor_update_factors(const OptimTensor<float>& t, double rho,
+void launch_adafactor_update_factors(const OptimTensor<float>& t, const OptimStepScalars<float>* step,
                                      const double* row_sums, const double* col_sums,
                                      double* mean_sums, cudaStream_t stream) {
   const int64_t total = t.p0 * t.n1 * t.p1 * t.p2 + t.p0 * t.p1 * t.n2 * t.p2;
   if (total <= 0) return;
-  adafactor_accumulators_kernel<<<elementwise_blocks(total), kOptimThreads, 0, stream>>>(t, rho, row_sums, col_sums);
+  adafactor_accumulators_kernel<<<elementwise_blocks(total), kOptimThreads, 0, stream>>>(t, step, row_sums, col_sums);
   BRT_CUDA_CHECK_LAUNCH("adafactor_update_factors (accumulators)");
-  adafactor_mean_sums_kernel<<<elementwise_blocks(t.p0 * t.p1 * t.p2), kOptimThreads, 0, stream>>>(t, mean_sums);
+  adafactor_mean_sums_kernel<<<elementwise_blocks(t.p0 * t.p1 * t.p2), kOptimThreads, 0, stream>>>(t, step, mean_sums);
   BRT_CUDA_CHECK_LAUNCH("adafactor_update_factors (means)");
 }
 
@@ -379,28 +429,29 @@ void launch_adafactor_compute_factors(const OptimTensor<float>& t, const double*
 
 void launch_adafactor_factored_update_squares(const OptimChunk* chunks, int64_t n_chunks,
                                               const OptimTensor<float>* tensors,
-                                              float grad_scale, double* update_squares,
+                                              const OptimStepScalars<float>* step, double* update_squares,
                                               cudaStream_t stream) {
   if (n_chunks <= 0) return;
-  adafactor_factored_squares_kernel<<<chunk_blocks(n_chunks), kOptimThreads, 0, stream>>>(chunks, tensors, grad_scale, update_squares);
+  adafactor_factored_squares_kernel<<<chunk_blocks(n_chunks), kOptimThreads, 0, stream>>>(chunks, tensors, step, update_squares);
   BRT_CUDA_CHECK_LAUNCH("adafactor_factored_update_squares");
 }
 
 void launch_adafactor_coefficients(int32_t n_tensors, const int64_t* first_chunk, const int64_t* rms_count,
                                    const double* param_squares, const double* update_squares,
-                                   const AdafactorScalars& scalars, float* coef, cudaStream_t stream) {
+                                   const AdafactorScalars& scalars, const OptimStepScalars<float>* step, float* coef,
+                                   cudaStream_t stream) {
   if (n_tensors <= 0) return;
   adafactor_coefficients_kernel<<<elementwise_blocks(n_tensors), kOptimThreads, 0, stream>>>(
-      n_tensors, first_chunk, rms_count, param_squares, update_squares, scalars, coef);
+      n_tensors, first_chunk, rms_count, param_squares, update_squares, scalars, step, coef);
   BRT_CUDA_CHECK_LAUNCH("adafactor_coefficients");
 }
 
 void launch_adafactor_apply(const OptimChunk* chunks, int64_t n_chunks,
                             const OptimTensor<float>* tensors, const float* coef,
-                            float grad_scale, float beta1, float one_minus_beta1,
+                            const OptimStepScalars<float>* step, float beta1, float one_minus_beta1,
                             cudaStream_t stream) {
   if (n_chunks <= 0) return;
-  adafactor_apply_kernel<<<chunk_blocks(n_chunks), kOptimThreads, 0, stream>>>(chunks, tensors, coef, grad_scale, beta1, one_minus_beta1);
+  adafactor_apply_kernel<<<chunk_blocks(n_chunks), kOptimThreads, 0, stream>>>(chunks, tensors, coef, step, beta1, one_minus_beta1);
   BRT_CUDA_CHECK_LAUNCH("adafactor_apply");
 }
 

@@ -73,6 +73,7 @@ class GuardedMemory final : public kernels::Memory {
 // The CPU kernels with the guarded memory open for exactly the duration of each call.
 class GuardedKernels final : public kernels::OptimizerKernels<float> {
   using Tensor = kernels::OptimTensor<float>;
+  using Scalars = kernels::OptimStepScalars<float>;
 
  public:
   explicit GuardedKernels(GuardedMemory& memory) : memory_(memory), cpu_(kernels::make_cpu_optimizer_kernels<float>()) {}
@@ -82,45 +83,52 @@ class GuardedKernels final : public kernels::OptimizerKernels<float> {
     GuardedMemory::Open open(memory_);
     cpu_->sum_squares(f, c, n, t, p);
   }
+  void grad_norm_finish(int32_t n, const int64_t* first, double* p, double clip, Scalars* step) override {
+    GuardedMemory::Open open(memory_);
+    cpu_->grad_norm_finish(n, first, p, clip, step);
+  }
   void scale(float* x, int64_t n, float s) override {
     GuardedMemory::Open open(memory_);
     cpu_->scale(x, n, s);
   }
-  void adamw_update(const kernels::AdamWStep<float>& s, const kernels::OptimChunk* c, int64_t n, const Tensor* t) override {
+  void adamw_update(const kernels::AdamWStep<float>& s, const Scalars* step, const kernels::OptimChunk* c, int64_t n,
+                    const Tensor* t) override {
     GuardedMemory::Open open(memory_);
-    cpu_->adamw_update(s, c, n, t);
+    cpu_->adamw_update(s, step, c, n, t);
   }
-  void adafactor_second_moment(const kernels::OptimChunk* c, int64_t n, const Tensor* t, float gs, float eps, float keep,
-                               float rho, double* psq, double* ysq) override {
+  void adafactor_second_moment(const kernels::OptimChunk* c, int64_t n, const Tensor* t, const Scalars* step, float eps,
+                               double* psq, double* ysq) override {
     GuardedMemory::Open open(memory_);
-    cpu_->adafactor_second_moment(c, n, t, gs, eps, keep, rho, psq, ysq);
+    cpu_->adafactor_second_moment(c, n, t, step, eps, psq, ysq);
   }
-  void adafactor_gradient_sums(const Tensor& t, float gs, float eps, double* r, double* c, double* s) override {
+  void adafactor_gradient_sums(const Tensor& t, const Scalars* step, float eps, double* r, double* c, double* s) override {
     GuardedMemory::Open open(memory_);
-    cpu_->adafactor_gradient_sums(t, gs, eps, r, c, s);
+    cpu_->adafactor_gradient_sums(t, step, eps, r, c, s);
   }
-  void adafactor_update_factors(const Tensor& t, double rho, const double* r, const double* c, double* m) override {
+  void adafactor_update_factors(const Tensor& t, const Scalars* step, const double* r, const double* c,
+                                double* m) override {
     GuardedMemory::Open open(memory_);
-    cpu_->adafactor_update_factors(t, rho, r, c, m);
+    cpu_->adafactor_update_factors(t, step, r, c, m);
   }
   void adafactor_compute_factors(const Tensor& t, const double* m) override {
     GuardedMemory::Open open(memory_);
     cpu_->adafactor_compute_factors(t, m);
   }
-  void adafactor_factored_update_squares(const kernels::OptimChunk* c, int64_t n, const Tensor* t, float gs,
+  void adafactor_factored_update_squares(const kernels::OptimChunk* c, int64_t n, const Tensor* t, const Scalars* step,
                                          double* ysq) override {
     GuardedMemory::Open open(memory_);
-    cpu_->adafactor_factored_update_squares(c, n, t, gs, ysq);
+    cpu_->adafactor_factored_update_squares(c, n, t, step, ysq);
   }
   void adafactor_coefficients(int32_t n, const int64_t* first, const int64_t* count, const double* psq,
-                              const double* ysq, const kernels::AdafactorScalars& s, float* coef) override {
+                              const double* ysq, const kernels::AdafactorScalars& s, const Scalars* step,
+                              float* coef) override {
     GuardedMemory::Open open(memory_);
-    cpu_->adafactor_coefficients(n, first, count, psq, ysq, s, coef);
+    cpu_->adafactor_coefficients(n, first, count, psq, ysq, s, step, coef);
   }
-  void adafactor_apply(const kernels::OptimChunk* c, int64_t n, const Tensor* t, const float* coef, float gs, float b1,
-                       float omb1) override {
+  void adafactor_apply(const kernels::OptimChunk* c, int64_t n, const Tensor* t, const float* coef, const Scalars* step,
+                       float b1, float omb1) override {
     GuardedMemory::Open open(memory_);
-    cpu_->adafactor_apply(c, n, t, coef, gs, b1, omb1);
+    cpu_->adafactor_apply(c, n, t, coef, step, b1, omb1);
   }
 
  private:

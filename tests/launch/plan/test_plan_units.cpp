@@ -134,23 +134,27 @@ TEST(PlanOptimizer, LaunchesFollowTheKernelsGrids) {
   matrix.n2 = 8192;
   vector.p0 = 1000;
   const auto adafactor = kernels::cuda_optimizer_step_launches({matrix, vector}, 10, true, true);
-  ASSERT_EQ(adafactor.size(), 13u);
+  ASSERT_EQ(adafactor.size(), 14u);
   int copies = 0;
   for (const auto& l : adafactor) copies += l.copy ? 1 : 0;
-  EXPECT_EQ(copies, 4);  // the norm's, the parameter and update squares', the coefficients (TP's reducer)
+  // the norm's partials, the step scalars, the parameter and update squares, the coefficients
+  // (TP's reducer)
+  EXPECT_EQ(copies, 5);
   const auto one_rank = kernels::cuda_optimizer_step_launches({matrix, vector}, 10, true, false);
-  ASSERT_EQ(one_rank.size(), 11u);  // the coefficients made on the device: one kernel, no copies
-  EXPECT_EQ(one_rank[9].kernel, "adafactor_coefficients");
-  EXPECT_TRUE(one_rank[1].copy && !one_rank[5].copy && !one_rank[10].copy);
-  EXPECT_EQ(adafactor[3].kernel, "adafactor_tile_sums");
-  EXPECT_EQ(adafactor[3].threads, 64 * 64 * 128);  // 2048 / 32 row tiles x 8192 / 128 column tiles
-  EXPECT_DOUBLE_EQ(adafactor[3].bytes, 4.0 * 2048 * 8192 + 8.0 * (64 * 2048 + 64 * 8192));
-  EXPECT_EQ(adafactor[4].kernel, "adafactor_fold_sums");
-  EXPECT_EQ(adafactor[4].threads, (2048 + 8192) / 32 * 32 * 16);
-  EXPECT_TRUE(adafactor[3].factor_sums && adafactor[4].factor_sums && !adafactor[5].factor_sums);
+  // The norm and the coefficients made on the device: the step scalars' two copies only.
+  ASSERT_EQ(one_rank.size(), 13u);
+  EXPECT_EQ(one_rank[1].kernel, "grad_norm_finish");
+  EXPECT_EQ(one_rank[11].kernel, "adafactor_coefficients");
+  EXPECT_TRUE(one_rank[2].copy && one_rank[3].copy && !one_rank[7].copy && !one_rank[12].copy);
+  EXPECT_EQ(adafactor[4].kernel, "adafactor_tile_sums");
+  EXPECT_EQ(adafactor[4].threads, 64 * 64 * 128);  // 2048 / 32 row tiles x 8192 / 128 column tiles
+  EXPECT_DOUBLE_EQ(adafactor[4].bytes, 4.0 * 2048 * 8192 + 8.0 * (64 * 2048 + 64 * 8192));
+  EXPECT_EQ(adafactor[5].kernel, "adafactor_fold_sums");
+  EXPECT_EQ(adafactor[5].threads, (2048 + 8192) / 32 * 32 * 16);
+  EXPECT_TRUE(adafactor[4].factor_sums && adafactor[5].factor_sums && !adafactor[6].factor_sums);
   const auto adamw = kernels::cuda_optimizer_step_launches({matrix, vector}, 10, false);
-  ASSERT_EQ(adamw.size(), 3u);
-  EXPECT_DOUBLE_EQ(adamw[2].bytes, 7 * 4.0 * (2048 * 8192 + 1000));
+  ASSERT_EQ(adamw.size(), 5u);
+  EXPECT_DOUBLE_EQ(adamw[4].bytes, 7 * 4.0 * (2048 * 8192 + 1000));
 }
 
 TEST(PlanComm, RingAllReduceFormula) {
