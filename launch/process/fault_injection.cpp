@@ -41,7 +41,8 @@ FaultInjection FaultInjection::from_environment() {
 }
 
 FaultInjection::FaultInjection(const FaultInjection& other)
-    : faults_(other.faults_), nonfinite_steps_(other.nonfinite_steps_), grad_spike_steps_(other.grad_spike_steps_),
+    : faults_(other.faults_), nonfinite_steps_(other.nonfinite_steps_), nan_grad_steps_(other.nan_grad_steps_),
+      grad_spike_steps_(other.grad_spike_steps_),
       wrong_blas_ranks_(other.wrong_blas_ranks_), hits_(other.hits_) {}
 
 FaultInjection& FaultInjection::operator=(const FaultInjection& other) {
@@ -49,6 +50,7 @@ FaultInjection& FaultInjection::operator=(const FaultInjection& other) {
   std::lock_guard<std::mutex> lock(mutex_);
   faults_ = other.faults_;
   nonfinite_steps_ = other.nonfinite_steps_;
+  nan_grad_steps_ = other.nan_grad_steps_;
   wrong_blas_ranks_ = other.wrong_blas_ranks_;
   grad_spike_steps_ = other.grad_spike_steps_;
   hits_ = other.hits_;
@@ -76,16 +78,18 @@ FaultInjection::FaultInjection(const std::string& spec, int attempt) {
       wrong_blas_ranks_.insert(fault.rank);
       continue;
     }
-    if (fault.action == "nonfinite" || fault.action == "gradspike") {
+    if (fault.action == "nonfinite" || fault.action == "gradspike" || fault.action == "nangrad") {
       if (fault.step <= 0) throw std::invalid_argument("BRT_FAULT_INJECT: '" + item + "' needs @step=N");
-      (fault.action == "nonfinite" ? nonfinite_steps_ : grad_spike_steps_).insert(fault.step);
+      (fault.action == "nonfinite" ? nonfinite_steps_
+                                   : fault.action == "gradspike" ? grad_spike_steps_ : nan_grad_steps_)
+          .insert(fault.step);
       continue;
     }
     static const std::set<std::string> kActions = {"kill",  "stop",      "throw",    "segv",
                                                    "abort", "terminate", "mpierror", "pause"};
     if (!kActions.count(fault.action))
       throw std::invalid_argument("BRT_FAULT_INJECT: '" + item + "': actions are kill, stop, throw, segv, abort, "
-                                  "terminate, mpierror, pause, nonfinite, gradspike, wrongblas");
+                                  "terminate, mpierror, pause, nonfinite, nangrad, gradspike, wrongblas");
     if (fault.action == "pause" && fault.ms <= 0)
       throw std::invalid_argument("BRT_FAULT_INJECT: '" + item + "' needs @ms=N");
     if (fault.phase.empty() == (fault.step <= 0))

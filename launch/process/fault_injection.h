@@ -5,6 +5,8 @@
 //   stop@checkpoint save: writing /model/embed@rank=1     SIGSTOP world rank 1 there
 //   kill@checkpoint save: writing@nth=3     the third time such a phase begins
 //   nonfinite@step=5                        step 5's loss and a gradient become NaN
+//   nangrad@step=5                          a gradient of step 5 becomes NaN, its loss stays finite
+//                                           (what the enqueued update's own check must catch)
 //   gradspike@step=9                        step 9's gradients are scaled by 1000
 //   stop@step=4@rank=1                      SIGSTOP world rank 1 as step 4 begins
 //   throw@step=4@rank=1                     an exception on world rank 1 only (a fatal error)
@@ -49,6 +51,7 @@ class FaultInjection {
   // Called as step `step` (from 1) begins: may stop or kill.
   void at_step(int64_t step, int world_rank) const;
   bool nonfinite_at(int64_t step) const { return nonfinite_steps_.count(step) != 0; }
+  bool nan_grad_at(int64_t step) const { return nan_grad_steps_.count(step) != 0; }
   bool grad_spike_at(int64_t step) const { return grad_spike_steps_.count(step) != 0; }
   bool wrong_blas_on(int world_rank) const {
     return wrong_blas_ranks_.count(-1) != 0 || wrong_blas_ranks_.count(world_rank) != 0;
@@ -66,7 +69,7 @@ class FaultInjection {
   void fire(const Fault& fault, const std::string& where, int world_rank) const;
   static void crash(const std::string& action);
   std::vector<Fault> faults_;
-  std::set<int64_t> nonfinite_steps_, grad_spike_steps_;
+  std::set<int64_t> nonfinite_steps_, nan_grad_steps_, grad_spike_steps_;
   std::set<int> wrong_blas_ranks_;
   mutable std::mutex mutex_;
   mutable std::vector<int> hits_;  // per fault: how often its place was reached

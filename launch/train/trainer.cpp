@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <stdexcept>
@@ -122,10 +123,9 @@ core::ModelInput model_input(const data::Batch& b) {
 // Fault injection (launch/process/fault_injection.h, nonfinite@step=N): the step's loss and one
 // gradient element become NaN, as a real overflow would make them.
 template <typename T>
-void poison_step(core::Model<T>& model, core::LossSums& sums) {
+void poison_gradient(core::Model<T>& model) {
   const T nan = std::numeric_limits<T>::quiet_NaN();
   model.memory().from_host(model.params().grads(), &nan, sizeof(T));
-  sums.nats = std::numeric_limits<double>::quiet_NaN();
 }
 
 // One step's forward and backward through the CUDA graphs (launch/train/step_graphs.h); reports
@@ -302,22 +302,52 @@ StepOutcome Trainer<T>::step(int64_t number, data::Batch& batch) {
   // model.md §10b: the mean over the GLOBAL batch's unmasked targets.
   core::DataParallel<T>* dp = run_.data_parallel();
   const int64_t count = dp ? dp->global_count(local_count) : local_count;
+  const bool staged = enqueues_update();
+  if (staged) run_.optimizer().stage_step();  // before the step's device work: the copy waits for the device
   out.sums = forward_backward(number, batch, count);
   out.loss = count ? out.sums.nats / double(count) : 0.0;
-  // The guard looks at the global loss and gradient norm before any update (step_guard.h).
-  core::Optimizer<T>& optimizer = run_.optimizer();
-  out.grad_norm = optimizer.grad_norm();
-  out.verdict = guard_.judge(number, out.loss, out.grad_norm);
-  if (out.verdict != StepVerdict::kApply) {
+  if (!judge_and_update(number, out, staged)) {
     skip_step(number, out);
     return out;
   }
-  out.stats = optimizer.apply(out.grad_norm);
   if (dp) dp->after_update();  // ZeRO-1: parameters from their owners
   result_.losses.push_back(out.loss);
   result_.grad_norms.push_back(out.grad_norm);
   result_.last_loss = out.loss;
   return out;
+}
+
+// Whether the update is enqueued right behind backward, before the host has seen the gradient
+// norm: when no statistic is summed on the host (no TP reducer) and no spike guard needs the
+// norm's judgement first (docs/reliability.md, "The guard and the enqueued update").
+template <typename T>
+bool Trainer<T>::enqueues_update() {
+  return run_.optimizer().device_steps() && cfg_.train.skip_loss_z <= 0 && cfg_.train.skip_grad_z <= 0;
+}
+
+// The guard's verdict on the global loss and gradient norm, and the update if it applies; returns
+// whether it did. The guard sees them before any update (step_guard.h), or, with the update
+// enqueued (`staged` and a finite loss), the device has already made the one decision left to
+// it: a non-finite norm made the update write nothing. With the spike guards off the verdict is
+// exactly that one, which the check below holds the two to.
+template <typename T>
+bool Trainer<T>::judge_and_update(int64_t number, StepOutcome& out, bool staged) {
+  core::Optimizer<T>& optimizer = run_.optimizer();
+  if (!staged || !std::isfinite(out.loss)) {
+    out.grad_norm = optimizer.grad_norm();
+    out.verdict = guard_.judge(number, out.loss, out.grad_norm);
+    if (out.verdict != StepVerdict::kApply) return false;
+    out.stats = optimizer.apply(out.grad_norm);
+    return true;
+  }
+  optimizer.enqueue_step();
+  out.stats = optimizer.finish_step();
+  out.grad_norm = out.stats.grad_norm;
+  out.verdict = guard_.judge(number, out.loss, out.grad_norm);
+  if ((out.verdict == StepVerdict::kApply) != out.stats.applied)
+    throw std::logic_error("step " + std::to_string(number) + ": the step guard (" + verdict_reason(out.verdict) +
+                           ") and the enqueued update (" + (out.stats.applied ? "applied" : "skipped") + ") disagree");
+  return out.stats.applied;
 }
 
 // Forward and backward of `batch`, its loss gradient scaled by 1 / the global target count;
@@ -343,7 +373,8 @@ core::LossSums Trainer<T>::forward_backward(int64_t number, const data::Batch& b
     sums.nats += micro_step(groups > 1 ? micro_ : batch, grad_scale, g + 1 == groups);
     stream_groups_->store(g);
   }
-  if (options_.faults.nonfinite_at(number)) poison_step(model, sums);
+  if (options_.faults.nonfinite_at(number) || options_.faults.nan_grad_at(number)) poison_gradient(model);
+  if (options_.faults.nonfinite_at(number)) sums.nats = std::numeric_limits<double>::quiet_NaN();
   if (dp) sums = {dp->global_nats(sums.nats), count};
   sums.count = count;
   return sums;

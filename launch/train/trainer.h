@@ -98,6 +98,8 @@ class Trainer {
   core::LossSums forward_backward(int64_t number, const data::Batch& batch, int64_t count);
   double micro_step(const data::Batch& batch, T grad_scale, bool reduce);
   void skip_step(int64_t number, StepOutcome& outcome);
+  bool enqueues_update();
+  bool judge_and_update(int64_t number, StepOutcome& out, bool staged);
   void roll_back(const StepEnd& end);
 
   const TrainOptions& options_;

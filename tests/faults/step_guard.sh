@@ -9,6 +9,11 @@
 #   step_guard.sh BIN rollback   the same with train.rollback=true: reload ckpt-4, skip the
 #                                batches of steps 6-8, finish; resume bit-exact afterwards
 #   step_guard.sh BIN spike      step 45's gradients x1000 with train.skip_grad_z=5: skipped
+#   step_guard.sh BIN nangrad    step 5's gradient NaN, its loss finite: the update enqueued behind
+#                                backward (the default) is skipped by the device's own check of
+#                                the norm, logged and counted as the guard's; a run on the judged
+#                                path (a spike guard on, which cannot fire in 10 steps) ends with
+#                                the same losses and final checkpoint, bit for bit
 source "$(dirname "$0")/lib.sh"
 case_name=$2
 case $case_name in
@@ -81,6 +86,25 @@ case $case_name in
       "$spiked" "$shown" || fail "step 45's progress line shows gnorm $shown, the skipped step's is $spiked"
     record "guard(gradient spike)" "gradients x1000 at step 45; skip_grad_z=5" "0" "$(first_line fault.log 'skip  step 45')" \
       "only that step skipped; the run finished"
+    ;;
+  nangrad)
+    args=(train.steps=10 checkpoint.every=10 checkpoint.keep=0)
+    BRT_FAULT_INJECT="nangrad@step=5" run fault.log 60 "${TRAIN[@]}" "${args[@]}" checkpoint.dir=a log.metrics_path=a.jsonl
+    expect_rc 0 "a run with a NaN gradient and a finite loss"
+    expect_text fault.log "skip  step 5: non-finite loss or gradient norm"
+    grep -E '^step +5/10 ' fault.log | grep -qF '| gnorm nan |' || fail "step 5's line: $(grep -E '^step +5/10 ' fault.log)"
+    ! grep -q '"event":"train","step":5,' a.jsonl || fail "a train record for the skipped step 5"
+    grep '"event":"train"' a.jsonl | tail -1 | grep -q '"skipped_steps":1,' || fail "skipped_steps not counted"
+    # The judged path: the guard sees the norm before any update (skip_grad_z needs 32 steps of
+    # history before it can fire).
+    BRT_FAULT_INJECT="nangrad@step=5" run judged.log 60 "${TRAIN[@]}" "${args[@]}" train.skip_grad_z=1000 \
+      checkpoint.dir=b log.metrics_path=b.jsonl
+    expect_rc 0 "the same run on the judged path"
+    expect_text judged.log "skip  step 5: non-finite loss or gradient norm"
+    same_losses b.jsonl a.jsonl 0
+    "$bin" ckpt diff "$(ckpt a 10)" "$(ckpt b 10)" > /dev/null || fail "final checkpoints differ from the judged path's"
+    record "guard(NaN gradient, finite loss)" "NaN gradient at step 5, loss finite" "0" "$(first_line fault.log 'skip  step 5')" \
+      "the enqueued update wrote nothing; losses and the final checkpoint bit-identical to the judged path's"
     ;;
   *) fail "unknown case $case_name" ;;
 esac
