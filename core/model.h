@@ -98,6 +98,9 @@ class Model {
   void device_work();
   void device_step(T grad_scale);
   double step_nats();
+  // Where device_work leaves the loss sum step_nats reads (backend memory): for work enqueued
+  // behind the step that must not run on a non-finite loss (Optimizer::enqueue_step).
+  const double* step_nats_device() const { return loss_result_.data(); }
   const std::vector<uint8_t>& staged_doc_start() const { return doc_start_; }
   CarryAblation carry_ablation() const { return ablation_; }
   // Accumulates parameter gradients for the last forward (call params().zero_grads() first

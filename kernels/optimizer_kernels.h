@@ -151,10 +151,11 @@ class OptimizerKernels {
   // From sum_squares' gradient partials, on the device: step->grad_norm = sqrt of the sum over
   // parameters, in parameter order, of each parameter's chunks [first_chunk[p], first_chunk[p+1])
   // summed in chunk order (core's host order: bit for bit), step->grad_scale =
-  // T(optim_clip_scale(norm, clip_norm)), step->skip = whether the norm is not finite. `partial`
-  // is used as scratch (its contents are undefined after). first_chunk: n_params + 1 entries.
+  // T(optim_clip_scale(norm, clip_norm)), step->skip = whether the norm, or *loss_sum when
+  // loss_sum is not null (the step's loss sum, in memory()), is not finite. `partial` is used as
+  // scratch (its contents are undefined after). first_chunk: n_params + 1 entries.
   virtual void grad_norm_finish(int32_t n_params, const int64_t* first_chunk, double* partial, double clip_norm,
-                                OptimStepScalars<T>* step) = 0;
+                                const double* loss_sum, OptimStepScalars<T>* step) = 0;
   // x *= s over n elements (gradient clipping outside an optimizer).
   virtual void scale(T* x, int64_t n, T s) = 0;
 

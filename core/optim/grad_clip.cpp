@@ -36,12 +36,13 @@ double GradNorm<T>::compute(const ParamStore<T>& store) {
 }
 
 template <typename T>
-void GradNorm<T>::enqueue(const ParamStore<T>& store, double clip_norm, kernels::OptimStepScalars<T>* step) {
+void GradNorm<T>::enqueue(const ParamStore<T>& store, double clip_norm, kernels::OptimStepScalars<T>* step,
+                          const double* loss_sum) {
   if (&store != store_) throw std::invalid_argument("GradNorm::enqueue: not the ParamStore it was planned for");
   if (reducer_) throw std::logic_error("GradNorm::enqueue: a reducer sums the norm on the host; use compute()");
   kernels_->sum_squares(kernels::OptimField::kGrad, chunks_.data(), table_.size(), tensors_.data(), partial_dev_.data());
   kernels_->grad_norm_finish(static_cast<int32_t>(store.size()), first_chunk_dev_.data(), partial_dev_.data(), clip_norm,
-                             step);
+                             loss_sum, step);
 }
 
 template <typename T>

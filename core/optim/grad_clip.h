@@ -28,11 +28,13 @@ class GradNorm {
   // (kGradSquares) before they are added, in parameter order. `store` must be the one given
   // at construction.
   double compute(const ParamStore<T>& store);
-  // Without a reducer: the norm, its clip scale (clip_norm, as clip_scale) and whether it is
-  // finite, made where the gradients live and written into `step` (in the store's memory:
+  // Without a reducer: the norm, its clip scale (clip_norm, as clip_scale) and whether it (and
+  // *loss_sum, when given: the step's loss sum in the store's memory) is finite, made where the
+  // gradients live and written into `step` (in the store's memory:
   // kernels::OptimizerKernels::grad_norm_finish); nothing comes to the host. The same norm as
   // compute(), bit for bit. Throws std::logic_error under a reducer.
-  void enqueue(const ParamStore<T>& store, double clip_norm, kernels::OptimStepScalars<T>* step);
+  void enqueue(const ParamStore<T>& store, double clip_norm, kernels::OptimStepScalars<T>* step,
+               const double* loss_sum = nullptr);
   void set_reducer(StatReducer* reducer) { reducer_ = reducer; }
   kernels::OptimizerKernels<T>& kernels() { return *kernels_; }
 

@@ -79,10 +79,10 @@ void Optimizer<T>::stage_step() {
 }
 
 template <typename T>
-void Optimizer<T>::enqueue_step() {
+void Optimizer<T>::enqueue_step(const double* loss_sum) {
   if (!device_steps())
     throw std::logic_error("Optimizer::enqueue_step: a reducer sums the statistics on the host; use step()");
-  grad_norm_.enqueue(store_, config_.clip_norm, scalars_.data());
+  grad_norm_.enqueue(store_, config_.clip_norm, scalars_.data(), loss_sum);
   update();
 }
 

@@ -82,12 +82,15 @@ class Optimizer {
   // docs/gpu.md, "The optimizer's scalars on the device"). stage_step() writes the scalars that
   // follow from t into the store's memory (call it before the step's device work, while the
   // device is idle: the copy waits for it); enqueue_step() enqueues the global norm, its clip
-  // scale and the update, which writes nothing when the norm is not finite; finish_step() reads
-  // the norm back and counts the update only if it was applied. For a finite norm the values
-  // and state equal step()'s bit for bit; a non-finite one leaves them as they were.
+  // scale and the update, which writes nothing when the norm (or *loss_sum, when given: the
+  // step's loss sum in the store's memory, for an update enqueued before the host has seen the
+  // loss) is not finite; finish_step() reads the norm back and counts the update only if it
+  // was applied. For a finite norm the values and state equal step()'s bit for bit; a
+  // non-finite one leaves them as they were. enqueue_step reads and uploads nothing, so it can
+  // be captured in a CUDA graph (launch/train/step_graphs.h).
   bool device_steps() const { return reducer_ == nullptr; }
   void stage_step();
-  void enqueue_step();
+  void enqueue_step(const double* loss_sum = nullptr);
   StepStats finish_step();
 
   int64_t step_count() const { return t_; }

@@ -30,7 +30,7 @@ class CpuOptimizerKernels final : public OptimizerKernels<T> {
   }
 
   void grad_norm_finish(int32_t n_params, const int64_t* first_chunk, double* partial, double clip_norm,
-                        OptimStepScalars<T>* step) override {
+                        const double* loss_sum, OptimStepScalars<T>* step) override {
     // core::ChunkTable::sum_per_param, then the parameters in order: GradNorm::compute's sums.
     double total = 0.0;
     for (int32_t p = 0; p < n_params; ++p) {
@@ -41,7 +41,7 @@ class CpuOptimizerKernels final : public OptimizerKernels<T> {
     const double norm = std::sqrt(total);
     step->grad_norm = norm;
     step->grad_scale = static_cast<T>(optim_clip_scale(norm, clip_norm));
-    step->skip = std::isfinite(norm) ? 0 : 1;
+    step->skip = std::isfinite(norm) && (loss_sum == nullptr || std::isfinite(*loss_sum)) ? 0 : 1;
   }
 
   void scale(T* x, int64_t n, T s) override {

@@ -52,6 +52,8 @@ class FaultInjection {
   void at_step(int64_t step, int world_rank) const;
   bool nonfinite_at(int64_t step) const { return nonfinite_steps_.count(step) != 0; }
   bool nan_grad_at(int64_t step) const { return nan_grad_steps_.count(step) != 0; }
+  // Whether some step's gradients are poisoned after its backward (nonfinite, nangrad).
+  bool poisons_steps() const { return !nonfinite_steps_.empty() || !nan_grad_steps_.empty(); }
   bool grad_spike_at(int64_t step) const { return grad_spike_steps_.count(step) != 0; }
   bool wrong_blas_on(int world_rank) const {
     return wrong_blas_ranks_.count(-1) != 0 || wrong_blas_ranks_.count(world_rank) != 0;

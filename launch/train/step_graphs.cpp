@@ -42,8 +42,11 @@ struct StepGraphs::Entry {
 };
 #endif
 
-StepGraphs::StepGraphs(core::Model<float>& model, kernels::Backend<float>& backend, int max_graphs)
-    : model_(model), backend_(backend), max_graphs_(max_graphs) {
+StepGraphs::StepGraphs(core::Model<float>& model, kernels::Backend<float>& backend, int max_graphs,
+                       core::Optimizer<float>* update)
+    : model_(model), backend_(backend), max_graphs_(max_graphs), update_(update) {
+  if (update != nullptr && !update->device_steps())
+    throw std::invalid_argument("StepGraphs: an optimizer whose statistics are summed on the host cannot be captured");
   if (std::string(backend.name()) != "cuda")
     throw std::invalid_argument(std::string("StepGraphs: the '") + backend.name() +
                                 "' backend cannot capture its work (CUDA only)");
@@ -51,6 +54,11 @@ StepGraphs::StepGraphs(core::Model<float>& model, kernels::Backend<float>& backe
 }
 
 StepGraphs::~StepGraphs() = default;
+
+void StepGraphs::device_work() {
+  model_.device_work();
+  if (update_ != nullptr) update_->enqueue_step(model_.step_nats_device());
+}
 
 void StepGraphs::run(float grad_scale) {
   // The signature: what the host decides for this step's device work (header).
@@ -65,7 +73,7 @@ void StepGraphs::run(float grad_scale) {
     it = entries_.emplace(key, std::make_unique<Entry>()).first;
   Entry* entry = it == entries_.end() ? nullptr : it->second.get();
   if (entry == nullptr || entry->seen++ == 0 || !failure_.empty()) {  // full cache, warm-up, off
-    model_.device_work();
+    device_work();
     ++stats_.eager_steps;
     return;
   }
@@ -73,12 +81,12 @@ void StepGraphs::run(float grad_scale) {
   if (!entry->graph) {
     try {
       entry->graph = std::make_unique<kernels::cuda::StreamGraph>(
-          backend_, [&] { model_.device_work(); });
+          backend_, [&] { device_work(); });
     } catch (const std::exception& e) {
       failure_ = std::string("the training step could not be captured in a CUDA graph (") +
                  e.what() + "); steps run without graphs from now on";
       entry->graph.reset();
-      model_.device_work();  // nothing of the captured work ran
+      device_work();  // nothing of the captured work ran
       ++stats_.eager_steps;
       return;
     }
@@ -94,7 +102,7 @@ void StepGraphs::run(float grad_scale) {
   }
   entry->graph->launch();
 #else
-  model_.device_work();
+  device_work();
   ++stats_.eager_steps;
 #endif
 }

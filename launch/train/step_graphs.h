@@ -11,8 +11,12 @@
 // signatures get graphs; steps with other signatures run eagerly. A replay is bit-identical to
 // the eager step: the same kernels with the same arguments in the same order.
 //
-// What stays outside the graph: the step's uploads (Model::stage_step), zeroing the gradients,
-// the loss read-back, the step guard and the optimizer (it reads norms back to the host).
+// What stays outside the graph: the step's uploads (Model::stage_step, Optimizer::stage_step),
+// zeroing the gradients, the loss read-back and the step guard. The optimizer's update is
+// captured behind backward when StepGraphs is given the optimizer (one data-parallel rank, no
+// TP: nothing is summed on the host or across ranks between them): it reads the gradient norm's
+// scalars and the step's loss sum on the device and writes nothing when either is not finite
+// (Optimizer::enqueue_step); the caller reads the outcome with Optimizer::finish_step.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +26,7 @@
 #include <vector>
 
 #include "core/model.h"
+#include "core/optim/optimizer.h"
 #include "kernels/backend.h"
 #include "launch/config/config.h"
 
@@ -46,16 +51,21 @@ struct StepGraphStats {
 class StepGraphs {
  public:
   // The CUDA backend only (throws std::invalid_argument for another); max_graphs >= 1.
-  StepGraphs(core::Model<float>& model, kernels::Backend<float>& backend, int max_graphs = 8);
+  // `update` (may be null; must outlive this, device_steps()): its update is enqueued behind
+  // every step's backward, inside the graph (see above).
+  StepGraphs(core::Model<float>& model, kernels::Backend<float>& backend, int max_graphs = 8,
+             core::Optimizer<float>* update = nullptr);
   ~StepGraphs();
   StepGraphs(const StepGraphs&) = delete;
   StepGraphs& operator=(const StepGraphs&) = delete;
 
   // The device work of the step model.stage_step() staged: stages grad_scale, then
-  // Model::device_work(), from this signature's graph when there is one. A capture that fails (a bug: some call
+  // Model::device_work() and the optimizer's update when there is one (updates()), from this
+  // signature's graph when there is one. A capture that fails (a bug: some call
   // waited on the device) turns graphs off for the rest of the run — the step then runs
   // eagerly, so nothing is lost — and failure() says why.
   void run(float grad_scale);
+  bool updates() const { return update_ != nullptr; }
   const StepGraphStats& stats() const { return stats_; }
   const std::string& failure() const { return failure_; }
   // "graph: 1 launch replaces 812 kernels, 40 copies, 12 fills" (after a capture).
@@ -66,6 +76,8 @@ class StepGraphs {
   core::Model<float>& model_;
   kernels::Backend<float>& backend_;
   int max_graphs_;
+  core::Optimizer<float>* update_;
+  void device_work();
   std::map<std::string, std::unique_ptr<Entry>> entries_;  // by signature bytes
   StepGraphStats stats_;
   std::string failure_;

@@ -188,16 +188,21 @@ Trainer<T>::Trainer(const TrainOptions& options)
 template <typename T>
 Trainer<T>::~Trainer() = default;
 
-// CUDA graphs (launch/train/step_graphs.h): a step's forward and backward replayed from a graph.
+// CUDA graphs (launch/train/step_graphs.h): a step's forward and backward replayed from a graph,
+// and the optimizer's update with them when it is enqueued (enqueues_update) on one data-parallel
+// rank (more all-reduce the gradients after the graph) and no fault poisons a step's gradients
+// after its backward (tests/faults: the update would already have run).
 template <typename T>
 std::string Trainer<T>::graphs_setting() {
   if constexpr (std::is_same_v<T, float>) {
     if (run_.on_gpu()) {
       const std::string why = cfg_.train.cuda_graph ? step_capture_obstacle(cfg_.train, run_.dp_cp_size(), run_.tp().size())
                                                     : "train.cuda_graph=false";
-      if (why.empty()) graphs_ = std::make_unique<StepGraphs>(run_.model(), run_.backend());
-      return why.empty() ? "; CUDA graphs on (one per reset pattern, from a pattern's second step)"
-                         : "; CUDA graphs off (" + why + ")";
+      if (!why.empty()) return "; CUDA graphs off (" + why + ")";
+      const bool update = enqueues_update() && run_.dp_cp_size() == 1 && !options_.faults.poisons_steps();
+      graphs_ = std::make_unique<StepGraphs>(run_.model(), run_.backend(), 8, update ? &run_.optimizer() : nullptr);
+      return update ? "; CUDA graphs on (one per reset pattern, from a pattern's second step; the update inside them)"
+                    : "; CUDA graphs on (one per reset pattern, from a pattern's second step)";
     }
   }
   return "";
@@ -302,11 +307,11 @@ StepOutcome Trainer<T>::step(int64_t number, data::Batch& batch) {
   // model.md §10b: the mean over the GLOBAL batch's unmasked targets.
   core::DataParallel<T>* dp = run_.data_parallel();
   const int64_t count = dp ? dp->global_count(local_count) : local_count;
-  const bool staged = enqueues_update();
-  if (staged) run_.optimizer().stage_step();  // before the step's device work: the copy waits for the device
+  const UpdatePath path = update_path();
+  if (path != UpdatePath::kJudged) run_.optimizer().stage_step();  // before the device work: the copy waits for it
   out.sums = forward_backward(number, batch, count);
   out.loss = count ? out.sums.nats / double(count) : 0.0;
-  if (!judge_and_update(number, out, staged)) {
+  if (!judge_and_update(number, out, path)) {
     skip_step(number, out);
     return out;
   }
@@ -325,22 +330,29 @@ bool Trainer<T>::enqueues_update() {
   return run_.optimizer().device_steps() && cfg_.train.skip_loss_z <= 0 && cfg_.train.skip_grad_z <= 0;
 }
 
-// The guard's verdict on the global loss and gradient norm, and the update if it applies; returns
-// whether it did. The guard sees them before any update (step_guard.h), or, with the update
-// enqueued (`staged` and a finite loss), the device has already made the one decision left to
-// it: a non-finite norm made the update write nothing. With the spike guards off the verdict is
-// exactly that one, which the check below holds the two to.
 template <typename T>
-bool Trainer<T>::judge_and_update(int64_t number, StepOutcome& out, bool staged) {
+typename Trainer<T>::UpdatePath Trainer<T>::update_path() {
+  if constexpr (std::is_same_v<T, float>)
+    if (graphs_ && graphs_->updates()) return UpdatePath::kInGraph;
+  return enqueues_update() ? UpdatePath::kEnqueue : UpdatePath::kJudged;
+}
+
+// The guard's verdict on the global loss and gradient norm, and the update if it applies; returns
+// whether it did. On the judged path the guard sees them before any update (step_guard.h). On
+// the others the device has already made the one decision left to it: a non-finite norm (or,
+// inside the step's graph, a non-finite loss) made the update write nothing. With the spike
+// guards off the verdict is exactly that one, which the check below holds the two to.
+template <typename T>
+bool Trainer<T>::judge_and_update(int64_t number, StepOutcome& out, UpdatePath path) {
   core::Optimizer<T>& optimizer = run_.optimizer();
-  if (!staged || !std::isfinite(out.loss)) {
+  if (path == UpdatePath::kJudged || (path == UpdatePath::kEnqueue && !std::isfinite(out.loss))) {
     out.grad_norm = optimizer.grad_norm();
     out.verdict = guard_.judge(number, out.loss, out.grad_norm);
     if (out.verdict != StepVerdict::kApply) return false;
     out.stats = optimizer.apply(out.grad_norm);
     return true;
   }
-  optimizer.enqueue_step();
+  if (path == UpdatePath::kEnqueue) optimizer.enqueue_step();
   out.stats = optimizer.finish_step();
   out.grad_norm = out.stats.grad_norm;
   out.verdict = guard_.judge(number, out.loss, out.grad_norm);

@@ -98,8 +98,12 @@ class Trainer {
   core::LossSums forward_backward(int64_t number, const data::Batch& batch, int64_t count);
   double micro_step(const data::Batch& batch, T grad_scale, bool reduce);
   void skip_step(int64_t number, StepOutcome& outcome);
+  // How a step's update is made: after the guard's verdict (kJudged), enqueued behind backward
+  // (kEnqueue), or inside the step's CUDA graph (kInGraph).
+  enum class UpdatePath { kJudged, kEnqueue, kInGraph };
   bool enqueues_update();
-  bool judge_and_update(int64_t number, StepOutcome& out, bool staged);
+  UpdatePath update_path();
+  bool judge_and_update(int64_t number, StepOutcome& out, UpdatePath path);
   void roll_back(const StepEnd& end);
 
   const TrainOptions& options_;

@@ -24,7 +24,7 @@ class EmulatedCudaKernels final : public OptimizerKernels<float> {
   Memory& memory() override { return host_memory(); }
   using Scalars = OptimStepScalars<float>;
   void sum_squares(OptimField f, const OptimChunk* c, int64_t n, const OptimTensor<float>* t, double* p) override { launch_optim_sum_squares(f, c, n, t, p, nullptr); cudaDeviceSynchronize(); }
-  void grad_norm_finish(int32_t n, const int64_t* first, double* p, double clip, Scalars* step) override { launch_grad_norm_finish(n, first, p, clip, step, nullptr); cudaDeviceSynchronize(); }
+  void grad_norm_finish(int32_t n, const int64_t* first, double* p, double clip, const double* loss, Scalars* step) override { launch_grad_norm_finish(n, first, p, clip, loss, step, nullptr); cudaDeviceSynchronize(); }
   void scale(float* x, int64_t n, float s) override { launch_optim_scale(x, n, s, nullptr); cudaDeviceSynchronize(); }
   void adamw_update(const AdamWStep<float>& s, const Scalars* step, const OptimChunk* c, int64_t n, const OptimTensor<float>* t) override { launch_adamw_update(s, step, c, n, t, nullptr); cudaDeviceSynchronize(); }
   void adafactor_second_moment(const OptimChunk* c, int64_t n, const OptimTensor<float>* t, const Scalars* step, float eps, double* psq, double* ysq) override { launch_adafactor_second_moment(c, n, t, step, eps, psq, ysq, nullptr); cudaDeviceSynchronize(); }

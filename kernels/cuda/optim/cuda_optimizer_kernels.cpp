@@ -23,8 +23,8 @@ class CudaOptimizerKernels final : public OptimizerKernels<float> {
     launch_optim_sum_squares(field, chunks, n_chunks, tensors, partial, stream_);
   }
   void grad_norm_finish(int32_t n_params, const int64_t* first_chunk, double* partial, double clip_norm,
-                        OptimStepScalars<float>* step) override {
-    launch_grad_norm_finish(n_params, first_chunk, partial, clip_norm, step, stream_);
+                        const double* loss_sum, OptimStepScalars<float>* step) override {
+    launch_grad_norm_finish(n_params, first_chunk, partial, clip_norm, loss_sum, step, stream_);
   }
   void scale(float* x, int64_t n, float s) override { launch_optim_scale(x, n, s, stream_); }
   void adamw_update(const AdamWStep<float>& constants, const OptimStepScalars<float>* step, const OptimChunk* chunks,

@@ -37,7 +37,7 @@ __global__ void optim_sum_squares_kernel(int use_grad, const OptimChunk* chunks,
 // One block: thread p sums parameter p's chunk partials in chunk order (into the first one),
 // then thread 0 the parameters in order: core::GradNorm::compute's order, bit for bit.
 __global__ void grad_norm_finish_kernel(int32_t n_params, const int64_t* first_chunk, double* partial,
-                                        double clip_norm, OptimStepScalars<float>* step) {
+                                        double clip_norm, const double* loss_sum, OptimStepScalars<float>* step) {
   for (int32_t p = threadIdx.x; p < n_params; p += blockDim.x) {
     double s = 0.0;
     for (int64_t c = first_chunk[p]; c < first_chunk[p + 1]; ++c) s += partial[c];
@@ -50,7 +50,8 @@ __global__ void grad_norm_finish_kernel(int32_t n_params, const int64_t* first_c
   const double norm = sqrt(total);
   step->grad_norm = norm;
   step->grad_scale = static_cast<float>(optim_clip_scale(norm, clip_norm));
-  step->skip = norm - norm == 0.0 ? 0 : 1;
+  const bool finite = norm - norm == 0.0 && (loss_sum == nullptr || *loss_sum - *loss_sum == 0.0);
+  step->skip = finite ? 0 : 1;
 }
 
 __global__ void optim_scale_kernel(float* x, int64_t n, float s) {
@@ -355,8 +356,8 @@ void launch_optim_sum_squares(OptimField field, const OptimChunk* chunks, int64_
 }
 
 void launch_grad_norm_finish(int32_t n_params, const int64_t* first_chunk, double* partial, double clip_norm,
-                             OptimStepScalars<float>* step, cudaStream_t stream) {
-  grad_norm_finish_kernel<<<1, kOptimThreads, 0, stream>>>(n_params, first_chunk, partial, clip_norm, step);
+                             const double* loss_sum, OptimStepScalars<float>* step, cudaStream_t stream) {
+  grad_norm_finish_kernel<<<1, kOptimThreads, 0, stream>>>(n_params, first_chunk, partial, clip_norm, loss_sum, step);
   BRT_CUDA_CHECK_LAUNCH("grad_norm_finish");
 }
 

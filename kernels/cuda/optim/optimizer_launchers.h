@@ -16,7 +16,7 @@ void launch_optim_sum_squares(OptimField field, const OptimChunk* chunks, int64_
                               const OptimTensor<float>* tensors, double* partial,
                               cudaStream_t stream);
 void launch_grad_norm_finish(int32_t n_params, const int64_t* first_chunk, double* partial, double clip_norm,
-                             OptimStepScalars<float>* step, cudaStream_t stream);
+                             const double* loss_sum, OptimStepScalars<float>* step, cudaStream_t stream);
 void launch_optim_scale(float* x, int64_t n, float s, cudaStream_t stream);
 void launch_adamw_update(const AdamWStep<float>& constants, const OptimStepScalars<float>* step,
                          const OptimChunk* chunks, int64_t n_chunks, const OptimTensor<float>* tensors,

@@ -1,7 +1,7 @@
 // The optimizer's step enqueued without waiting for its gradient norm (core/optim/optimizer.h:
 // stage_step / enqueue_step / finish_step; the scalars in the store's memory,
 // kernels::OptimStepScalars): the same values and state as step() bit for bit, a non-finite
-// gradient norm writes nothing and is not counted, and the norm made by grad_norm_finish equals
+// gradient norm or loss sum writes nothing and is not counted, and the norm made by grad_norm_finish equals
 // GradNorm::compute's host sum bit for bit.
 #include <gtest/gtest.h>
 
@@ -121,6 +121,29 @@ TEST(DeviceSteps, TheNormMadeWhereTheGradientsLiveEqualsTheHostSum) {
       EXPECT_EQ(step.skip, 1);
     }
   }
+}
+
+// An update enqueued before the host has seen the loss (inside the step's CUDA graph) reads the
+// loss sum where it lives: a non-finite one skips the update although the norm is finite, a
+// finite one applies it as step() does.
+TEST(DeviceSteps, ANonFiniteLossSumSkipsTheUpdateItGuards) {
+  ParamStore<float> host, device;
+  declare(host);
+  declare(device);
+  auto a = make_optimizer(config(OptimKind::kAdafactor), host);
+  auto b = make_optimizer(config(OptimKind::kAdafactor), device);
+  for (double loss : {std::numeric_limits<double>::quiet_NaN(), 12.5, std::numeric_limits<double>::infinity(), 3.0}) {
+    set_grads(host, 0);
+    set_grads(device, 0);
+    b->stage_step();
+    b->enqueue_step(&loss);
+    const StepStats sb = b->finish_step();
+    EXPECT_TRUE(std::isfinite(sb.grad_norm));
+    EXPECT_EQ(sb.applied, std::isfinite(loss)) << "loss " << loss;
+    if (std::isfinite(loss)) a->step();
+    expect_same(host, device, *a, *b);
+  }
+  EXPECT_EQ(b->step_count(), 2);
 }
 
 // A reducer sums the norm on the host, so the enqueued step is refused with the way out named.

@@ -83,9 +83,10 @@ class GuardedKernels final : public kernels::OptimizerKernels<float> {
     GuardedMemory::Open open(memory_);
     cpu_->sum_squares(f, c, n, t, p);
   }
-  void grad_norm_finish(int32_t n, const int64_t* first, double* p, double clip, Scalars* step) override {
+  void grad_norm_finish(int32_t n, const int64_t* first, double* p, double clip, const double* loss,
+                        Scalars* step) override {
     GuardedMemory::Open open(memory_);
-    cpu_->grad_norm_finish(n, first, p, clip, step);
+    cpu_->grad_norm_finish(n, first, p, clip, loss, step);
   }
   void scale(float* x, int64_t n, float s) override {
     GuardedMemory::Open open(memory_);
