@@ -64,7 +64,6 @@ void StandardLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx,
                                 BackwardScratch<T>& scratch) {
   auto& be = ctx.backend;
   const int rows = ctx.streams * ctx.seq, D = shape_.d_model, A = shape_.width();
-  const int64_t na = static_cast<int64_t>(rows) * A;
   // out = y + MLP(y): dy = dout + MLP'(y)ᵀ·dout, written by the MLP norm's backward
   T* dy = scratch.d_model.data();
   mlp_backward(be, store_, mlp_, y_.data(), rows, mlp_acts_, dout, dy, scratch.d_ff.data(),
@@ -76,10 +75,7 @@ void StandardLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx,
   T* dq = scratch.d_attn[1].data();
   T* dk = scratch.d_attn[2].data();
   T* dv = scratch.d_attn[3].data();
-  be.fill(dq, na, T(0));
-  be.fill(dk, na, T(0));
-  be.fill(dv, na, T(0));
-  window_.backward(be, da, store_[rel_bias_], store_[scale_], dq, dk, dv);
+  window_.backward(be, da, store_[rel_bias_], store_[scale_], dq, dk, dv);  // dq, dk, dv written
   const std::array<const T*, 3> grads = {dq, dk, dv};
   projections_backward(be, store_, proj_, shape_, x_, rows, proj_acts_, grads, dx,
                        scratch.d_attn[0].data(), scratch.d_norm.data(), dy, false);  // dx written

@@ -244,6 +244,19 @@ class Backend {
                                          const T* rel_bias, const T* scale, const T* probs,
                                          const T* dout, T* dq, T* dk, T* dv, T* drel_bias,
                                          T* dscale) = 0;
+  // The same, WRITING dq, dk, dv (their contents on entry do not matter); drel_bias and dscale
+  // still accumulate. The default zero-fills them, then accumulates: the CPU's values. CUDA in
+  // bf16 writes them from its tensor-core pass (no fill, no read of the three): the same sums,
+  // so the same values (0 + x is x; only a zero's sign can differ).
+  virtual void window_attention_backward_write(const WindowAttnDims& d, const T* q, const T* k, const T* v,
+                                               const T* k_cache, const T* v_cache, const T* rel_bias,
+                                               const T* scale, const T* probs, const T* dout, T* dq, T* dk,
+                                               T* dv, T* drel_bias, T* dscale) {
+    const int64_t n = int64_t(d.batch) * d.seq * d.width();
+    for (T* g : {dq, dk, dv}) fill(g, n, T(0));
+    window_attention_backward(d, q, k, v, k_cache, v_cache, rel_bias, scale, probs, dout, dq, dk, dv, drel_bias,
+                              dscale);
+  }
 
   // ---- model.md §3.4: cross-attention (no bias, optional causal mask) ---------------------
   // Batch entry b: q at q + b*q_stride ([nq, A] rows), k/v at k/v + b*kv_stride ([nk, A]),

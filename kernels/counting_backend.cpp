@@ -284,18 +284,37 @@ void CountingBackend<T>::window_attention_forward(const WindowAttnDims& d, const
   run(kWindow, [&] { inner_->window_attention_forward(d, q, k, v, k_cache, v_cache, rel_bias, scale, out, probs); });
 }
 
+// Reads q, k, v, dout, the cache and the probabilities; writes (or adds to) dq, dk, dv.
+template <typename T>
+void CountingBackend<T>::count_window_backward(const WindowAttnDims& d) {
+  const double rows = double(d.batch) * d.seq, A = d.width(), band = 2.0 * d.window;
+  const double scores = rows * d.heads * band;
+  add(kWindow, 8.0 * rows * band * A + 5.0 * scores, 4.0 * rows * A + 2.0 * d.batch * d.window * A + scores,
+      3.0 * rows * A);
+}
+
 template <typename T>
 void CountingBackend<T>::window_attention_backward(const WindowAttnDims& d, const T* q, const T* k, const T* v,
                                                    const T* k_cache, const T* v_cache, const T* rel_bias,
                                                    const T* scale, const T* probs, const T* dout, T* dq, T* dk,
                                                    T* dv, T* drel_bias, T* dscale) {
-  const double rows = double(d.batch) * d.seq, A = d.width(), band = 2.0 * d.window;
-  const double scores = rows * d.heads * band;
-  add(kWindow, 8.0 * rows * band * A + 5.0 * scores, 4.0 * rows * A + 2.0 * d.batch * d.window * A + scores,
-      3.0 * rows * A);
+  count_window_backward(d);
   run(kWindow, [&] {
     inner_->window_attention_backward(d, q, k, v, k_cache, v_cache, rel_bias, scale, probs, dout, dq, dk, dv,
                                       drel_bias, dscale);
+  });
+}
+
+template <typename T>
+void CountingBackend<T>::window_attention_backward_write(const WindowAttnDims& d, const T* q, const T* k,
+                                                         const T* v, const T* k_cache, const T* v_cache,
+                                                         const T* rel_bias, const T* scale, const T* probs,
+                                                         const T* dout, T* dq, T* dk, T* dv, T* drel_bias,
+                                                         T* dscale) {
+  count_window_backward(d);
+  run(kWindow, [&] {
+    inner_->window_attention_backward_write(d, q, k, v, k_cache, v_cache, rel_bias, scale, probs, dout, dq, dk,
+                                            dv, drel_bias, dscale);
   });
 }
 

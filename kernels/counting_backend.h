@@ -120,6 +120,10 @@ class CountingBackend final : public Backend<T> {
   void window_attention_backward(const WindowAttnDims& d, const T* q, const T* k, const T* v, const T* k_cache,
                                  const T* v_cache, const T* rel_bias, const T* scale, const T* probs,
                                  const T* dout, T* dq, T* dk, T* dv, T* drel_bias, T* dscale) override;
+  // Counted as CUDA in bf16 runs it: the backward's own traffic, no fills of dq, dk, dv.
+  void window_attention_backward_write(const WindowAttnDims& d, const T* q, const T* k, const T* v, const T* k_cache,
+                                       const T* v_cache, const T* rel_bias, const T* scale, const T* probs,
+                                       const T* dout, T* dq, T* dk, T* dv, T* drel_bias, T* dscale) override;
   void cross_attention_forward(const CrossAttnDims& d, const T* q, const T* k, const T* v, const T* scale,
                                T* out, T* probs) override;
   void cross_attention_backward(const CrossAttnDims& d, const T* q, const T* k, const T* v, const T* scale,
@@ -173,6 +177,7 @@ class CountingBackend final : public Backend<T> {
  private:
   // An S4D state pass over every stream, filter and mode for `taps` steps (complex work).
   void add_s4d_pass(const ssm::S4dCarryDims& d, double taps, double elems_read, double elems_written);
+  void count_window_backward(const WindowAttnDims& d);
   Memory& memory_;
   Backend<T>* inner_ = nullptr;
   CallTimer* timer_ = nullptr;

@@ -68,8 +68,10 @@ struct Measured {
   std::string epilogues;  // kc::describe_epilogues after the run (bf16)
 };
 
-// Warm-up steps, then the median of s.steps timed steps; with `use_graphs` the forward and
-// backward replay from CUDA graphs (launch/train/step_graphs.h), as brt-dist train does on the GPU.
+// Warm-up steps, then the median of s.steps timed steps, each with its update as brt-dist train
+// makes it on one GPU: enqueued behind backward (Optimizer::enqueue_step, no wait for the norm),
+// or with `use_graphs` forward, backward and the update replayed from CUDA graphs
+// (launch/train/step_graphs.h); then the step's scalars read back (Optimizer::finish_step).
 Measured measure(const brt::launch::RunConfig& config, const Settings& s, bool use_graphs) {
   using Clock = std::chrono::steady_clock;
   // The run's spine as brt-dist train builds it on one GPU (launch/run/run_model.h): the CUDA
@@ -84,7 +86,7 @@ Measured measure(const brt::launch::RunConfig& config, const Settings& s, bool u
   brt::core::Model<float>& model = run.model();
   brt::core::Optimizer<float>& optimizer = run.optimizer();
   std::unique_ptr<brt::launch::StepGraphs> graphs;
-  if (use_graphs) graphs = std::make_unique<brt::launch::StepGraphs>(model, backend);
+  if (use_graphs) graphs = std::make_unique<brt::launch::StepGraphs>(model, backend, 8, &optimizer);
   brt::launch::SyntheticMarkovSource source(cfg.model.vocab, s.batch, cfg.model.seq_len, 1);
   brt::data::Batch batch;
   const int warmup = 3;  // graphs: first sight, warm-up, capture
@@ -103,10 +105,16 @@ Measured measure(const brt::launch::RunConfig& config, const Settings& s, bool u
                                    batch.doc_start.data()};
     const float scale = 1.0f / float(std::max<int64_t>(count, 1));
     model.stage_step(in);
-    if (graphs) graphs->run(scale);
-    else model.device_step(scale);
+    optimizer.stage_step();
+    if (graphs) {
+      graphs->run(scale);
+    } else {
+      model.device_step(scale);
+      optimizer.enqueue_step();
+    }
     const double nats = model.step_nats();
-    optimizer.step();
+    if (!optimizer.finish_step().applied)
+      throw std::runtime_error("step " + std::to_string(step) + ": the update was skipped (a non-finite gradient norm)");
     backend.memory().synchronize();
     if (step >= warmup) seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     m.loss = nats / double(std::max<int64_t>(count, 1));

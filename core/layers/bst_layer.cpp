@@ -209,7 +209,7 @@ void BstLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx,
   T* dk = scratch.d_attn[3].data();
   T* dv = scratch.d_attn[4].data();
   T* dq2 = scratch.d_attn[5].data();
-  for (T* g : {dq, dk, dv, dq2}) be.fill(g, na, T(0));
+  be.fill(dq2, na, T(0));  // dq, dk, dv are written by the window attention's backward below
   be.fill(dkc_.data(), int64_t(dkc_.size()), T(0));
   be.fill(dvc_.data(), int64_t(dvc_.size()), T(0));
   be.cross_attention_backward(cross_dims(), proj_acts_.out[3].data(), cproj_acts_.k.data(),

@@ -135,9 +135,9 @@ void CachedWindowAttention<T>::backward(kernels::Backend<T>& be, const T* dout,
                                         T* dv) {
   require_segment_layout("backward");
   // The caches attended (the carried block, a halo, xl's previous blocks) receive no gradient.
-  be.window_attention_backward(attended_dims(), q_, k_, v_, attended_keys(), attended_values(),
-                               rel_bias.value, scale.value, probs_.data(), dout, dq, dk, dv,
-                               rel_bias.grad, scale.grad);
+  be.window_attention_backward_write(attended_dims(), q_, k_, v_, attended_keys(), attended_values(),
+                                     rel_bias.value, scale.value, probs_.data(), dout, dq, dk, dv,
+                                     rel_bias.grad, scale.grad);
   if (cp_.active() && !detached_) return_halo_gradient(be, rel_bias, scale, dout, dk, dv);
 }
 

@@ -62,7 +62,8 @@ class CachedWindowAttention {
   // overwritten. q, k, v must stay alive until backward (they are saved, not copied).
   void forward(kernels::Backend<T>& be, const T* q, const T* k, const T* v,
                const Param<T>& rel_bias, const Param<T>& scale, T* out);
-  // dout: gradient w.r.t. out. ACCUMULATES dq, dk, dv [B·N, A] and the gradients of the bias
+  // dout: gradient w.r.t. out. WRITES dq, dk, dv [B·N, A] (their contents on entry do not
+  // matter; Backend::window_attention_backward_write) and accumulates the gradients of the bias
   // table and the scale; the cache gets none (§8: detached).
   void backward(kernels::Backend<T>& be, const T* dout, Param<T>& rel_bias, Param<T>& scale,
                 T* dq, T* dk, T* dv);

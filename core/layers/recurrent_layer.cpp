@@ -165,7 +165,7 @@ void RecurrentLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx
   T* dk = scratch.d_attn[3].data();
   T* dv = scratch.d_attn[4].data();
   T* dq2 = scratch.d_attn[5].data();
-  for (T* g : {dq, dk, dv, dq2}) be.fill(g, na, T(0));
+  be.fill(dq2, na, T(0));  // dq, dk, dv are written by the window attention's backward below
   // Token→state attention, per block: gradients to Q̂2_e and to each Σ_t's K̂_s, V_s.
   const int64_t sa = int64_t(B) * S * A;
   be.fill(dk_s_.data(), int64_t(dk_s_.size()), T(0));

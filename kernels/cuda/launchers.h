@@ -113,13 +113,15 @@ void launch_window_attention_forward(const WindowAttnDims& d, const float* q, co
                                      const float* scale, float* out, float* probs,
                                      const T5Buckets& buckets, DeviceArena& scratch,
                                      cudaStream_t stream);
+// accumulate: dq, dk, dv += the gradients (false: written, their contents on entry ignored).
 void launch_window_attention_backward(const WindowAttnDims& d, const float* q, const float* k,
                                       const float* v, const float* k_cache,
                                       const float* v_cache, const float* rel_bias,
                                       const float* scale, const float* probs,
                                       const float* dout, float* dq, float* dk, float* dv,
-                                      float* drel_bias, float* dscale, const T5Buckets& buckets,
-                                      DeviceArena& scratch, cudaStream_t stream);
+                                      float* drel_bias, float* dscale, bool accumulate,
+                                      const T5Buckets& buckets, DeviceArena& scratch,
+                                      cudaStream_t stream);
 // The T5 bias by distance [H, W + 1] (0 at distance 0) and the bucket of each distance
 // [W + 1] (shared by both paths): the bias built in scratch from rel_bias, the buckets the
 // backend's table (throws when W is beyond it).
@@ -141,14 +143,15 @@ void launch_window_attention_forward_tc(const WindowAttnDims& d, const float* q,
                                         const float* scale, float* out, float* probs,
                                         const T5Buckets& buckets, cublasHandle_t handle,
                                         DeviceArena& scratch, cudaStream_t stream);
+// accumulate: dq, dk, dv += the gradients (false: written, their contents on entry ignored).
 void launch_window_attention_backward_tc(const WindowAttnDims& d, const float* q, const float* k,
                                          const float* v, const float* k_cache,
                                          const float* v_cache, const float* rel_bias,
                                          const float* scale, const float* probs,
                                          const float* dout, float* dq, float* dk, float* dv,
-                                         float* drel_bias, float* dscale, const T5Buckets& buckets,
-                                         cublasHandle_t handle, DeviceArena& scratch,
-                                         cudaStream_t stream);
+                                         float* drel_bias, float* dscale, bool accumulate,
+                                         const T5Buckets& buckets, cublasHandle_t handle,
+                                         DeviceArena& scratch, cudaStream_t stream);
 
 // ---- cross_attention_tc.cu: cross-attention on the tensor cores (bf16 backend) ----
 // Same contract as the fp32 launchers below except the probs content (raw scores, private).

@@ -42,7 +42,7 @@ void window_tc(WindowAttnDims d) {
   const size_t calls0 = emu::batched_gemm_calls().size();
   launch_window_attention_forward_tc(d, q.data(), k.data(), v.data(), kc.data(), vc.data(), bias.data(), scale.data(), gout.data(), gp.data(), emu_t5_buckets(), handle, scratch, nullptr);
   scratch.reset();
-  launch_window_attention_backward_tc(d, q.data(), k.data(), v.data(), kc.data(), vc.data(), bias.data(), scale.data(), gp.data(), dout.data(), gdq.data(), gdk.data(), gdv.data(), gdb.data(), gds.data(), emu_t5_buckets(), handle, scratch, nullptr);
+  launch_window_attention_backward_tc(d, q.data(), k.data(), v.data(), kc.data(), vc.data(), bias.data(), scale.data(), gp.data(), dout.data(), gdq.data(), gdk.data(), gdv.data(), gdb.data(), gds.data(), true, emu_t5_buckets(), handle, scratch, nullptr);
   // bf16 operands (8 significant bits): ~1e-2 relative is the expected size of the difference.
   const double tol = 3e-2;
   emu_check::report("  out", rel(gout, out), tol);
@@ -57,6 +57,15 @@ void window_tc(WindowAttnDims d) {
   std::printf("  %d strided-batched cuBLAS calls, bf16 x bf16 -> fp32, compute 32F, batch B*T*H = %d: %s\n", n,
               d.batch * d.blocks() * d.heads, wrong == 0 && n == 6 ? "ok" : "FAIL");
   if (wrong != 0 || n != 6) ++emu_check::failures();  // forward S, O; backward dP, dQ, dK, dV
+  // Written instead of accumulated (Backend::window_attention_backward_write): NaN on entry, and
+  // the values of the accumulation into zeros above, exactly.
+  std::vector<float> wdq(act, NAN), wdk(act, NAN), wdv(act, NAN), wdb(bias.size()), wds(d.heads);
+  scratch.reset();
+  launch_window_attention_backward_tc(d, q.data(), k.data(), v.data(), kc.data(), vc.data(), bias.data(), scale.data(), gp.data(), dout.data(), wdq.data(), wdk.data(), wdv.data(), wdb.data(), wds.data(), false, emu_t5_buckets(), handle, scratch, nullptr);
+  cudaDeviceSynchronize();  // the emulated stream runs its work when waited for
+  int differ = 0;
+  for (size_t i = 0; i < act; ++i) differ += !(wdq[i] == gdq[i]) + !(wdk[i] == gdk[i]) + !(wdv[i] == gdv[i]);
+  emu_check::report("  dq, dk, dv written == accumulated into zeros", differ, 0.5);
   cublasDestroy(handle);
 }
 

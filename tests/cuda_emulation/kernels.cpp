@@ -36,8 +36,20 @@ void window(WindowAttnDims d) {
   cpu->window_attention_backward(d, q.data(), k.data(), v.data(), kc.data(), vc.data(), bias.data(), scale.data(), p.data(), dout.data(), dq.data(), dk.data(), dv.data(), db.data(), ds.data());
   launch_window_attention_forward(d, q.data(), k.data(), v.data(), kc.data(), vc.data(), bias.data(), scale.data(), gout.data(), gp.data(), emu_t5_buckets(), scratch, nullptr);
   scratch.reset();
-  launch_window_attention_backward(d, q.data(), k.data(), v.data(), kc.data(), vc.data(), bias.data(), scale.data(), gp.data(), dout.data(), gdq.data(), gdk.data(), gdv.data(), gdb.data(), gds.data(), emu_t5_buckets(), scratch, nullptr);
+  launch_window_attention_backward(d, q.data(), k.data(), v.data(), kc.data(), vc.data(), bias.data(), scale.data(), gp.data(), dout.data(), gdq.data(), gdk.data(), gdv.data(), gdb.data(), gds.data(), true, emu_t5_buckets(), scratch, nullptr);
   report("  out", gout, out); report("  dq", gdq, dq); report("  dk", gdk, dk); report("  dv", gdv, dv); report("  drel_bias", gdb, db); report("  dscale", gds, ds);
+  { // Written instead of accumulated (Backend::window_attention_backward_write): NaN on entry, the
+    // values of an accumulation into zeros, exactly.
+    std::vector<float> zq(act, 0.0f), zk(act, 0.0f), zv(act, 0.0f), wq(act, NAN), wk(act, NAN), wv(act, NAN);
+    std::vector<float> b1(db.size()), s1(d.heads), b2(db.size()), s2(d.heads);
+    cudaDeviceSynchronize(); scratch.reset();
+    launch_window_attention_backward(d, q.data(), k.data(), v.data(), kc.data(), vc.data(), bias.data(), scale.data(), gp.data(), dout.data(), zq.data(), zk.data(), zv.data(), b1.data(), s1.data(), true, emu_t5_buckets(), scratch, nullptr);
+    cudaDeviceSynchronize(); scratch.reset();
+    launch_window_attention_backward(d, q.data(), k.data(), v.data(), kc.data(), vc.data(), bias.data(), scale.data(), gp.data(), dout.data(), wq.data(), wk.data(), wv.data(), b2.data(), s2.data(), false, emu_t5_buckets(), scratch, nullptr);
+    cudaDeviceSynchronize();
+    int differ = 0;
+    for (size_t i = 0; i < act; ++i) differ += !(wq[i] == zq[i]) + !(wk[i] == zk[i]) + !(wv[i] == zv[i]);
+    emu_check::report("  dq, dk, dv written == accumulated into zeros", differ, 0.5); }
   { auto c64 = make_cpu_backend<double>(); auto D = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
     auto q8 = D(q), k8 = D(k), v8 = D(v), kc8 = D(kc), vc8 = D(vc), b8 = D(bias), s8 = D(scale), do8 = D(dout);
     std::vector<double> o8(act), p8(probs), dq8(act), dk8(act), dv8(act), db8(bias.size()), ds8(d.heads);

@@ -149,6 +149,30 @@ TEST(WindowAttention, BackwardAccumulates) {
   expect_close(twice.dscale, doubled(once.dscale), 1e-13, "dscale");
 }
 
+// window_attention_backward_write overwrites dq, dk, dv (NaN on entry here) with the values of an
+// accumulation into zeros, bit for bit; the bias and scale gradients still accumulate.
+TEST(WindowAttention, BackwardWriteEqualsAccumulatingIntoZeros) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  const WindowAttnDims d{2, 16, 8, 2, 4};
+  const WindowInputs in = make_window_inputs(rng, d, false);
+  const std::vector<double> dout = rng.normal(in.q.size(), 1.0);
+  auto be = backend_with_panel<double>(4);
+  WindowGrads<double> accumulated = zero_window_grads<double>(d), written = zero_window_grads<double>(d);
+  run_window_backward(*be, d, in, dout, &accumulated);
+  for (auto* g : {&written.dq, &written.dk, &written.dv}) std::fill(g->begin(), g->end(), std::nan(""));
+  const auto f = run_window_forward(*be, d, in);
+  be->window_attention_backward_write(d, in.q.data(), in.k.data(), in.v.data(), in.k_cache.data(), in.v_cache.data(),
+                                      in.rel_bias.data(), in.scale.data(), f.probs.data(), dout.data(),
+                                      written.dq.data(), written.dk.data(), written.dv.data(),
+                                      written.drel_bias.data(), written.dscale.data());
+  EXPECT_EQ(written.dq, accumulated.dq);
+  EXPECT_EQ(written.dk, accumulated.dk);
+  EXPECT_EQ(written.dv, accumulated.dv);
+  EXPECT_EQ(written.drel_bias, accumulated.drel_bias);
+  EXPECT_EQ(written.dscale, accumulated.dscale);
+}
+
 // Same inputs give bit-identical results on repeated calls and under any thread count.
 TEST(WindowAttention, DeterministicAcrossCallsAndThreadCounts) {
   Rng rng;

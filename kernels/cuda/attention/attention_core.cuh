@@ -35,6 +35,7 @@ struct AttnInputs {
   const float* v_cache;
   const float* scale;    // [H]
   const float* dout;     // backward only
+  bool accumulate = true;  // backward: dq, dk, dv += the gradients (false: written)
 };
 
 __device__ __forceinline__ float row_dot(const float* shared_row, const float* global_row,
@@ -223,7 +224,7 @@ __global__ void __launch_bounds__(kAttnThreads, kAttnMinBlocks)
 #pragma unroll
     for (int r = 0; r < kMaxDimsPerLane; ++r) {
       const int d = lane + r * kWarp;
-      if (d < dh) dq[qoff + d] += s * gq[r];
+      if (d < dh) dq[qoff + d] = in.accumulate ? dq[qoff + d] + s * gq[r] : s * gq[r];
     }
   }
   write_bias_scale_partials<Geo::kHasBias>(by_bucket, raw_term, partials);
@@ -300,8 +301,8 @@ __global__ void __launch_bounds__(kAttnThreads, kAttnMinBlocks)
   for (int r = 0; r < kMaxDimsPerLane; ++r) {
     const int d = lane + r * kWarp;
     if (d < dh) {
-      dk[koff + d] += s * gk[r];
-      dv[koff + d] += gv[r];
+      dk[koff + d] = in.accumulate ? dk[koff + d] + s * gk[r] : s * gk[r];
+      dv[koff + d] = in.accumulate ? dv[koff + d] + gv[r] : gv[r];
     }
   }
 }

@@ -89,8 +89,8 @@ __global__ void unpack_rows_kernel(const float* in, TcDims g, bool accumulate, f
   }
 }
 
-// dx[b, t·W + r] += dwin[bt, h, W + r] + dwin[bt + 1, h, r] (t + 1 < T), in that order.
-__global__ void fold_windows_kernel(const float* dwin, TcDims g, float* dx) {
+// dx[b, t·W + r] (+)= dwin[bt, h, W + r] + dwin[bt + 1, h, r] (t + 1 < T), in that order.
+__global__ void fold_windows_kernel(const float* dwin, TcDims g, bool accumulate, float* dx) {
   BRT_GRID_STRIDE(e, g.act()) {
     const int64_t row = e / g.A;
     const int col = static_cast<int>(e % g.A);
@@ -100,7 +100,7 @@ __global__ void fold_windows_kernel(const float* dwin, TcDims g, float* dx) {
     const int64_t bt = b * g.T + t;
     float v = dwin[((bt * g.H + h) * 2 * g.W + g.W + r) * g.dh + d];
     if (t + 1 < g.T) v += dwin[(((bt + 1) * g.H + h) * 2 * g.W + r) * g.dh + d];
-    dx[e] += v;
+    dx[e] = accumulate ? dx[e] + v : v;
   }
 }
 
@@ -263,9 +263,9 @@ void launch_window_attention_backward_tc(const WindowAttnDims& d, const float* q
                                          const float* v_cache, const float* rel_bias,
                                          const float* scale, const float* probs,
                                          const float* dout, float* dq, float* dk, float* dv,
-                                         float* drel_bias, float* dscale, const T5Buckets& buckets,
-                                         cublasHandle_t handle, DeviceArena& scratch,
-                                         cudaStream_t stream) {
+                                         float* drel_bias, float* dscale, bool accumulate,
+                                         const T5Buckets& buckets, cublasHandle_t handle,
+                                         DeviceArena& scratch, cudaStream_t stream) {
   const char* who = "window_attention_backward (tensor cores)";
   check_dims(d, who);
   const TcDims g = tc_dims(d);
@@ -293,17 +293,17 @@ void launch_window_attention_backward_tc(const WindowAttnDims& d, const float* q
   attention_bias_scale_reduce_kernel<<<g.H, 256, 0, stream>>>(
       partials, g.B, g.H, (g.N + kAttnWarps - 1) / kAttnWarps, scale, rel_bias, drel_bias, dscale);
   BRT_CUDA_CHECK_LAUNCH(who);
-  // dQ = dSb·Kw (dSb carries the scale), accumulated into dq.
+  // dQ = dSb·Kw (dSb carries the scale), accumulated into dq or written.
   batched_gemm(handle, false, false, W, dh, 2 * W, dsb, 2 * W, st, kw, dh, sw, 0.0f, dqh, dh, sq,
                g.problems());
-  unpack_rows_kernel<<<elementwise_blocks(g.act()), 256, 0, stream>>>(dqh, g, true, dq);
+  unpack_rows_kernel<<<elementwise_blocks(g.act()), 256, 0, stream>>>(dqh, g, accumulate, dq);
   // dKw = dSbᵀ·Qh and dVw = Pbᵀ·dO: [2W × W]·[W × dh].
   batched_gemm(handle, true, false, 2 * W, dh, W, dsb, 2 * W, st, qh, dh, sq, 0.0f, dkw, dh, sw,
                g.problems());
   batched_gemm(handle, true, false, 2 * W, dh, W, pb, 2 * W, st, doh, dh, sq, 0.0f, dvw, dh, sw,
                g.problems());
-  fold_windows_kernel<<<elementwise_blocks(g.act()), 256, 0, stream>>>(dkw, g, dk);
-  fold_windows_kernel<<<elementwise_blocks(g.act()), 256, 0, stream>>>(dvw, g, dv);
+  fold_windows_kernel<<<elementwise_blocks(g.act()), 256, 0, stream>>>(dkw, g, accumulate, dk);
+  fold_windows_kernel<<<elementwise_blocks(g.act()), 256, 0, stream>>>(dvw, g, accumulate, dv);
   BRT_CUDA_CHECK_LAUNCH(who);
 }
 

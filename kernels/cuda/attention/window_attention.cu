@@ -134,11 +134,12 @@ void launch_window_attention_backward(const WindowAttnDims& d, const float* q, c
                                       const float* v_cache, const float* rel_bias,
                                       const float* scale, const float* probs,
                                       const float* dout, float* dq, float* dk, float* dv,
-                                      float* drel_bias, float* dscale, const T5Buckets& buckets,
-                                      DeviceArena& scratch, cudaStream_t stream) {
+                                      float* drel_bias, float* dscale, bool accumulate,
+                                      const T5Buckets& buckets, DeviceArena& scratch,
+                                      cudaStream_t stream) {
   const char* who = "window_attention_backward";
   const WindowGeo g = make_geometry(d, rel_bias, buckets, scratch, stream, who);
-  const AttnInputs in{q, k, v, k_cache, v_cache, scale, dout};
+  const AttnInputs in{q, k, v, k_cache, v_cache, scale, dout, accumulate};
   const int tiles = query_tiles(g);
   const int blocks = g.batch * g.H * tiles;
   const std::size_t shared = attention_shared_bytes(g.dh);

@@ -223,6 +223,22 @@ class CudaWindowAttentionTest : public AttentionTest {
              download(g_db, bias.size()), download(g_ds, d.heads)};
     }
     expect_backward_matches(runs, cpu, initial, dscale_terms, /*with_bias=*/true, "window");
+    // window_attention_backward_write: dq, dk, dv written over poison with the values of the
+    // accumulation into zeros, exactly (== : a zero's sign may differ); bias and scale accumulate.
+    const std::vector<float> zeros(act, 0.0f);
+    float *z_dq = upload(zeros), *z_dk = upload(zeros), *z_dv = upload(zeros), *z_db = upload(initial.dbias),
+          *z_ds = upload(initial.dscale);
+    gpu_->window_attention_backward(d, dq_, dk_, dv_, dkc, dvc, dbias_, dscale_, d_probs, ddout, z_dq, z_dk, z_dv,
+                                    z_db, z_ds);
+    float *w_dq = poisoned(act), *w_dk = poisoned(act), *w_dv = poisoned(act), *w_db = upload(initial.dbias),
+          *w_ds = upload(initial.dscale);
+    gpu_->window_attention_backward_write(d, dq_, dk_, dv_, dkc, dvc, dbias_, dscale_, d_probs, ddout, w_dq, w_dk,
+                                          w_dv, w_db, w_ds);
+    EXPECT_TRUE(download(w_dq, act) == download(z_dq, act)) << "dq written";
+    EXPECT_TRUE(download(w_dk, act) == download(z_dk, act)) << "dk written";
+    EXPECT_TRUE(download(w_dv, act) == download(z_dv, act)) << "dv written";
+    EXPECT_TRUE(download(w_db, bias.size()) == download(z_db, bias.size())) << "drel_bias";
+    EXPECT_TRUE(download(w_ds, d.heads) == download(z_ds, d.heads)) << "dscale";
   }
 };
 
