@@ -125,12 +125,21 @@ TEST(WindowAttention, FloatBackwardMatchesDouble) {
                "dscale");
 }
 
+// A small case for the accumulation tests: inputs and an output gradient drawn from `rng`.
+struct SmallBackwardCase {
+  WindowAttnDims d{2, 16, 8, 2, 4};
+  WindowInputs in;
+  std::vector<double> dout;
+  explicit SmallBackwardCase(Rng& rng) : in(make_window_inputs(rng, d, false)), dout(rng.normal(in.q.size(), 1.0)) {}
+};
+
 TEST(WindowAttention, BackwardAccumulates) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
-  const WindowAttnDims d{2, 16, 8, 2, 4};
-  const WindowInputs in = make_window_inputs(rng, d, false);
-  const std::vector<double> dout = rng.normal(in.q.size(), 1.0);
+  const SmallBackwardCase c(rng);
+  const WindowAttnDims& d = c.d;
+  const WindowInputs& in = c.in;
+  const std::vector<double>& dout = c.dout;
   auto be = backend_with_panel<double>(4);
   WindowGrads<double> once = zero_window_grads<double>(d);
   run_window_backward(*be, d, in, dout, &once);
@@ -154,16 +163,15 @@ TEST(WindowAttention, BackwardAccumulates) {
 TEST(WindowAttention, BackwardWriteEqualsAccumulatingIntoZeros) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
-  const WindowAttnDims d{2, 16, 8, 2, 4};
-  const WindowInputs in = make_window_inputs(rng, d, false);
-  const std::vector<double> dout = rng.normal(in.q.size(), 1.0);
+  const SmallBackwardCase c(rng);
+  const WindowInputs& in = c.in;
   auto be = backend_with_panel<double>(4);
-  WindowGrads<double> accumulated = zero_window_grads<double>(d), written = zero_window_grads<double>(d);
-  run_window_backward(*be, d, in, dout, &accumulated);
+  WindowGrads<double> accumulated = zero_window_grads<double>(c.d), written = zero_window_grads<double>(c.d);
+  run_window_backward(*be, c.d, in, c.dout, &accumulated);
   for (auto* g : {&written.dq, &written.dk, &written.dv}) std::fill(g->begin(), g->end(), std::nan(""));
-  const auto f = run_window_forward(*be, d, in);
-  be->window_attention_backward_write(d, in.q.data(), in.k.data(), in.v.data(), in.k_cache.data(), in.v_cache.data(),
-                                      in.rel_bias.data(), in.scale.data(), f.probs.data(), dout.data(),
+  const auto f = run_window_forward(*be, c.d, in);
+  be->window_attention_backward_write(c.d, in.q.data(), in.k.data(), in.v.data(), in.k_cache.data(), in.v_cache.data(),
+                                      in.rel_bias.data(), in.scale.data(), f.probs.data(), c.dout.data(),
                                       written.dq.data(), written.dk.data(), written.dv.data(),
                                       written.drel_bias.data(), written.dscale.data());
   EXPECT_EQ(written.dq, accumulated.dq);

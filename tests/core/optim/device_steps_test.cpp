@@ -14,6 +14,7 @@
 
 #include "core/optim/grad_clip.h"
 #include "core/optim/optimizer.h"
+#include "tests/core/optim/optim_test_config.h"
 #include "kernels/optimizer_kernels.h"
 
 namespace brt::core {
@@ -39,16 +40,7 @@ void set_grads(ParamStore<float>& store, int step) {
   for (int64_t i = 0; i < store.total_numel(); ++i) store.grads()[i] = normal(rng);
 }
 
-OptimConfig config(OptimKind kind) {
-  OptimConfig c;
-  c.kind = kind;
-  c.lr = 0.02;
-  c.warmup = 2;
-  c.total_steps = 10;
-  c.clip_norm = 50.0;  // active for these gradients
-  if (kind == OptimKind::kAdamW) c.weight_decay = 0.1;
-  return c;
-}
+OptimConfig config(OptimKind kind) { return test::clipped_config(kind); }
 
 bool same_bits(const float* a, const float* b, int64_t n) { return std::memcmp(a, b, size_t(n) * sizeof(float)) == 0; }
 

@@ -15,6 +15,7 @@
 
 #include "core/optim/grad_clip.h"
 #include "core/optim/optimizer.h"
+#include "tests/core/optim/optim_test_config.h"
 #include "kernels/optimizer_kernels.h"
 
 namespace brt::core {
@@ -177,16 +178,7 @@ std::vector<float> values(ParamStore<float>& store) {
   return out;
 }
 
-OptimConfig config(OptimKind kind) {
-  OptimConfig c;
-  c.kind = kind;
-  c.lr = 0.02;
-  c.warmup = 2;
-  c.total_steps = 10;
-  c.clip_norm = 50.0;  // active for these gradients
-  if (kind == OptimKind::kAdamW) c.weight_decay = 0.1;
-  return c;
-}
+OptimConfig config(OptimKind kind) { return test::clipped_config(kind); }
 
 TEST(OptimizerKernels, ExplicitCpuKernelsMatchTheDefaultBitForBit) {
   for (OptimKind kind : {OptimKind::kAdafactor, OptimKind::kAdamW}) {
