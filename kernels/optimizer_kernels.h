@@ -122,7 +122,7 @@ struct AdamWStep {
 // The scalars that change from one optimizer step to the next, in the kernels' memory (one per
 // optimizer): every kernel of an update reads them there, so an update can be enqueued before
 // the host knows the step's gradient norm, and a replayed CUDA graph reads the step's own values
-// (issue 51 item 2; docs/gpu.md, "The optimizer's scalars on the device").
+// (docs/gpu.md, "The optimizer's scalars on the device").
 template <typename T>
 struct OptimStepScalars {
   // From the step count t, written by the host before the update (core/optim/optimizer.cpp).
