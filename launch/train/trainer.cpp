@@ -120,8 +120,8 @@ core::ModelInput model_input(const data::Batch& b) {
   return {b.inputs.data(), b.targets.data(), b.mask.data(), b.doc_start.data()};
 }
 
-// Fault injection (launch/process/fault_injection.h, nonfinite@step=N): the step's loss and one
-// gradient element become NaN, as a real overflow would make them.
+// Fault injection (launch/process/fault_injection.h): one gradient element becomes NaN, as a real
+// overflow would make it (nonfinite@step=N also makes the step's loss NaN, nangrad@step=N not).
 template <typename T>
 void poison_gradient(core::Model<T>& model) {
   const T nan = std::numeric_limits<T>::quiet_NaN();
