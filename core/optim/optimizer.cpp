@@ -64,10 +64,10 @@ template <typename T>
 StepStats Optimizer<T>::apply(double grad_norm) {
   StepStats s;
   s.step = t_;
-  s.lr = learning_rate(config_, t_);
   s.grad_norm = grad_norm;
   s.clip_scale = clip_scale(s.grad_norm, config_.clip_norm);
   write_step_scalars(s.grad_norm, s.clip_scale);
+  s.lr = staged_.lr;
   update();
   ++t_;
   return s;

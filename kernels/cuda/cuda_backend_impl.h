@@ -147,26 +147,26 @@ class CudaBackend final : public Backend<float> {
                                  const float* rel_bias, const float* scale, const float* probs,
                                  const float* dout, float* dq, float* dk, float* dv,
                                  float* drel_bias, float* dscale) override {
-    if (options_.precision == Precision::kBf16)
-      launch_window_attention_backward_tc(d, q, k, v, k_cache, v_cache, rel_bias, scale, probs,
-                                          dout, dq, dk, dv, drel_bias, dscale, true, t5_buckets(),
-                                          cublas_, scratch(), stream_);
-    else
-      launch_window_attention_backward(d, q, k, v, k_cache, v_cache, rel_bias, scale, probs, dout,
-                                       dq, dk, dv, drel_bias, dscale, true, t5_buckets(), scratch(),
-                                       stream_);
+    window_backward(d, q, k, v, k_cache, v_cache, rel_bias, scale, probs, dout, dq, dk, dv, drel_bias, dscale, true);
   }
   // Both precisions' kernels write dq, dk, dv as their last step (no fills, no reads of them).
   void window_attention_backward_write(const WindowAttnDims& d, const float* q, const float* k, const float* v,
                                        const float* k_cache, const float* v_cache, const float* rel_bias,
                                        const float* scale, const float* probs, const float* dout, float* dq,
                                        float* dk, float* dv, float* drel_bias, float* dscale) override {
+    window_backward(d, q, k, v, k_cache, v_cache, rel_bias, scale, probs, dout, dq, dk, dv, drel_bias, dscale, false);
+  }
+  // The window attention's backward in this precision's kernels; accumulate: dq, dk, dv += it.
+  void window_backward(const WindowAttnDims& d, const float* q, const float* k, const float* v,
+                       const float* k_cache, const float* v_cache, const float* rel_bias, const float* scale,
+                       const float* probs, const float* dout, float* dq, float* dk, float* dv, float* drel_bias,
+                       float* dscale, bool accumulate) {
     if (options_.precision == Precision::kBf16)
       launch_window_attention_backward_tc(d, q, k, v, k_cache, v_cache, rel_bias, scale, probs, dout, dq, dk, dv,
-                                          drel_bias, dscale, false, t5_buckets(), cublas_, scratch(), stream_);
+                                          drel_bias, dscale, accumulate, t5_buckets(), cublas_, scratch(), stream_);
     else
       launch_window_attention_backward(d, q, k, v, k_cache, v_cache, rel_bias, scale, probs, dout, dq, dk, dv,
-                                       drel_bias, dscale, false, t5_buckets(), scratch(), stream_);
+                                       drel_bias, dscale, accumulate, t5_buckets(), scratch(), stream_);
   }
 
   void cross_attention_forward(const CrossAttnDims& d, const float* q, const float* k,
