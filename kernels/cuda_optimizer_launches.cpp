@@ -31,6 +31,23 @@ void gradient_sums(const OptimTensor<float>& t, std::vector<OptimizerLaunch>& ou
   out.push_back({"adafactor_col_sums", grid_stride_threads(t.f2_size()), g + kD * double(t.f2_size()), true});
 }
 
+// core::TensorParallelStatReducer::reduce_on_device over n statistics (at most: the entries
+// partial on this rank, which the counted layouts do not tell apart): gather, all-reduce,
+// scatter.
+void reduced(const char* what, int64_t n, std::vector<OptimizerLaunch>& out) {
+  const double b = kD * double(n) + double(sizeof(int64_t)) * double(n);
+  out.push_back({std::string("gather_stats (") + what + ")", grid_stride_threads(n), b + kD * double(n)});
+  out.push_back({std::string("TP all-reduce (") + what + ")", 0, kD * double(n), false, false, true});
+  out.push_back({std::string("scatter_stats (") + what + ")", grid_stride_threads(n), b + kD * double(n)});
+}
+
+// core::DeviceParamTotals::reduce: the chunk partials per parameter, then their reduction.
+void param_totals(const char* what, int64_t n_params, int64_t n_chunks, std::vector<OptimizerLaunch>& out) {
+  out.push_back({"segment_sums", grid_stride_threads(n_params),
+                 kD * double(n_chunks) + double(sizeof(int64_t) + kD) * double(n_params + 1)});
+  reduced(what, n_params, out);
+}
+
 }  // namespace
 
 std::vector<OptimizerLaunch> cuda_optimizer_step_launches(const std::vector<OptimTensor<float>>& tensors,
@@ -43,17 +60,15 @@ std::vector<OptimizerLaunch> cuda_optimizer_step_launches(const std::vector<Opti
   const int64_t chunk_threads = n_chunks * kChunkThreads, plain = all - factored;
   const double partials = kD * double(n_chunks);
   std::vector<OptimizerLaunch> out;
-  // core/optim/optimizer.cpp Optimizer::grad_norm and apply: every step reports the norm. One
-  // process makes it on the device (GradNorm::enqueue) and reads back the step's scalars; a
-  // reducer's partials go through the host. Then the host writes the step's scalars.
+  // core/optim/optimizer.cpp Optimizer::grad_norm and apply: every step reports the norm, made
+  // on the device (GradNorm::enqueue; under TP from the reduced per-parameter totals); the host
+  // reads back the step's scalars, then writes the next step's.
   const double scalars = sizeof(OptimStepScalars<float>);
+  const auto n = int64_t(tensors.size());
   out.push_back({"optim_sum_squares", chunk_threads, kF * double(all) + partials});
-  if (reducer) {
-    out.push_back({"gradient norm partials to the host", 0, partials, false, true});
-  } else {
-    out.push_back({"grad_norm_finish", kChunkThreads, partials + scalars});
-    out.push_back({"step scalars to the host", 0, scalars, false, true});
-  }
+  if (reducer) param_totals("gradient squares", n, n_chunks, out);
+  out.push_back({"grad_norm_finish", kChunkThreads, (reducer ? kD * double(n) : partials) + scalars});
+  out.push_back({"step scalars to the host", 0, scalars, false, true});
   out.push_back({"step scalars to the device", 0, scalars, false, true});
   if (!adafactor) {  // the fused AdamW: g, m, v, w read; m, v, w written
     out.push_back({"adamw_update", chunk_threads, 7 * kF * double(all)});
@@ -63,7 +78,14 @@ std::vector<OptimizerLaunch> cuda_optimizer_step_launches(const std::vector<Opti
   out.push_back({"adafactor_second_moment", chunk_threads, kF * double(all) + 3 * kF * double(plain) + 2 * partials});
   for (const auto& t : tensors)
     if (t.factored) gradient_sums(t, out);
-  if (reducer) out.push_back({"parameter squares to the host", 0, partials, false, true});
+  int64_t f1 = 0, f2 = 0, means = 0;
+  for (const auto& t : tensors)
+    if (t.factored) f1 += t.f1_size(), f2 += t.f2_size(), means += t.n_means();
+  if (reducer) {
+    param_totals("parameter squares", n, n_chunks, out);
+    reduced("row sums", f1, out);
+    reduced("column sums", f2, out);
+  }
   // Phase B, per factored tensor: accumulators and means, then the rsqrt factors.
   for (const auto& t : tensors) {
     if (!t.factored) continue;
@@ -71,16 +93,18 @@ std::vector<OptimizerLaunch> cuda_optimizer_step_launches(const std::vector<Opti
     out.push_back({"adafactor_accumulators", grid_stride_threads(t.f1_size() + t.f2_size()), (kD + 2 * kF) * f});
     out.push_back({"adafactor_mean_sums", grid_stride_threads(t.n_means()),
                    kF * double(t.r_is_f1 ? t.f1_size() : t.f2_size()) + kD * double(t.n_means())});
-    out.push_back({"adafactor_factors", grid_stride_threads(t.f1_size() + t.f2_size()), 2 * kF * f});
+  }
+  if (reducer) reduced("mean sums", means, out);
+  for (const auto& t : tensors) {
+    if (!t.factored) continue;
+    out.push_back({"adafactor_factors", grid_stride_threads(t.f1_size() + t.f2_size()),
+                   2 * kF * double(t.f1_size() + t.f2_size())});
   }
   out.push_back({"adafactor_factored_update_squares", chunk_threads, kF * double(factored) + partials});
-  const auto n = int64_t(tensors.size());
-  if (reducer) {
-    out.push_back({"update squares to the host", 0, partials, false, true});
-    out.push_back({"update coefficients to the device", 0, kF * double(n), false, true});
-  } else {  // one thread per tensor over its chunks' two partials
-    out.push_back({"adafactor_coefficients", grid_stride_threads(n), 2 * partials + kD * double(2 * n + 1) + kF * double(n)});
-  }
+  if (reducer) param_totals("update squares", n, n_chunks, out);
+  // One thread per tensor over its chunks' two partials (under TP: over its two totals).
+  const double squares = reducer ? 2 * kD * double(n) : 2 * partials;
+  out.push_back({"adafactor_coefficients", grid_stride_threads(n), squares + kD * double(2 * n + 1) + kF * double(n)});
   // Phase C: g, m (and v) read; m and the value read and written.
   out.push_back({"adafactor_apply", chunk_threads, 5 * kF * double(all) + kF * double(plain)});
   return out;

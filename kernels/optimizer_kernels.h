@@ -137,13 +137,28 @@ struct OptimStepScalars {
   int32_t skip = 0;      // nonzero: the norm is not finite, and the update writes nothing
 };
 
-template <typename T>
-class OptimizerKernels {
+// The statistics' own moves, on doubles in memory() whatever the element type, so that a
+// StatReducer (core/optim/optim_stats.h), which has none, can sum them across ranks where they
+// live: per-parameter totals from chunk partials, and the entries a collective sums gathered
+// into one contiguous run and put back (docs/gpu.md, "The optimizer's statistics across ranks").
+class StatKernels {
  public:
-  virtual ~OptimizerKernels() = default;
-  virtual const char* name() const = 0;
+  virtual ~StatKernels() = default;
   // Where every pointer passed to these kernels must point.
   virtual Memory& memory() = 0;
+  // sums[s] = the partials [first[s], first[s+1]) added in order from 0.0 (core's
+  // ChunkTable::sum_per_param, bit for bit). first: n_segments + 1 entries.
+  virtual void segment_sums(int32_t n_segments, const int64_t* first, const double* partial, double* sums) = 0;
+  // to[k] = from[index[k]] for k < n.
+  virtual void gather_stats(int64_t n, const int64_t* index, const double* from, double* to) = 0;
+  // to[index[k]] = from[k] for k < n (no index repeats).
+  virtual void scatter_stats(int64_t n, const int64_t* index, const double* from, double* to) = 0;
+};
+
+template <typename T>
+class OptimizerKernels : public StatKernels {
+ public:
+  virtual const char* name() const = 0;
 
   // partial[c] = sum over chunk c of x^2 in double, x = the tensor's value or grad.
   virtual void sum_squares(OptimField field, const OptimChunk* chunks, int64_t n_chunks,

@@ -142,6 +142,8 @@ void Adafactor<T>::allocate_state(int64_t v_total, int64_t f1_total, int64_t f2_
   psq_partial_dev_.allocate(memory, static_cast<size_t>(this->table_.size()), "Adafactor param squares");
   ysq_partial_dev_.allocate(memory, static_cast<size_t>(this->table_.size()), "Adafactor update squares");
   coef_dev_.allocate(memory, static_cast<size_t>(n_params), "Adafactor update coefficients");
+  psq_totals_ = DeviceParamTotals(this->table_, memory);
+  ysq_totals_ = DeviceParamTotals(this->table_, memory);
   const std::vector<int64_t>& first = this->table_.first_chunks();
   std::vector<int64_t> counts;
   for (const Plan& plan : plans_) counts.push_back(plan.rms_count);
@@ -191,6 +193,10 @@ template <typename T>
 void Adafactor<T>::reduce_stats(StatKind kind, kernels::Buffer<double>& dev, std::vector<double>& host,
                                 const std::vector<StatBlock>& blocks) {
   if (!this->reducer_) return;
+  if (this->reducer_->reduces_on_device()) {
+    this->reducer_->reduce_on_device(kind, dev.data(), static_cast<int64_t>(dev.size()), blocks, this->kernels_);
+    return;
+  }
   stats_to_host(this->memory(), dev, host);
   this->reducer_->reduce(kind, host, blocks);
   stats_from_host(this->memory(), host, dev);
@@ -223,7 +229,11 @@ void Adafactor<T>::update() {
     k.adafactor_gradient_sums(plan.tensor, step, eps, row_sums_dev_.data() + plan.f1_off,
                               col_sums_dev_.data() + plan.f2_off, sums_scratch_.data());
   }
-  if (this->reducer_) {  // the sums leave this rank: through the host
+  StatReducer* reducer = this->reducer_;
+  const bool on_device = reducer == nullptr || reducer->reduces_on_device();
+  if (reducer && on_device) {  // summed across ranks where they live
+    psq_totals_.reduce(StatKind::kParamSquares, psq_partial_dev_.data(), *reducer, k);
+  } else if (reducer) {  // the sums leave this rank: through the host
     stats_to_host(memory, psq_partial_dev_, psq_partial_);
     table.sum_per_param(psq_partial_, psq_);
     this->reducer_->reduce(StatKind::kParamSquares, psq_, table.per_param_blocks());
@@ -243,10 +253,16 @@ void Adafactor<T>::update() {
   k.adafactor_factored_update_squares(chunks, n_chunks, tensors_.data(), step, ysq_partial_dev_.data());
 
   // Phase C: u = lr * max(RMS(param), 1e-3) * y / max(1, RMS(y)/clip) (RMS over the whole
-  // tensor); momentum; apply. One rank's coefficients never leave the device; a reducer's
-  // totals are made on the host (whose step is apply(): the lr it staged) and sent back.
+  // tensor); momentum; apply. The coefficients are made on the device from the chunk partials
+  // (one rank) or a device reducer's totals; a host reducer's totals are made on the host
+  // (whose step is apply(): the lr it staged) and sent back.
   const kernels::AdafactorScalars scalars{c.min_param_scale, c.update_clip};
-  if (this->reducer_) {
+  const auto n_tensors = static_cast<int32_t>(plans_.size());
+  if (reducer && on_device) {
+    ysq_totals_.reduce(StatKind::kUpdateSquares, ysq_partial_dev_.data(), *reducer, k);
+    k.adafactor_coefficients(n_tensors, psq_totals_.chunks(), rms_count_dev_.data(), psq_totals_.totals(),
+                             ysq_totals_.totals(), scalars, step, coef_dev_.data());
+  } else if (reducer) {
     stats_to_host(memory, ysq_partial_dev_, ysq_partial_);
     table.sum_per_param(ysq_partial_, ysq_);
     this->reducer_->reduce(StatKind::kUpdateSquares, ysq_, table.per_param_blocks());
@@ -256,7 +272,7 @@ void Adafactor<T>::update() {
                                                                static_cast<double>(plans_[p].rms_count)));
     memory.from_host(coef_dev_.data(), coef_.data(), coef_.size() * sizeof(T));
   } else {
-    k.adafactor_coefficients(static_cast<int32_t>(plans_.size()), first_chunk_dev_.data(), rms_count_dev_.data(),
+    k.adafactor_coefficients(n_tensors, first_chunk_dev_.data(), rms_count_dev_.data(),
                              psq_partial_dev_.data(), ysq_partial_dev_.data(), scalars, step, coef_dev_.data());
   }
   k.adafactor_apply(chunks, n_chunks, tensors_.data(), coef_dev_.data(), step, static_cast<T>(c.beta1),

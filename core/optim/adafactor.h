@@ -77,8 +77,8 @@ class Adafactor final : public Optimizer<T> {
                    int64_t& mean_total);
   void allocate_state(int64_t v_total, int64_t f1_total, int64_t f2_total, int64_t mean_total);
   void bind_tensors();
-  // Copies a stat array to the host, hands it to the reducer and copies it back (only with a
-  // reducer: one process needs neither the copies nor the reduction).
+  // Hands a stat array to the reducer: where it lives when the reducer sums there, else copied
+  // to the host and back (only with a reducer: one process needs no reduction).
   void reduce_stats(StatKind kind, kernels::Buffer<double>& dev, std::vector<double>& host,
                     const std::vector<StatBlock>& blocks);
 
@@ -100,6 +100,7 @@ class Adafactor final : public Optimizer<T> {
   std::vector<double> row_sums_, col_sums_, mean_sums_;
   std::vector<StatBlock> row_blocks_, col_blocks_, mean_blocks_;
   kernels::Buffer<double> psq_partial_dev_, ysq_partial_dev_;
+  DeviceParamTotals psq_totals_, ysq_totals_;  // a device reducer's per-parameter sums
   std::vector<double> psq_partial_, ysq_partial_, psq_, ysq_;
 };
 

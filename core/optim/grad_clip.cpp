@@ -21,6 +21,7 @@ GradNorm<T>::GradNorm(const ParamStore<T>& store, StatReducer* reducer, kernels:
   partial_dev_.allocate(memory, partial_.size(), "gradient norm partial sums");
   first_chunk_dev_.allocate(memory, table_.first_chunks().size(), "gradient norm first chunk per parameter");
   first_chunk_dev_.from_host(table_.first_chunks());
+  totals_ = DeviceParamTotals(table_, memory);
 }
 
 template <typename T>
@@ -39,10 +40,16 @@ template <typename T>
 void GradNorm<T>::enqueue(const ParamStore<T>& store, double clip_norm, kernels::OptimStepScalars<T>* step,
                           const double* loss_sum) {
   if (&store != store_) throw std::invalid_argument("GradNorm::enqueue: not the ParamStore it was planned for");
-  if (reducer_) throw std::logic_error("GradNorm::enqueue: a reducer sums the norm on the host; use compute()");
+  if (reducer_ && !reducer_->reduces_on_device())
+    throw std::logic_error("GradNorm::enqueue: a reducer sums the norm on the host; use compute()");
   kernels_->sum_squares(kernels::OptimField::kGrad, chunks_.data(), table_.size(), tensors_.data(), partial_dev_.data());
-  kernels_->grad_norm_finish(static_cast<int32_t>(store.size()), first_chunk_dev_.data(), partial_dev_.data(), clip_norm,
-                             loss_sum, step);
+  const auto n_params = static_cast<int32_t>(store.size());
+  if (!reducer_) {
+    kernels_->grad_norm_finish(n_params, first_chunk_dev_.data(), partial_dev_.data(), clip_norm, loss_sum, step);
+    return;
+  }
+  totals_.reduce(StatKind::kGradSquares, partial_dev_.data(), *reducer_, *kernels_);
+  kernels_->grad_norm_finish(n_params, totals_.chunks(), totals_.totals(), clip_norm, loss_sum, step);
 }
 
 template <typename T>

@@ -28,11 +28,12 @@ class GradNorm {
   // (kGradSquares) before they are added, in parameter order. `store` must be the one given
   // at construction.
   double compute(const ParamStore<T>& store);
-  // Without a reducer: the norm, its clip scale (clip_norm, as clip_scale) and whether it (and
-  // *loss_sum, when given: the step's loss sum in the store's memory) is finite, made where the
-  // gradients live and written into `step` (in the store's memory:
-  // kernels::OptimizerKernels::grad_norm_finish); nothing comes to the host. The same norm as
-  // compute(), bit for bit. Throws std::logic_error under a reducer.
+  // The norm, its clip scale (clip_norm, as clip_scale) and whether it (and *loss_sum, when
+  // given: the step's loss sum in the store's memory) is finite, made where the gradients live
+  // and written into `step` (in the store's memory: kernels::OptimizerKernels::
+  // grad_norm_finish); nothing comes to the host. The same norm as compute(), bit for bit
+  // (under a reducer, as far as its device sum equals its host one). Throws std::logic_error
+  // under a reducer that sums on the host only (StatReducer::reduces_on_device).
   void enqueue(const ParamStore<T>& store, double clip_norm, kernels::OptimStepScalars<T>* step,
                const double* loss_sum = nullptr);
   void set_reducer(StatReducer* reducer) { reducer_ = reducer; }
@@ -47,6 +48,7 @@ class GradNorm {
   kernels::Buffer<kernels::OptimTensor<T>> tensors_;  // every parameter's gradient
   kernels::Buffer<double> partial_dev_;
   kernels::Buffer<int64_t> first_chunk_dev_;  // table_.first_chunks() in the kernels' memory
+  DeviceParamTotals totals_;                  // a device reducer's per-parameter sums
   std::vector<double> partial_;
   std::vector<double> per_param_;
   StatReducer* reducer_ = nullptr;

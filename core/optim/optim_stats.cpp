@@ -30,6 +30,28 @@ void ChunkTable::sum_per_param(std::span<const double> partial, std::span<double
   }
 }
 
+void StatReducer::reduce_on_device(StatKind, double*, int64_t, std::span<const StatBlock>, kernels::StatKernels&) {
+  throw std::logic_error("StatReducer::reduce_on_device: this reducer sums on the host; use reduce()");
+}
+
+DeviceParamTotals::DeviceParamTotals(const ChunkTable& table, kernels::Memory& memory)
+    : blocks_(table.per_param_blocks()) {
+  const auto n = static_cast<size_t>(table.params());
+  first_chunk_.allocate(memory, n + 1, "per-parameter totals: first chunk");
+  first_chunk_.from_host(table.first_chunks());
+  std::vector<int64_t> one_each(n + 1);
+  for (size_t p = 0; p <= n; ++p) one_each[p] = static_cast<int64_t>(p);
+  one_each_.allocate(memory, n + 1, "per-parameter totals: one chunk each");
+  one_each_.from_host(one_each);
+  totals_.allocate(memory, n, "per-parameter totals");
+}
+
+void DeviceParamTotals::reduce(StatKind kind, const double* partial, StatReducer& reducer, kernels::StatKernels& k) {
+  const auto n = static_cast<int32_t>(totals_.size());
+  k.segment_sums(n, first_chunk_.data(), partial, totals_.data());
+  reducer.reduce_on_device(kind, totals_.data(), n, blocks_, k);
+}
+
 kernels::Buffer<kernels::OptimChunk> upload_chunks(const ChunkTable& table, kernels::Memory& memory) {
   std::vector<kernels::OptimChunk> host;
   host.reserve(table.chunks().size());

@@ -48,6 +48,15 @@ class StatReducer {
   // Replace every partial sum by its total over the ranks sharing the parameter. Called a
   // fixed number of times per step, with all parameters of one kind batched together.
   virtual void reduce(StatKind kind, std::span<double> sums, std::span<const StatBlock> blocks) = 0;
+
+  // Whether reduce_on_device() may be called: the same totals made where the statistics live,
+  // enqueued behind the kernels that wrote them without a host wait, so that an optimizer under
+  // this reducer can enqueue its whole step (Optimizer::device_steps; docs/gpu.md, "The
+  // optimizer's statistics across ranks").
+  virtual bool reduces_on_device() const { return false; }
+  // reduce() on sums[0, n) in `moves`' memory (the optimizer's), with its gather and scatter.
+  virtual void reduce_on_device(StatKind kind, double* sums, int64_t n, std::span<const StatBlock> blocks,
+                                kernels::StatKernels& moves);
 };
 
 // Splits every parameter of a store into chunks of at most `chunk_elems` elements, in store
@@ -87,6 +96,26 @@ class ChunkTable {
 
 // (kernels/optimizer_kernels.h: the per-chunk sum every host sweep uses.)
 using kernels::lane_sum;
+
+// Per-parameter totals for a reducer that sums on the device (StatReducer::reduces_on_device),
+// in the optimizer's memory: each parameter's chunk partials added in chunk order
+// (ChunkTable::sum_per_param's sums, bit for bit), then summed across ranks. Laid out as one
+// chunk per parameter (chunks() = 0, 1, .., n), so the kernels that take chunk partials
+// (grad_norm_finish, adafactor_coefficients) read the totals as they are: 0.0 + x is x.
+class DeviceParamTotals {
+ public:
+  DeviceParamTotals() = default;
+  DeviceParamTotals(const ChunkTable& table, kernels::Memory& memory);
+  // Enqueues the totals of `partial` (one per chunk of the table) and their reduction.
+  void reduce(StatKind kind, const double* partial, StatReducer& reducer, kernels::StatKernels& k);
+  double* totals() { return totals_.data(); }
+  const int64_t* chunks() const { return one_each_.data(); }
+
+ private:
+  std::vector<StatBlock> blocks_;
+  kernels::Buffer<int64_t> first_chunk_, one_each_;
+  kernels::Buffer<double> totals_;
+};
 
 // The chunk list of `table` for the optimizer kernels (tensor = parameter index), in `memory`.
 kernels::Buffer<kernels::OptimChunk> upload_chunks(const ChunkTable& table, kernels::Memory& memory);

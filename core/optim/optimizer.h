@@ -78,8 +78,9 @@ class Optimizer {
   double grad_norm();
   StepStats apply(double grad_norm);
 
-  // The same update enqueued without waiting for its gradient norm (no reducer: device_steps();
-  // docs/gpu.md, "The optimizer's scalars on the device"). stage_step() writes the scalars that
+  // The same update enqueued without waiting for its gradient norm (device_steps(): no reducer,
+  // or one that sums on the device; docs/gpu.md, "The optimizer's scalars on the device" and
+  // "The optimizer's statistics across ranks"). stage_step() writes the scalars that
   // follow from t into the store's memory (call it before the step's device work, while the
   // device is idle: the copy waits for it); enqueue_step() enqueues the global norm, its clip
   // scale and the update, which writes nothing when the norm (or *loss_sum, when given: the
@@ -88,7 +89,7 @@ class Optimizer {
   // was applied. For a finite norm the values and state equal step()'s bit for bit; a
   // non-finite one leaves them as they were. enqueue_step reads and uploads nothing, so it can
   // be captured in a CUDA graph (launch/train/step_graphs.h).
-  bool device_steps() const { return reducer_ == nullptr; }
+  bool device_steps() const { return reducer_ == nullptr || reducer_->reduces_on_device(); }
   void stage_step();
   void enqueue_step(const double* loss_sum = nullptr);
   StepStats finish_step();

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <stdexcept>
+#include <string>
 
 namespace brt::core {
 
@@ -65,12 +67,14 @@ TensorParallelStatReducer<T>::TensorParallelStatReducer(const ParamStore<T>& sto
     : store_(store), tp_(tp), next_(next) {}
 
 template <typename T>
+bool TensorParallelStatReducer<T>::partial(const StatBlock& b) const {
+  return b.spans_shard && store_[b.param].spec.shard.sharded();
+}
+
+template <typename T>
 void TensorParallelStatReducer<T>::reduce(StatKind kind, std::span<double> sums,
                                           std::span<const StatBlock> blocks) {
   if (tp_.active()) {
-    const auto partial = [&](const StatBlock& b) {
-      return b.spans_shard && store_[b.param].spec.shard.sharded();
-    };
     // Gather the partial entries, sum them over TP in one message, put them back.
     staging_.clear();
     for (const auto& b : blocks)
@@ -86,6 +90,55 @@ void TensorParallelStatReducer<T>::reduce(StatKind kind, std::span<double> sums,
     }
   }
   if (next_ != nullptr) next_->reduce(kind, sums, blocks);
+}
+
+namespace {
+bool same_blocks(const std::vector<StatBlock>& a, std::span<const StatBlock> b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].param != b[i].param || a[i].offset != b[i].offset || a[i].count != b[i].count ||
+        a[i].spans_shard != b[i].spans_shard)
+      return false;
+  return true;
+}
+}  // namespace
+
+template <typename T>
+typename TensorParallelStatReducer<T>::DeviceRun& TensorParallelStatReducer<T>::device_run(
+    StatKind kind, int64_t n, std::span<const StatBlock> blocks, kernels::Memory& memory) {
+  DeviceRun& r = device_runs_[kind];
+  if (r.n == n && same_blocks(r.blocks, blocks) && (r.index.empty() || r.index.memory() == &memory)) return r;
+  std::vector<int64_t> index;
+  for (const StatBlock& b : blocks) {
+    if (b.offset < 0 || b.count < 0 || b.offset + b.count > n)
+      throw std::logic_error("TensorParallelStatReducer: a statistic block runs past its " + std::to_string(n) +
+                             " sums");
+    if (partial(b))
+      for (int64_t i = 0; i < b.count; ++i) index.push_back(b.offset + i);
+  }
+  r.blocks.assign(blocks.begin(), blocks.end());
+  r.n = n;
+  r.index.allocate(memory, index.size(), "TP statistics: partial entries");
+  r.index.from_host(index);
+  r.run.allocate(memory, index.size(), "TP statistics: the summed run");
+  return r;
+}
+
+template <typename T>
+void TensorParallelStatReducer<T>::reduce_on_device(StatKind kind, double* sums, int64_t n,
+                                                    std::span<const StatBlock> blocks, kernels::StatKernels& moves) {
+  if (tp_.active()) {
+    kernels::Memory& memory = moves.memory();
+    if (!device_tp_) device_tp_ = tp_.bound_to(memory);
+    DeviceRun& r = device_run(kind, n, blocks, memory);
+    const auto count = static_cast<int64_t>(r.index.size());
+    if (count > 0) {
+      moves.gather_stats(count, r.index.data(), sums, r.run.data());
+      device_tp_->all_reduce_sum(r.run.data(), count);
+      moves.scatter_stats(count, r.index.data(), r.run.data(), sums);
+    }
+  }
+  if (next_ != nullptr) next_->reduce_on_device(kind, sums, n, blocks, moves);
 }
 
 template class TensorParallelStatReducer<float>;

@@ -14,7 +14,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -90,12 +92,31 @@ class TensorParallelStatReducer : public StatReducer {
   TensorParallelStatReducer(const ParamStore<T>& store, const TensorParallel& tp,
                             StatReducer* next = nullptr);
   void reduce(StatKind kind, std::span<double> sums, std::span<const StatBlock> blocks) override;
+  // On the device: the partial entries gathered into one run, all-reduced by the TP group's
+  // collectives on the optimizer's memory (NCCL on the backend's stream on a GPU), put back.
+  bool reduces_on_device() const override { return next_ == nullptr || next_->reduces_on_device(); }
+  void reduce_on_device(StatKind kind, double* sums, int64_t n, std::span<const StatBlock> blocks,
+                        kernels::StatKernels& moves) override;
 
  private:
+  // Whether a block's sums are partial on this rank (summed over TP) or already whole.
+  bool partial(const StatBlock& b) const;
+  // One kind's partial entries in the optimizer's memory: their indices and a run to sum them
+  // in, made at the kind's first reduction (and again if its blocks change).
+  struct DeviceRun {
+    std::vector<StatBlock> blocks;
+    int64_t n = 0;
+    kernels::Buffer<int64_t> index;
+    kernels::Buffer<double> run;
+  };
+  DeviceRun& device_run(StatKind kind, int64_t n, std::span<const StatBlock> blocks, kernels::Memory& memory);
+
   const ParamStore<T>& store_;
   TensorParallel tp_;
   StatReducer* next_;
   std::vector<double> staging_;
+  std::map<StatKind, DeviceRun> device_runs_;
+  std::optional<TensorParallel> device_tp_;  // tp_ bound to the optimizer's memory
 };
 
 }  // namespace brt::core

@@ -44,6 +44,20 @@ class CpuOptimizerKernels final : public OptimizerKernels<T> {
     step->skip = std::isfinite(norm) && (loss_sum == nullptr || std::isfinite(*loss_sum)) ? 0 : 1;
   }
 
+  void segment_sums(int32_t n_segments, const int64_t* first, const double* partial, double* sums) override {
+    for (int32_t p = 0; p < n_segments; ++p) {
+      double s = 0.0;
+      for (int64_t c = first[p]; c < first[p + 1]; ++c) s += partial[c];
+      sums[p] = s;
+    }
+  }
+  void gather_stats(int64_t n, const int64_t* index, const double* from, double* to) override {
+    for (int64_t k = 0; k < n; ++k) to[k] = from[index[k]];
+  }
+  void scatter_stats(int64_t n, const int64_t* index, const double* from, double* to) override {
+    for (int64_t k = 0; k < n; ++k) to[index[k]] = from[k];
+  }
+
   void scale(T* x, int64_t n, T s) override {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) x[i] *= s;

@@ -35,10 +35,12 @@ DeviceRates device_rates(std::string_view name) {
   r.hbm_fraction = 0.85;
   r.launch_us = 4.0;
   // Hopper (H100 SXM5 and H200 SXM): 132 SMs, 2048 resident threads each (CUDA C++ Programming
-  // Guide, compute capability 9.0). A synchronising copy of a few KB: ~10 µs (assumed).
+  // Guide, compute capability 9.0). A synchronising copy of a few KB: ~10 µs (assumed); an
+  // all-reduce of a few KB over NVLink inside a node, latency-bound: ~15 µs (assumed).
   r.sms = 132;
   r.threads_per_sm = 2048;
   r.round_trip_us = 10.0;
+  r.small_all_reduce_us = 15.0;
   r.nvlink_gbps = 450;
   if (name == "h100") {
     r.name = "h100";
@@ -156,8 +158,8 @@ CountedStep count_step(const core::ModelConfig& cfg, int streams, int tp, int cp
     ComponentTime& t = l.factor_sums ? sums : rest;
     t.bytes += l.bytes / tp;
     ++t.launches;
-    if (l.copy) {
-      t.seconds += rates.round_trip_us * 1e-6;
+    if (l.copy || l.collective) {
+      t.seconds += (l.copy ? rates.round_trip_us : rates.small_all_reduce_us) * 1e-6;
       continue;
     }
     const double fill = std::min(1.0, double(l.threads) / tp / resident);

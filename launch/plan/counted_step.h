@@ -31,6 +31,7 @@ struct DeviceRates {
   double hbm_fraction = 0;        // of HBM bandwidth, a streaming kernel
   double launch_us = 0;           // per kernel launch, eager
   double round_trip_us = 0;       // a small device -> host copy the host waits for
+  double small_all_reduce_us = 0; // a few-KB all-reduce over the TP group (NCCL, in a node)
   int sms = 0;                    // streaming multiprocessors
   int threads_per_sm = 0;         // resident threads per SM: a grid of fewer streams slower
   double memory_gb = 0;           // HBM capacity, GB (1e9 bytes)

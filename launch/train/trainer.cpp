@@ -323,8 +323,9 @@ StepOutcome Trainer<T>::step(int64_t number, data::Batch& batch) {
 }
 
 // Whether the update is enqueued right behind backward, before the host has seen the gradient
-// norm: when no statistic is summed on the host (no TP reducer) and no spike guard needs the
-// norm's judgement first (docs/reliability.md, "The guard and the enqueued update").
+// norm: when no statistic is summed on the host (no reducer, or TP's, which sums on the device)
+// and no spike guard needs the norm's judgement first (docs/reliability.md, "The guard and the
+// enqueued update").
 template <typename T>
 bool Trainer<T>::enqueues_update() {
   return run_.optimizer().device_steps() && cfg_.train.skip_loss_z <= 0 && cfg_.train.skip_grad_z <= 0;

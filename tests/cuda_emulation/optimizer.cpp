@@ -25,6 +25,9 @@ class EmulatedCudaKernels final : public OptimizerKernels<float> {
   using Scalars = OptimStepScalars<float>;
   void sum_squares(OptimField f, const OptimChunk* c, int64_t n, const OptimTensor<float>* t, double* p) override { launch_optim_sum_squares(f, c, n, t, p, nullptr); cudaDeviceSynchronize(); }
   void grad_norm_finish(int32_t n, const int64_t* first, double* p, double clip, const double* loss, Scalars* step) override { launch_grad_norm_finish(n, first, p, clip, loss, step, nullptr); cudaDeviceSynchronize(); }
+  void segment_sums(int32_t n, const int64_t* first, const double* p, double* sums) override { launch_segment_sums(n, first, p, sums, nullptr); cudaDeviceSynchronize(); }
+  void gather_stats(int64_t n, const int64_t* index, const double* from, double* to) override { launch_move_stats(n, index, from, to, false, nullptr); cudaDeviceSynchronize(); }
+  void scatter_stats(int64_t n, const int64_t* index, const double* from, double* to) override { launch_move_stats(n, index, from, to, true, nullptr); cudaDeviceSynchronize(); }
   void scale(float* x, int64_t n, float s) override { launch_optim_scale(x, n, s, nullptr); cudaDeviceSynchronize(); }
   void adamw_update(const AdamWStep<float>& s, const Scalars* step, const OptimChunk* c, int64_t n, const OptimTensor<float>* t) override { launch_adamw_update(s, step, c, n, t, nullptr); cudaDeviceSynchronize(); }
   void adafactor_second_moment(const OptimChunk* c, int64_t n, const OptimTensor<float>* t, const Scalars* step, float eps, double* psq, double* ysq) override { launch_adafactor_second_moment(c, n, t, step, eps, psq, ysq, nullptr); cudaDeviceSynchronize(); }
@@ -114,6 +117,35 @@ void clip() {
   report("clipped gradients", rel(b.grads(), a.grads(), a.total_numel()));
 }
 
+// The statistics' moves (StatKernels, behind a reducer that sums on the device) against the CPU
+// kernels on seeded random partials: per-segment totals (empty segments included) in the host's
+// order, gather and scatter by a permutation; bit for bit.
+void stat_moves() {
+  std::printf("statistics' moves\n");
+  EmulatedCudaKernels emu;
+  auto cpu = make_cpu_optimizer_kernels<float>();
+  std::mt19937 gen(13);
+  std::normal_distribution<double> nd;
+  std::vector<double> partial(1000);
+  for (double& x : partial) x = nd(gen);
+  std::vector<int64_t> first = {0};
+  for (int64_t f : {7, 7, 300, 301, 999, 1000}) first.push_back(f);
+  const auto n_seg = int32_t(first.size() - 1);
+  std::vector<double> a(first.size()), b(first.size());
+  cpu->segment_sums(n_seg, first.data(), partial.data(), a.data());
+  emu.segment_sums(n_seg, first.data(), partial.data(), b.data());
+  int differ = std::memcmp(a.data(), b.data(), size_t(n_seg) * sizeof(double)) != 0;
+  std::vector<int64_t> index(partial.size());
+  for (size_t i = 0; i < index.size(); ++i) index[i] = int64_t((i * 337) % index.size());
+  std::vector<double> run_a(index.size()), run_b(index.size()), back(partial.size(), 0.0);
+  cpu->gather_stats(int64_t(index.size()), index.data(), partial.data(), run_a.data());
+  emu.gather_stats(int64_t(index.size()), index.data(), partial.data(), run_b.data());
+  differ += run_a != run_b;
+  emu.scatter_stats(int64_t(index.size()), index.data(), run_b.data(), back.data());
+  differ += back != partial;
+  report("differences from the CPU (bit for bit)", differ, 0.5);
+}
+
 int main() {
   compare(core::OptimKind::kAdamW, 1.0);
   compare(core::OptimKind::kAdafactor, 1.0);
@@ -121,6 +153,7 @@ int main() {
   device_steps(core::OptimKind::kAdamW);
   device_steps(core::OptimKind::kAdafactor);
   clip();
+  stat_moves();
   std::printf("failures: %d\n", emu_check::failures());
   return emu_check::failures() != 0;
 }

@@ -26,6 +26,15 @@ class CudaOptimizerKernels final : public OptimizerKernels<float> {
                         const double* loss_sum, OptimStepScalars<float>* step) override {
     launch_grad_norm_finish(n_params, first_chunk, partial, clip_norm, loss_sum, step, stream_);
   }
+  void segment_sums(int32_t n_segments, const int64_t* first, const double* partial, double* sums) override {
+    launch_segment_sums(n_segments, first, partial, sums, stream_);
+  }
+  void gather_stats(int64_t n, const int64_t* index, const double* from, double* to) override {
+    launch_move_stats(n, index, from, to, false, stream_);
+  }
+  void scatter_stats(int64_t n, const int64_t* index, const double* from, double* to) override {
+    launch_move_stats(n, index, from, to, true, stream_);
+  }
   void scale(float* x, int64_t n, float s) override { launch_optim_scale(x, n, s, stream_); }
   void adamw_update(const AdamWStep<float>& constants, const OptimStepScalars<float>* step, const OptimChunk* chunks,
                     int64_t n_chunks, const OptimTensor<float>* tensors) override {

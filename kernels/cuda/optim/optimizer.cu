@@ -54,6 +54,25 @@ __global__ void grad_norm_finish_kernel(int32_t n_params, const int64_t* first_c
   step->skip = finite ? 0 : 1;
 }
 
+// One thread per segment, adding its partials in order from 0.0 (ChunkTable::sum_per_param).
+__global__ void segment_sums_kernel(int32_t n_segments, const int64_t* first, const double* partial, double* sums) {
+  for (int32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < n_segments; p += gridDim.x * blockDim.x) {
+    double s = 0.0;
+    for (int64_t c = first[p]; c < first[p + 1]; ++c) s += partial[c];
+    sums[p] = s;
+  }
+}
+
+// to[k] = from[index[k]] (gather) or to[index[k]] = from[k] (scatter): moves, no arithmetic.
+__global__ void move_stats_kernel(int64_t n, const int64_t* index, const double* from, double* to, int scatter) {
+  for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < n; k += int64_t{gridDim.x} * blockDim.x) {
+    if (scatter)
+      to[index[k]] = from[k];
+    else
+      to[k] = from[index[k]];
+  }
+}
+
 __global__ void optim_scale_kernel(float* x, int64_t n, float s) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -359,6 +378,20 @@ void launch_grad_norm_finish(int32_t n_params, const int64_t* first_chunk, doubl
                              const double* loss_sum, OptimStepScalars<float>* step, cudaStream_t stream) {
   grad_norm_finish_kernel<<<1, kOptimThreads, 0, stream>>>(n_params, first_chunk, partial, clip_norm, loss_sum, step);
   BRT_CUDA_CHECK_LAUNCH("grad_norm_finish");
+}
+
+void launch_segment_sums(int32_t n_segments, const int64_t* first, const double* partial, double* sums,
+                         cudaStream_t stream) {
+  if (n_segments <= 0) return;
+  segment_sums_kernel<<<elementwise_blocks(n_segments), kOptimThreads, 0, stream>>>(n_segments, first, partial, sums);
+  BRT_CUDA_CHECK_LAUNCH("segment_sums");
+}
+
+void launch_move_stats(int64_t n, const int64_t* index, const double* from, double* to, bool scatter,
+                       cudaStream_t stream) {
+  if (n <= 0) return;
+  move_stats_kernel<<<elementwise_blocks(n), kOptimThreads, 0, stream>>>(n, index, from, to, scatter ? 1 : 0);
+  BRT_CUDA_CHECK_LAUNCH(scatter ? "scatter_stats" : "gather_stats");
 }
 
 void launch_optim_scale(float* x, int64_t n, float s, cudaStream_t stream) {

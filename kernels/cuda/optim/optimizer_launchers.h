@@ -17,6 +17,11 @@ void launch_optim_sum_squares(OptimField field, const OptimChunk* chunks, int64_
                               cudaStream_t stream);
 void launch_grad_norm_finish(int32_t n_params, const int64_t* first_chunk, double* partial, double clip_norm,
                              const double* loss_sum, OptimStepScalars<float>* step, cudaStream_t stream);
+void launch_segment_sums(int32_t n_segments, const int64_t* first, const double* partial, double* sums,
+                         cudaStream_t stream);
+// StatKernels::gather_stats (scatter false) and scatter_stats (scatter true).
+void launch_move_stats(int64_t n, const int64_t* index, const double* from, double* to, bool scatter,
+                       cudaStream_t stream);
 void launch_optim_scale(float* x, int64_t n, float s, cudaStream_t stream);
 void launch_adamw_update(const AdamWStep<float>& constants, const OptimStepScalars<float>* step,
                          const OptimChunk* chunks, int64_t n_chunks, const OptimTensor<float>* tensors,

@@ -89,6 +89,18 @@ class GuardedKernels final : public kernels::OptimizerKernels<float> {
     GuardedMemory::Open open(memory_);
     cpu_->grad_norm_finish(n, first, p, clip, loss, step);
   }
+  void segment_sums(int32_t n, const int64_t* first, const double* p, double* sums) override {
+    GuardedMemory::Open open(memory_);
+    cpu_->segment_sums(n, first, p, sums);
+  }
+  void gather_stats(int64_t n, const int64_t* index, const double* from, double* to) override {
+    GuardedMemory::Open open(memory_);
+    cpu_->gather_stats(n, index, from, to);
+  }
+  void scatter_stats(int64_t n, const int64_t* index, const double* from, double* to) override {
+    GuardedMemory::Open open(memory_);
+    cpu_->scatter_stats(n, index, from, to);
+  }
   void scale(float* x, int64_t n, float s) override {
     GuardedMemory::Open open(memory_);
     cpu_->scale(x, n, s);
@@ -146,6 +158,29 @@ class IdentityReducer final : public StatReducer {
     ++calls;
   }
   double checksum = 0;
+  int calls = 0;
+};
+
+// A reducer that sums on the device with nothing to add (one rank): each reduction moves every
+// entry out through the kernels' gather (in reverse order) and back through their scatter, on
+// the store's memory, so the device path runs whole; the host path is refused.
+class DeviceIdentityReducer final : public StatReducer {
+ public:
+  void reduce(StatKind, std::span<double>, std::span<const StatBlock>) override {
+    throw std::logic_error("DeviceIdentityReducer: the host path was taken");
+  }
+  bool reduces_on_device() const override { return true; }
+  void reduce_on_device(StatKind, double* sums, int64_t n, std::span<const StatBlock>,
+                        kernels::StatKernels& moves) override {
+    std::vector<int64_t> backwards(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k) backwards[size_t(k)] = n - 1 - k;
+    kernels::Buffer<int64_t> index(moves.memory(), backwards.size());
+    index.from_host(backwards);
+    kernels::Buffer<double> run(moves.memory(), backwards.size());
+    moves.gather_stats(n, index.data(), sums, run.data());
+    moves.scatter_stats(n, index.data(), run.data(), sums);
+    ++calls;
+  }
   int calls = 0;
 };
 
@@ -263,6 +298,82 @@ TEST(OptimizerKernels, AdafactorCoefficientsOnTheDeviceEqualTheHostsBitForBit) {
   const auto sa = a->state(), sb = b->state();
   for (size_t k = 0; k < sa.size(); ++k)
     EXPECT_EQ(std::memcmp(sa[k].data, sb[k].data, size_t(sa[k].numel()) * sizeof(float)), 0) << sa[k].name;
+}
+
+// The statistics' moves against a plain loop on seeded random partials: per-segment totals
+// (empty segments included) in ChunkTable::sum_per_param's order, and gather / scatter by an
+// index permutation; bit for bit (the same additions in the same order, or no arithmetic).
+TEST(StatKernels, SegmentSumsGatherAndScatterEqualAPlainLoop) {
+  auto k = kernels::make_cpu_optimizer_kernels<float>();
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> normal;
+  std::vector<double> partial(97);
+  for (double& x : partial) x = normal(rng);
+  const std::vector<int64_t> first = {0, 3, 3, 40, 41, 97};
+  std::vector<double> sums(first.size() - 1, -1.0);
+  k->segment_sums(int32_t(sums.size()), first.data(), partial.data(), sums.data());
+  for (size_t p = 0; p + 1 < first.size(); ++p) {
+    double want = 0.0;
+    for (int64_t c = first[p]; c < first[p + 1]; ++c) want += partial[size_t(c)];
+    EXPECT_EQ(sums[p], want) << "segment " << p;
+  }
+  std::vector<int64_t> index(partial.size());
+  for (size_t i = 0; i < index.size(); ++i) index[i] = int64_t((i * 31) % index.size());  // a permutation
+  std::vector<double> run(index.size()), back(partial.size(), 0.0);
+  k->gather_stats(int64_t(index.size()), index.data(), partial.data(), run.data());
+  for (size_t i = 0; i < index.size(); ++i) EXPECT_EQ(run[i], partial[size_t(index[i])]);
+  k->scatter_stats(int64_t(index.size()), index.data(), run.data(), back.data());
+  EXPECT_EQ(back, partial);
+}
+
+// A reducer that sums on the device (StatReducer::reduces_on_device) makes the optimizers take
+// the device path even on a store the host cannot read: per-parameter totals, the reduction
+// through the kernels' moves, the norm and Adafactor's coefficients made from the totals, step()
+// and the enqueued step alike; bit for bit the host reducer's steps (ZeRO-1 mask included).
+TEST(OptimizerKernels, ADeviceReducersStepsEqualTheHostReducersBitForBit) {
+  const std::vector<bool> owned = {true, false, true, true, true};
+  for (OptimKind kind : {OptimKind::kAdafactor, OptimKind::kAdamW}) {
+    GuardedMemory guarded;
+    GuardedKernels guarded_kernels(guarded);
+    ParamStore<float> host_path, device_path;
+    declare(host_path, kernels::host_memory());
+    declare(device_path, guarded);
+    auto a = make_optimizer(config(kind), host_path, owned);
+    auto b = make_optimizer(config(kind), device_path, owned, &guarded_kernels);
+    IdentityReducer ra;
+    DeviceIdentityReducer rb;
+    a->set_reducer(&ra);
+    b->set_reducer(&rb);
+    EXPECT_FALSE(a->device_steps());
+    EXPECT_TRUE(b->device_steps());
+    for (int t = 0; t < 4; ++t) {
+      set_grads(host_path, t);
+      set_grads(device_path, t);
+      const StepStats sa = a->step();
+      StepStats sb;
+      if (t % 2 == 0) {
+        sb = b->step();
+      } else {
+        b->stage_step();
+        b->enqueue_step();
+        sb = b->finish_step();
+        EXPECT_TRUE(sb.applied);
+      }
+      EXPECT_EQ(sa.grad_norm, sb.grad_norm) << "step " << t;
+      EXPECT_EQ(sa.clip_scale, sb.clip_scale) << "step " << t;
+    }
+    EXPECT_EQ(ra.calls, rb.calls);
+    const auto va = values(host_path), vb = values(device_path);
+    EXPECT_EQ(std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)), 0);
+    const auto state_a = a->state(), state_b = b->state();
+    ASSERT_EQ(state_a.size(), state_b.size());
+    for (size_t k = 0; k < state_a.size(); ++k) {
+      if (state_a[k].data == nullptr) continue;
+      std::vector<float> sb(size_t(state_b[k].numel()));
+      guarded.to_host(sb.data(), state_b[k].data, sb.size() * sizeof(float));
+      EXPECT_EQ(std::memcmp(state_a[k].data, sb.data(), sb.size() * sizeof(float)), 0) << state_a[k].name;
+    }
+  }
 }
 
 TEST(OptimizerKernels, StoreTheHostCannotReadNeedsKernels) {

@@ -126,32 +126,49 @@ TEST(PlanCluster, ADeviceFieldPlansTheCountedStep) {
 
 // The optimizer's launches as kernels/cuda/optim issues them: the gradient norm and its read-back,
 // then Adafactor's kernels in core's order, five per factored tensor (the tiled sums and their
-// fold, accumulators, means, factors), with the grids the launchers choose.
+// fold, accumulators, means, factors), with the grids the launchers choose; under TP each
+// statistic reduced on the device (per-parameter totals where core makes them, then gather,
+// all-reduce, scatter), with no host round trip but the step scalars'.
 TEST(PlanOptimizer, LaunchesFollowTheKernelsGrids) {
   kernels::OptimTensor<float> matrix, vector;
   matrix.factored = 1;
   matrix.n1 = 2048;
   matrix.n2 = 8192;
   vector.p0 = 1000;
-  const auto adafactor = kernels::cuda_optimizer_step_launches({matrix, vector}, 10, true, true);
-  ASSERT_EQ(adafactor.size(), 14u);
-  int copies = 0;
-  for (const auto& l : adafactor) copies += l.copy ? 1 : 0;
-  // the norm's partials, the step scalars, the parameter and update squares, the coefficients
-  // (TP's reducer)
-  EXPECT_EQ(copies, 5);
   const auto one_rank = kernels::cuda_optimizer_step_launches({matrix, vector}, 10, true, false);
   // The norm and the coefficients made on the device: the step scalars' two copies only.
   ASSERT_EQ(one_rank.size(), 13u);
   EXPECT_EQ(one_rank[1].kernel, "grad_norm_finish");
   EXPECT_EQ(one_rank[11].kernel, "adafactor_coefficients");
   EXPECT_TRUE(one_rank[2].copy && one_rank[3].copy && !one_rank[7].copy && !one_rank[12].copy);
-  EXPECT_EQ(adafactor[4].kernel, "adafactor_tile_sums");
-  EXPECT_EQ(adafactor[4].threads, 64 * 64 * 128);  // 2048 / 32 row tiles x 8192 / 128 column tiles
-  EXPECT_DOUBLE_EQ(adafactor[4].bytes, 4.0 * 2048 * 8192 + 8.0 * (64 * 2048 + 64 * 8192));
-  EXPECT_EQ(adafactor[5].kernel, "adafactor_fold_sums");
-  EXPECT_EQ(adafactor[5].threads, (2048 + 8192) / 32 * 32 * 16);
-  EXPECT_TRUE(adafactor[4].factor_sums && adafactor[5].factor_sums && !adafactor[6].factor_sums);
+  EXPECT_EQ(one_rank[5].kernel, "adafactor_tile_sums");
+  EXPECT_EQ(one_rank[5].threads, 64 * 64 * 128);  // 2048 / 32 row tiles x 8192 / 128 column tiles
+  EXPECT_DOUBLE_EQ(one_rank[5].bytes, 4.0 * 2048 * 8192 + 8.0 * (64 * 2048 + 64 * 8192));
+  EXPECT_EQ(one_rank[6].kernel, "adafactor_fold_sums");
+  EXPECT_EQ(one_rank[6].threads, (2048 + 8192) / 32 * 32 * 16);
+  EXPECT_TRUE(one_rank[5].factor_sums && one_rank[6].factor_sums && !one_rank[7].factor_sums);
+
+  // TP: six statistics reduced (the gradient, parameter and update squares, rows, columns,
+  // means), three of them from per-parameter totals; the same two copies.
+  const auto tp = kernels::cuda_optimizer_step_launches({matrix, vector}, 10, true, true);
+  ASSERT_EQ(tp.size(), 13u + 6 * 3 + 3);
+  int copies = 0, collectives = 0, totals = 0;
+  for (const auto& l : tp) {
+    copies += l.copy ? 1 : 0;
+    collectives += l.collective ? 1 : 0;
+    totals += l.kernel == "segment_sums" ? 1 : 0;
+  }
+  EXPECT_EQ(copies, 2);
+  EXPECT_EQ(collectives, 6);
+  EXPECT_EQ(totals, 3);
+  EXPECT_EQ(tp[1].kernel, "segment_sums");
+  EXPECT_EQ(tp[3].kernel, "TP all-reduce (gradient squares)");
+  EXPECT_DOUBLE_EQ(tp[3].bytes, 8.0 * 2);  // one total per parameter
+  EXPECT_EQ(tp[5].kernel, "grad_norm_finish");
+  EXPECT_EQ(tp[tp.size() - 2].kernel, "adafactor_coefficients");
+  for (const auto& l : tp)
+    if (l.kernel == "TP all-reduce (row sums)") EXPECT_DOUBLE_EQ(l.bytes, 8.0 * 2048);
+
   const auto adamw = kernels::cuda_optimizer_step_launches({matrix, vector}, 10, false);
   ASSERT_EQ(adamw.size(), 5u);
   EXPECT_DOUBLE_EQ(adamw[4].bytes, 7 * 4.0 * (2048 * 8192 + 1000));
