@@ -477,10 +477,15 @@ void Trainer<T>::print_start() {
   print_parallel_layout(run_, cfg_);
   std::printf("FLOPs/token (model.md §10, training = 3x forward): %.4g; peak %.1f GFLOP/s per rank (%s); MFU = achieved / "
               "(ranks x peak)\n", flops_.training(), peak_.gflops(), peak_.source().c_str());
-  std::printf("data: %d streams x %d tokens per step, %s; %lld steps, %s, %s precision\n",
+  // How the update follows backward (docs/reliability.md, "The guard and the enqueued update").
+  const char* update = enqueues_update() ? "the update enqueued behind backward"
+                       : run_.optimizer().device_steps()
+                           ? "the update after the spike guard's judgement (train.skip_loss_z, train.skip_grad_z)"
+                           : "the update after the host's sums of its statistics";
+  std::printf("data: %d streams x %d tokens per step, %s; %lld steps, %s, %s precision; %s\n",
               cfg_.train.batch * cfg_.train.grad_accum, mc.seq_len,
               cfg_.data.source.c_str(), (long long)cfg_.train.steps, core::to_string(cfg_.optim.kind),
-              cfg_.train.precision.c_str());
+              cfg_.train.precision.c_str(), update);
   if (cfg_.train.grad_accum > 1)
     std::printf("gradient accumulation: %d micro-steps of %d streams per step (train.grad_accum), %d streams per rank "
                 "(effective batch %d streams); their carried state %s\n", cfg_.train.grad_accum, cfg_.train.batch,

@@ -14,6 +14,9 @@
 #                                the norm, logged and counted as the guard's; a run on the judged
 #                                path (a spike guard on, which cannot fire in 10 steps) ends with
 #                                the same losses and final checkpoint, bit for bit
+#   step_guard.sh BIN nangrad_tp the same under TP 2 (mpirun -np 2 --tp 2): the reducer sums the
+#                                optimizer's statistics on the device, so the update is enqueued
+#                                there too; both ranks skip step 5, bit for bit the judged path
 source "$(dirname "$0")/lib.sh"
 case_name=$2
 case $case_name in
@@ -87,9 +90,12 @@ case $case_name in
     record "guard(gradient spike)" "gradients x1000 at step 45; skip_grad_z=5" "0" "$(first_line fault.log 'skip  step 45')" \
       "only that step skipped; the run finished"
     ;;
-  nangrad)
+  nangrad | nangrad_tp)
     args=(train.steps=10 checkpoint.every=10 checkpoint.keep=0)
-    BRT_FAULT_INJECT="nangrad@step=5" run fault.log 60 "${TRAIN[@]}" "${args[@]}" checkpoint.dir=a log.metrics_path=a.jsonl
+    launch=()
+    [ "$case_name" = nangrad_tp ] && launch=("${MPIRUN[@]}" -np 2) && args+=(--tp 2)
+    TRAIN=("${launch[@]}" "${TRAIN[@]}")
+    BRT_FAULT_INJECT="nangrad@step=5" run fault.log 120 "${TRAIN[@]}" "${args[@]}" checkpoint.dir=a log.metrics_path=a.jsonl
     expect_rc 0 "a run with a NaN gradient and a finite loss"
     expect_text fault.log "skip  step 5: non-finite loss or gradient norm"
     grep -E '^step +5/10 ' fault.log | grep -qF '| gnorm nan |' || fail "step 5's line: $(grep -E '^step +5/10 ' fault.log)"
@@ -97,13 +103,16 @@ case $case_name in
     grep '"event":"train"' a.jsonl | tail -1 | grep -q '"skipped_steps":1,' || fail "skipped_steps not counted"
     # The judged path: the guard sees the norm before any update (skip_grad_z needs 32 steps of
     # history before it can fire).
-    BRT_FAULT_INJECT="nangrad@step=5" run judged.log 60 "${TRAIN[@]}" "${args[@]}" train.skip_grad_z=1000 \
+    BRT_FAULT_INJECT="nangrad@step=5" run judged.log 120 "${TRAIN[@]}" "${args[@]}" train.skip_grad_z=1000 \
       checkpoint.dir=b log.metrics_path=b.jsonl
     expect_rc 0 "the same run on the judged path"
     expect_text judged.log "skip  step 5: non-finite loss or gradient norm"
     same_losses b.jsonl a.jsonl 0
     "$bin" ckpt diff "$(ckpt a 10)" "$(ckpt b 10)" > /dev/null || fail "final checkpoints differ from the judged path's"
-    record "guard(NaN gradient, finite loss)" "NaN gradient at step 5, loss finite" "0" "$(first_line fault.log 'skip  step 5')" \
+    [ "$case_name" = nangrad ] || expect_text fault.log "tensor parallel: 2 ranks per replica"
+    expect_text fault.log "the update enqueued behind backward"
+    expect_text judged.log "the update after the spike guard's judgement"
+    record "guard(NaN gradient, finite loss${launch[*]:+, TP 2})" "NaN gradient at step 5, loss finite" "0" "$(first_line fault.log 'skip  step 5')" \
       "the enqueued update wrote nothing; losses and the final checkpoint bit-identical to the judged path's"
     ;;
   *) fail "unknown case $case_name" ;;
