@@ -229,6 +229,15 @@ class Backend {
   // it as a product's input gradient). Uses the forward's output y.
   virtual void head_l2norm_backward(const T* y, const T* rnorm, const T* dy, int n, int H,
                                     int dh, T* dx) = 0;
+  // head_l2norm_backward whose dx [n, H*dh] is read next, and only, as the output gradient dy of
+  // this backend's linear_backward (the projection the heads came from, model.md §3.1), and
+  // written by nothing else before that. The default is head_l2norm_backward; CUDA in bf16
+  // writes dx in bf16 (the rounding the product would apply), which that linear_backward reads
+  // without a conversion and then lets go of, so the buffer is fp32 again for any later use.
+  virtual void head_l2norm_backward_for_product(const T* y, const T* rnorm, const T* dy, int n, int H,
+                                                int dh, T* dx) {
+    head_l2norm_backward(y, rnorm, dy, n, H, dh, dx);
+  }
 
   // ---- model.md §3.2/§3.3: sliding-window self-attention ----------------------------------
   // q, k, v, out: [B, N, A] (q, k already normalised). k_cache, v_cache: [B, W, A], the

@@ -77,6 +77,14 @@ void CountingBackend<T>::operand(const T* p, double rows, double cols, int ld) {
 }
 
 template <typename T>
+void CountingBackend<T>::output_gradient(const T* dy, double rows, double cols) {
+  if (bf16_activations_.holds(dy, int64_t(rows), int64_t(cols), int(cols)))
+    bf16_activations_.release(dy);  // head_l2norm_backward_for_product's, read once
+  else
+    converted(rows * cols);
+}
+
+template <typename T>
 void CountingBackend<T>::weights_fixed(const T* values, int64_t n) {
   weights_ = n > 0 ? values : nullptr;
   weights_n_ = weights_ != nullptr ? n : 0;
@@ -93,7 +101,7 @@ void CountingBackend<T>::linear_backward(const T* x, int n, int in, const T* w, 
   if (dx != nullptr) add(kGemm, 2.0 * rows * a * b, rows * b + a * b + (dx_beta != T(0) ? rows * a : 0.0), rows * a);
   add(kGemm, 2.0 * rows * a * b, rows * a + rows * b + a * b, a * b);
   if (n > 0 && in > 0 && out > 0) {
-    converted(rows * b);                                  // dy, once
+    output_gradient(dy, rows, b);                         // dy, once
     if (dx != nullptr) operand(w, a, b, out);             // w
     operand(x, rows, a, in);                              // x
   }
@@ -170,7 +178,7 @@ void CountingBackend<T>::relu_linear_backward(const T* x, const void* mask, int 
       rows * a);
   add(kGemm, 2.0 * rows * a * b, rows * a + rows * b + a * b, a * b);
   if (n > 0 && in > 0 && out > 0) {
-    converted(rows * b);  // dy, once
+    output_gradient(dy, rows, b);  // dy, once
     operand(w, a, b, out);
     operand(x, rows, a, in);
   }
@@ -270,6 +278,15 @@ void CountingBackend<T>::head_l2norm_backward(const T* y, const T* rnorm, const 
   const double a = double(n) * H * dh;
   add(kElem, 6.0 * a, 2.0 * a + double(n) * H, a);  // y, dy read; dx written
   run(kElem, [&] { inner_->head_l2norm_backward(y, rnorm, dy, n, H, dh, dx); });
+}
+
+template <typename T>
+void CountingBackend<T>::head_l2norm_backward_for_product(const T* y, const T* rnorm, const T* dy, int n, int H,
+                                                          int dh, T* dx) {
+  const double a = double(n) * H * dh;
+  add(kElem, 6.0 * a, 2.0 * a + double(n) * H, a * 2.0 / double(sizeof(T)));  // dx in bf16
+  if (a > 0) bf16_activations_.hold(dx, n, int64_t(H) * dh);
+  run(kElem, [&] { inner_->head_l2norm_backward_for_product(y, rnorm, dy, n, H, dh, dx); });
 }
 
 // Every query scores the whole band of 2W keys (its block and the previous one, masked).

@@ -115,6 +115,9 @@ class CountingBackend final : public Backend<T> {
                                  bool accumulate, int n, int D, T* dx, T* dgamma) override;
   void head_l2norm_forward(const T* x, int n, int H, int dh, T* y, T* rnorm) override;
   void head_l2norm_backward(const T* y, const T* rnorm, const T* dy, int n, int H, int dh, T* dx) override;
+  // dx written in bf16 and read once by the next linear_backward as dy, as CUDA in bf16 does.
+  void head_l2norm_backward_for_product(const T* y, const T* rnorm, const T* dy, int n, int H, int dh,
+                                        T* dx) override;
   void window_attention_forward(const WindowAttnDims& d, const T* q, const T* k, const T* v, const T* k_cache,
                                 const T* v_cache, const T* rel_bias, const T* scale, T* out, T* probs) override;
   void window_attention_backward(const WindowAttnDims& d, const T* q, const T* k, const T* v, const T* k_cache,
@@ -193,6 +196,8 @@ class CountingBackend final : public Backend<T> {
   // Counts operand p ([rows, cols], row stride ld) as converted unless it reads the shadow or
   // is an activation kept in bf16.
   void operand(const T* p, double rows, double cols, int ld);
+  // A linear backward's dy [rows, cols]: converted, unless held in bf16 for it (then let go).
+  void output_gradient(const T* dy, double rows, double cols);
 };
 
 template <typename T>

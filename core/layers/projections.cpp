@@ -71,9 +71,9 @@ void projections_backward(Backend<T>& be, ParamStore<T>& store, const Projection
   for (size_t j = 0; j < p.weights.size(); ++j) {
     if (dout[j] == nullptr) continue;
     const T* draw = dout[j];
-    if (p.normalised[j]) {  // written into scratch_a (no zero fill)
-      be.head_l2norm_backward(acts.out[j].data(), acts.rnorm[j].data(), dout[j], rows, s.heads,
-                              s.head_dim, scratch_a);
+    if (p.normalised[j]) {  // written into scratch_a (no zero fill), read only by the product below
+      be.head_l2norm_backward_for_product(acts.out[j].data(), acts.rnorm[j].data(), dout[j], rows, s.heads,
+                                          s.head_dim, scratch_a);
       draw = scratch_a;
     }
     auto& w = store[p.weights[j]];

@@ -291,9 +291,13 @@ void CudaBackend::mlp_products_backward(const float* x, const float* w1, const f
 
 CudaBackend::BackwardBf16 CudaBackend::backward_bf16(const float* dy, int n, int in, int out) {
   DeviceArena& arena = scratch();
-  void* dy16 = arena.allocate(std::size_t{2} * n * out, "linear backward bf16 dy");
   void* other16 = arena.allocate(std::size_t{2} * std::max(std::size_t(in) * out, std::size_t(n) * in),
                                  "linear backward bf16 w, then x");
+  if (bf16_activations_.holds(dy, n, out, out)) {  // head_l2norm_backward_for_product wrote it in bf16
+    bf16_activations_.release(dy);                  // read by this call only: fp32 again after it
+    return {dy, other16};
+  }
+  void* dy16 = arena.allocate(std::size_t{2} * n * out, "linear backward bf16 dy");
   launch_convert_to_bf16(dy, n, out, out, dy16, stream_);
   return {dy16, other16};
 }

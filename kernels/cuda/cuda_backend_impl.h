@@ -127,6 +127,17 @@ class CudaBackend final : public Backend<float> {
   void head_l2norm_backward(const float* y, const float* rnorm, const float* dy, int n, int H,
                             int dh, float* dx) override {
     launch_head_l2norm_backward(y, rnorm, dy, n, H, dh, dx, stream_);
+    bf16_activations_.release(dx);
+  }
+  // bf16: dx written in bf16 and held for the one linear_backward that reads it as dy.
+  void head_l2norm_backward_for_product(const float* y, const float* rnorm, const float* dy, int n, int H,
+                                        int dh, float* dx) override {
+    if (options_.precision != Precision::kBf16 || n <= 0 || H <= 0 || dh <= 0) {
+      head_l2norm_backward(y, rnorm, dy, n, H, dh, dx);
+      return;
+    }
+    launch_head_l2norm_backward_bf16(y, rnorm, dy, n, H, dh, dx, stream_);
+    bf16_activations_.hold(dx, n, int64_t(H) * dh);
   }
 
   void window_attention_forward(const WindowAttnDims& d, const float* q, const float* k,
@@ -318,11 +329,12 @@ class CudaBackend final : public Backend<float> {
   // shadow where it reads one (kernels/cuda/weight_shadow.h), else rounded now into dst
   // (packed, ld = cols). Either way a product reads it with ld = cols.
   const void* bf16_operand(const float* p, int rows, int cols, int ld, void* dst);
-  // A linear layer's backward in bf16: dy [n, out] rounded once into the scratch arena, and one
-  // buffer for w [in, out] (unless its shadow is read) then x [n, in] (stream order: the dx
-  // product has read w's copy before x's conversion overwrites it).
+  // A linear layer's backward in bf16: dy [n, out] rounded once into the scratch arena (or, held
+  // in bf16 by head_l2norm_backward_for_product, read as it is and let go), and one buffer for
+  // w [in, out] (unless its shadow is read) then x [n, in] (stream order: the dx product has read
+  // w's copy before x's conversion overwrites it).
   struct BackwardBf16 {
-    void* dy16;
+    const void* dy16;
     void* other16;
   };
   BackwardBf16 backward_bf16(const float* dy, int n, int in, int out);

@@ -59,6 +59,9 @@ void launch_head_l2norm_forward(const float* x, int n, int H, int dh, float* y, 
                                 cudaStream_t stream);
 void launch_head_l2norm_backward(const float* y, const float* rnorm, const float* dy, int n,
                                  int H, int dh, float* dx, cudaStream_t stream);
+// dx16: the input gradient in bf16 (Backend::head_l2norm_backward_for_product).
+void launch_head_l2norm_backward_bf16(const float* y, const float* rnorm, const float* dy, int n, int H, int dh,
+                                      void* dx16, cudaStream_t stream);
 
 // ---- gates.cu (model.md §5.3) ----
 void launch_fixed_gate_forward(const float* carry, const float* u, const float* bias, int n,

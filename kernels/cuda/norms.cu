@@ -87,20 +87,25 @@ __global__ void head_l2norm_forward_kernel(const float* x, int64_t rows, int dh,
   for (int j = lane; j < dh; j += kWarp) yr[j] = xr[j] * rn;  // y may alias x
 }
 
+// dx16 (not null): dx written in bf16 there instead, rounded to nearest even as the conversion
+// kernel rounds the fp32 value.
 __global__ void head_l2norm_backward_kernel(const float* y, const float* rnorm, const float* dy,
-                                            int64_t rows, int dh, float* dx) {
+                                            int64_t rows, int dh, float* dx, __nv_bfloat16* dx16) {
   const int64_t r = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (r >= rows) return;
   const float* yr = y + r * dh;
   const float* dyr = dy + r * dh;
-  float* dxr = dx + r * dh;
   double dot = 0;
   for (int j = lane; j < dh; j += kWarp) dot += static_cast<double>(yr[j]) * dyr[j];
   dot = warp_sum(dot);
   const float rn = rnorm[r];
   const float d = static_cast<float>(dot);
-  for (int j = lane; j < dh; j += kWarp) dxr[j] = rn * (dyr[j] - yr[j] * d);  // written
+  for (int j = lane; j < dh; j += kWarp) {
+    const float v = rn * (dyr[j] - yr[j] * d);  // written
+    if (dx16 != nullptr) dx16[r * dh + j] = __float2bfloat16_rn(v);
+    else dx[r * dh + j] = v;
+  }
 }
 
 int warp_row_blocks(int64_t rows) { return static_cast<int>((rows * kWarp + 255) / 256); }
@@ -153,8 +158,17 @@ void launch_head_l2norm_backward(const float* y, const float* rnorm, const float
   const int64_t rows = int64_t{n} * H;
   if (rows <= 0 || dh <= 0) return;
   head_l2norm_backward_kernel<<<warp_row_blocks(rows), 256, 0, stream>>>(y, rnorm, dy, rows, dh,
-                                                                          dx);
+                                                                          dx, nullptr);
   BRT_CUDA_CHECK_LAUNCH("head_l2norm_backward");
+}
+
+void launch_head_l2norm_backward_bf16(const float* y, const float* rnorm, const float* dy, int n, int H, int dh,
+                                      void* dx16, cudaStream_t stream) {
+  const int64_t rows = int64_t{n} * H;
+  if (rows <= 0 || dh <= 0) return;
+  head_l2norm_backward_kernel<<<warp_row_blocks(rows), 256, 0, stream>>>(
+      y, rnorm, dy, rows, dh, nullptr, static_cast<__nv_bfloat16*>(dx16));
+  BRT_CUDA_CHECK_LAUNCH("head_l2norm_backward_bf16");
 }
 
 }  // namespace brt::kernels::cuda

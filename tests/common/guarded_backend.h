@@ -260,6 +260,11 @@ class ForwardingBackend : public kernels::Backend<T> {
     Call c(*this, "head_l2norm_backward", {y, rnorm, dy, dx});
     inner_.head_l2norm_backward(y, rnorm, dy, n, H, dh, dx);
   }
+  void head_l2norm_backward_for_product(const T* y, const T* rnorm, const T* dy, int n, int H, int dh,
+                                        T* dx) override {
+    Call c(*this, "head_l2norm_backward_for_product", {y, rnorm, dy, dx});
+    inner_.head_l2norm_backward_for_product(y, rnorm, dy, n, H, dh, dx);
+  }
   void window_attention_forward(const kernels::WindowAttnDims& d, const T* q, const T* k,
                                 const T* v, const T* k_cache, const T* v_cache,
                                 const T* rel_bias, const T* scale, T* out, T* probs) override {

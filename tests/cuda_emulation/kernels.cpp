@@ -119,7 +119,14 @@ void others() {
     std::vector<float> y(s), r(n * H), gy(s, NAN), gr(n * H, NAN);
     cpu->head_l2norm_forward(x.data(), n, H, dh, y.data(), r.data()); cpu->head_l2norm_backward(y.data(), r.data(), dy.data(), n, H, dh, dx.data());
     launch_head_l2norm_forward(x.data(), n, H, dh, gy.data(), gr.data(), nullptr); launch_head_l2norm_backward(gy.data(), gr.data(), dy.data(), n, H, dh, gdx.data(), nullptr);
-    report("l2 y", gy, y); report("l2 rnorm", gr, r); report("l2 dx", gdx, dx); }
+    report("l2 y", gy, y); report("l2 rnorm", gr, r); report("l2 dx", gdx, dx);
+    // For its projection (head_l2norm_backward_for_product): the same dx, rounded to nearest even.
+    std::vector<uint16_t> dx16(s);
+    launch_head_l2norm_backward_bf16(gy.data(), gr.data(), dy.data(), n, H, dh, dx16.data(), nullptr);
+    cudaDeviceSynchronize();
+    int off = 0;
+    for (size_t i = 0; i < s; ++i) { uint32_t u; std::memcpy(&u, &gdx[i], 4); off += dx16[i] != uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
+    if (off != 0) { ++emu_check::failures(); std::printf("l2 dx in bf16: %d values not the fp32 dx rounded\n", off); } }
   { int n = 300, D = 70; size_t s = size_t(n) * D; auto c = normal(s), u = normal(s), b = normal(D), dout = normal(s), dc = normal(s), du = normal(s), db = normal(D);
     auto gdc = dc, gdu = du, gdb = db; std::vector<float> out(s), gout(s, NAN);
     cpu->fixed_gate_forward(c.data(), u.data(), b.data(), n, D, out.data()); cpu->fixed_gate_backward(c.data(), u.data(), b.data(), dout.data(), n, D, dc.data(), du.data(), db.data());

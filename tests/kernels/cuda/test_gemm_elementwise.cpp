@@ -296,6 +296,42 @@ TEST_F(CudaGemmBf16Test, RmsNormForProductsWritesTheRoundingItsProductsRead) {
   EXPECT_TRUE(bit_identical(download(z, ny), download(z_plain, ny))) << "a product reading it";
 }
 
+// The head norm's gradient for its projection (head_l2norm_backward_for_product): in bf16 dx holds
+// bf16 values, each head_l2norm_backward's fp32 value rounded to nearest even; the
+// linear_backward that reads it as dy equals one reading the fp32 dx bit for bit (the same
+// operand) and lets go of it, so the buffer reads as fp32 afterwards.
+TEST_F(CudaGemmBf16Test, HeadNormGradientForItsProductIsReadOnceAsItsRounding) {
+  SCOPED_TRACE(rng_.trace());
+  const int n = 37, H = 3, dh = 16, A = H * dh, in = 29;
+  const std::size_t na = std::size_t(n) * A, nx = std::size_t(n) * in, nw = std::size_t(in) * A;
+  const float *d_x = upload(rng_.normal(na)), *d_dy = upload(rng_.normal(na));
+  const float *d_in = upload(rng_.normal(nx)), *d_w = upload(rng_.normal(nw));
+  float *y = poisoned(na), *rnorm = poisoned(std::size_t(n) * H);
+  gpu_->head_l2norm_forward(d_x, n, H, dh, y, rnorm);
+  float *draw = poisoned(na), *draw_plain = poisoned(na);
+  gpu_->head_l2norm_backward_for_product(y, rnorm, d_dy, n, H, dh, draw);
+  gpu_->head_l2norm_backward(y, rnorm, d_dy, n, H, dh, draw_plain);
+  ASSERT_TRUE(holds_bf16_activation(*gpu_, draw, n, A));
+  EXPECT_FALSE(holds_bf16_activation(*gpu_, draw_plain, n, A));
+  const auto raw = download(draw, na / 2), plain = download(draw_plain, na);  // na is even: the bf16 half
+  std::vector<uint16_t> bits(na);
+  std::memcpy(bits.data(), raw.data(), na * sizeof(uint16_t));
+  int differing = 0;
+  for (std::size_t i = 0; i < na; ++i) {
+    uint32_t u;
+    std::memcpy(&u, &plain[i], 4);
+    differing += bits[i] != uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);  // round to nearest even
+  }
+  EXPECT_EQ(differing, 0) << "bf16 values that are not the fp32 gradient rounded";
+  float *dx = poisoned(nx), *dx_plain = poisoned(nx);
+  float *dw = upload(std::vector<float>(nw, 0.5f)), *dw_plain = upload(std::vector<float>(nw, 0.5f));
+  gpu_->linear_backward(d_in, n, in, d_w, A, draw, dx, dw, 0.0f);
+  gpu_->linear_backward(d_in, n, in, d_w, A, draw_plain, dx_plain, dw_plain, 0.0f);
+  EXPECT_TRUE(bit_identical(download(dx, nx), download(dx_plain, nx))) << "dx";
+  EXPECT_TRUE(bit_identical(download(dw, nw), download(dw_plain, nw))) << "dw";
+  EXPECT_FALSE(holds_bf16_activation(*gpu_, draw, n, A)) << "read once: let go after its product";
+}
+
 // The MLP's backward through both products (mlp_products_backward): with the epilogue's mask and
 // no dm_extra the gradient before the ReLU is written by DRELU in bf16 and read as it is by W1's
 // two products; against the same call's default (relu_linear_backward, then linear_backward: dm
