@@ -131,8 +131,9 @@ const T* Model<T>::run_forward() {
     be_.embedding_forward(inputs_.data(), rows, params_[embed_].value, D, resid_[0].data());
   for (size_t l = 0; l < layers_.size(); ++l)
     layers_[l]->forward(ctx, resid_[l].data(), resid_[l + 1].data());
-  be_.rmsnorm_forward(resid_.back().data(), params_[final_norm_].value, rows, D, final_h_.data(),
-                      final_rstd_.data());
+  // final_h is read only by the LM head's two products (the logits here, dE in backward).
+  be_.rmsnorm_forward_for_products(resid_.back().data(), params_[final_norm_].value, rows, D, final_h_.data(),
+                                   final_rstd_.data());
   // logits = RMSNorm_final(x_L)·Eᵀ/√V (tied embedding, model.md §1); this rank's vocabulary.
   const T inv_sqrt_v = T(1) / std::sqrt(T(V));
   const int VL = vocab_.size();
