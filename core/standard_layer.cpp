@@ -51,7 +51,8 @@ void StandardLayer<T>::forward(const StepContext<T>& ctx, const T* x, T* out) {
   const T* v = proj_acts_.out[2].data();
   // a = WindowAttention(Q̂, K̂, V), block 0 attending to the cache   (model.md §3.2, §8)
   window_.prepare(be, ctx.doc_start);
-  window_.forward(be, q, k, v, store_[rel_bias_], store_[scale_], attn_out_.data());
+  // attn_out is read only by Wo's products (here and in backward).
+  window_.forward(be, q, k, v, store_[rel_bias_], store_[scale_], attn_out_.data(), true);
   // y = x + a·Wo;  out = y + MLP(y)   (model.md §4)
   add_row_parallel(be, tp_, attn_out_.data(), rows, A, store_[wo_].value, D, x, y_.data());
   mlp_residual_forward(be, store_, mlp_, y_.data(), rows, mlp_acts_, out);

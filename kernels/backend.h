@@ -247,6 +247,16 @@ class Backend {
                                         const T* v, const T* k_cache, const T* v_cache,
                                         const T* rel_bias, const T* scale, T* out,
                                         T* probs) = 0;
+  // window_attention_forward whose out is read only as an operand of this backend's products
+  // (the output projection's, forward and backward), and written by nothing but this call,
+  // until the model's end (rmsnorm_forward_for_products' contract). The default is
+  // window_attention_forward; CUDA in bf16 writes out in bf16 (the rounding a product would
+  // apply), which its products read without a conversion.
+  virtual void window_attention_forward_for_products(const WindowAttnDims& d, const T* q, const T* k, const T* v,
+                                                     const T* k_cache, const T* v_cache, const T* rel_bias,
+                                                     const T* scale, T* out, T* probs) {
+    window_attention_forward(d, q, k, v, k_cache, v_cache, rel_bias, scale, out, probs);
+  }
   // Accumulates dq, dk, dv (no gradient to the detached cache), drel_bias, dscale.
   virtual void window_attention_backward(const WindowAttnDims& d, const T* q, const T* k,
                                          const T* v, const T* k_cache, const T* v_cache,

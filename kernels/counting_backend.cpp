@@ -301,6 +301,21 @@ void CountingBackend<T>::window_attention_forward(const WindowAttnDims& d, const
   run(kWindow, [&] { inner_->window_attention_forward(d, q, k, v, k_cache, v_cache, rel_bias, scale, out, probs); });
 }
 
+// The same work, out written in bf16 and held for the products (as CUDA in bf16 does).
+template <typename T>
+void CountingBackend<T>::window_attention_forward_for_products(const WindowAttnDims& d, const T* q, const T* k,
+                                                               const T* v, const T* k_cache, const T* v_cache,
+                                                               const T* rel_bias, const T* scale, T* out, T* probs) {
+  const double rows = double(d.batch) * d.seq, A = d.width(), band = 2.0 * d.window;
+  const double scores = rows * d.heads * band;
+  add(kWindow, 4.0 * rows * band * A + 5.0 * scores, 3.0 * rows * A + 2.0 * d.batch * d.window * A,
+      rows * A * 2.0 / double(sizeof(T)) + scores);
+  if (rows > 0 && A > 0) bf16_activations_.hold(out, int64_t(rows), int64_t(A));
+  run(kWindow, [&] {
+    inner_->window_attention_forward_for_products(d, q, k, v, k_cache, v_cache, rel_bias, scale, out, probs);
+  });
+}
+
 // Reads q, k, v, dout, the cache and the probabilities; writes (or adds to) dq, dk, dv.
 template <typename T>
 void CountingBackend<T>::count_window_backward(const WindowAttnDims& d) {

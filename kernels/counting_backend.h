@@ -118,6 +118,10 @@ class CountingBackend final : public Backend<T> {
   // dx written in bf16 and read once by the next linear_backward as dy, as CUDA in bf16 does.
   void head_l2norm_backward_for_product(const T* y, const T* rnorm, const T* dy, int n, int H, int dh,
                                         T* dx) override;
+  // out written in bf16 and read by its products without a conversion, as CUDA in bf16 does.
+  void window_attention_forward_for_products(const WindowAttnDims& d, const T* q, const T* k, const T* v,
+                                             const T* k_cache, const T* v_cache, const T* rel_bias,
+                                             const T* scale, T* out, T* probs) override;
   void window_attention_forward(const WindowAttnDims& d, const T* q, const T* k, const T* v, const T* k_cache,
                                 const T* v_cache, const T* rel_bias, const T* scale, T* out, T* probs) override;
   void window_attention_backward(const WindowAttnDims& d, const T* q, const T* k, const T* v, const T* k_cache,

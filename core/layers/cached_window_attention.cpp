@@ -90,15 +90,19 @@ void CachedWindowAttention<T>::prepare(kernels::Backend<T>& be, const uint8_t* d
 template <typename T>
 void CachedWindowAttention<T>::forward(kernels::Backend<T>& be, const T* q, const T* k,
                                        const T* v, const Param<T>& rel_bias,
-                                       const Param<T>& scale, T* out) {
+                                       const Param<T>& scale, T* out, bool out_for_products) {
   require_segment_layout("forward");
   q_ = q;
   k_ = k;
   v_ = v;
   if (cp_.active()) exchange_halo(be, k, v);
   if (!k_blocks_.empty()) gather_previous_blocks(be, k, v);
-  be.window_attention_forward(attended_dims(), q, k, v, attended_keys(), attended_values(),
-                              rel_bias.value, scale.value, out, probs_.data());
+  if (out_for_products)
+    be.window_attention_forward_for_products(attended_dims(), q, k, v, attended_keys(), attended_values(),
+                                             rel_bias.value, scale.value, out, probs_.data());
+  else
+    be.window_attention_forward(attended_dims(), q, k, v, attended_keys(), attended_values(), rel_bias.value,
+                                scale.value, out, probs_.data());
 }
 
 template <typename T>

@@ -60,8 +60,10 @@ class CachedWindowAttention {
   void prepare(kernels::Backend<T>& be, const uint8_t* doc_start);
   // §3.2 over the segment (kSegment): q, k, v [B·N, A] are Q̂, K̂, V; out [B·N, A] is
   // overwritten. q, k, v must stay alive until backward (they are saved, not copied).
+  // out_for_products: out is read only by the backend's products until the model's end
+  // (Backend::window_attention_forward_for_products).
   void forward(kernels::Backend<T>& be, const T* q, const T* k, const T* v,
-               const Param<T>& rel_bias, const Param<T>& scale, T* out);
+               const Param<T>& rel_bias, const Param<T>& scale, T* out, bool out_for_products = false);
   // dout: gradient w.r.t. out. WRITES dq, dk, dv [B·N, A] (their contents on entry do not
   // matter; Backend::window_attention_backward_write) and accumulates the gradients of the bias
   // table and the scale; the cache gets none (§8: detached).

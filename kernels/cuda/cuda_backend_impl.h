@@ -152,6 +152,21 @@ class CudaBackend final : public Backend<float> {
     else
       launch_window_attention_forward(d, q, k, v, k_cache, v_cache, rel_bias, scale, out, probs,
                                       t5_buckets(), scratch(), stream_);
+    bf16_activations_.release(out);
+  }
+  // bf16: out written in bf16 by the tensor-core pass and held for the products.
+  void window_attention_forward_for_products(const WindowAttnDims& d, const float* q, const float* k,
+                                             const float* v, const float* k_cache, const float* v_cache,
+                                             const float* rel_bias, const float* scale, float* out,
+                                             float* probs) override {
+    if (options_.precision != Precision::kBf16) {
+      window_attention_forward(d, q, k, v, k_cache, v_cache, rel_bias, scale, out, probs);
+      return;
+    }
+    launch_window_attention_forward_tc(d, q, k, v, k_cache, v_cache, rel_bias, scale, out, probs, t5_buckets(),
+                                       cublas_, scratch(), stream_, out);
+    const int64_t rows = int64_t(d.batch) * d.seq;
+    if (rows > 0 && d.width() > 0) bf16_activations_.hold(out, rows, d.width());
   }
   void window_attention_backward(const WindowAttnDims& d, const float* q, const float* k,
                                  const float* v, const float* k_cache, const float* v_cache,

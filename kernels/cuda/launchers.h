@@ -145,7 +145,9 @@ void launch_window_attention_forward_tc(const WindowAttnDims& d, const float* q,
                                         const float* v_cache, const float* rel_bias,
                                         const float* scale, float* out, float* probs,
                                         const T5Buckets& buckets, cublasHandle_t handle,
-                                        DeviceArena& scratch, cudaStream_t stream);
+                                        DeviceArena& scratch, cudaStream_t stream, void* out16 = nullptr);
+// (out16, when not null: the output written there in bf16 instead of out, rounded to nearest even:
+// Backend::window_attention_forward_for_products.)
 // accumulate: dq, dk, dv += the gradients (false: written, their contents on entry ignored).
 void launch_window_attention_backward_tc(const WindowAttnDims& d, const float* q, const float* k,
                                          const float* v, const float* k_cache,

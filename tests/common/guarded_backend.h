@@ -272,6 +272,12 @@ class ForwardingBackend : public kernels::Backend<T> {
            {q, k, v, k_cache, v_cache, rel_bias, scale, out, probs});
     inner_.window_attention_forward(d, q, k, v, k_cache, v_cache, rel_bias, scale, out, probs);
   }
+  void window_attention_forward_for_products(const kernels::WindowAttnDims& d, const T* q, const T* k, const T* v,
+                                             const T* k_cache, const T* v_cache, const T* rel_bias,
+                                             const T* scale, T* out, T* probs) override {
+    Call c(*this, "window_attention_forward_for_products", {q, k, v, k_cache, v_cache, rel_bias, scale, out, probs});
+    inner_.window_attention_forward_for_products(d, q, k, v, k_cache, v_cache, rel_bias, scale, out, probs);
+  }
   void window_attention_backward(const kernels::WindowAttnDims& d, const T* q, const T* k,
                                  const T* v, const T* k_cache, const T* v_cache,
                                  const T* rel_bias, const T* scale, const T* probs,

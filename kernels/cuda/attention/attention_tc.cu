@@ -89,6 +89,20 @@ __global__ void unpack_rows_kernel(const float* in, TcDims g, bool accumulate, f
   }
 }
 
+// The same rows into out16 in bf16, each rounded to nearest even as the conversion kernel rounds.
+__global__ void unpack_rows_bf16_kernel(const float* in, TcDims g, __nv_bfloat16* out16) {
+  BRT_GRID_STRIDE(e, g.act()) {
+    const int d = static_cast<int>(e % g.dh);
+    int64_t rest = e / g.dh;
+    const int r = static_cast<int>(rest % g.W);
+    rest /= g.W;
+    const int h = static_cast<int>(rest % g.H);
+    const int64_t bt = rest / g.H;
+    const int64_t b = bt / g.T, t = bt % g.T;
+    out16[(b * g.N + t * g.W + r) * g.A + int64_t{h} * g.dh + d] = __float2bfloat16_rn(in[e]);
+  }
+}
+
 // dx[b, t·W + r] (+)= dwin[bt, h, W + r] + dwin[bt + 1, h, r] (t + 1 < T), in that order.
 __global__ void fold_windows_kernel(const float* dwin, TcDims g, bool accumulate, float* dx) {
   BRT_GRID_STRIDE(e, g.act()) {
@@ -236,7 +250,7 @@ void launch_window_attention_forward_tc(const WindowAttnDims& d, const float* q,
                                         const float* v_cache, const float* rel_bias,
                                         const float* scale, float* out, float* probs,
                                         const T5Buckets& buckets, cublasHandle_t handle,
-                                        DeviceArena& scratch, cudaStream_t stream) {
+                                        DeviceArena& scratch, cudaStream_t stream, void* out16) {
   const char* who = "window_attention_forward (tensor cores)";
   check_dims(d, who);
   const TcDims g = tc_dims(d);
@@ -254,7 +268,11 @@ void launch_window_attention_forward_tc(const WindowAttnDims& d, const float* q,
   // O = Pb·Vw: [W × 2W]·[2W × dh].
   batched_gemm(handle, false, false, W, dh, 2 * W, pb, 2 * W, int64_t{W} * 2 * W, vw, dh,
                int64_t{2} * W * dh, 0.0f, oh, dh, int64_t{W} * dh, g.problems());
-  unpack_rows_kernel<<<elementwise_blocks(g.act()), 256, 0, stream>>>(oh, g, false, out);
+  if (out16 != nullptr)
+    unpack_rows_bf16_kernel<<<elementwise_blocks(g.act()), 256, 0, stream>>>(oh, g,
+                                                                             static_cast<__nv_bfloat16*>(out16));
+  else
+    unpack_rows_kernel<<<elementwise_blocks(g.act()), 256, 0, stream>>>(oh, g, false, out);
   BRT_CUDA_CHECK_LAUNCH(who);
 }
 

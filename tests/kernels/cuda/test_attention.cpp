@@ -10,6 +10,8 @@
 // the float64 reference's probabilities), not against the small cancelled result.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "tests/kernels/cuda/cuda_test_util.h"
@@ -212,6 +214,7 @@ class CudaWindowAttentionTest : public AttentionTest {
     float* d_probs = poisoned(probs);
     gpu_->window_attention_forward(d, dq_, dk_, dv_, dkc, dvc, dbias_, dscale_, d_out, d_probs);
     EXPECT_REL_CLOSE(download(d_out, act), out, tolerance_, "window attention out");
+    expect_out_for_products(d, dq_, dk_, dv_, dkc, dvc, dbias_, dscale_, d_out);
 
     AttentionGrads runs[2];
     for (AttentionGrads& run : runs) {
@@ -239,6 +242,40 @@ class CudaWindowAttentionTest : public AttentionTest {
     EXPECT_TRUE(download(w_dv, act) == download(z_dv, act)) << "dv written";
     EXPECT_TRUE(download(w_db, bias.size()) == download(z_db, bias.size())) << "drel_bias";
     EXPECT_TRUE(download(w_ds, d.heads) == download(z_ds, d.heads)) << "dscale";
+  }
+
+  // window_attention_forward_for_products: in bf16 out holds bf16 values, each the fp32 output
+  // (`plain`, window_attention_forward's) rounded to nearest even, and a product reading it
+  // equals one reading the fp32 output bit for bit; in fp32 the same output, not held.
+  void expect_out_for_products(const WindowAttnDims& d, const float* q, const float* k, const float* v,
+                               const float* kc, const float* vc, const float* bias, const float* scale,
+                               const float* plain) {
+    const int rows = d.batch * d.seq, A = d.width(), cols = 5;
+    const std::size_t act = std::size_t(rows) * A, probs = std::size_t(d.batch) * d.blocks() * d.heads * d.window * 2 *
+                                                          d.window;
+    float *out = poisoned(act), *p = poisoned(probs);
+    gpu_->window_attention_forward_for_products(d, q, k, v, kc, vc, bias, scale, out, p);
+    const auto want = download(plain, act);
+    if (!holds_bf16_activation(*gpu_, out, rows, A)) {
+      EXPECT_TRUE(bit_identical(download(out, act), want)) << "out for products (fp32)";
+      return;
+    }
+    const auto raw = download(out, (act + 1) / 2);
+    std::vector<uint16_t> bits(act);
+    std::memcpy(bits.data(), raw.data(), act * sizeof(uint16_t));
+    int differing = 0;
+    for (std::size_t i = 0; i < act; ++i) {
+      uint32_t u;
+      std::memcpy(&u, &want[i], 4);
+      differing += bits[i] != uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);  // round to nearest even
+    }
+    EXPECT_EQ(differing, 0) << "bf16 values that are not the fp32 output rounded";
+    const float* w = upload(rng_.normal(std::size_t(A) * cols));
+    float *z = poisoned(std::size_t(rows) * cols), *z_plain = poisoned(std::size_t(rows) * cols);
+    gpu_->gemm(Trans::N, Trans::N, rows, cols, A, 1.0f, out, A, w, cols, 0.0f, z, cols);
+    gpu_->gemm(Trans::N, Trans::N, rows, cols, A, 1.0f, plain, A, w, cols, 0.0f, z_plain, cols);
+    EXPECT_TRUE(bit_identical(download(z, std::size_t(rows) * cols), download(z_plain, std::size_t(rows) * cols)))
+        << "a product reading it";
   }
 };
 
