@@ -43,18 +43,22 @@ TcDims tc_dims(const WindowAttnDims& d) {
   return {d.batch, d.seq, d.window, d.heads, d.head_dim, d.seq / d.window, d.width()};
 }
 
+// Element e of a per-block array [bt, h, r, d]: its offset in the [B, N, A] rows,
+// [b, t·W + r, h·dh + d].
+__device__ inline int64_t row_offset(int64_t e, const TcDims& g) {
+  const int d = static_cast<int>(e % g.dh);
+  int64_t rest = e / g.dh;
+  const int r = static_cast<int>(rest % g.W);
+  rest /= g.W;
+  const int h = static_cast<int>(rest % g.H);
+  const int64_t bt = rest / g.H;
+  const int64_t b = bt / g.T, t = bt % g.T;
+  return (b * g.N + t * g.W + r) * g.A + int64_t{h} * g.dh + d;
+}
+
 // Qh[bt, h, r, d] = q[b, t·W + r, h·dh + d]
 __global__ void pack_queries_kernel(const float* x, TcDims g, __nv_bfloat16* out) {
-  BRT_GRID_STRIDE(e, g.act()) {
-    const int d = static_cast<int>(e % g.dh);
-    int64_t rest = e / g.dh;
-    const int r = static_cast<int>(rest % g.W);
-    rest /= g.W;
-    const int h = static_cast<int>(rest % g.H);
-    const int64_t bt = rest / g.H;
-    const int64_t b = bt / g.T, t = bt % g.T;
-    out[e] = __float2bfloat16_rn(x[(b * g.N + t * g.W + r) * g.A + int64_t{h} * g.dh + d]);
-  }
+  BRT_GRID_STRIDE(e, g.act()) { out[e] = __float2bfloat16_rn(x[row_offset(e, g)]); }
 }
 
 // Kw[bt, h, c, d]: c < W the previous block (the cache at t = 0), c >= W block t.
@@ -77,30 +81,14 @@ __global__ void pack_windows_kernel(const float* x, const float* cache, TcDims g
 // out[b, t·W + r, h·dh + d] (=, or += with accumulate) in[bt, h, r, d]
 __global__ void unpack_rows_kernel(const float* in, TcDims g, bool accumulate, float* out) {
   BRT_GRID_STRIDE(e, g.act()) {
-    const int d = static_cast<int>(e % g.dh);
-    int64_t rest = e / g.dh;
-    const int r = static_cast<int>(rest % g.W);
-    rest /= g.W;
-    const int h = static_cast<int>(rest % g.H);
-    const int64_t bt = rest / g.H;
-    const int64_t b = bt / g.T, t = bt % g.T;
-    float& y = out[(b * g.N + t * g.W + r) * g.A + int64_t{h} * g.dh + d];
+    float& y = out[row_offset(e, g)];
     y = accumulate ? y + in[e] : in[e];
   }
 }
 
 // The same rows into out16 in bf16, each rounded to nearest even as the conversion kernel rounds.
 __global__ void unpack_rows_bf16_kernel(const float* in, TcDims g, __nv_bfloat16* out16) {
-  BRT_GRID_STRIDE(e, g.act()) {
-    const int d = static_cast<int>(e % g.dh);
-    int64_t rest = e / g.dh;
-    const int r = static_cast<int>(rest % g.W);
-    rest /= g.W;
-    const int h = static_cast<int>(rest % g.H);
-    const int64_t bt = rest / g.H;
-    const int64_t b = bt / g.T, t = bt % g.T;
-    out16[(b * g.N + t * g.W + r) * g.A + int64_t{h} * g.dh + d] = __float2bfloat16_rn(in[e]);
-  }
+  BRT_GRID_STRIDE(e, g.act()) { out16[row_offset(e, g)] = __float2bfloat16_rn(in[e]); }
 }
 
 // dx[b, t·W + r] (+)= dwin[bt, h, W + r] + dwin[bt + 1, h, r] (t + 1 < T), in that order.

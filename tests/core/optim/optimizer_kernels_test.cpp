@@ -215,6 +215,46 @@ std::vector<float> values(ParamStore<float>& store) {
 
 OptimConfig config(OptimKind kind) { return test::clipped_config(kind); }
 
+// The weights and every state tensor of `b` (its store in guarded memory) equal `a`'s (host
+// memory) bit for bit; both list the same tensors, unowned ones (ZeRO-1) without data.
+void expect_same_weights_and_state(ParamStore<float>& host_store, Optimizer<float>& a, ParamStore<float>& guarded_store,
+                                   Optimizer<float>& b, GuardedMemory& guarded) {
+  const auto va = values(host_store), vb = values(guarded_store);
+  ASSERT_EQ(va.size(), vb.size());
+  EXPECT_EQ(std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)), 0) << "weights";
+  const auto state_a = a.state(), state_b = b.state();
+  ASSERT_EQ(state_a.size(), state_b.size());
+  for (size_t k = 0; k < state_a.size(); ++k) {
+    ASSERT_EQ(state_a[k].data == nullptr, state_b[k].data == nullptr) << state_a[k].name;
+    if (state_a[k].data == nullptr) continue;
+    std::vector<float> sb(size_t(state_b[k].numel()));
+    guarded.to_host(sb.data(), state_b[k].data, sb.size() * sizeof(float));
+    EXPECT_EQ(std::memcmp(state_a[k].data, sb.data(), sb.size() * sizeof(float)), 0) << state_a[k].name;
+  }
+}
+
+// The same optimizer twice under a ZeRO-1 mask: `a` on a store in host memory with the CPU
+// kernels, `b` on a store in guarded memory with the guarded kernels.
+struct HostAndGuarded {
+  explicit HostAndGuarded(OptimKind kind) : kernels(guarded) {
+    declare(host, kernels::host_memory());
+    declare(on_guarded, guarded);
+    a = make_optimizer(config(kind), host, kOwned);
+    b = make_optimizer(config(kind), on_guarded, kOwned, &kernels);
+  }
+  void set_grads(int step) {
+    core::set_grads(host, step);
+    core::set_grads(on_guarded, step);
+  }
+  void expect_same_weights_and_state() { core::expect_same_weights_and_state(host, *a, on_guarded, *b, guarded); }
+
+  inline static const std::vector<bool> kOwned = {true, false, true, true, true};
+  GuardedMemory guarded;
+  GuardedKernels kernels;
+  ParamStore<float> host, on_guarded;
+  std::unique_ptr<Optimizer<float>> a, b;
+};
+
 TEST(OptimizerKernels, ExplicitCpuKernelsMatchTheDefaultBitForBit) {
   for (OptimKind kind : {OptimKind::kAdafactor, OptimKind::kAdamW}) {
     ParamStore<float> plain, explicit_store;
@@ -237,39 +277,20 @@ TEST(OptimizerKernels, ExplicitCpuKernelsMatchTheDefaultBitForBit) {
 
 // ZeRO-1 mask and a reducer included: the paths that stage statistics through the host.
 TEST(OptimizerKernels, GuardedStoreStepsBitIdenticallyToHostMemory) {
-  const std::vector<bool> owned = {true, false, true, true, true};
   for (OptimKind kind : {OptimKind::kAdafactor, OptimKind::kAdamW}) {
-    GuardedMemory guarded;
-    GuardedKernels guarded_kernels(guarded);
-    ParamStore<float> plain, explicit_store;
-    declare(plain, kernels::host_memory());
-    declare(explicit_store, guarded);
-    auto a = make_optimizer(config(kind), plain, owned);
-    auto b = make_optimizer(config(kind), explicit_store, owned, &guarded_kernels);
+    HostAndGuarded p(kind);
     IdentityReducer ra, rb;
-    a->set_reducer(&ra);
-    b->set_reducer(&rb);
+    p.a->set_reducer(&ra);
+    p.b->set_reducer(&rb);
     for (int t = 0; t < 4; ++t) {
-      set_grads(plain, t);
-      set_grads(explicit_store, t);
-      const StepStats sa = a->step(), sb = b->step();
+      p.set_grads(t);
+      const StepStats sa = p.a->step(), sb = p.b->step();
       EXPECT_EQ(sa.grad_norm, sb.grad_norm);
       EXPECT_EQ(sa.clip_scale, sb.clip_scale);
     }
-    const auto va = values(plain), vb = values(explicit_store);
-    ASSERT_EQ(va.size(), vb.size());
-    EXPECT_EQ(std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)), 0);
-    const auto state_a = a->state(), state_b = b->state();
-    ASSERT_EQ(state_a.size(), state_b.size());
     EXPECT_EQ(ra.calls, rb.calls);
     EXPECT_EQ(ra.checksum, rb.checksum);
-    for (size_t k = 0; k < state_a.size(); ++k) {
-      ASSERT_EQ(state_a[k].data == nullptr, state_b[k].data == nullptr) << state_a[k].name;
-      if (state_a[k].data == nullptr) continue;
-      std::vector<float> sb(size_t(state_b[k].numel()));
-      guarded.to_host(sb.data(), state_b[k].data, sb.size() * sizeof(float));
-      EXPECT_EQ(std::memcmp(state_a[k].data, sb.data(), sb.size() * sizeof(float)), 0) << state_a[k].name;
-    }
+    p.expect_same_weights_and_state();
   }
 }
 
@@ -331,48 +352,31 @@ TEST(StatKernels, SegmentSumsGatherAndScatterEqualAPlainLoop) {
 // through the kernels' moves, the norm and Adafactor's coefficients made from the totals, step()
 // and the enqueued step alike; bit for bit the host reducer's steps (ZeRO-1 mask included).
 TEST(OptimizerKernels, ADeviceReducersStepsEqualTheHostReducersBitForBit) {
-  const std::vector<bool> owned = {true, false, true, true, true};
   for (OptimKind kind : {OptimKind::kAdafactor, OptimKind::kAdamW}) {
-    GuardedMemory guarded;
-    GuardedKernels guarded_kernels(guarded);
-    ParamStore<float> host_path, device_path;
-    declare(host_path, kernels::host_memory());
-    declare(device_path, guarded);
-    auto a = make_optimizer(config(kind), host_path, owned);
-    auto b = make_optimizer(config(kind), device_path, owned, &guarded_kernels);
+    HostAndGuarded p(kind);
     IdentityReducer ra;
     DeviceIdentityReducer rb;
-    a->set_reducer(&ra);
-    b->set_reducer(&rb);
-    EXPECT_FALSE(a->device_steps());
-    EXPECT_TRUE(b->device_steps());
+    p.a->set_reducer(&ra);
+    p.b->set_reducer(&rb);
+    EXPECT_FALSE(p.a->device_steps());
+    EXPECT_TRUE(p.b->device_steps());
     for (int t = 0; t < 4; ++t) {
-      set_grads(host_path, t);
-      set_grads(device_path, t);
-      const StepStats sa = a->step();
+      p.set_grads(t);
+      const StepStats sa = p.a->step();
       StepStats sb;
       if (t % 2 == 0) {
-        sb = b->step();
+        sb = p.b->step();
       } else {
-        b->stage_step();
-        b->enqueue_step();
-        sb = b->finish_step();
+        p.b->stage_step();
+        p.b->enqueue_step();
+        sb = p.b->finish_step();
         EXPECT_TRUE(sb.applied);
       }
       EXPECT_EQ(sa.grad_norm, sb.grad_norm) << "step " << t;
       EXPECT_EQ(sa.clip_scale, sb.clip_scale) << "step " << t;
     }
     EXPECT_EQ(ra.calls, rb.calls);
-    const auto va = values(host_path), vb = values(device_path);
-    EXPECT_EQ(std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)), 0);
-    const auto state_a = a->state(), state_b = b->state();
-    ASSERT_EQ(state_a.size(), state_b.size());
-    for (size_t k = 0; k < state_a.size(); ++k) {
-      if (state_a[k].data == nullptr) continue;
-      std::vector<float> sb(size_t(state_b[k].numel()));
-      guarded.to_host(sb.data(), state_b[k].data, sb.size() * sizeof(float));
-      EXPECT_EQ(std::memcmp(state_a[k].data, sb.data(), sb.size() * sizeof(float)), 0) << state_a[k].name;
-    }
+    p.expect_same_weights_and_state();
   }
 }
 

@@ -113,4 +113,19 @@ inline bool bit_identical(const std::vector<float>& a, const std::vector<float>&
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// A buffer a bf16 backend holds in bf16 (Backend::*_for_products): how many of its n values (in
+// the first half of its bytes, `held` downloaded as (n + 1) / 2 floats) are not the fp32 values
+// `plain` rounded to nearest even, the rounding the conversion kernel applies.
+inline int bf16_values_not_rounded(const std::vector<float>& held, const std::vector<float>& plain, std::size_t n) {
+  std::vector<uint16_t> bits(n);
+  std::memcpy(bits.data(), held.data(), n * sizeof(uint16_t));
+  int differing = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, &plain[i], 4);
+    differing += bits[i] != uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+  return differing;
+}
+
 }  // namespace brt::kernels::cuda::test

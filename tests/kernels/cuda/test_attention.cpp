@@ -10,8 +10,6 @@
 // the float64 reference's probabilities), not against the small cancelled result.
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "tests/kernels/cuda/cuda_test_util.h"
@@ -260,16 +258,8 @@ class CudaWindowAttentionTest : public AttentionTest {
       EXPECT_TRUE(bit_identical(download(out, act), want)) << "out for products (fp32)";
       return;
     }
-    const auto raw = download(out, (act + 1) / 2);
-    std::vector<uint16_t> bits(act);
-    std::memcpy(bits.data(), raw.data(), act * sizeof(uint16_t));
-    int differing = 0;
-    for (std::size_t i = 0; i < act; ++i) {
-      uint32_t u;
-      std::memcpy(&u, &want[i], 4);
-      differing += bits[i] != uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);  // round to nearest even
-    }
-    EXPECT_EQ(differing, 0) << "bf16 values that are not the fp32 output rounded";
+    EXPECT_EQ(bf16_values_not_rounded(download(out, (act + 1) / 2), want, act), 0)
+        << "bf16 values that are not the fp32 output rounded";
     const float* w = upload(rng_.normal(std::size_t(A) * cols));
     float *z = poisoned(std::size_t(rows) * cols), *z_plain = poisoned(std::size_t(rows) * cols);
     gpu_->gemm(Trans::N, Trans::N, rows, cols, A, 1.0f, out, A, w, cols, 0.0f, z, cols);

@@ -280,16 +280,8 @@ TEST_F(CudaGemmBf16Test, RmsNormForProductsWritesTheRoundingItsProductsRead) {
   ASSERT_TRUE(holds_bf16_activation(*gpu_, y, n, D));
   EXPECT_FALSE(holds_bf16_activation(*gpu_, y_plain, n, D));
   EXPECT_TRUE(bit_identical(download(rstd, n), download(rstd_plain, n))) << "rstd";
-  const auto raw = download(y, nd / 2), plain = download(y_plain, nd);  // nd is even: the bf16 half
-  std::vector<uint16_t> bits(nd);
-  std::memcpy(bits.data(), raw.data(), nd * sizeof(uint16_t));
-  int differing = 0;
-  for (std::size_t i = 0; i < nd; ++i) {
-    uint32_t u;
-    std::memcpy(&u, &plain[i], 4);
-    differing += bits[i] != uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);  // round to nearest even
-  }
-  EXPECT_EQ(differing, 0) << "bf16 values that are not the fp32 y rounded";
+  EXPECT_EQ(bf16_values_not_rounded(download(y, (nd + 1) / 2), download(y_plain, nd), nd), 0)
+      << "bf16 values that are not the fp32 y rounded";
   float *z = poisoned(ny), *z_plain = poisoned(ny);
   gpu_->gemm(Trans::N, Trans::N, n, out, D, 1.0f, y, D, d_w, out, 0.0f, z, out);
   gpu_->gemm(Trans::N, Trans::N, n, out, D, 1.0f, y_plain, D, d_w, out, 0.0f, z_plain, out);
@@ -313,16 +305,8 @@ TEST_F(CudaGemmBf16Test, HeadNormGradientForItsProductIsReadOnceAsItsRounding) {
   gpu_->head_l2norm_backward(y, rnorm, d_dy, n, H, dh, draw_plain);
   ASSERT_TRUE(holds_bf16_activation(*gpu_, draw, n, A));
   EXPECT_FALSE(holds_bf16_activation(*gpu_, draw_plain, n, A));
-  const auto raw = download(draw, na / 2), plain = download(draw_plain, na);  // na is even: the bf16 half
-  std::vector<uint16_t> bits(na);
-  std::memcpy(bits.data(), raw.data(), na * sizeof(uint16_t));
-  int differing = 0;
-  for (std::size_t i = 0; i < na; ++i) {
-    uint32_t u;
-    std::memcpy(&u, &plain[i], 4);
-    differing += bits[i] != uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);  // round to nearest even
-  }
-  EXPECT_EQ(differing, 0) << "bf16 values that are not the fp32 gradient rounded";
+  EXPECT_EQ(bf16_values_not_rounded(download(draw, (na + 1) / 2), download(draw_plain, na), na), 0)
+      << "bf16 values that are not the fp32 gradient rounded";
   float *dx = poisoned(nx), *dx_plain = poisoned(nx);
   float *dw = upload(std::vector<float>(nw, 0.5f)), *dw_plain = upload(std::vector<float>(nw, 0.5f));
   gpu_->linear_backward(d_in, n, in, d_w, A, draw, dx, dw, 0.0f);
