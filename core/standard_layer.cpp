@@ -76,7 +76,8 @@ void StandardLayer<T>::backward(const StepContext<T>& ctx, const T* dout, T* dx,
   T* dq = scratch.d_attn[1].data();
   T* dk = scratch.d_attn[2].data();
   T* dv = scratch.d_attn[3].data();
-  window_.backward(be, da, store_[rel_bias_], store_[scale_], dq, dk, dv);  // dq, dk, dv written
+  // dq, dk, dv written; dv is read only by V's projection's product below
+  window_.backward(be, da, store_[rel_bias_], store_[scale_], dq, dk, dv, true);
   const std::array<const T*, 3> grads = {dq, dk, dv};
   projections_backward(be, store_, proj_, shape_, x_, rows, proj_acts_, grads, dx,
                        scratch.d_attn[0].data(), scratch.d_norm.data(), dy, false);  // dx written

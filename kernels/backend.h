@@ -276,6 +276,19 @@ class Backend {
     window_attention_backward(d, q, k, v, k_cache, v_cache, rel_bias, scale, probs, dout, dq, dk, dv, drel_bias,
                               dscale);
   }
+  // window_attention_backward_write whose dv is read next, and only, as the output gradient dy
+  // of this backend's linear_backward (V's projection), and written by nothing else before that
+  // (head_l2norm_backward_for_product's contract). The default is window_attention_backward_write;
+  // CUDA in bf16 writes dv in bf16 (the rounding the product would apply), which that
+  // linear_backward reads without a conversion and then lets go of.
+  virtual void window_attention_backward_write_dv_for_product(const WindowAttnDims& d, const T* q, const T* k,
+                                                              const T* v, const T* k_cache, const T* v_cache,
+                                                              const T* rel_bias, const T* scale, const T* probs,
+                                                              const T* dout, T* dq, T* dk, T* dv, T* drel_bias,
+                                                              T* dscale) {
+    window_attention_backward_write(d, q, k, v, k_cache, v_cache, rel_bias, scale, probs, dout, dq, dk, dv, drel_bias,
+                                    dscale);
+  }
 
   // ---- model.md §3.4: cross-attention (no bias, optional causal mask) ---------------------
   // Batch entry b: q at q + b*q_stride ([nq, A] rows), k/v at k/v + b*kv_stride ([nk, A]),

@@ -350,6 +350,22 @@ void CountingBackend<T>::window_attention_backward_write(const WindowAttnDims& d
   });
 }
 
+// The same work, dv written in bf16 and held for its product (as CUDA in bf16 does).
+template <typename T>
+void CountingBackend<T>::window_attention_backward_write_dv_for_product(
+    const WindowAttnDims& d, const T* q, const T* k, const T* v, const T* k_cache, const T* v_cache, const T* rel_bias,
+    const T* scale, const T* probs, const T* dout, T* dq, T* dk, T* dv, T* drel_bias, T* dscale) {
+  const double rows = double(d.batch) * d.seq, A = d.width(), band = 2.0 * d.window;
+  const double scores = rows * d.heads * band;
+  add(kWindow, 8.0 * rows * band * A + 5.0 * scores, 4.0 * rows * A + 2.0 * d.batch * d.window * A + scores,
+      2.0 * rows * A + rows * A * 2.0 / double(sizeof(T)));
+  if (rows > 0 && A > 0) bf16_activations_.hold(dv, int64_t(rows), int64_t(A));
+  run(kWindow, [&] {
+    inner_->window_attention_backward_write_dv_for_product(d, q, k, v, k_cache, v_cache, rel_bias, scale, probs, dout,
+                                                           dq, dk, dv, drel_bias, dscale);
+  });
+}
+
 template <typename T>
 void CountingBackend<T>::cross_attention_forward(const CrossAttnDims& d, const T* q, const T* k, const T* v,
                                                  const T* scale, T* out, T* probs) {

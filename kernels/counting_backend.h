@@ -131,6 +131,11 @@ class CountingBackend final : public Backend<T> {
   void window_attention_backward_write(const WindowAttnDims& d, const T* q, const T* k, const T* v, const T* k_cache,
                                        const T* v_cache, const T* rel_bias, const T* scale, const T* probs,
                                        const T* dout, T* dq, T* dk, T* dv, T* drel_bias, T* dscale) override;
+  // dv written in bf16 and read once by the next linear_backward as dy, as CUDA in bf16 does.
+  void window_attention_backward_write_dv_for_product(const WindowAttnDims& d, const T* q, const T* k, const T* v,
+                                                      const T* k_cache, const T* v_cache, const T* rel_bias,
+                                                      const T* scale, const T* probs, const T* dout, T* dq, T* dk,
+                                                      T* dv, T* drel_bias, T* dscale) override;
   void cross_attention_forward(const CrossAttnDims& d, const T* q, const T* k, const T* v, const T* scale,
                                T* out, T* probs) override;
   void cross_attention_backward(const CrossAttnDims& d, const T* q, const T* k, const T* v, const T* scale,

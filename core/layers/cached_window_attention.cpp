@@ -136,13 +136,19 @@ void CachedWindowAttention<T>::gather_previous_blocks(kernels::Backend<T>& be, c
 template <typename T>
 void CachedWindowAttention<T>::backward(kernels::Backend<T>& be, const T* dout,
                                         Param<T>& rel_bias, Param<T>& scale, T* dq, T* dk,
-                                        T* dv) {
+                                        T* dv, bool dv_for_product) {
   require_segment_layout("backward");
+  const bool halo = cp_.active() && !detached_;  // its gradient is added into dk and dv after
   // The caches attended (the carried block, a halo, xl's previous blocks) receive no gradient.
-  be.window_attention_backward_write(attended_dims(), q_, k_, v_, attended_keys(), attended_values(),
-                                     rel_bias.value, scale.value, probs_.data(), dout, dq, dk, dv,
-                                     rel_bias.grad, scale.grad);
-  if (cp_.active() && !detached_) return_halo_gradient(be, rel_bias, scale, dout, dk, dv);
+  if (dv_for_product && !halo)
+    be.window_attention_backward_write_dv_for_product(attended_dims(), q_, k_, v_, attended_keys(), attended_values(),
+                                                      rel_bias.value, scale.value, probs_.data(), dout, dq, dk, dv,
+                                                      rel_bias.grad, scale.grad);
+  else
+    be.window_attention_backward_write(attended_dims(), q_, k_, v_, attended_keys(), attended_values(),
+                                       rel_bias.value, scale.value, probs_.data(), dout, dq, dk, dv, rel_bias.grad,
+                                       scale.grad);
+  if (halo) return_halo_gradient(be, rel_bias, scale, dout, dk, dv);
 }
 
 // Each chunk's last block of K̂ and V to the next: chunk r's block 0 attends to chunk r − 1's

@@ -66,9 +66,11 @@ class CachedWindowAttention {
                const Param<T>& rel_bias, const Param<T>& scale, T* out, bool out_for_products = false);
   // dout: gradient w.r.t. out. WRITES dq, dk, dv [B·N, A] (their contents on entry do not
   // matter; Backend::window_attention_backward_write) and accumulates the gradients of the bias
-  // table and the scale; the cache gets none (§8: detached).
+  // table and the scale; the cache gets none (§8: detached). dv_for_product: dv is read next,
+  // and only, as V's projection's dy (Backend::window_attention_backward_write_dv_for_product;
+  // not under context parallelism, whose halo gradient is added into dv after).
   void backward(kernels::Backend<T>& be, const T* dout, Param<T>& rel_bias, Param<T>& scale,
-                T* dq, T* dk, T* dv);
+                T* dq, T* dk, T* dv, bool dv_for_product = false);
   // §8: keeps this segment's last block of keys and values for the next one. kSegment: k, v
   // are the segment's [B·N, A]; kBlockMajor: its last block [B, W, A].
   void carry(kernels::Backend<T>& be, const T* k, const T* v);

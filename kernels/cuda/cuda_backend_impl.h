@@ -182,14 +182,30 @@ class CudaBackend final : public Backend<float> {
                                        float* dk, float* dv, float* drel_bias, float* dscale) override {
     window_backward(d, q, k, v, k_cache, v_cache, rel_bias, scale, probs, dout, dq, dk, dv, drel_bias, dscale, false);
   }
+  // bf16: dv written in bf16 by the tensor-core pass and held for the one linear_backward that
+  // reads it as dy.
+  void window_attention_backward_write_dv_for_product(const WindowAttnDims& d, const float* q, const float* k,
+                                                      const float* v, const float* k_cache, const float* v_cache,
+                                                      const float* rel_bias, const float* scale, const float* probs,
+                                                      const float* dout, float* dq, float* dk, float* dv,
+                                                      float* drel_bias, float* dscale) override {
+    const bool bf16 = options_.precision == Precision::kBf16;
+    window_backward(d, q, k, v, k_cache, v_cache, rel_bias, scale, probs, dout, dq, dk, dv, drel_bias, dscale, false,
+                    bf16);
+    const int64_t rows = int64_t(d.batch) * d.seq;
+    if (bf16 && rows > 0 && d.width() > 0) bf16_activations_.hold(dv, rows, d.width());
+  }
   // The window attention's backward in this precision's kernels; accumulate: dq, dk, dv += it.
+  // dv_bf16 (bf16 only): dv written in bf16.
   void window_backward(const WindowAttnDims& d, const float* q, const float* k, const float* v,
                        const float* k_cache, const float* v_cache, const float* rel_bias, const float* scale,
                        const float* probs, const float* dout, float* dq, float* dk, float* dv, float* drel_bias,
-                       float* dscale, bool accumulate) {
+                       float* dscale, bool accumulate, bool dv_bf16 = false) {
+    bf16_activations_.release(dv);
     if (options_.precision == Precision::kBf16)
       launch_window_attention_backward_tc(d, q, k, v, k_cache, v_cache, rel_bias, scale, probs, dout, dq, dk, dv,
-                                          drel_bias, dscale, accumulate, t5_buckets(), cublas_, scratch(), stream_);
+                                          drel_bias, dscale, accumulate, t5_buckets(), cublas_, scratch(), stream_,
+                                          dv_bf16 ? dv : nullptr);
     else
       launch_window_attention_backward(d, q, k, v, k_cache, v_cache, rel_bias, scale, probs, dout, dq, dk, dv,
                                        drel_bias, dscale, accumulate, t5_buckets(), scratch(), stream_);

@@ -156,7 +156,9 @@ void launch_window_attention_backward_tc(const WindowAttnDims& d, const float* q
                                          const float* dout, float* dq, float* dk, float* dv,
                                          float* drel_bias, float* dscale, bool accumulate,
                                          const T5Buckets& buckets, cublasHandle_t handle,
-                                         DeviceArena& scratch, cudaStream_t stream);
+                                         DeviceArena& scratch, cudaStream_t stream, void* dv16 = nullptr);
+// (dv16, when not null: dv written there in bf16 instead, rounded to nearest even, whatever
+// accumulate says: Backend::window_attention_backward_write_dv_for_product.)
 
 // ---- cross_attention_tc.cu: cross-attention on the tensor cores (bf16 backend) ----
 // Same contract as the fp32 launchers below except the probs content (raw scores, private).

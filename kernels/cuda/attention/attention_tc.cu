@@ -91,8 +91,10 @@ __global__ void unpack_rows_bf16_kernel(const float* in, TcDims g, __nv_bfloat16
   BRT_GRID_STRIDE(e, g.act()) { out16[row_offset(e, g)] = __float2bfloat16_rn(in[e]); }
 }
 
-// dx[b, t·W + r] (+)= dwin[bt, h, W + r] + dwin[bt + 1, h, r] (t + 1 < T), in that order.
-__global__ void fold_windows_kernel(const float* dwin, TcDims g, bool accumulate, float* dx) {
+// dx[b, t·W + r] (+)= dwin[bt, h, W + r] + dwin[bt + 1, h, r] (t + 1 < T), in that order; with
+// dx16 (not null, not accumulating) the sum is written there in bf16 instead, rounded to nearest
+// even as the conversion kernel rounds it.
+__global__ void fold_windows_kernel(const float* dwin, TcDims g, bool accumulate, float* dx, __nv_bfloat16* dx16) {
   BRT_GRID_STRIDE(e, g.act()) {
     const int64_t row = e / g.A;
     const int col = static_cast<int>(e % g.A);
@@ -102,7 +104,8 @@ __global__ void fold_windows_kernel(const float* dwin, TcDims g, bool accumulate
     const int64_t bt = b * g.T + t;
     float v = dwin[((bt * g.H + h) * 2 * g.W + g.W + r) * g.dh + d];
     if (t + 1 < g.T) v += dwin[(((bt + 1) * g.H + h) * 2 * g.W + r) * g.dh + d];
-    dx[e] = accumulate ? dx[e] + v : v;
+    if (dx16 != nullptr) dx16[e] = __float2bfloat16_rn(v);
+    else dx[e] = accumulate ? dx[e] + v : v;
   }
 }
 
@@ -271,7 +274,7 @@ void launch_window_attention_backward_tc(const WindowAttnDims& d, const float* q
                                          const float* dout, float* dq, float* dk, float* dv,
                                          float* drel_bias, float* dscale, bool accumulate,
                                          const T5Buckets& buckets, cublasHandle_t handle,
-                                         DeviceArena& scratch, cudaStream_t stream) {
+                                         DeviceArena& scratch, cudaStream_t stream, void* dv16) {
   const char* who = "window_attention_backward (tensor cores)";
   check_dims(d, who);
   const TcDims g = tc_dims(d);
@@ -308,8 +311,9 @@ void launch_window_attention_backward_tc(const WindowAttnDims& d, const float* q
                g.problems());
   batched_gemm(handle, true, false, 2 * W, dh, W, pb, 2 * W, st, doh, dh, sq, 0.0f, dvw, dh, sw,
                g.problems());
-  fold_windows_kernel<<<elementwise_blocks(g.act()), 256, 0, stream>>>(dkw, g, accumulate, dk);
-  fold_windows_kernel<<<elementwise_blocks(g.act()), 256, 0, stream>>>(dvw, g, accumulate, dv);
+  fold_windows_kernel<<<elementwise_blocks(g.act()), 256, 0, stream>>>(dkw, g, accumulate, dk, nullptr);
+  fold_windows_kernel<<<elementwise_blocks(g.act()), 256, 0, stream>>>(dvw, g, accumulate && dv16 == nullptr, dv,
+                                                                       static_cast<__nv_bfloat16*>(dv16));
   BRT_CUDA_CHECK_LAUNCH(who);
 }
 

@@ -240,6 +240,44 @@ class CudaWindowAttentionTest : public AttentionTest {
     EXPECT_TRUE(download(w_dv, act) == download(z_dv, act)) << "dv written";
     EXPECT_TRUE(download(w_db, bias.size()) == download(z_db, bias.size())) << "drel_bias";
     EXPECT_TRUE(download(w_ds, d.heads) == download(z_ds, d.heads)) << "dscale";
+    expect_dv_for_product(d, {dq_, dk_, dv_, dkc, dvc, dbias_, dscale_, d_probs, ddout}, download(w_dq, act),
+                          download(w_dk, act), w_dv, initial);
+  }
+
+  struct BackwardInputs {
+    const float *q, *k, *v, *kc, *vc, *bias, *scale, *probs, *dout;
+  };
+  // window_attention_backward_write_dv_for_product: dq and dk as the written ones; in bf16 dv
+  // holds bf16 values, each the written dv (`dv_plain`) rounded to nearest even, and the
+  // linear_backward that reads it as dy equals one reading the fp32 dv bit for bit, then lets go
+  // of it; in fp32 the written dv, not held.
+  void expect_dv_for_product(const WindowAttnDims& d, const BackwardInputs& in, const std::vector<float>& dq,
+                             const std::vector<float>& dk, const float* dv_plain, const AttentionGrads& initial) {
+    const int rows = d.batch * d.seq, A = d.width(), n_in = 7;
+    const std::size_t act = std::size_t(rows) * A, nx = std::size_t(rows) * n_in, nw = std::size_t(n_in) * A;
+    float *g_dq = poisoned(act), *g_dk = poisoned(act), *g_dv = poisoned(act);
+    float *g_db = upload(initial.dbias), *g_ds = upload(initial.dscale);
+    gpu_->window_attention_backward_write_dv_for_product(d, in.q, in.k, in.v, in.kc, in.vc, in.bias, in.scale, in.probs,
+                                                         in.dout, g_dq, g_dk, g_dv, g_db, g_ds);
+    EXPECT_TRUE(download(g_dq, act) == dq) << "dq with dv for its product";
+    EXPECT_TRUE(download(g_dk, act) == dk) << "dk with dv for its product";
+    const auto want = download(dv_plain, act);
+    const bool bf16 = options().precision == Precision::kBf16;
+    ASSERT_EQ(holds_bf16_activation(*gpu_, g_dv, rows, A), bf16) << "held exactly in bf16";
+    if (!bf16) {
+      EXPECT_TRUE(download(g_dv, act) == want) << "dv for its product (fp32)";
+      return;
+    }
+    EXPECT_EQ(bf16_values_not_rounded(download(g_dv, (act + 1) / 2), want, act), 0)
+        << "bf16 values that are not the written dv rounded";
+    const float *x = upload(rng_.normal(nx)), *w = upload(rng_.normal(nw));
+    float *dx = poisoned(nx), *dx_plain = poisoned(nx);
+    float *dw = upload(std::vector<float>(nw, 0.5f)), *dw_plain = upload(std::vector<float>(nw, 0.5f));
+    gpu_->linear_backward(x, rows, n_in, w, A, g_dv, dx, dw, 0.0f);
+    gpu_->linear_backward(x, rows, n_in, w, A, dv_plain, dx_plain, dw_plain, 0.0f);
+    EXPECT_TRUE(bit_identical(download(dx, nx), download(dx_plain, nx))) << "V's dx";
+    EXPECT_TRUE(bit_identical(download(dw, nw), download(dw_plain, nw))) << "V's dw";
+    EXPECT_FALSE(holds_bf16_activation(*gpu_, g_dv, rows, A)) << "read once: let go after its product";
   }
 
   // window_attention_forward_for_products: in bf16 out holds bf16 values, each the fp32 output
@@ -254,7 +292,9 @@ class CudaWindowAttentionTest : public AttentionTest {
     float *out = poisoned(act), *p = poisoned(probs);
     gpu_->window_attention_forward_for_products(d, q, k, v, kc, vc, bias, scale, out, p);
     const auto want = download(plain, act);
-    if (!holds_bf16_activation(*gpu_, out, rows, A)) {
+    const bool bf16 = options().precision == Precision::kBf16;
+    ASSERT_EQ(holds_bf16_activation(*gpu_, out, rows, A), bf16) << "held exactly in bf16";
+    if (!bf16) {
       EXPECT_TRUE(bit_identical(download(out, act), want)) << "out for products (fp32)";
       return;
     }
