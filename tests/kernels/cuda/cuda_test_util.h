@@ -102,6 +102,20 @@ class CudaTest : public ::testing::Test {
     if (n > 0) copy_to_host(host.data(), dev, n * sizeof(T), stream_handle(*gpu_));
     return host;
   }
+  // A gradient [n, out] the GPU holds in bf16 for one product (`held`) and its fp32 original
+  // (`plain`), each as the dy of a linear_backward from in: the same dx and dw bit for bit (the
+  // same operand), and `held` is let go after its product.
+  void expect_read_once_as_dy(const float* held, const float* plain, int n, int in, int out) {
+    const std::size_t nx = std::size_t(n) * in, nw = std::size_t(in) * out;
+    const float *x = upload(rng_.normal(nx)), *w = upload(rng_.normal(nw));
+    float *dx = poisoned(nx), *dx_plain = poisoned(nx);
+    float *dw = upload(std::vector<float>(nw, 0.5f)), *dw_plain = upload(std::vector<float>(nw, 0.5f));
+    gpu_->linear_backward(x, n, in, w, out, held, dx, dw, 0.0f);
+    gpu_->linear_backward(x, n, in, w, out, plain, dx_plain, dw_plain, 0.0f);
+    EXPECT_TRUE(download(dx, nx) == download(dx_plain, nx)) << "dx";
+    EXPECT_TRUE(download(dw, nw) == download(dw_plain, nw)) << "dw";
+    EXPECT_FALSE(holds_bf16_activation(*gpu_, held, n, out)) << "read once: let go after its product";
+  }
 
   std::unique_ptr<Backend<float>> cpu_;
   std::unique_ptr<Backend<float>> gpu_;

@@ -253,8 +253,8 @@ class CudaWindowAttentionTest : public AttentionTest {
   // of it; in fp32 the written dv, not held.
   void expect_dv_for_product(const WindowAttnDims& d, const BackwardInputs& in, const std::vector<float>& dq,
                              const std::vector<float>& dk, const float* dv_plain, const AttentionGrads& initial) {
-    const int rows = d.batch * d.seq, A = d.width(), n_in = 7;
-    const std::size_t act = std::size_t(rows) * A, nx = std::size_t(rows) * n_in, nw = std::size_t(n_in) * A;
+    const int rows = d.batch * d.seq, A = d.width();
+    const std::size_t act = std::size_t(rows) * A;
     float *g_dq = poisoned(act), *g_dk = poisoned(act), *g_dv = poisoned(act);
     float *g_db = upload(initial.dbias), *g_ds = upload(initial.dscale);
     gpu_->window_attention_backward_write_dv_for_product(d, in.q, in.k, in.v, in.kc, in.vc, in.bias, in.scale, in.probs,
@@ -270,14 +270,7 @@ class CudaWindowAttentionTest : public AttentionTest {
     }
     EXPECT_EQ(bf16_values_not_rounded(download(g_dv, (act + 1) / 2), want, act), 0)
         << "bf16 values that are not the written dv rounded";
-    const float *x = upload(rng_.normal(nx)), *w = upload(rng_.normal(nw));
-    float *dx = poisoned(nx), *dx_plain = poisoned(nx);
-    float *dw = upload(std::vector<float>(nw, 0.5f)), *dw_plain = upload(std::vector<float>(nw, 0.5f));
-    gpu_->linear_backward(x, rows, n_in, w, A, g_dv, dx, dw, 0.0f);
-    gpu_->linear_backward(x, rows, n_in, w, A, dv_plain, dx_plain, dw_plain, 0.0f);
-    EXPECT_TRUE(bit_identical(download(dx, nx), download(dx_plain, nx))) << "V's dx";
-    EXPECT_TRUE(bit_identical(download(dw, nw), download(dw_plain, nw))) << "V's dw";
-    EXPECT_FALSE(holds_bf16_activation(*gpu_, g_dv, rows, A)) << "read once: let go after its product";
+    expect_read_once_as_dy(g_dv, dv_plain, rows, 7, A);
   }
 
   // window_attention_forward_for_products: in bf16 out holds bf16 values, each the fp32 output
